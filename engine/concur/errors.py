@@ -1,0 +1,150 @@
+"""One exception tree for concur.
+
+Every error a *user* can cause derives from :class:`ConcurError`, carries the
+exit code the CLI maps it to, and knows how to render itself as one line:
+``file:line:col: what went wrong (variable): what to do``.
+The library never prints or exits; only ``concur.cli.main`` does.
+
+Exit codes (the contract other teams' CI relies on):
+
+* 0 -- success
+* 1 -- a check failed (unit mismatch, contradictory givens, a pack that does not load)
+* 2 -- usage or input error (unknown variable, bad unit, non-number, bad option)
+* 3 -- the scenario is impossible: it does not fit, or the system saturates
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "Location",
+    "ConcurError",
+    "PackError",
+    "UnsafeExpressionError",
+    "UnitError",
+    "UsageError",
+    "UnknownNameError",
+    "UnderdeterminedError",
+    "ContradictionError",
+    "InfeasibleError",
+    "SolveError",
+    "EXIT_OK",
+    "EXIT_CHECK_FAILED",
+    "EXIT_USAGE",
+    "EXIT_INFEASIBLE",
+]
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INFEASIBLE = 3
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where something came from: a file and a 1-based line and column."""
+
+    file: str
+    line: int | None = None
+    col: int | None = None
+
+    def __str__(self) -> str:
+        text = self.file
+        if self.line is not None:
+            text += f":{self.line}"
+            if self.col is not None:
+                text += f":{self.col}"
+        return text
+
+
+class ConcurError(Exception):
+    """Root of every error concur raises for bad input or an impossible question.
+
+    ``where`` locates the cause, ``variable`` names the variable concerned and
+    ``hint`` says what to do next.  ``str(err)`` is the full one-line message.
+    """
+
+    exit_code = EXIT_USAGE
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        where: Location | None = None,
+        variable: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.message = message
+        self.where = where
+        self.variable = variable
+        self.hint = hint
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        prefix = f"{self.where}: " if self.where is not None else ""
+        return prefix + self.render_body()
+
+    def render_body(self) -> str:
+        """The message without its location."""
+        parts = [self.message]
+        if self.variable and f"'{self.variable}'" not in self.message:
+            parts.append(f" (variable '{self.variable}')")
+        if self.hint:
+            parts.append(f"; {self.hint}")
+        return "".join(parts)
+
+
+class PackError(ConcurError, ValueError):
+    """A pack or catalog file is malformed (YAML, schema or expression syntax)."""
+
+    exit_code = EXIT_CHECK_FAILED
+
+
+class UnsafeExpressionError(PackError):
+    """A formula uses a construct outside the whitelist (calls, attributes, huge powers...)."""
+
+
+class UnitError(ConcurError, ValueError):
+    """A unit is unknown, or an equation or value is dimensionally inconsistent."""
+
+    exit_code = EXIT_CHECK_FAILED
+
+
+class UsageError(ConcurError, ValueError):
+    """The command line or API call is malformed (bad value, unknown option)."""
+
+    exit_code = EXIT_USAGE
+
+
+class UnknownNameError(UsageError, KeyError):
+    """A variable, pack, preset or catalog entry that does not exist."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.render()
+
+
+class UnderdeterminedError(UsageError):
+    """Not enough givens: ``missing`` lists the values that would determine the target."""
+
+    def __init__(self, message: str, *, missing: tuple[str, ...] = (), **kw) -> None:
+        self.missing = missing
+        super().__init__(message, **kw)
+
+
+class ContradictionError(ConcurError, ValueError):
+    """Over-determined givens that disagree with an equation."""
+
+    exit_code = EXIT_CHECK_FAILED
+
+
+class InfeasibleError(ConcurError, ValueError):
+    """The question has no admissible answer: it does not fit, or the system saturates."""
+
+    exit_code = EXIT_INFEASIBLE
+
+
+class SolveError(ConcurError, RuntimeError):
+    """The solver could not find a root although the system looks well-posed."""
+
+    exit_code = EXIT_CHECK_FAILED

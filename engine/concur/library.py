@@ -1,0 +1,86 @@
+"""Where packs and catalogs live, and loading them once per process.
+
+Shipped packs are the data package ``concur.formulas`` inside an installed
+wheel, or the ``formulas/`` folder of a source checkout (editable install).
+Any path given on the command line is loaded as well; a name resolves to a
+shipped pack.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import UnknownNameError
+from .pack import Catalog, Pack, load_catalog, load_pack
+
+__all__ = ["formulas_dir", "pack_paths", "find_pack", "get_pack", "get_catalog", "catalog_names"]
+
+
+@lru_cache(maxsize=1)
+def formulas_dir() -> Path:
+    """The folder holding the shipped ``*.yaml`` packs and ``catalogs/``."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "formulas", here.parent.parent / "formulas"):
+        if (candidate / "catalogs").is_dir():
+            return candidate
+    try:
+        import importlib.resources as resources
+
+        path = Path(str(resources.files("concur.formulas")))
+        if path.is_dir():
+            return path
+    except (ModuleNotFoundError, TypeError):
+        pass
+    raise UnknownNameError("cannot find concur's shipped packs (formulas/)",
+                           hint="reinstall concur: pip install .")
+
+
+def pack_paths() -> dict[str, Path]:
+    """Shipped pack name -> file."""
+    return {p.stem: p for p in sorted(formulas_dir().glob("*.yaml"))}
+
+
+def find_pack(name_or_path: str) -> Path:
+    """Resolve a pack name (``llm_memory``) or a path to a YAML file."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or "/" in name_or_path or path.exists():
+        if not path.is_file():
+            raise UnknownNameError(f"pack file '{name_or_path}' does not exist")
+        return path
+    shipped = pack_paths()
+    if name_or_path not in shipped:
+        raise UnknownNameError(f"unknown pack '{name_or_path}'",
+                               hint=f"known packs: {', '.join(shipped)}; or give a path to a .yaml file")
+    return shipped[name_or_path]
+
+
+def _label(path: Path) -> str:
+    try:
+        root = formulas_dir().parent
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+@lru_cache(maxsize=None)
+def _load_pack_cached(path: str, mtime: float, size: int) -> Pack:
+    return load_pack(path, label=_label(Path(path)))
+
+
+def get_pack(name_or_path: str) -> Pack:
+    path = find_pack(name_or_path)
+    st = path.stat()
+    return _load_pack_cached(str(path), st.st_mtime, st.st_size)
+
+
+def catalog_names() -> list[str]:
+    return [p.stem for p in sorted((formulas_dir() / "catalogs").glob("*.yaml"))]
+
+
+@lru_cache(maxsize=None)
+def get_catalog(name: str) -> Catalog:
+    path = formulas_dir() / "catalogs" / f"{name}.yaml"
+    if not path.is_file():
+        raise UnknownNameError(f"unknown catalog '{name}'", hint=f"known catalogs: {', '.join(catalog_names())}")
+    return load_catalog(path, label=_label(path))

@@ -1,0 +1,43 @@
+"""Reference implementations of the runtime primitives concur's packs size.
+
+This package imports nothing else of concur and nothing heavy (no sympy, pint,
+openpyxl, numpy): ``import concur.primitives`` stays cheap, which a test checks.
+Names are loaded on first use so that one primitive's optional dependency
+(``redis``) never taxes another.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Decision": "token_bucket",
+    "TokenBucket": "token_bucket",
+    "AsyncTokenBucket": "token_bucket",
+    "retry_after_header": "token_bucket",
+    "ratelimit_headers": "token_bucket",
+    "RedisTokenBucket": "redis_bucket",
+    "WorkerPool": "worker_queue",
+    "PoolShutdown": "worker_queue",
+    "ShardedCounter": "sharded_counter",
+    "LockedCounter": "sharded_counter",
+    "WorkStealingDeque": "ws_deque",
+    "Steal": "ws_deque",
+    "WorkStealingPool": "ws_deque",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'concur.primitives' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,182 @@
+"""Goal seek: the smallest (or largest) value of an unknown that meets a target.
+
+Used when the asked variable ``x`` lies upstream of a given target ``g`` that
+cannot be inverted exactly: ``g`` is a floor/ceil output (users, replicas), an
+inequality (``limit: at_least``/``at_most``: a service level, a budget), or
+``x`` is an integer (tp, servers, replicas). The model is evaluated *forward*
+with ``x`` as a given, so every equation keeps its natural direction.
+
+The sense of the goal: a variable declared ``limit: at_least`` must reach the
+given value, ``at_most`` must stay under it; a variable without a declared
+limit must equal it. For an ``at_least`` goal that grows with ``x`` the answer
+is the smallest ``x`` that reaches it (the memory 100 users need); when it
+shrinks with ``x``, the largest (the longest context that still fits 100 users).
+Integer unknowns are scanned over their bounds (skipping values that break a
+constraint such as ``attention_heads % tp == 0``) or bisected when the range is
+wide; continuous unknowns are bracketed and bisected to 1e-12 relative.
+The search assumes the goal is monotone in ``x`` over the bounds; the trace
+says which value was chosen and what it gives.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .errors import ConcurError, InfeasibleError, UsageError
+from .expr import compile_node, names_in
+from .model import Model
+from .solver import Givens, Solution, Step, _forward, _show
+
+__all__ = ["search"]
+
+_MAX_SCAN = 4096
+
+
+def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens: Givens, x: str,
+           goal: str) -> Solution:
+    xv = model.variables[x]
+    gv = model.variables[goal]
+    target = known[goal]
+    sense = gv.limit or "equal"
+    base_known = {k: v for k, v in known.items() if k != goal}
+    sources = dict(givens.sources)
+    last_error: list[ConcurError] = []
+
+    def evaluate(value: float) -> float | None:
+        try:
+            ex = _forward(model, {**base_known, x: value}, (goal,), sources, check=False)
+        except ConcurError as exc:
+            last_error[:] = [exc]
+            return None
+        except (ArithmeticError, ValueError):
+            return None
+        for con in model.constraints:
+            if x in names_in(con.expr) and names_in(con.expr) <= ex.env.keys():
+                try:
+                    if not compile_node(con.expr)(ex.env):
+                        return None
+                except (ArithmeticError, ValueError):
+                    return None
+        return ex.env[goal]
+
+    def meets(v: float | None) -> bool:
+        if v is None:
+            return False
+        tol = 1e-9 * max(abs(target), 1e-300)
+        if sense == "at_least":
+            return v >= target - tol
+        if sense == "at_most":
+            return v <= target + tol
+        return abs(v - target) <= 1e-6 * max(abs(target), 1e-300)
+
+    lo, hi = xv.bounds
+    if xv.integer:
+        lo_i = int(math.ceil(lo)) if lo is not None else (1 if (hi is None or hi >= 1) else 0)
+        hi_i = int(math.floor(hi)) if hi is not None else 1 << 40
+        chosen = _integer_search(evaluate, meets, lo_i, hi_i)
+    else:
+        lo_f = lo if lo is not None and lo > 0 else None
+        chosen = _continuous_search(evaluate, meets, lo_f, hi, sense, xv.default)
+    if chosen is None:
+        word = {"at_least": "at least", "at_most": "at most", "equal": "exactly"}[sense]
+        why = f"; {last_error[0].render_body()}" if last_error else ""
+        raise InfeasibleError(
+            f"no {x} within its bounds gives {goal} {word} {_show(model, goal, target)}{why}", variable=x,
+            hint="relax the target, or change another given (a larger GPU, fp8, more replicas)")
+    value, direction = chosen
+    ex = _forward(model, {**base_known, x: value}, find + (goal,) if goal not in find else find, sources)
+    achieved = ex.env[goal]
+    word = {"at_least": "at least", "at_most": "at most", "equal": "exactly"}[sense]
+    note = (f"{direction} {x} giving {goal} {word} {_show(model, goal, target)} "
+            f"(it gives {_show(model, goal, achieved)})")
+    trace = [s for s in ex.trace if s.variable != x]
+    trace.insert(0, Step(x, value, "search", f"{goal} {word} {_show(model, goal, target)}", "", note))
+    values = dict(ex.env)
+    sol = Solution(model, find, values, givens, trace, notes=[note])
+    return sol
+
+
+def _integer_search(evaluate: Any, meets: Any, lo: int, hi: int) -> tuple[float, str] | None:
+    if hi < lo:
+        return None
+    if hi - lo <= _MAX_SCAN:
+        first = evaluate(float(lo))
+        last = evaluate(float(hi))
+        increasing = _guess_increasing(first, last, meets)
+        rng = range(lo, hi + 1) if increasing else range(hi, lo - 1, -1)
+        for n in rng:
+            if meets(evaluate(float(n))):
+                return float(n), "smallest" if increasing else "largest"
+        return None
+    # wide range: exponential probe then bisection on the monotone predicate
+    a = lo
+    if meets(evaluate(float(a))):
+        return float(a), "smallest"
+    b = max(a + 1, 1)
+    while b <= hi and not meets(evaluate(float(b))):
+        a, b = b, b * 2
+    if b > hi:
+        b = hi
+        if not meets(evaluate(float(b))):
+            return None
+    while b - a > 1:
+        mid = (a + b) // 2
+        if meets(evaluate(float(mid))):
+            b = mid
+        else:
+            a = mid
+    return float(b), "smallest"
+
+
+def _guess_increasing(first: float | None, last: float | None, meets: Any) -> bool:
+    if first is None:
+        return True  # infeasible at the low end: search upward
+    if last is None:
+        return False
+    return not meets(first) or last >= first
+
+
+def _continuous_search(evaluate: Any, meets: Any, lo: float | None, hi: float | None, sense: str,
+                       start: float | None) -> tuple[float, str] | None:
+    x0 = start if start and start > 0 else (lo * 2 if lo else 1.0)
+    grid = [x0 * 2.0 ** k for k in range(-60, 61)]
+    if lo is not None:
+        grid = [g for g in grid if g >= lo] or [lo]
+        grid.insert(0, lo)
+    if hi is not None:
+        grid = [g for g in grid if g <= hi] + [hi]
+    values = [(g, evaluate(g)) for g in grid]
+    ok = [meets(v) for _, v in values]
+    if not any(ok):
+        return None
+    first_ok = ok.index(True)
+    last_ok = len(ok) - 1 - ok[::-1].index(True)
+    if first_ok > 0:
+        a, b = values[first_ok - 1][0], values[first_ok][0]
+        return _bisect(evaluate, meets, a, b, want_low=True), "smallest"
+    if last_ok < len(ok) - 1:
+        a, b = values[last_ok][0], values[last_ok + 1][0]
+        return _bisect(evaluate, meets, a, b, want_low=False), "largest"
+    raise UsageError("every value in range meets the target: the question does not constrain it",
+                     hint="ask for the target instead, or give tighter bounds")
+
+
+def _bisect(evaluate: Any, meets: Any, a: float, b: float, want_low: bool) -> float:
+    """``want_low``: a fails, b meets -> smallest meeting. else: a meets, b fails -> largest meeting."""
+    for _ in range(200):
+        mid = 0.5 * (a + b)
+        if abs(b - a) <= 1e-13 * max(abs(mid), 1e-300):
+            break
+        good = meets(evaluate(mid))
+        if want_low:
+            if good:
+                b = mid
+            else:
+                a = mid
+        else:
+            if good:
+                a = mid
+            else:
+                b = mid
+    return b if want_low else a
