@@ -191,6 +191,9 @@ class _Parser:
         out = []
         last = 0
         for index, m in enumerate(_BRACKET_RE.finditer(text)):
+            before = text[:m.start()].rstrip()
+            if before and (before[-1].isalnum() or before[-1] in "_)]"):
+                raise self.fail("subscripts are not allowed ([...] is a unit literal such as [GiB])", m.start())
             name = _placeholder(index, len(m.group(0)))
             out.append(text[last:m.start()])
             out.append(name)

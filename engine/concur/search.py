@@ -98,43 +98,62 @@ def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens:
 
 
 def _integer_search(evaluate: Any, meets: Any, lo: int, hi: int) -> tuple[float, str] | None:
+    """Smallest n meeting the goal when it fails at ``lo``; largest n meeting it when it holds at ``lo``.
+
+    Values that break a constraint (``evaluate`` returns None) are skipped, never taken.
+    """
     if hi < lo:
         return None
+    first = evaluate(float(lo))
+    if first is not None and meets(first):
+        # the goal holds at the low end: walk up to the last value that still meets it
+        best, n, step = lo, lo, 1
+        while True:
+            nxt = min(n + step, hi)
+            if nxt == n:
+                return float(best), "largest"
+            v = evaluate(float(nxt))
+            if v is None:
+                n, step = nxt, 1 if step == 1 else step
+                continue
+            if meets(v):
+                best, n = nxt, nxt
+                step = step * 2 if nxt - lo > _MAX_SCAN else 1
+                continue
+            if nxt - best <= 1:
+                return float(best), "largest"
+            # bisect between best (meets) and nxt (fails)
+            a, b = best, nxt
+            while b - a > 1:
+                mid = (a + b) // 2
+                vm = evaluate(float(mid))
+                if vm is not None and meets(vm):
+                    a = mid
+                else:
+                    b = mid
+            return float(a), "largest"
     if hi - lo <= _MAX_SCAN:
-        first = evaluate(float(lo))
-        last = evaluate(float(hi))
-        increasing = _guess_increasing(first, last, meets)
-        rng = range(lo, hi + 1) if increasing else range(hi, lo - 1, -1)
-        for n in rng:
-            if meets(evaluate(float(n))):
-                return float(n), "smallest" if increasing else "largest"
+        for n in range(lo + 1, hi + 1):
+            v = evaluate(float(n))
+            if v is not None and meets(v):
+                return float(n), "smallest"
         return None
-    # wide range: exponential probe then bisection on the monotone predicate
-    a = lo
-    if meets(evaluate(float(a))):
-        return float(a), "smallest"
-    b = max(a + 1, 1)
-    while b <= hi and not meets(evaluate(float(b))):
-        a, b = b, b * 2
-    if b > hi:
-        b = hi
-        if not meets(evaluate(float(b))):
+    a, b = lo, max(lo + 1, 1)
+    while True:
+        v = evaluate(float(b))
+        if v is not None and meets(v):
+            break
+        if b >= hi:
             return None
+        a, b = b, min(hi, b * 2)
     while b - a > 1:
         mid = (a + b) // 2
-        if meets(evaluate(float(mid))):
+        vm = evaluate(float(mid))
+        if vm is not None and meets(vm):
             b = mid
         else:
             a = mid
     return float(b), "smallest"
-
-
-def _guess_increasing(first: float | None, last: float | None, meets: Any) -> bool:
-    if first is None:
-        return True  # infeasible at the low end: search upward
-    if last is None:
-        return False
-    return not meets(first) or last >= first
 
 
 def _continuous_search(evaluate: Any, meets: Any, lo: float | None, hi: float | None, sense: str,

@@ -260,13 +260,18 @@ class _Problem:
         for name, var in self.model.variables.items():
             if var.default is None or name in self.known or name in self.targets:
                 continue
-            if name in m.determined:
+            if name in m.determined and self._computed_forward(m, name):
                 continue
             self.known[name] = var.default
             self.defaults_used.append(name)
             self._specialise()
             m = self._match()
         self.matching = m
+
+    def _computed_forward(self, m: Matching, name: str) -> bool:
+        """True when ``name``'s equation has it alone on the left (a default never loses to an inversion)."""
+        i = m.var_to_eq.get(name)
+        return i is not None and isinstance(self.eqs[i].lhs, Var) and self.eqs[i].lhs.name == name
 
     def missing_for(self, targets: tuple[str, ...]) -> list[str]:
         m = self.matching

@@ -1,0 +1,83 @@
+"""``concur bench export``: time writing a ~30-variable live workbook (no LibreOffice).
+
+Baseline: the budget in the Excel issue, 2 s per export of a 30-variable plan
+on the 2-core CI machine. The plan is synthetic but shaped like the shipped
+packs: 10 inputs (two in GiB), 20 derived variables chaining products, sums,
+``max``, ``floor`` and ``ceil``, one 50-point sweep and three scenarios.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+def synthetic_plan(n_inputs: int = 10, n_derived: int = 20, sweep_points: int = 50) -> Any:
+    """A WorkbookPlan with ``n_inputs + n_derived`` variables (display values are placeholders)."""
+    import sympy as sp
+
+    from concur.excel.plan import (
+        Derived,
+        Input,
+        Scenario,
+        SheetVar,
+        Sweep,
+        WorkbookPlan,
+    )
+
+    inputs = []
+    for i in range(n_inputs):
+        unit, scale = ("GiB", 2.0**30) if i < 2 else ("", 1.0)
+        inputs.append(Input(SheetVar(f"in_{i}", unit, scale, f"input {i}", bounds=(0, None)), 1.0 + i))
+    syms = [sp.Symbol(f"in_{i}") for i in range(n_inputs)]
+    derived = []
+    for j in range(n_derived):
+        a, b, c = syms[j % len(syms)], syms[(j * 7 + 3) % len(syms)], syms[(j * 3 + 1) % len(syms)]
+        kind = j % 4
+        expr = (a * b / (c + 1) if kind == 0 else sp.Max(1, sp.floor(a / (b + 1))) if kind == 1
+                else sp.ceiling(a + b * c) if kind == 2 else a - b + sp.sqrt(c))
+        var = SheetVar(f"out_{j}", "", 1.0, f"derived {j}", integer=kind in (1, 2))
+        derived.append(Derived(var, expr, f"out_{j} = {expr}", f"synthetic.yaml:{j + 1}", 1.0))
+        syms.append(sp.Symbol(var.name))
+    sweep = Sweep("in_3", "in_3", tuple(float(k) for k in range(1, sweep_points + 1)),
+                  tuple(d.var.name for d in derived[-3:]), "in_3", "outputs", "synthetic sweep")
+    scenarios = [Scenario(f"s{k}", {f"in_{k}": 2.0 + k}) for k in range(3)]
+    return WorkbookPlan("synthetic", "benchmark plan", inputs=inputs, derived=derived,
+                        sweeps=[sweep], scenarios=scenarios)
+
+
+@click.command("export")
+@click.option("--repeat", default=10, show_default=True, help="timed exports")
+@click.option("--variables", default=30, show_default=True, help="inputs + derived variables")
+def command(repeat: int, variables: int) -> None:
+    """Time write_workbook on a synthetic plan of VARIABLES variables."""
+    t_import = time.perf_counter()
+    from concur.excel.writer import write_workbook
+
+    n_inputs = max(2, variables // 3)
+    plan = synthetic_plan(n_inputs, max(1, variables - n_inputs))
+    budget = 2.0
+    with tempfile.TemporaryDirectory(prefix="concur-bench-") as tmp:
+        path = Path(tmp) / "bench.xlsx"
+        t_first = time.perf_counter()
+        write_workbook(plan, path)  # first export: cold sympy/openpyxl caches
+        first = time.perf_counter() - t_first
+        cold = time.perf_counter() - t_import
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            write_workbook(plan, path)
+            times.append(time.perf_counter() - t0)
+        size = path.stat().st_size
+    median = statistics.median(times)
+    click.echo(f"cores: {os.cpu_count()}")
+    click.echo(f"plan: {variables} variables, 1 sweep x 50 points, 3 scenarios; workbook {size / 1024:.0f} KiB")
+    click.echo(f"export median {median * 1000:.1f} ms, min {min(times) * 1000:.1f} ms over {repeat} runs")
+    click.echo(f"first export {first * 1000:.0f} ms; imports + plan + first export {cold:.2f} s")
+    click.echo(f"baseline (issue budget): {budget:.1f} s; ratio budget/median = {budget / median:.1f}x")

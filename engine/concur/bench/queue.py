@@ -1,0 +1,170 @@
+"""``concur bench queue``: the bounded queue's hand-off cost and the pool's throughput.
+
+Two measurements, each against the standard library doing the same thing:
+
+1. put+get pairs per second, one thread, queue never blocking:
+   ``concur BoundedQueue`` (bound 1024) vs ``queue.Queue(1024)``; also
+   ``collections.deque`` append+popleft as the floor (no lock, no bound).
+2. items per second through ``WorkerPool(fn, workers, bound)`` (a ``Future`` per
+   item, exceptions recorded) vs a bare pipeline: ``queue.Queue(bound)``, the same
+   number of threads each calling ``fn`` in a ``try``, one ``None`` sentinel per
+   thread -- once delivering each result through a ``Future`` like the pool (the
+   same work), once storing results in a list (no per-item handle: the floor). ``fn`` burns ``--work`` iterations of a
+   Python loop so the comparison covers the per-item overhead at a realistic
+   task size; ``--work 0`` shows the bare overhead.
+
+Runs are interleaved and the best of ``--repeats`` is reported with the median.
+Nothing is asserted: this reports.
+"""
+
+from __future__ import annotations
+
+import os
+import queue as stdlib_queue
+import statistics
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+
+import click
+
+__all__ = ["command"]
+
+
+def _pairs(put: Callable[[int], object], get: Callable[[], object], n: int) -> float:
+    start = time.perf_counter_ns()
+    for i in range(n):
+        put(i)
+        get()
+    return (time.perf_counter_ns() - start) / n
+
+
+def _make_work(work: int) -> Callable[[int], int]:
+    def fn(x: int) -> int:
+        total = x
+        for i in range(work):
+            total += i
+        return total
+
+    return fn
+
+
+def _pool_run(fn: Callable[[int], int], items: int, workers: int, bound: int) -> float:
+    from concur.primitives import WorkerPool
+
+    start = time.perf_counter()
+    with WorkerPool(fn, workers=workers, bound=bound) as pool:
+        submit = pool.submit
+        futures = [submit(i) for i in range(items)]
+    elapsed = time.perf_counter() - start
+    assert futures[-1].result() == fn(items - 1)
+    return items / elapsed
+
+
+def _bare_run(
+    fn: Callable[[int], int], items: int, workers: int, bound: int, futures: bool
+) -> float:
+    """items/s through queue.Queue(bound) + threads; with ``futures`` each item also
+    gets a ``Future`` carrying its result, which is the pool's contract."""
+    results: list[object] = [None] * items
+    work_queue: stdlib_queue.Queue[tuple[Future[int] | None, int] | None] = stdlib_queue.Queue(bound)
+
+    def worker() -> None:
+        get = work_queue.get
+        while True:
+            entry = get()
+            if entry is None:
+                return
+            future, i = entry
+            if future is None:
+                try:
+                    results[i] = fn(i)
+                except Exception as exc:  # same duty as the pool: keep the failure
+                    results[i] = exc
+                continue
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(i))
+            except Exception as exc:
+                future.set_exception(exc)
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    put = work_queue.put
+    handles: list[Future[int] | None] = []
+    for i in range(items):
+        future: Future[int] | None = Future() if futures else None
+        handles.append(future)
+        put((future, i))
+    for _ in threads:
+        put(None)
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    last = handles[-1].result() if futures else results[-1]  # type: ignore[union-attr]
+    assert last == fn(items - 1)
+    return items / elapsed
+
+
+@click.command("queue")
+@click.option("--iterations", default=200_000, show_default=True, help="put+get pairs per run")
+@click.option("--items", default=50_000, show_default=True, help="items through each pool per run")
+@click.option("--workers", default=4, show_default=True)
+@click.option("--bound", default=64, show_default=True)
+@click.option("--work", default=200, show_default=True, help="loop iterations inside fn per item")
+@click.option("--repeats", default=5, show_default=True)
+def command(iterations: int, items: int, workers: int, bound: int, work: int, repeats: int) -> None:
+    """Time queue hand-offs and WorkerPool throughput against the standard library."""
+    from concur.primitives.worker_queue import BoundedQueue
+
+    click.echo(f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  "
+               f"switch interval: {sys.getswitchinterval()} s")
+
+    ours: BoundedQueue[int] = BoundedQueue(1024)
+    std: stdlib_queue.Queue[int] = stdlib_queue.Queue(1024)
+    dq: deque[int] = deque()
+    contenders = {
+        "concur BoundedQueue(1024)": (ours.put, ours.get),
+        "queue.Queue(1024)": (std.put, std.get),
+        "floor: deque append+popleft": (dq.append, dq.popleft),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeats):
+        for name, (put, get) in contenders.items():
+            samples[name].append(_pairs(put, get, iterations))
+    ref = min(samples["concur BoundedQueue(1024)"])
+    click.echo(f"\nput+get pairs, one thread, {iterations} x {repeats}  (ratio = contender / concur)")
+    click.echo(f"{'contender':30} {'best ns/pair':>13} {'median':>9} {'pairs/s':>12} {'x concur':>9}")
+    for name, v in samples.items():
+        best = min(v)
+        click.echo(f"{name:30} {best:13.0f} {statistics.median(v):9.0f} {1e9 / best:12,.0f} "
+                   f"{best / ref:9.2f}")
+
+    fn = _make_work(work)
+    same, floor = "bare Queue + threads + Future", "bare Queue + threads, no Future"
+    runs: dict[str, list[float]] = {"concur WorkerPool": [], same: [], floor: []}
+    for _ in range(repeats):
+        runs["concur WorkerPool"].append(_pool_run(fn, items, workers, bound))
+        runs[same].append(_bare_run(fn, items, workers, bound, futures=True))
+        runs[floor].append(_bare_run(fn, items, workers, bound, futures=False))
+    ref_same, ref_floor = max(runs[same]), max(runs[floor])
+    click.echo(f"\nthroughput, {items} items, {workers} workers, bound {bound}, work {work} "
+               f"(fn alone: {_fn_ns(fn):.0f} ns/item)")
+    click.echo(f"{'contender':32} {'best items/s':>13} {'median':>10} {'x same-work':>12} {'x no-Future':>12}")
+    for name, v in runs.items():
+        best = max(v)
+        click.echo(f"{name:32} {best:13,.0f} {statistics.median(v):10,.0f} "
+                   f"{best / ref_same:12.2f} {best / ref_floor:12.2f}")
+
+
+def _fn_ns(fn: Callable[[int], int]) -> float:
+    start = time.perf_counter_ns()
+    for i in range(10_000):
+        fn(i)
+    return (time.perf_counter_ns() - start) / 10_000

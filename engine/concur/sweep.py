@@ -1,0 +1,464 @@
+"""Sweeps: one structural solve, evaluated over whole numpy arrays.
+
+How it is designed, and why
+---------------------------
+A sweep asks the same question at many points that differ only in the swept variables
+(concurrency 1..512, or a grid of tp x context).  The *structure* of the answer -- which
+equation computes which unknown, in which order -- depends only on which variables are known,
+not on their values.  So the sweep builds the solver's structural problem
+(:class:`concur.solver._Problem`) once, with the swept variables as givens, and walks its
+blocks in dependency order exactly as :class:`concur.solver._Executor` does, except that the
+environment holds numpy arrays for everything downstream of a swept variable:
+
+* a block ``x = f(...)`` is compiled once with ``compile_node(f, vector=True)`` and evaluated
+  over the whole array;
+* a block that must be inverted uses the solver's cached sympy inverse
+  (:func:`concur.solver._symbolic_inverse`), every root evaluated vectorised, and per point the
+  same choice as the scalar solver: roots that are finite, satisfy the equation and lie in the
+  bounds; the smallest in magnitude when several do;
+* a block that needs a bracketed search, a loop, or a goal seek makes the whole sweep fall back
+  to one :func:`concur.solver.solve_model` per point (with a progress callback for long sweeps).
+
+Points are independent: a value outside a variable's bounds, a non-finite value or a failed
+pack constraint turns *that point* into NaN (and every value computed from it), and the result
+counts the violations per variable -- a sweep never crashes on one bad point.
+
+Worked example: ``llm_throughput`` over ``concurrency = [1, 64]`` for Llama-3.1-8B on H100
+(efficiency 1, no fixed cost): the weights (16.06 GB), ``kv_per_token`` (131,072 B) and
+``avg_context`` (2,048 token) are computed once as scalars; ``memory_time`` becomes the array
+``[4.874, 9.922] ms``, ``t_step`` the same, ``tokens_per_s`` ``[205.2, 6450] token/s``.
+100,000 points cost a few milliseconds more than one.
+
+Consequences: the vectorised answer equals the per-point solve to rounding (tests check
+rel 1e-9 on random points); redundant-equation consistency checks are run once, at the first
+point, through the scalar solver.  Non-goals: sweeping a categorical variable (a preset or a
+choice) vectorised -- those are swept by looping over their values, each one vectorised sweep.
+
+Units: ``over`` values and results are in each variable's *display* unit; choice variables come
+back as their integer codes (``model.variables[name].choices[code]``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from .errors import InfeasibleError, UnderdeterminedError, UsageError
+from .model import Model
+
+__all__ = ["SweepResult", "sweep", "parse_range", "require_fixed", "FIXED_INPUTS"]
+
+
+class SweepResult(dict):
+    """``name -> numpy array`` (display units) plus how the sweep went.
+
+    ``violations``: variable -> number of points that went out of bounds (or failed a
+    constraint, key ``constraint: TEXT``); ``method``: ``"vector"`` or ``"per-point"``;
+    ``shape``: the shape of every array (``(n,)``, or ``(n1, n2)`` for a grid).
+    """
+
+    violations: dict[str, int]
+    messages: list[str]
+    method: str
+    shape: tuple[int, ...]
+
+    def nan_points(self) -> int:
+        """How many points have no answer for at least one output."""
+        import numpy as np
+
+        bad = np.zeros(self.shape, dtype=bool)
+        for arr in self.values():
+            a = np.asarray(arr)
+            if a.dtype.kind == "f":
+                bad |= np.isnan(a)
+        return int(bad.sum())
+
+
+# ---------------------------------------------------------------- the four fixed variables
+
+@dataclass(frozen=True)
+class _Need:
+    what: str  # "input length"
+    any_of: tuple[str, ...]  # one of these names (given, swept or a preset) fixes it
+
+
+FIXED_INPUTS: dict[str, tuple[_Need, ...]] = {
+    "llm_throughput": (
+        _Need("input length", ("input_tokens",)),
+        _Need("output length", ("output_tokens",)),
+        _Need("offered load", ("concurrency",)),
+        _Need("configuration (model or explicit architecture)", ("model", "active_params", "params")),
+        _Need("configuration (GPU or explicit hbm_bandwidth)", ("gpu", "hbm_bandwidth")),
+    ),
+}
+"""Per pack, the things a throughput question must fix (DESIGN §3 T2). A pack listed here
+refuses a question that leaves one of them open instead of assuming a value."""
+
+_THROUGHPUT_OUTPUTS = frozenset({"t_step", "itl", "ttft", "tokens_per_s", "tokens_per_s_per_user",
+                                 "tokens_per_s_per_gpu", "bound_tokens_per_s", "served_tokens_per_s",
+                                 "memory_time", "compute_time", "t_step_bound"})
+
+
+def require_fixed(model: Model, fixed: Iterable[str], outputs: Sequence[str]) -> None:
+    """Refuse (``UnderdeterminedError``, exit 2) a throughput question missing one of the four.
+
+    ``fixed``: the names the user gave, swept or compared (presets included). Applies only when
+    a pack in ``model`` is listed in :data:`FIXED_INPUTS` and an output is a throughput or
+    latency. The message names each missing thing and the ``--set`` that fixes it.
+    """
+    names = set(fixed)
+    packs = {p.name for p in model.packs}
+    if not (set(outputs) & _THROUGHPUT_OUTPUTS):
+        return
+    missing: list[_Need] = []
+    for pack, needs in FIXED_INPUTS.items():
+        if pack in packs:
+            missing.extend(n for n in needs if not names & set(n.any_of))
+    if missing:
+        what = "; ".join(f"{n.what}: --set {n.any_of[0]}=..." for n in missing)
+        raise UnderdeterminedError(
+            "a throughput number is meaningless until input length, output length, offered load and the "
+            f"configuration are fixed; missing {what}",
+            missing=tuple(n.any_of[0] for n in missing),
+            hint="concur assumes none of them; give each with --set (or sweep it with --over)")
+
+
+# ---------------------------------------------------------------- ranges
+
+def parse_range(text: str) -> tuple[str, list[Any], bool]:
+    """``VAR=START..STOP[:N]`` or ``VAR=a,b,c`` -> (name, values, is_range).
+
+    Ranges give N points (default 10) linearly spaced; the caller may space them
+    logarithmically. Non-numeric list items stay strings (presets, choices).
+
+    >>> parse_range("concurrency=1..8:4")
+    ('concurrency', [1.0, 8.0, 4], True)
+    >>> parse_range("tp=1,2,4")
+    ('tp', [1.0, 2.0, 4.0], False)
+    """
+    if "=" not in text:
+        raise UsageError(f"--over '{text}' is not VAR=START..STOP[:N] or VAR=a,b,c",
+                         hint="e.g. --over concurrency=1..256:20 --log")
+    name, spec = (s.strip() for s in text.split("=", 1))
+    if not name or not spec:
+        raise UsageError(f"--over '{text}' needs a variable and values")
+    if ".." in spec:
+        body, _, count = spec.partition(":")
+        lo, _, hi = body.partition("..")
+        try:
+            start, stop = float(lo), float(hi)
+            n = int(count) if count else 10
+        except ValueError:
+            raise UsageError(f"--over '{text}': START, STOP must be numbers and N a whole number",
+                             hint="e.g. concurrency=1..256:20") from None
+        if n < 1 or n > 10_000_000:
+            raise UsageError(f"--over '{text}': N must be between 1 and 10,000,000, got {n}")
+        return name, [start, stop, n], True
+    values: list[Any] = []
+    for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            continue
+        try:
+            values.append(float(item.replace("_", "")))
+        except ValueError:
+            values.append(item)
+    if not values:
+        raise UsageError(f"--over '{text}' lists no values")
+    return name, values, False
+
+
+def range_values(start: float, stop: float, n: int, log: bool) -> Any:
+    """N points from START to STOP, log-spaced when ``log`` (both ends must be positive)."""
+    import numpy as np
+
+    if log:
+        if start <= 0 or stop <= 0:
+            raise UsageError(f"--log needs positive ends, got {start:g}..{stop:g}")
+        return np.geomspace(start, stop, n)
+    return np.linspace(start, stop, n)
+
+
+# ---------------------------------------------------------------- the sweep
+
+def _categorical(model: Model, name: str) -> bool:
+    return name in model.presets or (name in model.variables and bool(model.variables[name].choices))
+
+
+def sweep(model: Model, over: Mapping[str, Any], given: Mapping[str, Any], outputs: Sequence[str], *,
+          grid: bool = True, progress: Callable[[int, int], None] | None = None) -> SweepResult:
+    """Evaluate ``outputs`` at every point of ``over``; see the module essay.
+
+    ``over``: variable -> values in its display unit (numbers), or preset/choice ids (strings).
+    Two or more entries form their outer product (``grid=True``, arrays shaped
+    ``(n1, n2, ...)``) or are zipped (``grid=False``, equal lengths). ``given``: as for
+    :func:`concur.solver.solve_model`. Returns a :class:`SweepResult` holding every swept
+    variable and every output. Raises ``UsageError``/``UnderdeterminedError`` for a question that
+    is wrong at every point; a point that is merely infeasible becomes NaN.
+
+    >>> from concur.model import build_model
+    >>> r = sweep(build_model(["littles_law"]), {"arrival_rate": [1, 2]},
+    ...           {"residence_time": 3}, ["in_flight"])      # doctest: +SKIP
+    """
+    import numpy as np
+
+    if not over:
+        raise UsageError("a sweep needs at least one --over variable")
+    for name in over:
+        if name not in model.presets:
+            model.variable(name)
+        if name in given:
+            raise UsageError(f"'{name}' is both swept and given", variable=name, hint=f"drop --set {name}=...")
+    for name in outputs:
+        model.variable(name)
+    columns = {k: list(v) if not isinstance(v, np.ndarray) else v for k, v in over.items()}
+    lengths = [len(v) for v in columns.values()]
+    if min(lengths) == 0:
+        raise UsageError("a swept variable has no values")
+    if grid:
+        shape = tuple(lengths)
+    else:
+        if len(set(lengths)) != 1:
+            raise UsageError(f"zipped sweeps need equal lengths, got {lengths}")
+        shape = (lengths[0],)
+    cat = [k for k in columns if _categorical(model, k)]
+    num = [k for k in columns if k not in cat]
+    for k in num:
+        try:
+            columns[k] = np.asarray(columns[k], dtype=float)
+        except (TypeError, ValueError):
+            raise UsageError(f"--over {k}: values must be numbers ({k} is not a preset or choice)",
+                             variable=k) from None
+
+    out = SweepResult()
+    out.violations, out.messages, out.method, out.shape = {}, [], "vector", shape
+    # Points as index tuples: categorical combinations are looped, numeric ones vectorised.
+    if grid:
+        mesh = np.meshgrid(*[np.arange(n) for n in lengths], indexing="ij")
+        index = {k: m.ravel() for k, m in zip(columns, mesh)}
+    else:
+        index = {k: np.arange(shape[0]) for k in columns}
+    total = int(np.prod(shape))
+    flat: dict[str, Any] = {o: np.full(total, np.nan) for o in outputs}
+    cat_combos = sorted({tuple(int(index[k][i]) for k in cat) for i in range(total)}) if cat else [()]
+    for combo in cat_combos:
+        sel = np.ones(total, dtype=bool)
+        point_given = dict(given)
+        for k, ci in zip(cat, combo):
+            sel &= index[k] == ci
+            point_given[k] = columns[k][ci]
+        arrays = {k: columns[k][index[k][sel]] for k in num}
+        res = _sweep_numeric(model, arrays, point_given, list(outputs), out, progress)
+        for o in outputs:
+            flat[o][sel] = res[o]
+    for k in columns:
+        if k in cat:
+            out[k] = np.asarray([columns[k][i] for i in index[k]], dtype=object).reshape(shape)
+        else:
+            out[k] = columns[k][index[k]].reshape(shape)
+    for o in outputs:
+        if o not in columns:
+            out[o] = flat[o].reshape(shape)
+    if out.violations:
+        bad = out.nan_points()
+        out.messages.insert(0, f"{bad} of {total} point(s) have no admissible answer (NaN): " + ", ".join(
+            f"{k} {n}x" for k, n in out.violations.items()))
+    return out
+
+
+def _sweep_numeric(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: list[str],
+                   out: SweepResult, progress: Callable[[int, int], None] | None) -> dict[str, Any]:
+    """One categorical combination: numeric arrays of equal length -> outputs (display units)."""
+    import numpy as np
+
+    from .solver import _needs_search, _Problem, resolve_givens, solve_model
+
+    n = len(next(iter(arrays.values()))) if arrays else 1
+    first = {k: float(v[0]) for k, v in arrays.items()}
+    givens = resolve_givens(model, {**given, **{k: _display_text(model, k, x) for k, x in first.items()}})
+    find = tuple(o for o in outputs if o not in arrays)
+    for name in find:
+        if name in givens.values and givens.sources.get(name) == "given":
+            raise UsageError(f"'{name}' is both given and asked for", variable=name)
+    known = {k: v for k, v in givens.values.items() if k not in find}
+    # Validate the question once (underdetermined, contradictions) with the scalar solver.
+    try:
+        solve_model(model, find, {**given, **{k: _display_text(model, k, x) for k, x in first.items()}})
+    except InfeasibleError:
+        pass  # this point is infeasible; the others may not be
+    plan = None
+    if _needs_search(model, find, known, givens) is None:
+        problem = _Problem(model, known, find)
+        plan = _vector_plan(model, problem, find)
+    if plan is None:
+        out.method = "per-point"
+        return _per_point(model, arrays, given, outputs, n, out, progress)
+    env: dict[str, Any] = dict(problem.known)
+    for k, v in arrays.items():
+        env[k] = np.asarray(v, dtype=float) * model.variables[k].display.factor
+    with np.errstate(all="ignore"):
+        bad = np.zeros(n, dtype=bool)
+        for var, evaluate in plan:
+            value = np.broadcast_to(np.asarray(evaluate(env), dtype=float), (n,)).copy()
+            bad |= _check_values(model, var, value, out, env)
+            env[var] = value
+        for con in model.constraints:
+            from .expr import compile_node, names_in
+
+            if names_in(con.expr) <= env.keys() and names_in(con.expr) & (set(arrays) | {v for v, _ in plan}):
+                ok = np.broadcast_to(np.asarray(compile_node(con.expr, vector=True)(env), dtype=bool), (n,))
+                if (~ok).any():
+                    key = f"constraint '{con.text}'"
+                    out.violations[key] = out.violations.get(key, 0) + int((~ok).sum())
+                    bad |= ~ok
+    result = {}
+    for o in outputs:
+        var = model.variables[o]
+        vals = np.broadcast_to(np.asarray(env[o], dtype=float), (n,)).astype(float)
+        if not var.choices:
+            vals = vals / var.display.factor
+        vals[bad] = np.nan
+        result[o] = vals
+    return result
+
+
+def _check_values(model: Model, var: str, value: Any, out: SweepResult, env: dict[str, Any]) -> Any:
+    """Round near-integers like the solver; return the mask of points out of bounds / not finite."""
+    import numpy as np
+
+    v = model.variables[var]
+    if v.integer:
+        r = np.round(value)
+        close = np.abs(value - r) <= 1e-9 * np.maximum(1.0, np.abs(value))
+        value[...] = np.where(close, r, value)
+    lo, hi = v.bounds
+    tol = 1e-9 * np.maximum(np.abs(value), 1.0)
+    bad = ~np.isfinite(value)
+    if lo is not None:
+        bad |= value < lo - tol
+    if hi is not None:
+        bad |= value > hi + tol
+    count = int((bad & ~np.isnan(value)).sum())  # NaN inherited from upstream is counted there
+    if count:
+        out.violations[var] = out.violations.get(var, 0) + count
+        if v.violation and not any(m.startswith(f"{var}: ") for m in out.messages):
+            from .solver import render_template
+
+            j = int(np.flatnonzero(bad & ~np.isnan(value))[0])
+            point = {k: float(a[j]) if np.ndim(a) else float(a) for k, a in env.items()}
+            out.messages.append(f"{var}: {render_template(v.violation, model, {**point, var: float(value[j])})}".replace("\a", ""))
+    value[bad] = np.nan
+    return bad
+
+
+def _display_text(model: Model, name: str, value: float) -> Any:
+    var = model.variables[name]
+    if var.choices or not var.display.text:
+        return value
+    return f"{value!r} {var.display.text}"
+
+
+def _vector_plan(model: Model, problem: Any, find: tuple[str, ...]) -> list[tuple[str, Callable]] | None:
+    """(variable, vectorised evaluator) per block in order, or None when a block needs search/loops."""
+    from .expr import Var, compile_node, names_in
+    from .solver import _smooth_in, _symbolic_inverse
+    from .structure import blocks_in_order
+
+    m = problem.matching
+    wanted = {t for t in find if t not in problem.known}
+    if any(t not in m.determined for t in wanted):
+        return None
+    system = {i: problem.eqs[i].names for i in m.eq_to_var}
+    plan: list[tuple[str, Callable]] = []
+    for block in blocks_in_order(system, m, wanted):
+        if len(block) != 1:
+            return None
+        i = block[0]
+        var = m.eq_to_var[i]
+        e = problem.eqs[i]
+        if isinstance(e.lhs, Var) and e.lhs.name == var and var not in names_in(e.rhs):
+            plan.append((var, compile_node(e.rhs, vector=True)))
+        elif isinstance(e.rhs, Var) and e.rhs.name == var and var not in names_in(e.lhs):
+            plan.append((var, compile_node(e.lhs, vector=True)))
+        elif _smooth_in(e.lhs, var) and _smooth_in(e.rhs, var):
+            roots = _symbolic_inverse(model, e, var)
+            if not roots:
+                return None
+            plan.append((var, _pick_root(model, var, [compile_node(r, vector=True) for r in roots],
+                                         compile_node(e.lhs, vector=True), compile_node(e.rhs, vector=True))))
+        else:
+            return None
+    return plan
+
+
+def _pick_root(model: Model, var: str, roots: list[Callable], flhs: Callable, frhs: Callable) -> Callable:
+    """Per point, the scalar solver's choice among closed-form roots (NaN when none is admissible;
+    when roots exist but none is in bounds, the first root, so the bounds check flags it)."""
+    import numpy as np
+
+    v = model.variables[var]
+    lo, hi = v.bounds
+
+    def evaluate(env: dict[str, Any]) -> Any:
+        cands, valid, inb = [], [], []
+        for f in roots:
+            try:
+                x = np.asarray(f(env), dtype=float)
+            except (TypeError, ValueError, KeyError):
+                continue
+            sub = {**env, var: x}
+            lhs, rhs = np.asarray(flhs(sub), dtype=float), np.asarray(frhs(sub), dtype=float)
+            scale = np.maximum(np.maximum(np.abs(lhs), np.abs(x)), 1e-300)
+            ok = np.isfinite(x) & (np.abs(lhs - rhs) <= 1e-6 * scale)
+            tol = 1e-9 * np.maximum(np.abs(x), 1.0)
+            within = ok & (True if lo is None else x >= lo - tol) & (True if hi is None else x <= hi + tol)
+            cands.append(x)
+            valid.append(ok)
+            inb.append(within)
+        if not cands:
+            return np.nan
+        shape = np.broadcast_shapes(*[c.shape for c in cands], *[c.shape for c in valid])
+        C = np.stack([np.broadcast_to(c, shape) for c in cands])
+        V = np.stack([np.broadcast_to(c, shape) for c in valid])
+        B = np.stack([np.broadcast_to(c, shape) for c in inb])
+        mag = np.where(B, np.abs(C), np.inf)
+        best = np.take_along_axis(C, np.argmin(mag, axis=0)[None], axis=0)[0]
+        first_valid = np.take_along_axis(C, np.argmax(V, axis=0)[None], axis=0)[0]
+        return np.where(B.any(axis=0), best, np.where(V.any(axis=0), first_valid, np.nan))
+
+    return evaluate
+
+
+def _per_point(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: list[str], n: int,
+               out: SweepResult, progress: Callable[[int, int], None] | None) -> dict[str, Any]:
+    """The fallback: one scalar solve per point; infeasible points become NaN."""
+    import numpy as np
+
+    from .solver import solve_model
+
+    find = tuple(o for o in outputs if o not in arrays)
+    result = {o: np.full(n, np.nan) for o in outputs}
+    for k, v in arrays.items():
+        result[k] = np.asarray(v, dtype=float)
+    for i in range(n):
+        point = {k: _display_text(model, k, float(v[i])) for k, v in arrays.items()}
+        try:
+            sol = solve_model(model, find, {**given, **point})
+        except InfeasibleError as exc:
+            key = exc.variable or "infeasible"
+            out.violations[key] = out.violations.get(key, 0) + 1
+            if len(out.messages) < 4:
+                out.messages.append(exc.render_body())
+        else:
+            for o in find:
+                result[o][i] = sol.value(o)
+        if progress is not None:
+            progress(i + 1, n)
+    return result
+
+
+def grid_product(values: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """Every combination of ``values`` (used for --compare), in order."""
+    keys = list(values)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(values[k] for k in keys))]
+

@@ -1,0 +1,87 @@
+"""The CLI contract: outputs, JSON shape, exit codes, one-line errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+T1 = ["--set", "model=llama-3.1-70b", "--set", "gpu=h100-sxm-80gb", "--set", "tp=4", "--set", "kv_dtype=bf16",
+      "--set", "weight_dtype=bf16", "--set", "context=8192 token", "--set", "overhead=4 GiB", "--set", "mem_util=0.9"]
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "concur.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def _users(*args: str) -> int:
+    out = run("solve", "--find", "users", *args, "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["results"]["users"]["unit"] == "user"
+    return data["results"]["users"]["value"]
+
+
+@pytest.mark.parametrize("override, users", [([], 55), (["--set", "kv_dtype=fp8"], 110), (["--set", "tp=8"], 162),
+                                             (["--set", "tp=16"], 188)])
+def test_issue_commands(override, users):
+    assert _users(*T1, *override) == users
+
+
+def test_default_scenario():
+    out = run("solve", "--find", "users")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[:3] == ["users", "55", "user"]
+
+
+def test_backwards_tp():
+    args = [a for a in T1 if a != "tp=4"]
+    args = [a for i, a in enumerate(args) if not (a == "--set" and i + 1 < len(args) and args[i + 1] == "--set")]
+    out = run("solve", "--find", "tp", *args, "--set", "users=100", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["results"]["tp"]["value"] == 8
+
+
+def test_architecture_only_questions():
+    out = run("solve", "llm_memory", "--find", "kv_per_token", "--set", "layers=80", "--set", "kv_heads=8",
+              "--set", "head_dim=128", "--set", "tp=4", "--set", "kv_dtype=bf16", "--json")
+    assert json.loads(out.stdout)["results"]["kv_per_token"]["value"] == 81920
+    out = run("solve", "llm_memory", "--find", "kv_blocks", "--set", "kv_pool=31.83 GiB", "--set", "layers=80",
+              "--set", "kv_heads=8", "--set", "head_dim=128", "--set", "tp=4", "--set", "kv_dtype=bf16", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["results"]["kv_blocks"]["value"] == 26075
+
+
+def test_does_not_fit_exit_code():
+    out = run("solve", "--find", "users", *T1, "--set", "model=llama-3.1-405b", "--set", "gpu=l40s")
+    assert out.returncode == 3
+    assert "does not fit" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--set", "contxt=8192"], "unknown variable 'contxt'"),
+    (["--set", "context=8192 furlongz"], "unknown unit"),
+    (["--set", "context=lots"], "not a number"),
+    (["--set", "context=8192 GiB"], "does not fit context"),
+    (["--set", "gpu=h100"], "unknown gpu"),
+    (["--set", "tp"], "NAME=VALUE"),
+])
+def test_bad_input_is_one_line_exit_2(args, needle):
+    out = run("solve", "--find", "users", *T1, *args)
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    assert needle in out.stderr
+    assert "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_explain_prints_derivation():
+    out = run("solve", "--find", "users", *T1, "--explain")
+    assert "derivation" in out.stdout and "kv_pool" in out.stdout
+
+
+def test_list_and_show():
+    assert "llm_memory" in run("list").stdout
+    shown = run("show", "llm_memory").stdout
+    assert "kv_per_token" in shown and "users = floor(kv_tokens / context)" in shown

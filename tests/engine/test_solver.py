@@ -1,0 +1,93 @@
+"""Solver behaviour: T1 numbers, backwards questions, over/under-determined input, saturation."""
+
+from __future__ import annotations
+
+import pytest
+
+import concur
+from concur.errors import ContradictionError, InfeasibleError, UnderdeterminedError, UsageError
+
+T1 = {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "tp": 4, "kv_dtype": "bf16", "weight_dtype": "bf16",
+      "context": "8192 token", "overhead": "4 GiB", "mem_util": 0.9}
+
+
+@pytest.mark.parametrize("extra, users", [({}, 55), ({"kv_dtype": "fp8"}, 110), ({"tp": 8}, 162), ({"tp": 16}, 188)])
+def test_t1_users(extra, users):
+    assert concur.solve("users", {**T1, **extra}, packs="llm_memory").value("users") == users
+
+
+def test_t1_intermediates_match_design():
+    sol = concur.solve("kv_per_token,kv_tokens", T1, packs="llm_memory")
+    assert sol.value("kv_per_token") == 81920
+    assert sol.value("kv_tokens") == 451008
+
+
+def test_smallest_tp_for_100_users_divides_heads():
+    given = {k: v for k, v in T1.items() if k != "tp"} | {"users": 100}
+    sol = concur.solve("tp", given, packs="llm_memory")
+    assert sol.value("tp") == 8
+    assert any(s.method == "search" for s in sol.trace)
+
+
+def test_memory_for_users_is_the_smallest_that_fits():
+    base = {k: v for k, v in T1.items() if k != "gpu"}
+    mem = concur.solve("gpu_memory", {**base, "users": 100}, packs="llm_memory").value("gpu_memory")
+    assert mem == pytest.approx(110.39, rel=1e-3)
+    enough = concur.solve("users", {**base, "gpu_memory": f"{mem} GiB"}, packs="llm_memory")
+    assert enough.value("users") >= 100
+    short = concur.solve("users", {**base, "gpu_memory": f"{mem * 0.999} GiB"}, packs="llm_memory")
+    assert short.value("users") < 100
+
+
+def test_longest_context_for_users():
+    given = {k: v for k, v in T1.items() if k != "context"} | {"users": 100}
+    ctx = concur.solve("context", given, packs="llm_memory").value("context")
+    assert ctx == pytest.approx(4510.08, rel=1e-9)
+
+
+def test_does_not_fit_is_an_answer():
+    with pytest.raises(InfeasibleError, match="does not fit"):
+        concur.solve("users", {**T1, "model": "llama-3.1-405b", "gpu": "l40s"}, packs="llm_memory")
+
+
+def test_underdetermined_names_what_is_missing():
+    with pytest.raises(UnderdeterminedError) as info:
+        concur.solve("users", {"model": "llama-3.1-70b", "context": 8192}, packs="llm_memory")
+    assert "gpu_memory" in info.value.missing
+
+
+def test_contradiction_names_equation_and_values():
+    given = {"kv_pool": "34 GiB", "model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "tp": 4, "overhead": "4 GiB",
+             "mem_util": 0.9}
+    with pytest.raises(ContradictionError, match=r"kv_pool=34 GiB contradicts .* the model gives 34\.4"):
+        concur.solve("kv_blocks", given, packs="llm_memory")
+
+
+def test_given_and_asked_is_refused():
+    with pytest.raises(UsageError, match="both given and asked"):
+        concur.solve("users", {**T1, "users": 3}, packs="llm_memory")
+
+
+def test_unknown_preset_id_suggests():
+    with pytest.raises(UsageError, match="h100-sxm-80gb"):
+        concur.solve("users", {**T1, "gpu": "h100-sxm-80"}, packs="llm_memory")
+
+
+def test_trace_orders_equations_and_cites_lines():
+    sol = concur.solve("users", T1, packs="llm_memory")
+    order = [s.variable for s in sol.trace if s.method == "equation"]
+    assert order.index("kv_pool") < order.index("kv_blocks") < order.index("users")
+    step = next(s for s in sol.trace if s.variable == "users")
+    assert step.where.startswith("formulas/llm_memory.yaml:")
+
+
+def test_json_shape():
+    data = concur.solve("users", T1, packs="llm_memory").to_json()
+    assert data["results"] == {"users": {"value": 55, "unit": "user"}}
+    assert data["given"]["tp"]["value"] == 4
+    assert data["trace"]
+
+
+def test_mla_replicated_latent():
+    sol = concur.solve("kv_per_token", {"model": "deepseek-v3", "kv_dtype": "bf16", "tp": 16}, packs="llm_memory")
+    assert sol.value("kv_per_token") == 61 * 576 * 2
