@@ -1,0 +1,166 @@
+"""``concur bench deque``: work stealing in CPython, next to processes and native C.
+
+Tables (median and spread, min-max, of ``--runs`` runs):
+
+1. Space: the same task tree run through a :class:`WorkStealingDeque` by its
+   owner (LIFO pops) and by a thief (FIFO steals): peak length, against the
+   bounds ``depth*(b-1)+1`` and ``b**depth`` of ``formulas/work_stealing.yaml``.
+2. :class:`WorkStealingPool` summing squares of ``range(N)`` by binary splitting
+   into leaves, with 1..N workers and two switch intervals: wall time, speed-up
+   over one worker, steals per worker.  Under the GIL the speed-up stays <= 1.
+3. The same job split into equal chunks over ``multiprocessing`` processes:
+   the speed-up the hardware allows.
+4. Native C (``--native``): the tree run LIFO vs FIFO over arrays larger and
+   smaller than the caches: time and peak deque length.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+import click
+
+from concur.bench.counter import core_count, markdown_table, median_spread, spread, thread_counts
+
+__all__ = ["command", "sum_squares_task", "tree_peak_lengths"]
+
+
+def sum_squares_task(spawn: Callable[..., Any], lo: int, hi: int, leaf: int) -> int:
+    """Sum of i*i over [lo, hi): spawn the right half, recurse into the left, join."""
+    if hi - lo <= leaf:
+        return sum(i * i for i in range(lo, hi))
+    mid = (lo + hi) // 2
+    right = spawn(sum_squares_task, mid, hi, leaf)
+    return sum_squares_task(spawn, lo, mid, leaf) + right.result()
+
+
+def tree_peak_lengths(n: int, leaf: int) -> tuple[int, int, int]:
+    """(tasks, peak length popping LIFO, peak length stealing FIFO) for a binary split of ``n``.
+
+    Each task (lo, hi) wider than ``leaf`` is replaced by its two halves.
+    """
+    from concur.primitives import Steal, WorkStealingDeque
+
+    peaks = []
+    tasks = 0
+    for lifo in (True, False):
+        d: WorkStealingDeque[tuple[int, int]] = WorkStealingDeque()
+        d.push((0, n))
+        peak, tasks = 1, 0
+        while True:
+            if lifo:
+                item = d.pop()
+            else:
+                outcome, item = d.steal()
+                assert outcome is not Steal.RETRY  # single-threaded: no race to lose
+            if item is None:
+                break
+            tasks += 1
+            lo, hi = item
+            if hi - lo > leaf:
+                mid = (lo + hi) // 2
+                d.push((mid, hi))
+                d.push((lo, mid))
+                peak = max(peak, len(d))
+        peaks.append(peak)
+    return tasks, peaks[0], peaks[1]
+
+
+def _chunk(bounds: tuple[int, int]) -> int:
+    lo, hi = bounds
+    return sum(i * i for i in range(lo, hi))
+
+
+@click.command(name="deque")
+@click.option("--runs", default=5, show_default=True, type=click.IntRange(1, 50), help="runs per cell")
+@click.option("--n", "n", default=4_000_000, show_default=True, type=click.IntRange(1000), help="sum squares of range(N)")
+@click.option("--leaf", default=2000, show_default=True, type=click.IntRange(1), help="leaf size of the split")
+@click.option("--native/--no-native", default=True, show_default=True, help="also run the C measurement")
+@click.option("--native-mb", default="4,64,256", show_default=True, help="array sizes (MiB) for the C run")
+@click.option("--max-workers", type=click.IntRange(1, 64), default=None, help="override the worker counts' top")
+def command(runs: int, n: int, leaf: int, native: bool, native_mb: str, max_workers: int | None) -> None:
+    """Work-stealing deque and pool: space bound, GIL-bound speed-up, processes, native locality."""
+    from concur.primitives import WorkStealingPool
+
+    cores = core_count()
+    counts = thread_counts(max_workers or cores, oversubscribe=max_workers is None)
+    click.echo(f"cores: {cores}   python: {sys.version.split()[0]}   "
+               f"GIL: {getattr(sys, '_is_gil_enabled', lambda: True)()}   workers: {counts}")
+
+    tasks, lifo_peak, fifo_peak = tree_peak_lengths(n, leaf)
+    click.echo(f"\n## Space: binary split of {n:,} into leaves of <= {leaf:,}\n")
+    click.echo(markdown_table(["tasks", "peak deque, owner LIFO", "peak deque, FIFO"],
+                              [[f"{tasks:,}", lifo_peak, f"{fifo_peak:,}"]]))
+
+    expected = sum(i * i for i in range(n))
+    click.echo(f"\n## WorkStealingPool: sum of squares of range({n:,}), leaves {leaf:,}; "
+               f"seconds, median (min-max) of {runs} runs\n")
+    old = sys.getswitchinterval()
+    rows = []
+    try:
+        for interval in (0.005, 1e-4):
+            sys.setswitchinterval(interval)
+            base = None
+            WorkStealingPool(1).run(sum_squares_task, 0, n, leaf)  # warm up
+            for w in counts:
+                times, steals = [], []
+                for _ in range(runs):
+                    pool = WorkStealingPool(w, seed=len(times))
+                    t0 = time.perf_counter()
+                    got = pool.run(sum_squares_task, 0, n, leaf)
+                    times.append(time.perf_counter() - t0)
+                    if got != expected:
+                        raise RuntimeError(f"WorkStealingPool({w}) summed {got}, expected {expected}")
+                    steals.extend(pool.stats.steals)
+                med = statistics.median(times)
+                base = base or med
+                rows.append([f"{interval:g} s", w, median_spread(times, "{:.3f}"), f"{base / med:.2f}x",
+                             f"{min(steals)}-{max(steals)}"])
+    finally:
+        sys.setswitchinterval(old)
+    click.echo(markdown_table(["switch interval", "workers", "seconds", "speed-up", "steals per worker"], rows))
+
+    import multiprocessing
+
+    click.echo(f"\n## multiprocessing.Pool, same sum in equal chunks; seconds, {runs} runs\n")
+    ctx = multiprocessing.get_context("spawn")
+    prow = []
+    base = None
+    for p in thread_counts(cores, oversubscribe=False):
+        with ctx.Pool(p) as pool:
+            pool.map(_chunk, [(0, 1)] * p)  # warm up the workers
+            times = []
+            for _ in range(runs):
+                step = -(-n // (4 * p))
+                chunks = [(lo, min(n, lo + step)) for lo in range(0, n, step)]
+                t0 = time.perf_counter()
+                got = sum(pool.map(_chunk, chunks))
+                times.append(time.perf_counter() - t0)
+                if got != expected:
+                    raise RuntimeError(f"multiprocessing({p}) summed {got}, expected {expected}")
+        med = statistics.median(times)
+        base = base or med
+        prow.append([p, median_spread(times, "{:.3f}"), f"{base / med:.2f}x"])
+    click.echo(markdown_table(["processes", "seconds", "speed-up"], prow))
+
+    if not native:
+        return
+    from concur.native import deque_table
+
+    sizes = [int(s) for s in native_mb.split(",") if s.strip()]
+    click.echo(f"\n## Native C: tree over an array, one pass per task, leaves of 4,096 elements; "
+               f"ms, median (min-max) of {runs} runs\n")
+    table = deque_table(sizes, runs=runs)
+    nrows = []
+    for mb in sizes:
+        lifo = next(r for r in table if r.megabytes == mb and r.order == "lifo")
+        fifo = next(r for r in table if r.megabytes == mb and r.order == "fifo")
+        nrows.append([f"{mb} MiB", f"{lifo.tasks:,}",
+                      spread(lifo.median * 1e3, lifo.low * 1e3, lifo.high * 1e3, "{:.1f}"),
+                      spread(fifo.median * 1e3, fifo.low * 1e3, fifo.high * 1e3, "{:.1f}"),
+                      f"{fifo.median / lifo.median:.2f}x", lifo.max_deque, f"{fifo.max_deque:,}"])
+    click.echo(markdown_table(["array", "tasks", "LIFO ms", "FIFO ms", "FIFO/LIFO", "peak LIFO", "peak FIFO"],
+                              nrows))
