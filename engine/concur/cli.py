@@ -149,8 +149,10 @@ def render_table(sol: Any, explain: bool) -> str:
                 detail += f"  ({s.note})"
             steps.append((f"  {s.variable}", format_value(value, var.display.text), detail))
         lines.extend(_align(steps))
+    shown = {r[2] for r in rows}
     for note in sol.notes:
-        lines.append(f"note: {note}")
+        if note not in shown:
+            lines.append(f"note: {note}")
     return "\n".join(lines)
 
 
