@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Callable
 
 from .errors import UnknownNameError
 from .pack import Catalog, Pack, load_catalog, load_pack
@@ -63,9 +64,38 @@ def _label(path: Path) -> str:
         return str(path)
 
 
+def _disk_cached(kind: str, path: Path, load: "Callable[[], Any]") -> Any:
+    """Parsed packs and catalogs are pickled in the cache folder, keyed by path, size and mtime,
+    so a warm run never imports the YAML parser. Any cache problem falls back to parsing."""
+    import hashlib
+    import os
+    import pickle
+
+    from .units import cache_dir
+
+    st = path.stat()
+    key = hashlib.sha256(f"{kind}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|3".encode()).hexdigest()[:24]
+    file = cache_dir() / "parsed" / f"{key}.pkl"
+    try:
+        with open(file, "rb") as fh:
+            return pickle.load(fh)  # written below by this module only
+    except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError, TypeError):
+        pass
+    value = load()
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = file.with_suffix(f".{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            pickle.dump(value, fh)
+        os.replace(tmp, file)
+    except OSError:
+        pass
+    return value
+
+
 @lru_cache(maxsize=None)
 def _load_pack_cached(path: str, mtime: float, size: int) -> Pack:
-    return load_pack(path, label=_label(Path(path)))
+    return _disk_cached("pack", Path(path), lambda: load_pack(path, label=_label(Path(path))))
 
 
 def get_pack(name_or_path: str) -> Pack:
@@ -83,4 +113,4 @@ def get_catalog(name: str) -> Catalog:
     path = formulas_dir() / "catalogs" / f"{name}.yaml"
     if not path.is_file():
         raise UnknownNameError(f"unknown catalog '{name}'", hint=f"known catalogs: {', '.join(catalog_names())}")
-    return load_catalog(path, label=_label(path))
+    return _disk_cached("catalog", path, lambda: load_catalog(path, label=_label(path)))
