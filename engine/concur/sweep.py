@@ -41,13 +41,15 @@ back as their integer codes (``model.variables[name].choices[code]``).
 from __future__ import annotations
 
 import itertools
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from .errors import InfeasibleError, UnderdeterminedError, UsageError
 from .model import Model
 
-__all__ = ["SweepResult", "sweep", "parse_range", "require_fixed", "FIXED_INPUTS"]
+__all__ = ["FIXED_INPUTS", "SweepResult", "parse_range", "require_fixed", "sweep"]
 
 
 class SweepResult(dict):
@@ -211,6 +213,7 @@ def sweep(model: Model, over: Mapping[str, Any], given: Mapping[str, Any], outpu
             raise UsageError(f"'{name}' is both swept and given", variable=name, hint=f"drop --set {name}=...")
     for name in outputs:
         model.variable(name)
+    require_fixed(model, set(given) | set(over), outputs)
     columns = {k: list(v) if not isinstance(v, np.ndarray) else v for k, v in over.items()}
     lengths = [len(v) for v in columns.values()]
     if min(lengths) == 0:
@@ -232,6 +235,20 @@ def sweep(model: Model, over: Mapping[str, Any], given: Mapping[str, Any], outpu
 
     out = SweepResult()
     out.violations, out.messages, out.method, out.shape = {}, [], "vector", shape
+    if not cat:  # purely numeric: no index bookkeeping, one vectorised evaluation
+        if grid and len(num) > 1:
+            mesh = np.meshgrid(*[columns[k] for k in num], indexing="ij")
+            arrays = {k: m.ravel() for k, m in zip(num, mesh)}
+        else:
+            arrays = {k: columns[k] for k in num}
+        res = _sweep_numeric(model, arrays, dict(given), list(outputs), out, progress)
+        for k in num:
+            out[k] = arrays[k].reshape(shape)
+        for o in outputs:
+            if o not in columns:
+                out[o] = res[o].reshape(shape)
+        _summarise(out)
+        return out
     # Points as index tuples: categorical combinations are looped, numeric ones vectorised.
     if grid:
         mesh = np.meshgrid(*[np.arange(n) for n in lengths], indexing="ij")
@@ -259,23 +276,47 @@ def sweep(model: Model, over: Mapping[str, Any], given: Mapping[str, Any], outpu
     for o in outputs:
         if o not in columns:
             out[o] = flat[o].reshape(shape)
-    if out.violations:
-        bad = out.nan_points()
-        out.messages.insert(0, f"{bad} of {total} point(s) have no admissible answer (NaN): " + ", ".join(
-            f"{k} {n}x" for k, n in out.violations.items()))
+    _summarise(out)
     return out
 
 
-def _sweep_numeric(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: list[str],
-                   out: SweepResult, progress: Callable[[int, int], None] | None) -> dict[str, Any]:
-    """One categorical combination: numeric arrays of equal length -> outputs (display units)."""
-    import numpy as np
+def _summarise(out: SweepResult) -> None:
+    if out.violations:
+        total = 1
+        for d in out.shape:
+            total *= d
+        out.messages.insert(0, f"{out.nan_points()} of {total} point(s) have no admissible answer (NaN): "
+                            + ", ".join(f"{k} {n}x" for k, n in out.violations.items()))
 
+
+@dataclass(frozen=True)
+class _Plan:
+    """A compiled sweep for one (givens, swept names, outputs): the known base-unit values, the
+    vectorised evaluator of each block in order, the constraints to check -- or ``vector=False``
+    when a block needs search, a loop or a goal seek (per-point fallback)."""
+
+    vector: bool
+    known: dict[str, float]
+    steps: tuple[tuple[str, Callable], ...] = ()
+    constraints: tuple[tuple[str, Callable], ...] = ()
+
+
+# (model key, givens, swept names, outputs) -> plan. Built once per question in a process, so a
+# repeated sweep (a benchmark, an interactive session) pays only for the array arithmetic.
+# Plans are immutable; a race that builds one twice is harmless, so no lock guards the dict.
+_PLANS: dict[tuple[Any, ...], _Plan] = {}
+
+
+def _plan(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: list[str]) -> _Plan:
+    from .expr import compile_node, names_in
     from .solver import _needs_search, _Problem, resolve_givens, solve_model
 
-    n = len(next(iter(arrays.values()))) if arrays else 1
-    first = {k: float(v[0]) for k, v in arrays.items()}
-    givens = resolve_givens(model, {**given, **{k: _display_text(model, k, x) for k, x in first.items()}})
+    key = (model.key, tuple(sorted((k, repr(v)) for k, v in given.items())), tuple(arrays), tuple(outputs))
+    cached = _PLANS.get(key)
+    if cached is not None:
+        return cached
+    first = {k: _display_text(model, k, float(v[0])) for k, v in arrays.items()}
+    givens = resolve_givens(model, {**given, **first})
     find = tuple(o for o in outputs if o not in arrays)
     for name in find:
         if name in givens.values and givens.sources.get(name) == "given":
@@ -283,72 +324,106 @@ def _sweep_numeric(model: Model, arrays: dict[str, Any], given: dict[str, Any], 
     known = {k: v for k, v in givens.values.items() if k not in find}
     # Validate the question once (underdetermined, contradictions) with the scalar solver.
     try:
-        solve_model(model, find, {**given, **{k: _display_text(model, k, x) for k, x in first.items()}})
+        solve_model(model, find, {**given, **first})
     except InfeasibleError:
         pass  # this point is infeasible; the others may not be
-    plan = None
+    steps = None
+    problem = None
     if _needs_search(model, find, known, givens) is None:
         problem = _Problem(model, known, find)
-        plan = _vector_plan(model, problem, find)
-    if plan is None:
+        steps = _vector_plan(model, problem, find)
+    if steps is None or problem is None:
+        plan = _Plan(False, known)
+    else:
+        computed = set(arrays) | {v for v, _ in steps}
+        cons = tuple((con.text, compile_node(con.expr, vector=True)) for con in model.constraints
+                     if names_in(con.expr) <= (problem.known.keys() | computed) and names_in(con.expr) & computed)
+        plan = _Plan(True, dict(problem.known), tuple(steps), cons)
+    _PLANS[key] = plan
+    return plan
+
+
+def _sweep_numeric(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: list[str],
+                   out: SweepResult, progress: Callable[[int, int], None] | None) -> dict[str, Any]:
+    """One categorical combination: numeric arrays of equal length -> outputs (display units)."""
+    import numpy as np
+
+    n = len(next(iter(arrays.values()))) if arrays else 1
+    plan = _plan(model, arrays, given, outputs)
+    if not plan.vector:
         out.method = "per-point"
         return _per_point(model, arrays, given, outputs, n, out, progress)
-    env: dict[str, Any] = dict(problem.known)
+    env: dict[str, Any] = dict(plan.known)
     for k, v in arrays.items():
         env[k] = np.asarray(v, dtype=float) * model.variables[k].display.factor
+    bad: Any = False
     with np.errstate(all="ignore"):
-        bad = np.zeros(n, dtype=bool)
-        for var, evaluate in plan:
-            value = np.broadcast_to(np.asarray(evaluate(env), dtype=float), (n,)).copy()
-            bad |= _check_values(model, var, value, out, env)
+        for var, evaluate in plan.steps:
+            value = np.asarray(evaluate(env), dtype=float)  # scalar blocks stay 0-d
+            value, mask = _check_values(model, var, value, out, env, n)
+            if mask is not None:
+                bad = bad | mask
             env[var] = value
-        for con in model.constraints:
-            from .expr import compile_node, names_in
-
-            if names_in(con.expr) <= env.keys() and names_in(con.expr) & (set(arrays) | {v for v, _ in plan}):
-                ok = np.broadcast_to(np.asarray(compile_node(con.expr, vector=True)(env), dtype=bool), (n,))
-                if (~ok).any():
-                    key = f"constraint '{con.text}'"
-                    out.violations[key] = out.violations.get(key, 0) + int((~ok).sum())
-                    bad |= ~ok
+        for text, check in plan.constraints:
+            ok = np.asarray(check(env), dtype=bool)
+            if not ok.all():
+                key = f"constraint '{text}'"
+                out.violations[key] = out.violations.get(key, 0) + int((~np.broadcast_to(ok, (n,))).sum())
+                bad = bad | ~ok
+    bad = np.broadcast_to(bad, (n,))
     result = {}
     for o in outputs:
         var = model.variables[o]
-        vals = np.broadcast_to(np.asarray(env[o], dtype=float), (n,)).astype(float)
-        if not var.choices:
+        vals = np.asarray(env[o], dtype=float)
+        if not var.choices and var.display.factor != 1:
             vals = vals / var.display.factor
-        vals[bad] = np.nan
+        vals = np.array(np.broadcast_to(vals, (n,)), dtype=float) if vals.shape != (n,) or vals is env[o] else vals
+        if bad.any():
+            vals[bad] = np.nan
         result[o] = vals
     return result
 
 
-def _check_values(model: Model, var: str, value: Any, out: SweepResult, env: dict[str, Any]) -> Any:
-    """Round near-integers like the solver; return the mask of points out of bounds / not finite."""
+def _check_values(model: Model, var: str, value: Any, out: SweepResult, env: dict[str, Any],
+                  n: int) -> tuple[Any, Any]:
+    """(value, mask): near-integers rounded like the solver; points out of bounds or not finite
+    set to NaN and returned as a mask (None when every point is fine -- the common case, found
+    with one or two reductions instead of full-size boolean arrays)."""
     import numpy as np
 
     v = model.variables[var]
     if v.integer:
         r = np.round(value)
-        close = np.abs(value - r) <= 1e-9 * np.maximum(1.0, np.abs(value))
-        value[...] = np.where(close, r, value)
+        value = np.where(np.abs(value - r) <= 1e-9 * np.maximum(1.0, np.abs(value)), r, value)
     lo, hi = v.bounds
-    tol = 1e-9 * np.maximum(np.abs(value), 1.0)
+    if not value.size:
+        return value, None
+    if lo is None and hi is None:
+        if math.isfinite(value.sum()):  # NaN and inf propagate into the sum; an overflow only costs the slow path
+            return value, None
+    else:
+        low, high = float(value.min()), float(value.max())  # both propagate NaN; +-inf shows in one of them
+        if (math.isfinite(low) and math.isfinite(high) and (lo is None or low >= lo - 1e-9 * max(abs(low), 1.0))
+                and (hi is None or high <= hi + 1e-9 * max(abs(high), 1.0))):
+            return value, None
     bad = ~np.isfinite(value)
+    tol = 1e-9 * np.maximum(np.abs(value), 1.0)
     if lo is not None:
         bad |= value < lo - tol
     if hi is not None:
         bad |= value > hi + tol
-    count = int((bad & ~np.isnan(value)).sum())  # NaN inherited from upstream is counted there
+    fresh = np.broadcast_to(bad & ~np.isnan(value), (n,))  # NaN inherited from upstream is counted there
+    count = int(fresh.sum())
     if count:
         out.violations[var] = out.violations.get(var, 0) + count
         if v.violation and not any(m.startswith(f"{var}: ") for m in out.messages):
             from .solver import render_template
 
-            j = int(np.flatnonzero(bad & ~np.isnan(value))[0])
-            point = {k: float(a[j]) if np.ndim(a) else float(a) for k, a in env.items()}
-            out.messages.append(f"{var}: {render_template(v.violation, model, {**point, var: float(value[j])})}".replace("\a", ""))
-    value[bad] = np.nan
-    return bad
+            j = int(np.flatnonzero(fresh)[0])
+            point = {k: float(np.broadcast_to(a, (n,))[j]) for k, a in env.items()}
+            point[var] = float(np.broadcast_to(value, (n,))[j])
+            out.messages.append(f"{var}: {render_template(v.violation, model, point)}".replace("\a", ""))
+    return np.where(bad, np.nan, value), bad
 
 
 def _display_text(model: Model, name: str, value: float) -> Any:

@@ -146,7 +146,7 @@ def _scalar(node: Any, tag: str, loc: Location) -> Any:
     value = node.value
     kind = tag[len(_CORE):]
     if kind == "str":
-        return value
+        return value.replace("\a", "")  # ruamel leaves BEL markers in folded (>) scalars
     if kind == "null":
         return None
     if kind == "bool":

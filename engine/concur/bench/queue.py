@@ -70,7 +70,9 @@ def _bare_run(
     """items/s through queue.Queue(bound) + threads; with ``futures`` each item also
     gets a ``Future`` carrying its result, which is the pool's contract."""
     results: list[object] = [None] * items
-    work_queue: stdlib_queue.Queue[tuple[Future[int] | None, int] | None] = stdlib_queue.Queue(bound)
+    work_queue: stdlib_queue.Queue[tuple[Future[int] | None, int] | None] = (
+        stdlib_queue.Queue(bound)
+    )
 
     def worker() -> None:
         get = work_queue.get
@@ -82,14 +84,14 @@ def _bare_run(
             if future is None:
                 try:
                     results[i] = fn(i)
-                except Exception as exc:  # same duty as the pool: keep the failure
+                except Exception as exc:  # noqa: BLE001 -- same duty as the pool: keep the failure
                     results[i] = exc
                 continue
             if not future.set_running_or_notify_cancel():
                 continue
             try:
                 future.set_result(fn(i))
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 -- the failure goes to the future
                 future.set_exception(exc)
 
     start = time.perf_counter()
@@ -113,23 +115,33 @@ def _bare_run(
 
 
 @click.command("queue")
-@click.option("--iterations", default=200_000, show_default=True, help="put+get pairs per run")
-@click.option("--items", default=50_000, show_default=True, help="items through each pool per run")
+@click.option(
+    "--iterations", default=200_000, show_default=True, help="put+get pairs per run"
+)
+@click.option(
+    "--items", default=50_000, show_default=True, help="items through each pool per run"
+)
 @click.option("--workers", default=4, show_default=True)
 @click.option("--bound", default=64, show_default=True)
-@click.option("--work", default=200, show_default=True, help="loop iterations inside fn per item")
+@click.option(
+    "--work", default=200, show_default=True, help="loop iterations inside fn per item"
+)
 @click.option("--repeats", default=5, show_default=True)
-def command(iterations: int, items: int, workers: int, bound: int, work: int, repeats: int) -> None:
+def command(
+    iterations: int, items: int, workers: int, bound: int, work: int, repeats: int
+) -> None:
     """Time queue hand-offs and WorkerPool throughput against the standard library."""
     from concur.primitives.worker_queue import BoundedQueue
 
-    click.echo(f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  "
-               f"switch interval: {sys.getswitchinterval()} s")
+    click.echo(
+        f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  "
+        f"switch interval: {sys.getswitchinterval()} s"
+    )
 
     ours: BoundedQueue[int] = BoundedQueue(1024)
     std: stdlib_queue.Queue[int] = stdlib_queue.Queue(1024)
     dq: deque[int] = deque()
-    contenders = {
+    contenders: dict[str, tuple[Callable[[int], object], Callable[[], object]]] = {
         "concur BoundedQueue(1024)": (ours.put, ours.get),
         "queue.Queue(1024)": (std.put, std.get),
         "floor: deque append+popleft": (dq.append, dq.popleft),
@@ -139,12 +151,18 @@ def command(iterations: int, items: int, workers: int, bound: int, work: int, re
         for name, (put, get) in contenders.items():
             samples[name].append(_pairs(put, get, iterations))
     ref = min(samples["concur BoundedQueue(1024)"])
-    click.echo(f"\nput+get pairs, one thread, {iterations} x {repeats}  (ratio = contender / concur)")
-    click.echo(f"{'contender':30} {'best ns/pair':>13} {'median':>9} {'pairs/s':>12} {'x concur':>9}")
+    click.echo(
+        f"\nput+get pairs, one thread, {iterations} x {repeats}  (ratio = contender / concur)"
+    )
+    click.echo(
+        f"{'contender':30} {'best ns/pair':>13} {'median':>9} {'pairs/s':>12} {'x concur':>9}"
+    )
     for name, v in samples.items():
         best = min(v)
-        click.echo(f"{name:30} {best:13.0f} {statistics.median(v):9.0f} {1e9 / best:12,.0f} "
-                   f"{best / ref:9.2f}")
+        click.echo(
+            f"{name:30} {best:13.0f} {statistics.median(v):9.0f} {1e9 / best:12,.0f} "
+            f"{best / ref:9.2f}"
+        )
 
     fn = _make_work(work)
     same, floor = "bare Queue + threads + Future", "bare Queue + threads, no Future"
@@ -154,13 +172,19 @@ def command(iterations: int, items: int, workers: int, bound: int, work: int, re
         runs[same].append(_bare_run(fn, items, workers, bound, futures=True))
         runs[floor].append(_bare_run(fn, items, workers, bound, futures=False))
     ref_same, ref_floor = max(runs[same]), max(runs[floor])
-    click.echo(f"\nthroughput, {items} items, {workers} workers, bound {bound}, work {work} "
-               f"(fn alone: {_fn_ns(fn):.0f} ns/item)")
-    click.echo(f"{'contender':32} {'best items/s':>13} {'median':>10} {'x same-work':>12} {'x no-Future':>12}")
+    click.echo(
+        f"\nthroughput, {items} items, {workers} workers, bound {bound}, work {work} "
+        f"(fn alone: {_fn_ns(fn):.0f} ns/item)"
+    )
+    click.echo(
+        f"{'contender':32} {'best items/s':>13} {'median':>10} {'x same-work':>12} {'x no-Future':>12}"
+    )
     for name, v in runs.items():
         best = max(v)
-        click.echo(f"{name:32} {best:13,.0f} {statistics.median(v):10,.0f} "
-                   f"{best / ref_same:12.2f} {best / ref_floor:12.2f}")
+        click.echo(
+            f"{name:32} {best:13,.0f} {statistics.median(v):10,.0f} "
+            f"{best / ref_same:12.2f} {best / ref_floor:12.2f}"
+        )
 
 
 def _fn_ns(fn: Callable[[int], int]) -> float:

@@ -1,0 +1,243 @@
+"""``concur bench limiter``: the cost of one rate-limit decision, in-process and on Redis.
+
+In-process, every contender answers "may this request go?" with the answer yes
+(limits too generous to bind), one thread, no contention:
+
+* ``concur TokenBucket.try_acquire`` -- the bucket under test;
+* ``floor`` -- a bare bucket written inline: a lock, ``time.monotonic`` and a float
+  refill, returning a bool. No validation, no result object: what any correct
+  in-process bucket must at least pay;
+* ``limits`` -- moving window over ``MemoryStorage``. Its window keeps one entry per
+  admitted hit and prepends to a list, so to keep the lists short the hits cycle over
+  1024 keys (the library's cost per decision, not its list growth, is measured);
+* ``pyrate-limiter`` -- ``Limiter`` over an in-memory bucket, non-blocking.
+
+On Redis (a server from ``--redis-url``, else a temporary ``redis-server`` on
+loopback; skipped with a message when neither exists): ``RedisTokenBucket`` against a
+bare ``EVALSHA`` of a script that returns 1, both one round trip from one client.
+
+Each figure is the best (and median) of ``--repeats`` timed runs; ratios come from
+the same run. Nothing is asserted: this reports.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+import click
+
+__all__ = ["command"]
+
+
+def _measure(
+    contenders: list[tuple[str, Callable[[], object]]], iterations: int, repeats: int
+) -> list[tuple[str, float, float]]:
+    """(name, best, median) nanoseconds per call for each contender.
+
+    Runs are interleaved (A B C, A B C, ...) so that a noisy neighbour or a CPU
+    frequency change hits every contender alike and the ratios stay meaningful.
+    """
+    samples: dict[str, list[float]] = {name: [] for name, _ in contenders}
+    loop = range(iterations)
+    for _ in range(repeats):
+        for name, call in contenders:
+            start = time.perf_counter_ns()
+            for _ in loop:
+                call()
+            samples[name].append((time.perf_counter_ns() - start) / iterations)
+    return [(name, min(v), statistics.median(v)) for name, v in samples.items()]
+
+
+def _floor_bucket(capacity: float, rate: float) -> Callable[[], bool]:
+    """The bare locked float bucket: the floor any in-process bucket must pay."""
+    lock = threading.Lock()
+    monotonic = time.monotonic
+    state = [capacity, monotonic()]
+
+    def try_acquire() -> bool:
+        with lock:
+            now = monotonic()
+            tokens = min(capacity, state[0] + (now - state[1]) * rate)
+            state[1] = now
+            if tokens >= 1:
+                state[0] = tokens - 1
+                return True
+            state[0] = tokens
+            return False
+
+    return try_acquire
+
+
+def _in_process(iterations: int, repeats: int) -> list[tuple[str, float, float]]:
+    from concur.primitives import TokenBucket
+
+    big = 1e12
+    contenders: list[tuple[str, Callable[[], object]]] = [
+        ("concur TokenBucket.try_acquire", TokenBucket(big, big).try_acquire),
+        ("floor: bare locked float bucket", _floor_bucket(big, big)),
+    ]
+    missing = []
+    try:
+        from limits import RateLimitItemPerSecond
+        from limits.storage import MemoryStorage
+        from limits.strategies import MovingWindowRateLimiter
+
+        limiter = MovingWindowRateLimiter(MemoryStorage())
+        item = RateLimitItemPerSecond(10**9)
+        keys = [f"k{i}" for i in range(1024)]
+        counter = iter(range(10**15))
+
+        def limits_hit() -> bool:
+            return limiter.hit(item, keys[next(counter) & 1023])
+
+        contenders.append(("limits moving window (memory)", limits_hit))
+    except ImportError:
+        missing.append(("limits (not installed)", math.nan, math.nan))
+    try:
+        from pyrate_limiter import Duration, Limiter, Rate
+
+        pyrate = Limiter(Rate(2**40, Duration.SECOND))
+
+        def pyrate_try() -> object:
+            return pyrate.try_acquire("bench", blocking=False)
+
+        contenders.append(("pyrate-limiter (in-memory)", pyrate_try))
+    except ImportError:
+        missing.append(("pyrate-limiter (not installed)", math.nan, math.nan))
+    return _measure(contenders, iterations, repeats) + missing
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_redis() -> tuple[subprocess.Popen[bytes], str] | None:
+    exe = shutil.which("redis-server")
+    if exe is None:
+        return None
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            exe,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return proc, f"redis://127.0.0.1:{port}/0"
+
+
+def _on_redis(
+    url: str, iterations: int, repeats: int
+) -> list[tuple[str, float, float]]:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            client.ping()
+            break
+        except redis.exceptions.ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+    from concur.primitives import RedisTokenBucket
+
+    bucket = RedisTokenBucket(client, "bench", 1e12, 1e12)
+    bucket.load()
+    noop = client.execute_command("SCRIPT", "LOAD", "return 1")
+
+    def bare() -> object:
+        return client.execute_command("EVALSHA", noop, 1, "concur:tb:{bench}")
+
+    contenders: list[tuple[str, Callable[[], object]]] = [
+        ("RedisTokenBucket.try_acquire", bucket.try_acquire),
+        ("bare EVALSHA of 'return 1'", bare),
+    ]
+    return _measure(contenders, iterations, repeats)
+
+
+def _print_table(
+    title: str, rows: list[tuple[str, float, float]], reference: str
+) -> None:
+    ref = {name: best for name, best, _ in rows}[reference]
+    click.echo(f"\n{title}")
+    click.echo(
+        f"{'contender':36} {'best ns/op':>11} {'median':>9} {'ops/s':>11} {'x ' + 'concur':>9}"
+    )
+    for name, best, median in rows:
+        ratio = best / ref
+        click.echo(
+            f"{name:36} {best:11.0f} {median:9.0f} {1e9 / best:11,.0f} {ratio:9.2f}"
+        )
+
+
+@click.command("limiter")
+@click.option(
+    "--iterations", default=200_000, show_default=True, help="calls per timed run"
+)
+@click.option(
+    "--repeats", default=5, show_default=True, help="timed runs; best and median shown"
+)
+@click.option(
+    "--redis-url",
+    default=None,
+    help="Redis to use; default: start a temporary redis-server",
+)
+@click.option(
+    "--redis-iterations",
+    default=5_000,
+    show_default=True,
+    help="calls per timed run on Redis",
+)
+def command(
+    iterations: int, repeats: int, redis_url: str | None, redis_iterations: int
+) -> None:
+    """Time one uncontended rate-limit decision: concur vs floor, limits, pyrate-limiter, Redis."""
+    click.echo(
+        f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  "
+        f"iterations: {iterations} x {repeats}"
+    )
+    rows = _in_process(iterations, repeats)
+    _print_table(
+        "in-process, one thread (ratio = contender / concur; >1 means concur is faster)",
+        rows,
+        "concur TokenBucket.try_acquire",
+    )
+    started = None
+    if redis_url is None:
+        started = _start_redis()
+        if started is None:
+            click.echo("\nRedis: skipped (no --redis-url and no redis-server on PATH)")
+            return
+        redis_url = started[1]
+    try:
+        rows = _on_redis(redis_url, redis_iterations, repeats)
+        _print_table(
+            "Redis, one client, loopback", rows, "RedisTokenBucket.try_acquire"
+        )
+    except ImportError:
+        click.echo("\nRedis: skipped (the redis package is not installed)")
+    finally:
+        if started is not None:
+            started[0].terminate()
+            started[0].wait(timeout=10)

@@ -1,0 +1,124 @@
+"""Shared fixtures for the primitives tests: a fake clock, a switch-interval guard,
+and a throwaway redis-server on loopback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+
+def require_tool(name: str) -> str:
+    """Path of executable ``name``; skip the test when missing, fail it when CI=true."""
+    path = shutil.which(name)
+    if path is None:
+        message = f"{name} is not on PATH"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{message}, and CI=true requires it", pytrace=False)
+        pytest.skip(message)
+    return path
+
+
+class FakeClock:
+    """A clock that moves only when told; ``sleep`` advances it and logs the sleep."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+        self.log: list[str] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def sleep(self, seconds: float) -> None:
+        self.log.append(f"S{seconds:.2f}")
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def fast_switching() -> Iterator[None]:
+    """Run the test with a 1 µs GIL switch interval, restoring the old one after."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(old)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a private redis-server on 127.0.0.1, no persistence; stopped afterwards."""
+    exe = require_tool("redis-server")
+    pytest.importorskip("redis")
+    import redis
+
+    port = _free_port()
+    workdir = tmp_path_factory.mktemp("redis")
+    proc = subprocess.Popen(
+        [
+            exe,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        client = redis.Redis.from_url(url)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.exceptions.ConnectionError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"redis-server did not start on port {port}")
+                time.sleep(0.02)
+        client.close()
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[object]:
+    import redis
+
+    client = redis.Redis.from_url(url=redis_url)
+    client.flushdb()
+    yield client
+    client.close()

@@ -1,0 +1,129 @@
+"""concur.sweep and `concur sweep`: vectorised answers equal per-point solves; NaN on violations."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from concur.cli import cli
+from concur.errors import UnderdeterminedError, UsageError
+from concur.model import build_model
+from concur.solver import solve_model
+from concur.sweep import parse_range, require_fixed, sweep
+
+BASE = {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "weight_dtype": "bf16", "kv_dtype": "bf16",
+        "input_tokens": 1024, "output_tokens": 2048}
+MEM = {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "weight_dtype": "bf16", "kv_dtype": "bf16",
+       "context": "8192 token"}
+
+
+@pytest.fixture(scope="module")
+def throughput():
+    return build_model(["llm_throughput"])
+
+
+def test_design_numbers(throughput):
+    r = sweep(throughput, {"concurrency": [1, 64]}, {**BASE, "efficiency": 1, "t_fixed": 0}, ["t_step", "tokens_per_s"])
+    assert r.method == "vector"
+    assert r["t_step"] == pytest.approx([4.874, 9.922], rel=1e-3)
+    assert r["tokens_per_s"][1] == pytest.approx(6450.1, rel=1e-3)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_equals_per_point_solve(throughput, seed):
+    rng = random.Random(seed)
+    c = [rng.uniform(1, 900) for _ in range(6)]
+    eff = rng.uniform(0.3, 1.0)
+    given = {**BASE, "efficiency": eff, "tp": 2}
+    outs = ["t_step", "tokens_per_s_per_gpu", "bound_tokens_per_s", "ttft", "served_tokens_per_s"]
+    r = sweep(throughput, {"concurrency": c}, given, outs)
+    for i, ci in enumerate(c):
+        sol = solve_model(throughput, tuple(outs), {**given, "concurrency": f"{ci!r} request"})
+        for o in outs:
+            assert r[o][i] == pytest.approx(sol.value(o), rel=1e-9), o
+
+
+def test_inverted_block_uses_closed_form():
+    model = build_model(["littles_law"])
+    r = sweep(model, {"in_flight": [10, 100, 1234.5]}, {"arrival_rate": 5}, ["residence_time"])
+    assert r.method == "vector"  # in_flight = arrival_rate * residence_time, inverted once by sympy
+    for i, x in enumerate([10, 100, 1234.5]):
+        sol = solve_model(model, ("residence_time",), {"arrival_rate": 5, "in_flight": x})
+        assert r["residence_time"][i] == pytest.approx(sol.value("residence_time"), rel=1e-9)
+
+
+def test_fallback_equals_solve():
+    # concurrency from t_step inverts through max(): per point, same answers as solve
+    model = build_model(["llm_throughput"])
+    given = {**BASE, "efficiency": 1, "t_fixed": 0}
+    r = sweep(model, {"t_step": [5.0, 9.0, 20.0]}, given, ["concurrency"])
+    for i, t in enumerate([5.0, 9.0, 20.0]):
+        sol = solve_model(model, ("concurrency",), {**given, "t_step": f"{t} ms"})
+        assert r["concurrency"][i] == pytest.approx(sol.value("concurrency"), rel=1e-9)
+
+
+def test_grid_and_violations_are_nan(throughput):
+    r = sweep(throughput, {"tp": [1, 3, 4, 8], "mem_util": [0.5, 0.9]}, {**MEM, "input_tokens": 1024,
+              "output_tokens": 1024, "concurrency": 32}, ["users", "t_step"])
+    assert r["users"].shape == (4, 2)
+    assert np.isnan(r["users"][0]).all()  # 70B bf16 does not fit on one GPU
+    assert np.isnan(r["users"][1]).all()  # tp 3 does not divide 64 heads
+    assert r["users"][2].tolist() == [4, 55]
+    assert r["users"][3, 1] == 162
+    assert r.violations["kv_pool"] >= 2 and any("does not fit" in m for m in r.messages)
+    assert r.nan_points() == 4
+
+
+def test_categorical_and_search_fallback():
+    model = build_model(["llm_memory"])
+    r = sweep(model, {"kv_dtype": ["bf16", "fp8"]}, {**{k: v for k, v in MEM.items() if k != "kv_dtype"}, "tp": 4},
+              ["users"])
+    assert r["users"].tolist() == [55, 110]
+    r = sweep(model, {"users": [10, 100]}, MEM, ["tp"])
+    assert r.method == "per-point" and r["tp"].tolist() == [4, 8]
+
+
+def test_four_fixed_variables(throughput):
+    with pytest.raises(UnderdeterminedError, match="output length"):
+        sweep(throughput, {"concurrency": [1]}, {k: v for k, v in BASE.items() if k != "output_tokens"}, ["t_step"])
+    with pytest.raises(UnderdeterminedError, match="offered load"):
+        require_fixed(throughput, set(BASE), ["tokens_per_s"])
+    require_fixed(throughput, set(BASE) | {"concurrency"}, ["tokens_per_s"])
+    require_fixed(throughput, set(), ["users"])  # not a throughput question
+
+
+def test_parse_range():
+    assert parse_range("concurrency=1..8:4") == ("concurrency", [1.0, 8.0, 4], True)
+    assert parse_range("kv_dtype=bf16,fp8") == ("kv_dtype", ["bf16", "fp8"], False)
+    for bad in ("concurrency", "c=1..x", "c=1..2:0"):
+        with pytest.raises(UsageError):
+            parse_range(bad)
+
+
+ARGS = ["sweep", "llm_throughput", "--set", "model=llama-3.1-8b", "--set", "gpu=h100-sxm-80gb",
+        "--set", "input_tokens=1024", "--set", "output_tokens=2048"]
+
+
+def test_cli_table_csv_json_png(tmp_path):
+    runner = CliRunner()
+    csv_path, png = tmp_path / "s.csv", tmp_path / "s.png"
+    res = runner.invoke(cli, ARGS + ["--over", "concurrency=1..256:5", "--log", "--find", "tokens_per_s_per_gpu",
+                                     "--compare", "kv_dtype=bf16,fp8", "--csv", str(csv_path), "--plot", str(png)])
+    assert res.exit_code == 0, res.output
+    rows = list(csv.reader(csv_path.open()))
+    assert rows[0] == ["config", "concurrency [request]", "tokens_per_s_per_gpu [token/s]"] and len(rows) == 11
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    res = runner.invoke(cli, ARGS + ["--over", "concurrency=1,64", "--find", "t_step", "--json",
+                                     "--set", "efficiency=1", "--set", "t_fixed=0"])
+    doc = json.loads(res.output)
+    assert doc["runs"][0]["columns"]["t_step"] == pytest.approx([4.874, 9.922], rel=1e-3)
+
+
+def test_cli_refuses_missing_fixed():
+    res = CliRunner().invoke(cli, ARGS[:6] + ["--over", "concurrency=1,2", "--find", "t_step"])
+    assert res.exit_code != 0 and isinstance(res.exception, UnderdeterminedError)
+    assert res.exception.exit_code == 2 and "input length" in str(res.exception)
