@@ -85,3 +85,11 @@ def test_list_and_show():
     assert "llm_memory" in run("list").stdout
     shown = run("show", "llm_memory").stdout
     assert "kv_per_token" in shown and "users = floor(kv_tokens / context)" in shown
+
+
+def test_default_replicas_scenario():
+    out = run("solve", "--find", "replicas", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["results"]["replicas"]["value"] == 13  # 50/s x 12.5 s = 625 in flight / (64 x 0.8)
+    assert data["given"]["utilization"]["value"] == 0.8
