@@ -35,7 +35,7 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .errors import (ContradictionError, InfeasibleError, Location, SolveError, UnderdeterminedError,
+from .errors import (ConcurError, ContradictionError, InfeasibleError, Location, SolveError, UnderdeterminedError,
                      UnknownNameError, UsageError)
 from .expr import Cmp, Call, If, Node, Var, compile_node, map_tree, names_in, to_text, walk
 from .functions import FUNCTIONS
@@ -488,7 +488,72 @@ class _Executor:
                              variable=var, hint="widen the variable's bounds or check the givens")
         self._record(var, root, "numeric", e, note="bracketed root within bounds")
 
+    def _solve_subsystem(self, pairs: list[tuple[int, str]]) -> None:
+        """Solve equations ``pairs`` (id, unknown) in dependency order, with everything else known."""
+        unknowns = {v for _, v in pairs}
+        system = {i: self.p.eqs[i].names for i, _ in pairs}
+        prefer = {i: v for i, v in pairs}
+        m = match(system, unknowns, prefer)
+        if m.free or m.redundant:
+            raise SolveError("the loop cannot be torn at this variable")
+        for sub in blocks_in_order(system, m, unknowns):
+            if len(sub) == 1:
+                self._single(sub[0], m.eq_to_var[sub[0]])
+            else:
+                self._loop(sub, [m.eq_to_var[i] for i in sub])
+
+    def _integer_tear(self, block: list[int], vars_: list[str]) -> bool:
+        """Tear a loop at an integer ``n = ceil(...)`` (or ``floor``): search n, solve the rest for each.
+
+        ``replicas = ceil(in_flight / capacity)`` inside the batch fixed point has no smooth inverse;
+        the answer is the smallest n whose requirement ceil(...) is at most n (for floor: the largest
+        n whose capacity floor(...) is at least n). The rest of the loop is solved for each candidate.
+        """
+        for i, v in zip(block, vars_):
+            var = self.model.variables[v]
+            e = self.p.eqs[i]
+            if not (var.integer and isinstance(e.lhs, Var) and e.lhs.name == v and isinstance(e.rhs, Call)
+                    and e.rhs.fn in ("ceil", "floor")):
+                continue
+            rest = [(j, w) for j, w in zip(block, vars_) if j != i]
+            requirement = e.rhs.fn == "ceil"
+
+            def attempt(n: float) -> tuple[float, dict[str, float], list[Step]] | None:
+                env, mark = dict(self.env), len(self.trace)
+                self.env[v] = n
+                try:
+                    self._solve_subsystem(rest)
+                    g = _eval(e.rhs, self.env)
+                    return g, dict(self.env), self.trace[mark:]
+                except (ConcurError, ArithmeticError, ValueError):
+                    return None
+                finally:
+                    self.env, self.trace = env, self.trace[:mark]
+
+            def ok(n: float) -> bool:
+                res = attempt(n)
+                return res is not None and (res[0] <= n if requirement else res[0] >= n)
+
+            lo = int(math.ceil(var.bounds[0])) if var.bounds[0] is not None else 0
+            hi = int(math.floor(var.bounds[1])) if var.bounds[1] is not None else 1 << 40
+            chosen = _monotone_integer(ok, lo, hi, smallest=requirement)
+            if chosen is None:
+                word = "enough" if requirement else "any"
+                raise InfeasibleError(f"no {v} in [{lo}, {hi}] is {word} for '{e.eq.text}'", where=e.eq.where,
+                                      variable=v, hint="the load may exceed what any fleet of this kind serves")
+            g, env, steps = attempt(float(chosen))  # type: ignore[misc]
+            self.env = env
+            self.trace.extend(steps)
+            word = "smallest" if requirement else "largest"
+            rel = "<=" if requirement else ">="
+            self.trace.append(Step(v, float(chosen), "search", e.eq.text, str(e.eq.where),
+                                   f"{word} {v} with {to_text(e.rhs)} = {g:.6g} {rel} {v} (loop torn at {v})"))
+            return True
+        return False
+
     def _loop(self, block: list[int], vars_: list[str]) -> None:
+        if self._integer_tear(block, vars_):
+            return
         import sympy as sp
 
         from .expr import to_sympy
@@ -527,6 +592,52 @@ class _Executor:
                          where=eqs[0].eq.where, hint="give one of these values directly")
 
 
+def _monotone_integer(ok: Callable[[float], bool], lo: int, hi: int, smallest: bool) -> int | None:
+    """Smallest n in [lo, hi] with ok(n) (``smallest``), or the largest; ok is monotone in n."""
+    if smallest:
+        n, prev = lo, lo - 1
+        while not ok(float(n)):
+            if n >= hi:
+                return None
+            prev, n = n, min(hi, max(n + 1, n * 2))
+        a, b = prev, n  # ok(b), not ok(a) (or a below range)
+        while b - a > 1:
+            mid = (a + b) // 2
+            if ok(float(mid)):
+                b = mid
+            else:
+                a = mid
+        return b
+    if not ok(float(lo)):
+        return None
+    n, prev = lo, lo
+    while ok(float(n)):
+        if n >= hi:
+            return hi
+        prev, n = n, min(hi, max(n + 1, n * 2))
+    a, b = prev, n  # ok(a), not ok(b)
+    while b - a > 1:
+        mid = (a + b) // 2
+        if ok(float(mid)):
+            a = mid
+        else:
+            b = mid
+    return a
+
+
+def _value_on_demand(name: str, model: Model, env: dict[str, float]) -> float | None:
+    """A variable a message mentions but the plan did not compute: evaluate its defining equation."""
+    for eq in model.equations:
+        if isinstance(eq.lhs, Var) and eq.lhs.name == name:
+            rhs = _fold(eq.rhs, env)
+            if names_in(rhs) <= env.keys():
+                try:
+                    return _eval(rhs, env)
+                except (ArithmeticError, ValueError):
+                    return None
+    return None
+
+
 def render_template(text: str, model: Model, env: dict[str, float]) -> str:
     """Fill ``{name}`` with the value in its display unit."""
     import re
@@ -534,11 +645,14 @@ def render_template(text: str, model: Model, env: dict[str, float]) -> str:
     def sub(m: "re.Match[str]") -> str:
         name = m.group(1)
         var = model.variables.get(name)
-        if var is None or name not in env:
+        value = env.get(name) if var is not None else None
+        if var is not None and value is None:
+            value = _value_on_demand(name, model, env)
+        if var is None or value is None:
             return m.group(0)
         if var.choices:
-            return var.choices[int(env[name])]
-        return f"{env[name] / var.display.factor:.4g} {var.display.text}".strip()
+            return var.choices[int(value)]
+        return f"{value / var.display.factor:.4g} {var.display.text}".strip()
 
     return " ".join(re.sub(r"\{([A-Za-z][A-Za-z0-9_]*)\}", sub, text).split())
 
@@ -678,7 +792,7 @@ def _invertible_path(model: Model, problem: _Problem, x: str) -> bool:
         return True
     e = problem.eqs[i]
     if isinstance(e.lhs, Var) and e.lhs.name == x and x not in names_in(e.rhs):
-        return not model.variables[x].integer or True
+        return True
     if model.variables[x].integer:
         return False
     return _smooth_in(e.lhs, x) and _smooth_in(e.rhs, x) and _upstream_smooth(model, problem, x)

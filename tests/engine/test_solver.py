@@ -91,3 +91,28 @@ def test_json_shape():
 def test_mla_replicated_latent():
     sol = concur.solve("kv_per_token", {"model": "deepseek-v3", "kv_dtype": "bf16", "tp": 16}, packs="llm_memory")
     assert sol.value("kv_per_token") == 61 * 576 * 2
+
+
+FLEET = {"arrival_rate": 50, "ttft": "500 ms", "output_tokens": 400, "step_time_base": "20 ms",
+         "step_time_per_seq": "0.05 ms*replica/request", "per_replica_concurrency": 64, "utilization": 0.8}
+
+
+def test_replicas_inside_the_batch_fixed_point_is_the_smallest_that_suffices():
+    sol = concur.solve("replicas,in_flight", FLEET, packs="littles_law")
+    n = sol.value("replicas")
+    assert n == 10
+    # the fixed point at n replicas fits under n x 64 x 0.8; at n - 1 it would not
+    assert sol.value("in_flight") <= n * 64 * 0.8
+    fewer = concur.solve("in_flight", {k: v for k, v in FLEET.items() if k not in ("per_replica_concurrency",
+                                                                                  "utilization")}
+                         | {"replicas": n - 1}, packs="littles_law")
+    assert fewer.value("in_flight") > (n - 1) * 64 * 0.8
+    step = next(s for s in sol.trace if s.variable == "replicas")
+    assert step.method == "search" and "loop torn" in step.note
+
+
+def test_saturated_fleet_is_an_answer_not_a_crash():
+    given = {k: v for k, v in FLEET.items() if k not in ("per_replica_concurrency", "utilization")}
+    with pytest.raises(InfeasibleError, match="never drains"):
+        concur.solve("in_flight", given | {"arrival_rate": 70, "replicas": 10,
+                                           "step_time_per_seq": "0.5 ms*replica/request"}, packs="littles_law")
