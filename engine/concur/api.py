@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import UnknownNameError
+from .fixed import require_fixed
 from .model import Model, build_model
 from .solver import Solution, save_inverse_cache, solve_model
 
@@ -26,7 +27,7 @@ def load_model(packs: Any = None) -> Model:
 
 def packs_for(find: tuple[str, ...]) -> list[str]:
     """The shipped packs that declare every target, smallest first (used when no pack is named)."""
-    from .library import get_pack, pack_paths
+    from .library import pack_paths
 
     hits = []
     for name in pack_paths():
@@ -41,13 +42,18 @@ def packs_for(find: tuple[str, ...]) -> list[str]:
 
 
 def solve(find: Any, given: dict[str, Any] | None = None, packs: Any = None, **_: Any) -> Solution:
-    """Solve for ``find`` (a name, comma-separated names or a list). See :mod:`concur.solver`."""
+    """Solve for ``find`` (a name, comma-separated names or a list). See :mod:`concur.solver`.
+
+    Raises ``UnderdeterminedError`` for a throughput question that leaves input length, output
+    length, offered load or configuration open (:func:`concur.fixed.require_fixed`).
+    """
     if isinstance(find, str):
         find = [f.strip() for f in find.split(",") if f.strip()]
     find = tuple(find)
     if isinstance(packs, str):
         packs = [packs]
     model = build_model(list(packs) if packs else packs_for(find))
+    require_fixed(model, set(given or {}), find)
     sol = solve_model(model, find, dict(given or {}))
     save_inverse_cache(model)
     from .units import save_cache

@@ -82,9 +82,9 @@ def infer_dims(node: Node, var_dims: dict[str, Dims]) -> Dims:
         fn = FUNCTIONS[node.fn]
         dims = [infer_dims(a, var_dims) for a in node.args]
         if fn.dims == "dimensionless":
-            for a, d in zip(node.args, dims):
+            for arg, d in zip(node.args, dims):
                 if d:
-                    raise _DimError(f"{node.fn}() needs a dimensionless argument, got {_describe(a, d)}")
+                    raise _DimError(f"{node.fn}() needs a dimensionless argument, got {_describe(arg, d)}")
             return DIMENSIONLESS
         if fn.dims == "sqrt":
             return dims_pow(dims[0], 0.5)
@@ -95,10 +95,10 @@ def infer_dims(node: Node, var_dims: dict[str, Dims]) -> Dims:
                                 f"(divide by a unit first, e.g. {node.fn}(x / [GiB]))")
             return dims[0]
         first = dims[0]
-        for a, d in zip(node.args[1:], dims[1:]):
+        for arg, d in zip(node.args[1:], dims[1:]):
             if d != first:
                 raise _DimError(f"{node.fn}() arguments disagree: {_describe(node.args[0], first)} vs "
-                                f"{_describe(a, d)}")
+                                f"{_describe(arg, d)}")
         return first
     if isinstance(node, Cmp):
         a, b = infer_dims(node.left, var_dims), infer_dims(node.right, var_dims)
@@ -107,8 +107,8 @@ def infer_dims(node: Node, var_dims: dict[str, Dims]) -> Dims:
             raise _DimError(f"cannot compare {_describe(node.left, a)} with {_describe(node.right, b)}")
         return DIMENSIONLESS
     if isinstance(node, Logic):
-        for a in node.args:
-            infer_dims(a, var_dims)
+        for arg in node.args:
+            infer_dims(arg, var_dims)
         return DIMENSIONLESS
     if isinstance(node, If):
         infer_dims(node.cond, var_dims)

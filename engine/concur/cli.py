@@ -72,7 +72,8 @@ def parse_sets(items: tuple[str, ...]) -> dict[str, Any]:
             raise UsageError(f"--set '{item}' has no name")
         try:
             number = float(value.replace("_", ""))
-            out[name] = number
+            out[name] = int(number) if number.is_integer() and "." not in value and "e" not in value.lower() \
+                else number
         except ValueError:
             out[name] = value
     return out
@@ -180,6 +181,7 @@ def solve(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...], 
     With no --set and no --scenario, the packs' embedded default scenario is solved.
     """
     from .api import packs_for
+    from .fixed import require_fixed
     from .model import build_model
     from .solver import save_inverse_cache, solve_model
     from .units import save_cache
@@ -202,6 +204,7 @@ def solve(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...], 
     model = build_model(pack_list)
     if not sets and not scenario:
         given = default_scenario(pack_list)
+    require_fixed(model, set(given), targets)
     sol = solve_model(model, targets, given)
     save_inverse_cache(model)
     save_cache()

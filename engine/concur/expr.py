@@ -656,18 +656,14 @@ def from_sympy(expr: Any) -> Node:
         if isinstance(e, sp.Mod):
             return Bin("%", conv(e.args[0]), conv(e.args[1]))
         if isinstance(e, sp.Piecewise):
-            pieces = list(e.args)
-            out: Node | None = None
-            for value, cond in reversed(pieces):
-                if out is None:
-                    if cond is not sp.true:
-                        out = If(conv(cond), conv(value), Num(math.nan))
-                    else:
-                        out = conv(value)
+            tree: Node | None = None
+            for value, cond in reversed(list(e.args)):
+                if tree is None:
+                    tree = conv(value) if cond is sp.true else If(conv(cond), conv(value), Num(math.nan))
                 else:
-                    out = If(conv(cond), conv(value), out)
-            assert out is not None
-            return out
+                    tree = If(conv(cond), conv(value), tree)
+            assert tree is not None
+            return tree
         if isinstance(e, sp.core.relational.Relational):
             op = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}[e.rel_op]
             return Cmp(op, conv(e.lhs), conv(e.rhs))

@@ -57,14 +57,18 @@ def find_pack(name_or_path: str) -> Path:
 
 
 def _label(path: Path) -> str:
-    try:
-        root = formulas_dir().parent
-        return str(path.resolve().relative_to(root.resolve()))
-    except ValueError:
-        return str(path)
+    """How messages name a pack file: relative to the shipped root (``formulas/x.yaml``), else to the
+    working directory, else the path as given -- the same text whether concur is installed or editable."""
+    resolved = path.resolve()
+    for root in (formulas_dir().parent, Path.cwd()):
+        try:
+            return str(resolved.relative_to(root.resolve()))
+        except ValueError:
+            continue
+    return str(path)
 
 
-def _disk_cached(kind: str, path: Path, load: "Callable[[], Any]") -> Any:
+def _disk_cached(kind: str, path: Path, label: str, load: "Callable[[], Any]") -> Any:
     """Parsed packs and catalogs are pickled in the cache folder, keyed by path, size and mtime,
     so a warm run never imports the YAML parser. Any cache problem falls back to parsing."""
     import hashlib
@@ -74,7 +78,7 @@ def _disk_cached(kind: str, path: Path, load: "Callable[[], Any]") -> Any:
     from .units import cache_dir
 
     st = path.stat()
-    key = hashlib.sha256(f"{kind}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|3".encode()).hexdigest()[:24]
+    key = hashlib.sha256(f"{kind}|{path.resolve()}|{label}|{st.st_size}|{st.st_mtime_ns}|4".encode()).hexdigest()[:24]
     file = cache_dir() / "parsed" / f"{key}.pkl"
     try:
         with open(file, "rb") as fh:
@@ -95,7 +99,8 @@ def _disk_cached(kind: str, path: Path, load: "Callable[[], Any]") -> Any:
 
 @lru_cache(maxsize=None)
 def _load_pack_cached(path: str, mtime: float, size: int) -> Pack:
-    return _disk_cached("pack", Path(path), lambda: load_pack(path, label=_label(Path(path))))
+    label = _label(Path(path))
+    return _disk_cached("pack", Path(path), label, lambda: load_pack(path, label=label))
 
 
 def get_pack(name_or_path: str) -> Pack:
@@ -113,4 +118,5 @@ def get_catalog(name: str) -> Catalog:
     path = formulas_dir() / "catalogs" / f"{name}.yaml"
     if not path.is_file():
         raise UnknownNameError(f"unknown catalog '{name}'", hint=f"known catalogs: {', '.join(catalog_names())}")
-    return _disk_cached("catalog", path, lambda: load_catalog(path, label=_label(path)))
+    label = _label(path)
+    return _disk_cached("catalog", path, label, lambda: load_catalog(path, label=label))

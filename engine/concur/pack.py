@@ -138,6 +138,32 @@ def _require(cond: bool, message: str, where: Location, hint: str | None = None,
         raise PackError(message, where=where, hint=hint, variable=variable)
 
 
+def _mapping(container: YMap, key: str, what: str) -> YMap:
+    """``container[key]`` as a YMap (an empty one when absent or null); refuses other types."""
+    value = container.get(key)
+    if value is None:
+        empty = YMap()
+        empty.loc, empty.key_loc = container.where(key), {}
+        return empty
+    _require(isinstance(value, YMap), f"'{key}' must be a mapping of {what}", container.where(key))
+    return value
+
+
+def _listing(container: YMap, key: str, what: str) -> YList:
+    value = container.get(key)
+    if value is None:
+        empty = YList()
+        empty.loc, empty.item_loc = container.where(key), []
+        return empty
+    _require(isinstance(value, YList), f"'{key}' must be a list of {what}", container.where(key))
+    return value
+
+
+def _number(value: Any, what: str, where: Location) -> float:
+    _require(isinstance(value, (int, float)) and not isinstance(value, bool), f"{what} must be a number", where)
+    return float(value)
+
+
 def _text(value: Any, what: str, where: Location) -> str:
     _require(isinstance(value, str), f"{what} must be text, got {type(value).__name__}", where)
     return value
@@ -204,7 +230,7 @@ def _variable(name: str, spec: Any, pack: str, where: Location) -> Variable:
     choices: tuple[str, ...] = ()
     if "choices" in spec:
         raw = spec["choices"]
-        _require(isinstance(raw, YList) and raw and all(isinstance(c, str) for c in raw),
+        _require(isinstance(raw, YList) and len(raw) > 0 and all(isinstance(c, str) for c in raw),
                  f"choices of '{name}' must be a list of names", spec.where("choices"))
         choices = tuple(raw)
         _require("unit" not in spec, f"choice variable '{name}' cannot have a unit", spec.where("unit"))
@@ -263,8 +289,7 @@ def load_pack(path: str | Path, *, label: str | None = None, text: str | None = 
     doc = str(data.get("doc", "") or "")
 
     uses: list[tuple[str, dict[str, str]]] = []
-    raw_uses = data.get("uses") or []
-    _require(isinstance(raw_uses, list), "'uses' must be a list of pack names", data.where("uses"))
+    raw_uses = _listing(data, "uses", "pack names")
     for i, item in enumerate(raw_uses):
         loc = _loc_of(raw_uses, i)
         if isinstance(item, str):
@@ -279,15 +304,12 @@ def load_pack(path: str | Path, *, label: str | None = None, text: str | None = 
             uses.append((item["pack"], dict(rename)))
 
     variables: dict[str, Variable] = {}
-    raw_vars = data.get("variables") or YMap()
-    _require(isinstance(raw_vars, dict), "'variables' must be a mapping of name -> {unit, doc, ...}",
-             data.where("variables"))
+    raw_vars = _mapping(data, "variables", "name -> {unit, doc, ...}")
     for vname, spec in raw_vars.items():
         variables[vname] = _variable(vname, spec, name, raw_vars.where(vname))
 
     equations: list[Equation] = []
-    raw_eqs = data.get("equations") or []
-    _require(isinstance(raw_eqs, list), "'equations' must be a list", data.where("equations"))
+    raw_eqs = _listing(data, "equations", "equations")
     for i, item in enumerate(raw_eqs):
         loc = _loc_of(raw_eqs, i)
         eq_doc = ""
@@ -303,8 +325,7 @@ def load_pack(path: str | Path, *, label: str | None = None, text: str | None = 
         equations.append(Equation(text_eq.strip(), lhs, rhs, eq_doc, loc, name, i + 1))
 
     constraints: list[Constraint] = []
-    raw_cons = data.get("constraints") or []
-    _require(isinstance(raw_cons, list), "'constraints' must be a list", data.where("constraints"))
+    raw_cons = _listing(data, "constraints", "{check, doc} entries")
     for i, item in enumerate(raw_cons):
         loc = _loc_of(raw_cons, i)
         _require(isinstance(item, YMap) and isinstance(item.get("check"), str),
@@ -313,44 +334,47 @@ def load_pack(path: str | Path, *, label: str | None = None, text: str | None = 
         constraints.append(Constraint(item["check"], node, str(item.get("doc", "") or ""), item.where("check"), name))
 
     presets: dict[str, Preset] = {}
-    raw_presets = data.get("presets") or {}
-    _require(isinstance(raw_presets, dict), "'presets' must map a key to {catalog: NAME}", data.where("presets"))
+    raw_presets = _mapping(data, "presets", "key -> {catalog: NAME}")
     for key, spec in raw_presets.items():
         loc = raw_presets.where(key)
         _require(isinstance(spec, YMap) and isinstance(spec.get("catalog"), str),
                  f"preset '{key}' must be {{catalog: NAME, fields: {{field: variable}}}}", loc)
         fields = spec.get("fields") or {}
-        _require(isinstance(fields, dict), f"fields of preset '{key}' must map catalog field -> variable", loc)
+        _require(isinstance(fields, dict) and all(isinstance(v, str) for v in fields.values()),
+                 f"fields of preset '{key}' must map catalog field -> variable", loc)
         presets[key] = Preset(key, spec["catalog"], dict(fields), loc)
 
     examples = tuple(_examples(data, name))
-    scenario = dict(data.get("scenario") or {})
+    scenario = dict(_mapping(data, "scenario", "name -> value"))
     return Pack(name, doc, name_label, tuple(uses), variables, tuple(equations), tuple(constraints), examples,
                 presets, scenario)
 
 
 def _examples(data: YMap, pack: str) -> list[Example]:
     out = []
-    raw = data.get("examples") or []
-    _require(isinstance(raw, list), "'examples' must be a list", data.where("examples"))
+    raw = _listing(data, "examples", "{name, given, find, expect} entries")
     for i, item in enumerate(raw):
         loc = _loc_of(raw, i)
         _require(isinstance(item, YMap), "an example is {name, given, find, expect}", loc)
-        given = item.get("given") or {}
-        _require(isinstance(given, dict), "example 'given' must be a mapping", item.where("given"))
+        given = _mapping(item, "given", "name -> value")
         find = item.get("find") or []
         if isinstance(find, str):
             find = [f.strip() for f in find.split(",")]
-        _require(isinstance(find, list) and find, "example 'find' must name at least one variable",
-                 item.where("find"))
+        _require(isinstance(find, list) and len(find) > 0 and all(isinstance(f, str) for f in find),
+                 "example 'find' must name at least one variable", item.where("find"))
         expect: dict[str, Expectation] = {}
-        raw_expect = item.get("expect") or {}
-        _require(isinstance(raw_expect, dict), "example 'expect' must be a mapping", item.where("expect"))
+        raw_expect = _mapping(item, "expect", "name -> value")
         for key, val in raw_expect.items():
-            if isinstance(val, dict):
-                expect[key] = Expectation(val.get("value"), val.get("unit"), float(val.get("rel", 1e-6)),
-                                          None if val.get("abs") is None else float(val["abs"]))
+            loc = raw_expect.where(key)
+            if isinstance(val, YMap):
+                _require(isinstance(val.get("value"), (int, float, str)), f"expected '{key}' needs a value", loc)
+                unit = val.get("unit")
+                _require(unit is None or isinstance(unit, str), f"unit of expected '{key}' must be text", loc)
+                expect[key] = Expectation(val["value"], unit, _number(val.get("rel", 1e-6), "rel", loc),
+                                          None if val.get("abs") is None else _number(val["abs"], "abs", loc))
             else:
+                _require(isinstance(val, (int, float, str)) and not isinstance(val, bool),
+                         f"expected '{key}' must be a number or text", loc)
                 expect[key] = Expectation(val, None, 1e-6, None)
         out.append(Example(str(item.get("name", f"example {i + 1}")), dict(given), tuple(find), expect, loc, pack,
                            item.get("error")))
@@ -395,16 +419,14 @@ def load_catalog(path: str | Path, *, label: str | None = None) -> Catalog:
              "a catalog starts with 'catalog: NAME'", top)
     name = data["catalog"]
     fields: dict[str, CatalogField] = {}
-    raw_fields = data.get("fields") or {}
-    _require(isinstance(raw_fields, dict), "'fields' must map field -> {unit, doc}", data.where("fields"))
+    raw_fields = _mapping(data, "fields", "field -> {unit, doc}")
     for fname, spec in raw_fields.items():
         spec = spec or {}
+        _require(isinstance(spec, dict), f"field '{fname}' must be {{unit, doc}}", raw_fields.where(fname))
         unit = unit_info(str(spec.get("unit") or ""), where=raw_fields.where(fname), variable=fname)
         fields[fname] = CatalogField(fname, unit, str(spec.get("doc", "") or ""))
     entries: dict[str, CatalogEntry] = {}
-    raw_entries = data.get("entries") or {}
-    _require(isinstance(raw_entries, dict), "'entries' must map id -> {field: {value, source}}",
-             data.where("entries"))
+    raw_entries = _mapping(data, "entries", "id -> {field: {value, source}}")
     for eid, spec in raw_entries.items():
         loc = raw_entries.where(eid)
         _require(isinstance(spec, YMap), f"entry '{eid}' must be a mapping", loc)

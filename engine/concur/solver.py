@@ -35,7 +35,7 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .errors import (ConcurError, ContradictionError, InfeasibleError, Location, SolveError, UnderdeterminedError,
+from .errors import (ConcurError, ContradictionError, InfeasibleError, SolveError, UnderdeterminedError,
                      UnknownNameError, UsageError)
 from .expr import Cmp, Call, If, Node, Var, compile_node, map_tree, names_in, to_text, walk
 from .functions import FUNCTIONS
@@ -195,6 +195,14 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
             if isinstance(exc, ConcurError):
                 raise UsageError(exc.render_body(), variable=key) from None
             raise
+        if not var.choices and not _in_bounds(var, values[key], slack=0.0):
+            lo, hi = var.bounds
+            rng = f"[{'-inf' if lo is None else f'{lo / var.display.factor:g}'}, " \
+                  f"{'inf' if hi is None else f'{hi / var.display.factor:g}'}] {var.display.text}".rstrip()
+            raise UsageError(f"{key}={raw} is outside its admissible range {rng}", variable=key,
+                             hint=var.doc or None)
+        if var.integer and abs(values[key] / var.unit.factor - round(values[key] / var.unit.factor)) > 1e-9:
+            raise UsageError(f"{key}={raw} must be a whole number", variable=key)
         sources[key] = "given"
         texts[key] = str(raw)
     limits = {k: model.variables[k].limit for k in values
@@ -252,7 +260,7 @@ class _Problem:
     def _match(self) -> Matching:
         unknowns = {n for n in self.model.variables if n not in self.known}
         system = {i: e.names for i, e in self.eqs.items() if e.names & unknowns}
-        prefer = {i: self.eqs[i].lhs.name for i in system if isinstance(self.eqs[i].lhs, Var)}
+        prefer = {i: lhs.name for i in system if isinstance(lhs := self.eqs[i].lhs, Var)}
         return match(system, unknowns, prefer)
 
     def _apply_defaults(self) -> None:
@@ -271,7 +279,8 @@ class _Problem:
     def _computed_forward(self, m: Matching, name: str) -> bool:
         """True when ``name``'s equation has it alone on the left (a default never loses to an inversion)."""
         i = m.var_to_eq.get(name)
-        return i is not None and isinstance(self.eqs[i].lhs, Var) and self.eqs[i].lhs.name == name
+        lhs = self.eqs[i].lhs if i is not None else None
+        return isinstance(lhs, Var) and lhs.name == name
 
     def missing_for(self, targets: tuple[str, ...]) -> list[str]:
         m = self.matching
@@ -448,6 +457,17 @@ class _Executor:
 
     def _single(self, i: int, var: str) -> None:
         e = self.p.eqs[i]
+        try:
+            self._single_unguarded(e, var)
+        except (ZeroDivisionError, OverflowError, ValueError) as exc:
+            if isinstance(exc, ConcurError):
+                raise
+            detail = "division by zero" if isinstance(exc, ZeroDivisionError) else str(exc) or type(exc).__name__
+            known = ", ".join(f"{n}={_show(self.model, n, self.env[n])}" for n in sorted(e.names) if n in self.env)
+            raise InfeasibleError(f"cannot compute {var} from '{e.eq.text}': {detail} ({known})", where=e.eq.where,
+                                  variable=var, hint="check the givens for a zero or an impossible value") from None
+
+    def _single_unguarded(self, e: _Eq, var: str) -> None:
         if isinstance(e.lhs, Var) and e.lhs.name == var and var not in names_in(e.rhs):
             self._record(var, _eval(e.rhs, self.env), "equation", e)
             return
@@ -464,9 +484,9 @@ class _Executor:
                     continue
                 if isinstance(value, complex) or not math.isfinite(value):
                     continue
-                residual = _eval(e.lhs, {**self.env, var: value}) - _eval(e.rhs, {**self.env, var: value})
+                miss = _eval(e.lhs, {**self.env, var: value}) - _eval(e.rhs, {**self.env, var: value})
                 scale = max(abs(_eval(e.lhs, {**self.env, var: value})), abs(value), 1e-300)
-                if abs(residual) > 1e-6 * scale:
+                if abs(miss) > 1e-6 * scale:
                     continue
                 candidates.append(value)
             admissible = [c for c in candidates if _in_bounds(v, c)]
@@ -478,15 +498,18 @@ class _Executor:
                 self.env[var] = candidates[0]
                 raise InfeasibleError(self._violation(v, candidates[0]), where=e.eq.where, variable=var)
         # numeric fallback within bounds
-        lo, hi = v.bounds
-        lo = 1e-12 if lo is None or lo <= 0 else lo
-        hi = 1e18 if hi is None else hi
-        f = lambda x: _eval(e.lhs, {**self.env, var: x}) - _eval(e.rhs, {**self.env, var: x})  # noqa: E731
-        root = _bracket_root(f, lo, hi)
-        if root is None:
+        low, high = v.bounds
+        lo = 1e-12 if low is None or low <= 0 else low
+        hi = 1e18 if high is None else high
+
+        def residual(x: float) -> float:
+            return _eval(e.lhs, {**self.env, var: x}) - _eval(e.rhs, {**self.env, var: x})
+
+        found = _bracket_root(residual, lo, hi)
+        if found is None:
             raise SolveError(f"no value of {var} in its bounds satisfies '{e.eq.text}'", where=e.eq.where,
                              variable=var, hint="widen the variable's bounds or check the givens")
-        self._record(var, root, "numeric", e, note="bracketed root within bounds")
+        self._record(var, found, "numeric", e, note="bracketed root within bounds")
 
     def _solve_subsystem(self, pairs: list[tuple[int, str]]) -> None:
         """Solve equations ``pairs`` (id, unknown) in dependency order, with everything else known."""
@@ -512,44 +535,47 @@ class _Executor:
         for i, v in zip(block, vars_):
             var = self.model.variables[v]
             e = self.p.eqs[i]
-            if not (var.integer and isinstance(e.lhs, Var) and e.lhs.name == v and isinstance(e.rhs, Call)
-                    and e.rhs.fn in ("ceil", "floor")):
-                continue
-            rest = [(j, w) for j, w in zip(block, vars_) if j != i]
-            requirement = e.rhs.fn == "ceil"
-
-            def attempt(n: float) -> tuple[float, dict[str, float], list[Step]] | None:
-                env, mark = dict(self.env), len(self.trace)
-                self.env[v] = n
-                try:
-                    self._solve_subsystem(rest)
-                    g = _eval(e.rhs, self.env)
-                    return g, dict(self.env), self.trace[mark:]
-                except (ConcurError, ArithmeticError, ValueError):
-                    return None
-                finally:
-                    self.env, self.trace = env, self.trace[:mark]
-
-            def ok(n: float) -> bool:
-                res = attempt(n)
-                return res is not None and (res[0] <= n if requirement else res[0] >= n)
-
-            lo = int(math.ceil(var.bounds[0])) if var.bounds[0] is not None else 0
-            hi = int(math.floor(var.bounds[1])) if var.bounds[1] is not None else 1 << 40
-            chosen = _monotone_integer(ok, lo, hi, smallest=requirement)
-            if chosen is None:
-                word = "enough" if requirement else "any"
-                raise InfeasibleError(f"no {v} in [{lo}, {hi}] is {word} for '{e.eq.text}'", where=e.eq.where,
-                                      variable=v, hint="the load may exceed what any fleet of this kind serves")
-            g, env, steps = attempt(float(chosen))  # type: ignore[misc]
-            self.env = env
-            self.trace.extend(steps)
-            word = "smallest" if requirement else "largest"
-            rel = "<=" if requirement else ">="
-            self.trace.append(Step(v, float(chosen), "search", e.eq.text, str(e.eq.where),
-                                   f"{word} {v} with {to_text(e.rhs)} = {g:.6g} {rel} {v} (loop torn at {v})"))
-            return True
+            if var.integer and isinstance(e.lhs, Var) and e.lhs.name == v and isinstance(e.rhs, Call) \
+                    and e.rhs.fn in ("ceil", "floor"):
+                self._tear_at(e, var, [(j, w) for j, w in zip(block, vars_) if j != i])
+                return True
         return False
+
+    def _tear_at(self, e: _Eq, var: Variable, rest: list[tuple[int, str]]) -> None:
+        v = var.name
+        requirement = isinstance(e.rhs, Call) and e.rhs.fn == "ceil"
+
+        def attempt(n: float) -> tuple[float, dict[str, float], list[Step]] | None:
+            env, mark = dict(self.env), len(self.trace)
+            self.env[v] = n
+            try:
+                self._solve_subsystem(rest)
+                g = _eval(e.rhs, self.env)
+                return g, dict(self.env), self.trace[mark:]
+            except (ConcurError, ArithmeticError, ValueError):
+                return None
+            finally:
+                self.env, self.trace = env, self.trace[:mark]
+
+        def ok(n: float) -> bool:
+            res = attempt(n)
+            return res is not None and (res[0] <= n if requirement else res[0] >= n)
+
+        lo = int(math.ceil(var.bounds[0])) if var.bounds[0] is not None else 0
+        hi = int(math.floor(var.bounds[1])) if var.bounds[1] is not None else 1 << 40
+        chosen = _monotone_integer(ok, lo, hi, smallest=requirement)
+        result = None if chosen is None else attempt(float(chosen))
+        if chosen is None or result is None:
+            word = "enough" if requirement else "any"
+            raise InfeasibleError(f"no {v} in [{lo}, {hi}] is {word} for '{e.eq.text}'", where=e.eq.where,
+                                  variable=v, hint="the load may exceed what any fleet of this kind serves")
+        g, env, steps = result
+        self.env = env
+        self.trace.extend(steps)
+        word = "smallest" if requirement else "largest"
+        rel = "<=" if requirement else ">="
+        self.trace.append(Step(v, float(chosen), "search", e.eq.text, str(e.eq.where),
+                               f"{word} {v} with {to_text(e.rhs)} = {g:.6g} {rel} {v} (loop torn at {v})"))
 
     def _loop(self, block: list[int], vars_: list[str]) -> None:
         if self._integer_tear(block, vars_):
@@ -683,7 +709,7 @@ def _forward(model: Model, known: dict[str, float], targets: tuple[str, ...], so
     for step in ex.trace:
         if step.equation:
             used.add(step.variable)
-            for i, e in problem.eqs.items():
+            for e in problem.eqs.values():
                 if e.eq.text == step.equation:
                     used |= e.names
     ex.trace = [s for s in ex.trace if s.variable in used]

@@ -90,7 +90,7 @@ def registry() -> Any:
     if _REGISTRY is None:
         import pint
 
-        reg = pint.UnitRegistry(str(_definitions_with_information_dimension(pint)))
+        reg: Any = pint.UnitRegistry(str(_definitions_with_information_dimension(pint)))
         reg.load_definitions(str(Path(__file__).with_name("data") / "units.txt"))
         _REGISTRY = reg
     return _REGISTRY
