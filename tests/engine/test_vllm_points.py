@@ -47,7 +47,18 @@ def _arch_given(point: dict) -> dict:
 def _usable(point: dict) -> bool:
     arch = point.get("arch") or {}
     flags = set(point.get("flags") or [])
-    return bool(arch.get("kv_bytes_per_token_per_rank")) and not flags & {"hybrid_sliding", "hybrid_linear", "exotic"}
+    if "hybrid_sliding" in flags and not (arch.get("sliding_window") and "alternating" in str(arch.get("layer_pattern"))):
+        return False
+    return bool(arch.get("kv_bytes_per_token_per_rank")) and not flags & {"hybrid_linear", "exotic"}
+
+
+def _sliding_given(point: dict) -> dict:
+    """Alternating sliding/full layers (gpt-oss): half the layers keep only the window."""
+    arch = point["arch"]
+    if not arch.get("sliding_window"):
+        return {}
+    return {"sliding_window": f"{arch['sliding_window']} token", "sliding_window_layers": arch["layers"] // 2,
+            "prefill_chunk": f"{point.get('max_num_batched_tokens') or 2048} token"}
 
 
 KV_POINTS = [p for p in POINTS if _usable(p)]
@@ -86,6 +97,24 @@ def test_block_count_within_log_rounding(point):
         assert lo_blocks <= point["reported_num_gpu_blocks"] <= hi_blocks
     else:
         assert lo_tokens <= point["reported_kv_cache_tokens"] <= hi_tokens
+
+
+CONCURRENCY_POINTS = [p for p in COUNT_POINTS + [q for q in KV_POINTS if q.get("reported_available_kv_cache_gib")
+                                                 and q.get("reported_kv_cache_tokens")]
+                      if p.get("reported_max_concurrency") and p.get("max_model_len")]
+
+
+@pytest.mark.parametrize("point", [pytest.param(p, id=p["id"], marks=_marks(p))
+                                   for p in {id(p): p for p in CONCURRENCY_POINTS}.values()])
+def test_max_concurrency_from_logged_tokens(point):
+    """vLLM's "Maximum concurrency for N tokens per request: X" from its logged KV tokens."""
+    tokens = point.get("reported_kv_cache_tokens") or point["reported_num_gpu_blocks"] * 16
+    given = {**_arch_given(point), **_sliding_given(point), "context": f"{point['max_model_len']} token"}
+    # kv_tokens is what vLLM logged: give the pool that holds exactly that many tokens
+    per_token = point["arch"]["kv_bytes_per_token_per_rank"]
+    given["kv_pool"] = f"{tokens * per_token} B"
+    sol = concur.solve("max_concurrency", given, packs="llm_memory")
+    assert sol.value("max_concurrency") == pytest.approx(point["reported_max_concurrency"], abs=0.006)
 
 
 @pytest.mark.parametrize("point", COMPONENT_POINTS, ids=lambda p: p["id"])
