@@ -26,19 +26,30 @@ def load_model(packs: Any = None) -> Model:
 
 
 def packs_for(find: tuple[str, ...]) -> list[str]:
-    """The shipped packs that declare every target, smallest first (used when no pack is named)."""
+    """Shipped packs that declare the targets: the smallest single pack declaring all of them,
+    else, greedily, the smallest pack for each target not yet covered (used when no pack is named)."""
     from .library import pack_paths
 
-    hits = []
+    declared: list[tuple[int, str, set[str]]] = []
     for name in pack_paths():
         model = build_model([name])
-        if all(f in model.variables for f in find):
-            hits.append((len(model.variables), name))
-    if not hits:
-        raise UnknownNameError(f"no pack declares {', '.join(find)}",
-                               hint="'concur list' shows the packs; 'concur show PACK' their variables")
-    hits.sort()
-    return [hits[0][1]]
+        declared.append((len(model.variables), name, set(model.variables)))
+    declared.sort()
+    for _, name, names in declared:
+        if set(find) <= names:
+            return [name]
+    chosen: list[str] = []
+    covered: set[str] = set()
+    for target in find:
+        if target in covered:
+            continue
+        hit = next(((name, names) for _, name, names in declared if target in names), None)
+        if hit is None:
+            raise UnknownNameError(f"no pack declares '{target}'",
+                                   hint="'concur list' shows the packs; 'concur show PACK' their variables")
+        chosen.append(hit[0])
+        covered |= hit[1]
+    return chosen
 
 
 def solve(find: Any, given: dict[str, Any] | None = None, packs: Any = None, **_: Any) -> Solution:

@@ -93,3 +93,22 @@ def test_default_replicas_scenario():
     data = json.loads(out.stdout)
     assert data["results"]["replicas"]["value"] == 13  # 50/s x 12.5 s = 625 in flight / (64 x 0.8)
     assert data["given"]["utilization"]["value"] == 0.8
+
+
+def test_scenario_file(tmp_path):
+    scenario = tmp_path / "plan.yaml"
+    scenario.write_text("packs: [llm_memory]\nfind: [users]\ngiven:\n  model: llama-3.1-70b\n  gpu: h100-sxm-80gb\n"
+                        "  tp: 8\n  context: 8192 token\n")
+    out = run("solve", "--scenario", str(scenario), "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["results"]["users"]["value"] == 162
+    # --set overrides the file
+    out = run("solve", "--scenario", str(scenario), "--set", "tp=16", "--json")
+    assert json.loads(out.stdout)["results"]["users"]["value"] == 188
+
+
+def test_bad_scenario_file_is_a_one_line_error(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("given: [1, 2\n")
+    out = run("solve", "--scenario", str(bad))
+    assert out.returncode in (1, 2) and "Traceback" not in out.stderr and str(bad) in out.stderr

@@ -116,3 +116,11 @@ def test_saturated_fleet_is_an_answer_not_a_crash():
     with pytest.raises(InfeasibleError, match="never drains"):
         concur.solve("in_flight", given | {"arrival_rate": 70, "replicas": 10,
                                            "step_time_per_seq": "0.5 ms*replica/request"}, packs="littles_law")
+
+
+def test_solution_items_are_quantities_with_units():
+    sol = concur.solve("kv_pool,users", T1, packs="llm_memory")
+    pool = sol["kv_pool"]
+    assert str(pool.units) == "gibibyte"
+    assert pool.to("GB").magnitude == pytest.approx(sol.value("kv_pool", "GB"))
+    assert sol.value("kv_pool", "B") == pytest.approx(pool.to("B").magnitude)
