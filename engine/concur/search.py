@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from . import frontier
 from .errors import ConcurError, InfeasibleError, UsageError
 from .expr import compile_node, names_in
 from .model import Model
@@ -30,7 +31,6 @@ from .solver import Givens, Solution, Step, _forward, _show
 
 __all__ = ["search"]
 
-_MAX_SCAN = 4096
 
 
 def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens: Givens, x: str,
@@ -102,58 +102,15 @@ def _integer_search(evaluate: Any, meets: Any, lo: int, hi: int) -> tuple[float,
 
     Values that break a constraint (``evaluate`` returns None) are skipped, never taken.
     """
-    if hi < lo:
-        return None
-    first = evaluate(float(lo))
-    if first is not None and meets(first):
-        # the goal holds at the low end: walk up to the last value that still meets it
-        best, n, step = lo, lo, 1
-        while True:
-            nxt = min(n + step, hi)
-            if nxt == n:
-                return float(best), "largest"
-            v = evaluate(float(nxt))
-            if v is None:
-                n, step = nxt, 1 if step == 1 else step
-                continue
-            if meets(v):
-                best, n = nxt, nxt
-                step = step * 2 if nxt - lo > _MAX_SCAN else 1
-                continue
-            if nxt - best <= 1:
-                return float(best), "largest"
-            # bisect between best (meets) and nxt (fails)
-            a, b = best, nxt
-            while b - a > 1:
-                mid = (a + b) // 2
-                vm = evaluate(float(mid))
-                if vm is not None and meets(vm):
-                    a = mid
-                else:
-                    b = mid
-            return float(a), "largest"
-    if hi - lo <= _MAX_SCAN:
-        for n in range(lo + 1, hi + 1):
-            v = evaluate(float(n))
-            if v is not None and meets(v):
-                return float(n), "smallest"
-        return None
-    a, b = lo, max(lo + 1, 1)
-    while True:
-        v = evaluate(float(b))
-        if v is not None and meets(v):
-            break
-        if b >= hi:
-            return None
-        a, b = b, min(hi, b * 2)
-    while b - a > 1:
-        mid = (a + b) // 2
-        vm = evaluate(float(mid))
-        if vm is not None and meets(vm):
-            b = mid
-        else:
-            a = mid
-    return float(b), "smallest"
+    def goal(n: int) -> bool | None:
+        value = evaluate(float(n))
+        return None if value is None else bool(meets(value))
+
+    if goal(lo) is True:
+        best = frontier.largest(goal, lo, hi)
+        return None if best is None else (float(best), "largest")
+    first = frontier.smallest(goal, lo, hi)
+    return None if first is None else (float(first), "smallest")
 
 
 def _continuous_search(evaluate: Any, meets: Any, lo: float | None, hi: float | None, sense: str,

@@ -563,7 +563,10 @@ class _Executor:
 
         lo = int(math.ceil(var.bounds[0])) if var.bounds[0] is not None else 0
         hi = int(math.floor(var.bounds[1])) if var.bounds[1] is not None else 1 << 40
-        chosen = _monotone_integer(ok, lo, hi, smallest=requirement)
+        from . import frontier
+
+        goal = lambda n: ok(float(n))  # noqa: E731
+        chosen = frontier.smallest(goal, lo, hi) if requirement else frontier.largest(goal, lo, hi)
         result = None if chosen is None else attempt(float(chosen))
         if chosen is None or result is None:
             word = "enough" if requirement else "any"
@@ -616,39 +619,6 @@ class _Executor:
             raise InfeasibleError(self._violation(self.model.variables[v0], bad), where=eqs[0].eq.where, variable=v0)
         raise SolveError(f"cannot solve the loop {', '.join(vars_)} ({'; '.join(e.eq.text for e in eqs)})",
                          where=eqs[0].eq.where, hint="give one of these values directly")
-
-
-def _monotone_integer(ok: Callable[[float], bool], lo: int, hi: int, smallest: bool) -> int | None:
-    """Smallest n in [lo, hi] with ok(n) (``smallest``), or the largest; ok is monotone in n."""
-    if smallest:
-        n, prev = lo, lo - 1
-        while not ok(float(n)):
-            if n >= hi:
-                return None
-            prev, n = n, min(hi, max(n + 1, n * 2))
-        a, b = prev, n  # ok(b), not ok(a) (or a below range)
-        while b - a > 1:
-            mid = (a + b) // 2
-            if ok(float(mid)):
-                b = mid
-            else:
-                a = mid
-        return b
-    if not ok(float(lo)):
-        return None
-    n, prev = lo, lo
-    while ok(float(n)):
-        if n >= hi:
-            return hi
-        prev, n = n, min(hi, max(n + 1, n * 2))
-    a, b = prev, n  # ok(a), not ok(b)
-    while b - a > 1:
-        mid = (a + b) // 2
-        if ok(float(mid)):
-            a = mid
-        else:
-            b = mid
-    return a
 
 
 def _value_on_demand(name: str, model: Model, env: dict[str, float]) -> float | None:
