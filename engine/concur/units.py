@@ -79,6 +79,7 @@ def cache_dir() -> Path:
 
 
 _MEMO: dict[str, UnitInfo] = {}
+_SEEN: set[str] = set()  # every unit text asked for (to build the shipped table)
 _DISK_LOADED = False
 _DISK_DIRTY = False
 _REGISTRY: Any = None
@@ -131,17 +132,52 @@ def _disk_path() -> Path:
     return cache_dir() / "units-v1.json"
 
 
+SHIPPED_TABLE = Path(__file__).with_name("data") / "units-table.json"
+COMMON_UNITS = (
+    "B", "kB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "bit", "Gbit", "s", "ms", "us", "ns", "minute", "hour",
+    "day", "month", "year", "percent", "token", "request", "user", "parameter", "gpu", "replica", "flop", "block",
+    "usd", "erlang", "1/s", "request/s", "request/minute", "token/s", "token/request", "token/user", "B/s", "GB/s",
+    "MB/s", "TB/s", "Gbit/s", "B/token", "B/parameter", "Tflop/s", "usd/hour", "usd/month", "usd/gpu/hour",
+    "gpu/replica", "request/replica", "user/gpu", "Gparameter", "kilotoken", "Mtok", "s*replica/request",
+    "ms*replica/request",
+)
+
+
+def _load_rows(raw: dict[str, Any]) -> None:
+    for text, (factor, dims) in raw.items():
+        _MEMO.setdefault(text, UnitInfo(text, float(factor), tuple((d, float(e)) for d, e in dims)))
+
+
 def _load_disk() -> None:
+    """Unit facts without pint: the table shipped with concur (checked against pint by the
+    tests), then this user's cache of units parsed earlier."""
     global _DISK_LOADED
     if _DISK_LOADED:
         return
     _DISK_LOADED = True
-    try:
-        raw = json.loads(_disk_path().read_text())
-        for text, (factor, dims) in raw.items():
-            _MEMO.setdefault(text, UnitInfo(text, float(factor), tuple((d, float(e)) for d, e in dims)))
-    except (OSError, ValueError, TypeError):
-        pass
+    for path in (SHIPPED_TABLE, _disk_path()):
+        try:
+            _load_rows(json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            pass
+
+
+def parse_with_pint(text: str) -> UnitInfo:
+    """Parse ``text`` with pint itself, bypassing every table (the reference for the shipped table)."""
+    reg = registry()
+    unit = reg.parse_units(text)
+    base = reg.Quantity(1.0, unit).to_base_units()
+    dims = tuple(sorted((str(d), float(e)) for d, e in dict(base.dimensionality).items()))
+    return UnitInfo(text, float(base.magnitude), dims)
+
+
+def table_rows(texts: "list[str]") -> dict[str, Any]:
+    """JSON rows for :data:`SHIPPED_TABLE` (``concur.units`` regenerates it: see ``__main__`` below)."""
+    rows = {}
+    for text in sorted(set(texts)):
+        info = parse_with_pint(text)
+        rows[text] = [info.factor, [list(d) for d in info.dims]]
+    return rows
 
 
 def save_cache() -> None:
@@ -168,6 +204,7 @@ def unit_info(text: str | None, *, where: Any = None, variable: str | None = Non
     """
     global _DISK_DIRTY
     key = (text or "").strip()
+    _SEEN.add(key)
     if key in ("", "1", "dimensionless"):
         return UnitInfo(key, 1.0, DIMENSIONLESS)
     hit = _MEMO.get(key)
@@ -243,3 +280,35 @@ def format_dims(dims: Dims) -> str:
     if den:
         text += " / " + " / ".join(den)
     return text
+
+
+def shipped_unit_texts() -> list[str]:
+    """Every unit text that loading and checking the shipped packs and catalogs asks for
+    (variables, bracket literals, defaults, example values), plus :data:`COMMON_UNITS`."""
+    from .check import check_model
+    from .library import formulas_dir
+    from .model import build_model
+    from .pack import load_catalog, load_pack
+
+    _SEEN.clear()
+    root = formulas_dir()
+    for path in sorted(root.glob("*.yaml")):
+        load_pack(path)
+        check_model(build_model([str(path)]))
+    for path in sorted((root / "catalogs").glob("*.yaml")):
+        load_catalog(path)
+    return sorted(set(COMMON_UNITS) | {t for t in _SEEN if t})
+
+
+def write_shipped_table() -> Path:
+    """Regenerate :data:`SHIPPED_TABLE` from pint (``python -m concur.units``)."""
+    rows = table_rows(shipped_unit_texts())
+    lines = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in rows.items()]
+    SHIPPED_TABLE.write_text("{\n" + ",\n".join(lines) + "\n}\n")
+    return SHIPPED_TABLE
+
+
+if __name__ == "__main__":
+    import concur.units  # the module the loader uses (this file runs as __main__, a second copy)
+
+    print(f"wrote {concur.units.write_shipped_table()}")

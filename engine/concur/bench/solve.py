@@ -46,13 +46,16 @@ def command(runs: int) -> None:
     cold = _time(SOLVE, env, runs, before=clear)
     _time(SOLVE, env, 1)
     warm = _time(SOLVE, env, runs)
+    check_cold = _time(CHECK, env, runs, before=clear)
+    _time(CHECK, env, 1)
     check = _time(CHECK, env, runs)
     clear()
     click.echo(f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  median of {runs} processes")
     rows = [("python -c pass", bare), ("python -c 'import sympy, pint'", heavy),
             ("concur solve --find users (cold cache)", cold), ("concur solve --find users (warm cache)", warm),
-            ("concur check (shipped packs)", check)]
+            ("concur check (shipped packs, cold cache)", check_cold), ("concur check (shipped packs, warm)", check)]
     for name, t in rows:
         click.echo(f"  {name:<42} {t * 1000:8.1f} ms   {t / bare:6.1f}x bare   {t / heavy:5.2f}x sympy+pint")
     click.echo(f"targets: warm solve <= 300 ms ({'met' if warm <= 0.3 else 'MISSED'}), "
-               f"check <= 500 ms ({'met' if check <= 0.5 else 'MISSED'})")
+               f"check <= 500 ms (cold {'met' if check_cold <= 0.5 else 'MISSED'}, "
+               f"warm {'met' if check <= 0.5 else 'MISSED'})")
