@@ -596,10 +596,11 @@ class _Executor:
         system = [(to_sympy(e.lhs, symbols) - to_sympy(e.rhs, symbols)).subs(subs) for e in eqs]
         unknown_syms = [symbols[v] for v in vars_]
         solutions = []
+        system_is_complete = True  # False when sympy gave up rather than proved "no solution"
         try:
             solutions = sp.solve(system, unknown_syms, dict=True)
         except (NotImplementedError, ValueError, TypeError):
-            solutions = []
+            solutions, system_is_complete = [], False
         for sol in solutions:
             try:
                 vals = {v: float(sol[symbols[v]]) for v in vars_}
@@ -617,6 +618,14 @@ class _Executor:
                 bad = math.nan
             self.env[v0] = bad
             raise InfeasibleError(self._violation(self.model.variables[v0], bad), where=eqs[0].eq.where, variable=v0)
+        if not solutions and system_is_complete:
+            # sympy proved there is no solution at all (e.g. a fixed point exactly at saturation):
+            # that is an answer; a variable's violation message says what it means.
+            for v, e in zip(vars_, eqs):
+                var = self.model.variables[v]
+                if var.violation:
+                    raise InfeasibleError(render_template(var.violation, self.model, self.env), where=e.eq.where,
+                                          variable=v)
         raise SolveError(f"cannot solve the loop {', '.join(vars_)} ({'; '.join(e.eq.text for e in eqs)})",
                          where=eqs[0].eq.where, hint="give one of these values directly")
 

@@ -124,3 +124,11 @@ def test_solution_items_are_quantities_with_units():
     assert str(pool.units) == "gibibyte"
     assert pool.to("GB").magnitude == pytest.approx(sol.value("kv_pool", "GB"))
     assert sol.value("kv_pool", "B") == pytest.approx(pool.to("B").magnitude)
+
+
+def test_exactly_at_saturation_is_the_saturation_answer():
+    """Regression: at arrival_rate == saturation_rate the loop has no solution at all (was exit 1)."""
+    given = {"arrival_rate": 50, "replicas": 10, "output_tokens": 400, "ttft": 0.5, "step_time_base": 0.02,
+             "step_time_per_seq": 0.0005}
+    with pytest.raises(InfeasibleError, match="never drains"):
+        concur.solve("in_flight", given, packs="littles_law")

@@ -278,6 +278,16 @@ class _Builder:
                         catalog.fields[fname].unit, var, floc)
                     table.setdefault(target, {})[ident] = base / var.display.factor
                     sources.setdefault(target, {})[ident] = str(source)
+            # An entry without a field (a dense model has no sliding_window) takes the variable's
+            # default, as the solver would; only a field with no default stays empty (#N/A).
+            for target, column in table.items():
+                var = self.model.variables[target]
+                if var.default is None:
+                    continue
+                for ident in catalog.entries:
+                    if ident not in column:
+                        column[ident] = var.default / var.display.factor
+                        sources.setdefault(target, {})[ident] = f"not in the catalog: {target}'s default"
             out.append(PresetChoice(key, preset.catalog, selected, tuple(catalog.entries), table, sources))
             for name, (k, ident) in self.preset_of.items():
                 if k == key and name in self.inputs:
