@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from concur.cli import cli
+from concur.cli import cli, main
 from concur.errors import UnderdeterminedError, UsageError
 from concur.model import build_model
 from concur.solver import solve_model
@@ -127,3 +127,85 @@ def test_cli_refuses_missing_fixed():
     res = CliRunner().invoke(cli, ARGS[:6] + ["--over", "concurrency=1,2", "--find", "t_step"])
     assert res.exit_code != 0 and isinstance(res.exception, UnderdeterminedError)
     assert res.exception.exit_code == 2 and "input length" in str(res.exception)
+
+
+# ---------------------------------------------------------------- speed work: folding and the fast pass
+
+def test_fold_agrees_with_the_compiled_formula(throughput):
+    from concur.expr import compile_node, names_in
+    from concur.fold import Const, fold
+
+    rng = np.random.default_rng(3)
+    for eq in throughput.equations:
+        names = sorted(names_in(eq.rhs))
+        if not names or any(throughput.variables[n].choices for n in names):
+            continue
+        env = {n: rng.uniform(0.5, 2.0) for n in names}
+        arrays = {names[0]: rng.uniform(0.5, 2.0, 7)}
+        scalars = {n: v for n, v in env.items() if n not in arrays}
+        want = compile_node(eq.rhs, vector=True)({**env, **arrays})
+        got = fold(eq.rhs, scalars)
+        got = got.value if isinstance(got, Const) else got(dict(arrays))
+        assert np.allclose(got, want, rtol=1e-12, atol=0), eq.text
+        assert isinstance(fold(eq.rhs, env), Const)  # nothing varies: one number
+
+
+def test_fast_pass_falls_back_on_a_flag(throughput):
+    # bandwidth 0 divides by zero: that point is NaN and counted, the others equal the solver
+    given = {**BASE, "concurrency": 8}
+    r = sweep(throughput, {"hbm_bandwidth": [3.35, 0.0, 2.0]}, given, ["t_step", "tokens_per_s"])
+    assert np.isnan(r["t_step"][1]) and np.isnan(r["tokens_per_s"][1]) and r.violations == {"memory_time": 1}
+    for i in (0, 2):
+        bw = r["hbm_bandwidth"][i]
+        sol = solve_model(throughput, ("t_step",), {**given, "hbm_bandwidth": f"{bw} TB/s"})
+        assert r["t_step"][i] == pytest.approx(sol.value("t_step"), rel=1e-9)
+
+
+def test_outputs_never_alias_each_other_or_the_input(throughput):
+    c = np.array([1.0, 2.0, 4.0])
+    r = sweep(throughput, {"concurrency": c}, BASE, ["t_step", "itl"])
+    assert not np.shares_memory(r["t_step"], r["itl"])
+    r["itl"][0] = -1.0
+    assert r["t_step"][0] > 0 and c[0] == 1.0
+
+
+# ---------------------------------------------------------------- the four fixed variables in solve
+
+SOLVE = ["solve", "llm_throughput", "--find", "tokens_per_s", "--set", "model=llama-3.1-8b",
+         "--set", "gpu=h100-sxm-80gb", "--set", "input_tokens=1024", "--set", "output_tokens=2048"]
+
+
+@pytest.mark.parametrize("drop, missing", [
+    ("input_tokens=1024", "input length"), ("output_tokens=2048", "output length"),
+    ("model=llama-3.1-8b", "configuration (model"), ("gpu=h100-sxm-80gb", "configuration (GPU")])
+def test_solve_refuses_each_missing_fixed_variable(drop, missing, capsys):
+    args = [a for a in SOLVE if a != drop]
+    args = [a for i, a in enumerate(args) if not (a == "--set" and (i + 1 == len(args) or args[i + 1] == "--set"))]
+    with pytest.raises(SystemExit) as stop:
+        main(args + ["--set", "concurrency=8"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and missing in err and err.count("\n") == 1
+
+
+def test_solve_refuses_missing_offered_load_and_api_agrees(capsys):
+    import concur
+
+    with pytest.raises(SystemExit) as stop:
+        main(SOLVE)
+    assert stop.value.code == 2 and "offered load (concurrency or request_rate)" in capsys.readouterr().err
+    with pytest.raises(UnderdeterminedError, match="offered load") as exc:
+        concur.solve("tokens_per_s", {**BASE}, packs="llm_throughput")
+    assert exc.value.missing == ("concurrency",)
+    assert concur.solve("tokens_per_s", {**BASE, "concurrency": 64}, packs="llm_throughput").value("tokens_per_s") > 0
+
+
+def test_request_rate_gives_concurrency_by_littles_law(throughput):
+    import concur
+
+    sol = concur.solve("concurrency,tokens_per_s,latency", {**BASE, "request_rate": "0.5 request/s"},
+                       packs="llm_throughput")
+    c, latency = sol.value("concurrency"), sol.value("latency")
+    assert c == pytest.approx(0.5 * latency, rel=1e-6)  # L = lambda x W
+    back = solve_model(throughput, ("request_rate", "tokens_per_s"), {**BASE, "concurrency": f"{c!r} request"})
+    assert back.value("request_rate") == pytest.approx(0.5, rel=1e-6)
+    assert back.value("tokens_per_s") == pytest.approx(sol.value("tokens_per_s"), rel=1e-6)

@@ -42,11 +42,12 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InfeasibleError, UnderdeterminedError, UsageError
+from .errors import InfeasibleError, UsageError
+from .fixed import FIXED_INPUTS, require_fixed
 from .model import Model
 
 __all__ = ["FIXED_INPUTS", "SweepResult", "parse_range", "require_fixed", "sweep"]
@@ -75,55 +76,6 @@ class SweepResult(dict):
             if a.dtype.kind == "f":
                 bad |= np.isnan(a)
         return int(bad.sum())
-
-
-# ---------------------------------------------------------------- the four fixed variables
-
-@dataclass(frozen=True)
-class _Need:
-    what: str  # "input length"
-    any_of: tuple[str, ...]  # one of these names (given, swept or a preset) fixes it
-
-
-FIXED_INPUTS: dict[str, tuple[_Need, ...]] = {
-    "llm_throughput": (
-        _Need("input length", ("input_tokens",)),
-        _Need("output length", ("output_tokens",)),
-        _Need("offered load", ("concurrency",)),
-        _Need("configuration (model or explicit architecture)", ("model", "active_params", "params")),
-        _Need("configuration (GPU or explicit hbm_bandwidth)", ("gpu", "hbm_bandwidth")),
-    ),
-}
-"""Per pack, the things a throughput question must fix (DESIGN §3 T2). A pack listed here
-refuses a question that leaves one of them open instead of assuming a value."""
-
-_THROUGHPUT_OUTPUTS = frozenset({"t_step", "itl", "ttft", "tokens_per_s", "tokens_per_s_per_user",
-                                 "tokens_per_s_per_gpu", "bound_tokens_per_s", "served_tokens_per_s",
-                                 "memory_time", "compute_time", "t_step_bound"})
-
-
-def require_fixed(model: Model, fixed: Iterable[str], outputs: Sequence[str]) -> None:
-    """Refuse (``UnderdeterminedError``, exit 2) a throughput question missing one of the four.
-
-    ``fixed``: the names the user gave, swept or compared (presets included). Applies only when
-    a pack in ``model`` is listed in :data:`FIXED_INPUTS` and an output is a throughput or
-    latency. The message names each missing thing and the ``--set`` that fixes it.
-    """
-    names = set(fixed)
-    packs = {p.name for p in model.packs}
-    if not (set(outputs) & _THROUGHPUT_OUTPUTS):
-        return
-    missing: list[_Need] = []
-    for pack, needs in FIXED_INPUTS.items():
-        if pack in packs:
-            missing.extend(n for n in needs if not names & set(n.any_of))
-    if missing:
-        what = "; ".join(f"{n.what}: --set {n.any_of[0]}=..." for n in missing)
-        raise UnderdeterminedError(
-            "a throughput number is meaningless until input length, output length, offered load and the "
-            f"configuration are fixed; missing {what}",
-            missing=tuple(n.any_of[0] for n in missing),
-            hint="concur assumes none of them; give each with --set (or sweep it with --over)")
 
 
 # ---------------------------------------------------------------- ranges
@@ -291,13 +243,17 @@ def _summarise(out: SweepResult) -> None:
 
 @dataclass(frozen=True)
 class _Plan:
-    """A compiled sweep for one (givens, swept names, outputs): the known base-unit values, the
-    vectorised evaluator of each block in order, the constraints to check -- or ``vector=False``
-    when a block needs search, a loop or a goal seek (per-point fallback)."""
+    """A compiled sweep for one (givens, swept names, outputs): the known base-unit values (givens,
+    defaults and every block that does not depend on a swept variable, folded once), the
+    vectorised evaluator of each remaining block in order with whether it must be checked point
+    by point even when no FP flag was raised (bounds, integers, functions that make NaN quietly)
+    and the intermediates no later block, output or constraint reads (dropped right after it, so
+    numpy reuses their memory while it is still in cache), the constraints to check -- or ``vector=False`` when a block needs search, a loop or a goal
+    seek (per-point fallback)."""
 
     vector: bool
     known: dict[str, float]
-    steps: tuple[tuple[str, Callable], ...] = ()
+    steps: tuple[tuple[str, Callable, bool, tuple[str, ...]], ...] = ()
     constraints: tuple[tuple[str, Callable], ...] = ()
 
 
@@ -335,12 +291,71 @@ def _plan(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: 
     if steps is None or problem is None:
         plan = _Plan(False, known)
     else:
-        computed = set(arrays) | {v for v, _ in steps}
+        computed = set(arrays) | {s[0] for s in steps}
         cons = tuple((con.text, compile_node(con.expr, vector=True)) for con in model.constraints
                      if names_in(con.expr) <= (problem.known.keys() | computed) and names_in(con.expr) & computed)
-        plan = _Plan(True, dict(problem.known), tuple(steps), cons)
+        keep = set(outputs).union(*(names_in(con.expr) for con in model.constraints))
+        scalars, folded = _fold_plan(model, dict(problem.known), set(arrays), steps, keep)
+        plan = _Plan(True, scalars, folded, cons)
     _PLANS[key] = plan
     return plan
+
+
+def _fold_plan(model: Model, known: dict[str, float], swept: set[str], steps: list[_Step],
+               keep: set[str]) -> tuple[dict[str, float], tuple[tuple[str, Callable, bool, tuple[str, ...]], ...]]:
+    """Fold the plan once (see :mod:`concur.fold`): a block that reads no swept variable is
+    evaluated now and joins the knowns (unless it is out of bounds or not finite -- then it stays
+    a step, so every sweep reports it as before); the other blocks are folded against the knowns.
+    Returns (knowns, steps as (variable, evaluator, always check, names dead after it))."""
+    import numpy as np
+
+    from .fold import Const, NotFoldable, flag_safe, fold
+
+    scalars = dict(known)
+    varying = set(swept)
+    out: list[tuple[str, Callable, bool, frozenset[str]]] = []
+    for var, node, evaluate, reads in steps:
+        v = model.variables[var]
+        checked = node is None or not flag_safe(node) or v.integer or v.bounds != (None, None)
+        if not reads & varying:
+            probe = SweepResult()
+            probe.violations, probe.messages = {}, []
+            try:
+                with np.errstate(all="ignore"):
+                    value, mask = _check_values(model, var, np.asarray(evaluate(scalars), dtype=float), probe,
+                                                scalars, 1)
+            except (TypeError, ValueError, KeyError, ArithmeticError):
+                value, mask = np.asarray(np.nan), True  # left to the sweep, which reports it per point
+            if mask is None and value.ndim == 0:
+                scalars[var] = float(value)
+                continue
+        varying.add(var)
+        if node is not None:
+            try:
+                folded = fold(node, {k: x for k, x in scalars.items() if k not in varying})
+            except NotFoldable:
+                folded = evaluate
+            if isinstance(folded, Const):
+                value_ = folded.value
+                evaluate = (lambda env, c=value_: c)
+            else:
+                evaluate = folded
+        out.append((var, evaluate, checked, reads))
+    last: dict[str, int] = {}
+    for i, (var, _f, _c, reads) in enumerate(out):
+        for name in reads | {var}:
+            last[name] = i
+    dead = {i: tuple(sorted(k for k, j in last.items() if j == i and k not in keep and k not in swept
+                            and k not in scalars)) for i in range(len(out))}
+    return scalars, tuple((var, f, c, dead[i]) for i, (var, f, c, _r) in enumerate(out))
+
+
+def _on_flag(kind: str, flag: int) -> None:
+    raise _FlagRaised(kind)
+
+
+class _FlagRaised(ArithmeticError):
+    """An FP flag was raised during the fast pass: rerun it with every block checked."""
 
 
 def _sweep_numeric(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: list[str],
@@ -353,42 +368,84 @@ def _sweep_numeric(model: Model, arrays: dict[str, Any], given: dict[str, Any], 
     if not plan.vector:
         out.method = "per-point"
         return _per_point(model, arrays, given, outputs, n, out, progress)
-    env: dict[str, Any] = dict(plan.known)
+    inputs: dict[str, Any] = {}
     for k, v in arrays.items():
-        env[k] = np.asarray(v, dtype=float) * model.variables[k].display.factor
-    bad: Any = False
-    with np.errstate(all="ignore"):
-        for var, evaluate in plan.steps:
-            value = np.asarray(evaluate(env), dtype=float)  # scalar blocks stay 0-d
-            value, mask = _check_values(model, var, value, out, env, n)
-            if mask is not None:
-                bad = bad | mask
-            env[var] = value
-        for text, check in plan.constraints:
-            ok = np.asarray(check(env), dtype=bool)
-            if not ok.all():
-                key = f"constraint '{text}'"
-                out.violations[key] = out.violations.get(key, 0) + int((~np.broadcast_to(ok, (n,))).sum())
-                bad = bad | ~ok
+        factor = model.variables[k].display.factor
+        inputs[k] = np.asarray(v, dtype=float) * factor if factor != 1 else np.asarray(v, dtype=float)
+    # Fast pass: inputs finite and no FP flag raised => every flag-safe block is finite, so only
+    # the blocks marked "always check" are scanned. A flag, a point out of bounds or a failed
+    # constraint aborts it; the slow pass then scans every block and keeps every intermediate.
+    fast = all(math.isfinite(a.sum()) for a in inputs.values())
+    if fast:
+        try:
+            env, bad = _evaluate(model, plan, inputs, out, n, fast=True)
+        except _FlagRaised:
+            fast = False
+    if not fast:
+        env, bad = _evaluate(model, plan, inputs, out, n, fast=False)
     bad = np.broadcast_to(bad, (n,))
     result = {}
+    fresh_ok = {id(a) for a in inputs.values()} | {id(a) for a in arrays.values()}
     for o in outputs:
         var = model.variables[o]
         vals = np.asarray(env[o], dtype=float)
         if not var.choices and var.display.factor != 1:
             vals = vals / var.display.factor
-        vals = np.array(np.broadcast_to(vals, (n,)), dtype=float) if vals.shape != (n,) or vals is env[o] else vals
+        if vals.shape != (n,) or id(vals) in fresh_ok:
+            vals = np.array(np.broadcast_to(vals, (n,)), dtype=float)  # own copy: never alias an input
+        fresh_ok.add(id(vals))
         if bad.any():
             vals[bad] = np.nan
         result[o] = vals
     return result
 
 
-def _check_values(model: Model, var: str, value: Any, out: SweepResult, env: dict[str, Any],
+def _evaluate(model: Model, plan: _Plan, inputs: dict[str, Any], out: SweepResult, n: int,
+              fast: bool) -> tuple[dict[str, Any], Any]:
+    """Run the plan's steps and constraints: (env in base units, mask of points with no answer).
+    ``fast``: skip the scan of flag-safe blocks, drop dead intermediates, and raise
+    :class:`_FlagRaised` (recording nothing in ``out``) on any FP flag, bad point or failed constraint."""
+    import numpy as np
+
+    env: dict[str, Any] = dict(plan.known)
+    env.update(inputs)
+    bad: Any = False
+    with np.errstate(all="call", under="ignore", call=_on_flag) if fast else np.errstate(all="ignore"):
+        for var, evaluate, checked, dead in plan.steps:
+            value = evaluate(env)
+            if fast:
+                if checked:
+                    with np.errstate(all="ignore"):
+                        value, mask = _check_values(model, var, np.asarray(value, dtype=float), None, env, n)
+                    if mask is not None:
+                        raise _FlagRaised(var)
+                env[var] = value
+                for name in dead:
+                    del env[name]
+                continue
+            with np.errstate(all="ignore"):
+                value, mask = _check_values(model, var, np.asarray(value, dtype=float), out, env, n)
+            if mask is not None:
+                bad = bad | mask
+            env[var] = value
+        with np.errstate(all="ignore"):
+            for text, check in plan.constraints:
+                ok = np.asarray(check(env), dtype=bool)
+                if not ok.all():
+                    if fast:
+                        raise _FlagRaised(text)
+                    key = f"constraint '{text}'"
+                    out.violations[key] = out.violations.get(key, 0) + int((~np.broadcast_to(ok, (n,))).sum())
+                    bad = bad | ~ok
+    return env, bad
+
+
+def _check_values(model: Model, var: str, value: Any, out: SweepResult | None, env: dict[str, Any],
                   n: int) -> tuple[Any, Any]:
     """(value, mask): near-integers rounded like the solver; points out of bounds or not finite
     set to NaN and returned as a mask (None when every point is fine -- the common case, found
-    with one or two reductions instead of full-size boolean arrays)."""
+    with one or two reductions instead of full-size boolean arrays). Violations are counted in
+    ``out`` unless it is None."""
     import numpy as np
 
     v = model.variables[var]
@@ -414,7 +471,7 @@ def _check_values(model: Model, var: str, value: Any, out: SweepResult, env: dic
         bad |= value > hi + tol
     fresh = np.broadcast_to(bad & ~np.isnan(value), (n,))  # NaN inherited from upstream is counted there
     count = int(fresh.sum())
-    if count:
+    if count and out is not None:
         out.violations[var] = out.violations.get(var, 0) + count
         if v.violation and not any(m.startswith(f"{var}: ") for m in out.messages):
             from .solver import render_template
@@ -433,8 +490,12 @@ def _display_text(model: Model, name: str, value: float) -> Any:
     return f"{value!r} {var.display.text}"
 
 
-def _vector_plan(model: Model, problem: Any, find: tuple[str, ...]) -> list[tuple[str, Callable]] | None:
-    """(variable, vectorised evaluator) per block in order, or None when a block needs search/loops."""
+_Step = tuple[str, Any, Callable, frozenset[str]]  # (variable, expression or None, evaluator, names read)
+
+
+def _vector_plan(model: Model, problem: Any, find: tuple[str, ...]) -> list[_Step] | None:
+    """One step per block in order (only the blocks the outputs depend on), or None when a block
+    needs search or loops. The expression is None for a block solved by a closed-form inverse."""
     from .expr import Var, compile_node, names_in
     from .solver import _smooth_in, _symbolic_inverse
     from .structure import blocks_in_order
@@ -444,23 +505,25 @@ def _vector_plan(model: Model, problem: Any, find: tuple[str, ...]) -> list[tupl
     if any(t not in m.determined for t in wanted):
         return None
     system = {i: problem.eqs[i].names for i in m.eq_to_var}
-    plan: list[tuple[str, Callable]] = []
+    plan: list[_Step] = []
     for block in blocks_in_order(system, m, wanted):
         if len(block) != 1:
             return None
         i = block[0]
         var = m.eq_to_var[i]
         e = problem.eqs[i]
+        reads = e.names - {var}
         if isinstance(e.lhs, Var) and e.lhs.name == var and var not in names_in(e.rhs):
-            plan.append((var, compile_node(e.rhs, vector=True)))
+            plan.append((var, e.rhs, compile_node(e.rhs, vector=True), reads))
         elif isinstance(e.rhs, Var) and e.rhs.name == var and var not in names_in(e.lhs):
-            plan.append((var, compile_node(e.lhs, vector=True)))
+            plan.append((var, e.lhs, compile_node(e.lhs, vector=True), reads))
         elif _smooth_in(e.lhs, var) and _smooth_in(e.rhs, var):
             roots = _symbolic_inverse(model, e, var)
             if not roots:
                 return None
-            plan.append((var, _pick_root(model, var, [compile_node(r, vector=True) for r in roots],
-                                         compile_node(e.lhs, vector=True), compile_node(e.rhs, vector=True))))
+            plan.append((var, None, _pick_root(model, var, [compile_node(r, vector=True) for r in roots],
+                                               compile_node(e.lhs, vector=True), compile_node(e.rhs, vector=True)),
+                         reads))
         else:
             return None
     return plan
