@@ -8,12 +8,13 @@ from collections import Counter, deque
 from concurrent.futures import CancelledError
 
 import pytest
-from concur.primitives import PoolShutdown, WorkerPool
-from concur.primitives.worker_queue import (
+from concur.primitives import (
     BoundedQueue,
     PoolFull,
     PoolMisuse,
+    PoolShutdown,
     QueueEmpty,
+    WorkerPool,
 )
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -27,6 +28,18 @@ def eventually(predicate, timeout: float = 10.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "condition not reached in time"
         pause.wait(0.001)
+
+
+def test_queue_names_are_exported_from_the_package():
+    import concur.primitives as package
+    from concur.primitives import worker_queue
+
+    for name in worker_queue.__all__:
+        assert name in package.__all__
+        assert getattr(package, name) is getattr(worker_queue, name)
+    assert package.__all__ == sorted(package._EXPORTS)
+    assert issubclass(PoolFull, TimeoutError) and issubclass(QueueEmpty, TimeoutError)
+    assert issubclass(PoolMisuse, RuntimeError)
 
 
 # --- BoundedQueue --------------------------------------------------------------------
@@ -449,3 +462,101 @@ def test_interpreter_exit_with_a_forgotten_pool_runs_its_items_and_exits():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0", "1", "2"]
+
+
+# --- map: the bulk path without per-item futures -------------------------------------
+
+
+def test_map_returns_results_in_input_order():
+    with WorkerPool(lambda x: x * x, workers=3, bound=2) as pool:
+        assert pool.map(range(100)) == [x * x for x in range(100)]
+        assert pool.map([]) == []
+        assert pool.map(iter([5])) == [25]
+    assert pool.completed == 101 and pool.failed == 0
+
+
+def test_map_raises_the_earliest_failure_after_everything_ran():
+    ran: list[int] = []
+
+    def task(x: int) -> int:
+        ran.append(x)
+        if x in (7, 3):
+            raise KeyError(x)
+        return x
+
+    with WorkerPool(task, workers=2, bound=4) as pool, pytest.raises(KeyError) as info:
+        pool.map(range(10))
+    assert info.value.args == (3,)
+    assert sorted(ran) == list(range(10))
+    assert pool.failed == 2 and pool.completed == 8
+
+
+def test_map_after_shutdown_and_from_a_worker_is_refused():
+    pool: WorkerPool[int, object] = WorkerPool(
+        lambda x: pool.map([x]), workers=1, bound=2
+    )
+    with pool, pytest.raises(PoolMisuse, match="map"):
+        pool.submit(1).result(timeout=10)
+    with pytest.raises(PoolShutdown):
+        pool.map([1, 2])
+
+
+def test_map_items_cancelled_by_shutdown_raise_cancelled_error():
+    gate = threading.Event()
+    pool = WorkerPool(lambda x: (gate.wait(10), x)[1], workers=1, bound=4)
+    outcome: list[object] = []
+
+    def run_map() -> None:
+        try:
+            outcome.append(pool.map([0, 1, 2]))
+        except CancelledError as exc:
+            outcome.append(str(exc))
+
+    mapper = threading.Thread(target=run_map)
+    mapper.start()
+    eventually(lambda: pool._queue.qsize() == 2)  # item 0 runs, 1 and 2 wait
+    assert pool.shutdown(wait=False, cancel_pending=True) == [1, 2]
+    gate.set()
+    mapper.join(10)
+    assert outcome == [
+        "WorkerPool.map: 2 of 3 items were cancelled by shutdown(cancel_pending=True)"
+    ]
+    pool.shutdown()
+    assert pool.join(timeout=10) and pool.completed == 1
+
+
+def test_map_timeout_leaves_items_running():
+    gate = threading.Event()
+    with WorkerPool(lambda x: (gate.wait(10), x)[1], workers=1, bound=1) as pool:
+        with pytest.raises(TimeoutError, match="unfinished after 0.01 s"):
+            pool.map([0], timeout=0.01)
+        with pytest.raises(PoolFull):  # 0 running, 1 queued, 2 finds the queue full
+            pool.map([1, 2], timeout=0.01)
+        gate.set()
+    assert pool.completed == 2
+
+
+def test_map_and_submit_together_under_stress(fast_switching):
+    out: dict[str, object] = {}
+    with WorkerPool(lambda x: -x, workers=4, bound=8) as pool:
+
+        def mapper(name: str, start: int) -> None:
+            out[name] = pool.map(range(start, start + 3_000))
+
+        def submitter(name: str, start: int) -> None:
+            futures = [pool.submit(x) for x in range(start, start + 3_000)]
+            out[name] = [f.result(timeout=30) for f in futures]
+
+        threads = [
+            threading.Thread(target=mapper, args=("m0", 0)),
+            threading.Thread(target=mapper, args=("m1", 10_000)),
+            threading.Thread(target=submitter, args=("s0", 20_000)),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    assert out["m0"] == [-x for x in range(3_000)]
+    assert out["m1"] == [-x for x in range(10_000, 13_000)]
+    assert out["s0"] == [-x for x in range(20_000, 23_000)]
+    assert pool.completed == 9_000

@@ -19,7 +19,11 @@ _EXPORTS = {
     "ratelimit_headers": "token_bucket",
     "RedisTokenBucket": "redis_bucket",
     "WorkerPool": "worker_queue",
+    "BoundedQueue": "worker_queue",
     "PoolShutdown": "worker_queue",
+    "PoolFull": "worker_queue",
+    "QueueEmpty": "worker_queue",
+    "PoolMisuse": "worker_queue",
     "ShardedCounter": "sharded_counter",
     "LockedCounter": "sharded_counter",
     "WorkStealingDeque": "ws_deque",
@@ -27,7 +31,25 @@ _EXPORTS = {
     "WorkStealingPool": "ws_deque",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "AsyncTokenBucket",
+    "BoundedQueue",
+    "Decision",
+    "LockedCounter",
+    "PoolFull",
+    "PoolMisuse",
+    "PoolShutdown",
+    "QueueEmpty",
+    "RedisTokenBucket",
+    "ShardedCounter",
+    "Steal",
+    "TokenBucket",
+    "WorkStealingDeque",
+    "WorkStealingPool",
+    "WorkerPool",
+    "ratelimit_headers",
+    "retry_after_header",
+]  # the keys of _EXPORTS, sorted (a test checks)
 
 
 def __getattr__(name: str) -> Any:

@@ -9,8 +9,22 @@ reported done (``unfinished``), a ``closed`` flag, and how many threads wait to 
 or to get. Three conditions share the lock (``not_empty``, ``not_full``,
 ``all_done``) so a notify never wakes the wrong kind of waiter (the single-condition
 deadlock the lemmy/BlockingQueue TLA+ model finds). ``WorkerPool`` owns one queue of
-``(Future, item)`` pairs and ``workers`` threads that take a pair, run ``fn(item)``,
-and put the result or the exception into the ``concurrent.futures.Future``.
+entries and ``workers`` threads that take an entry, run ``fn(item)`` and deliver the
+result or the exception: ``submit`` queues ``(future, item)`` and the outcome goes
+into that ``concurrent.futures.Future``; ``map`` queues ``(batch, position, item)``
+and the outcome goes into one shared record per call (results by position), the
+bulk path with no per-item handle.
+
+Per-item cost. A stock ``Future`` costs about 1.5 µs per item before anybody looks
+at it (its ``Condition`` is built, taken twice and notified), more than the queue
+hand-off itself (0.45 µs) and as much as a small task. ``submit`` therefore returns
+a ``PoolFuture`` (``pool_future.py``): a ``Future`` subclass that builds its
+``Condition`` only when somebody waits on it or registers a callback, so the worker
+finishes an unwatched future with two acquisitions of one plain lock (about 0.4 µs
+in all). The worker loop takes the next entry and reports the previous one done
+under a single queue-lock acquisition. ``map`` skips the future altogether: one
+tuple per item and one lock acquisition to count it done. Measured in
+``docs/t7-worker-queue.md`` (``concur bench queue``).
 
 Backpressure. The bound is the point. ``submit`` blocks while ``bound`` items wait,
 so a producer faster than the consumers slows down to their pace instead of growing
@@ -43,8 +57,14 @@ worker: the exception goes into its future and the pool's ``failed`` count. ``jo
 cannot hang on a failed task because "done" is reported by the worker loop for every
 item, whatever happened inside ``fn``; dropped items are reported done too.
 
+``map`` under shutdown: its items are ordinary queue entries, so draining runs them
+and cancelling drops them (they are returned by ``shutdown`` like submitted items,
+and ``map`` raises ``CancelledError``); a ``map`` still queueing when shutdown
+begins raises ``PoolShutdown``.
+
 Non-goals. Priorities; per-task timeouts or interruption of running tasks (Python
-threads cannot be killed); processes; asyncio. ``qsize`` and the counters are
+threads cannot be killed); processes; asyncio; a lazy, streaming ``map`` (use
+``submit`` to stream). ``qsize`` and the counters are
 momentary readings, not snapshots consistent with each other.
 """
 
@@ -54,9 +74,11 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable
-from concurrent.futures import Future
+from collections.abc import Callable, Iterable
+from concurrent.futures import CancelledError, Future
 from typing import Any, Generic, TypeVar
+
+from .pool_future import PoolFuture
 
 __all__ = [
     "BoundedQueue",
@@ -268,30 +290,82 @@ class BoundedQueue(Generic[T]):
             return dropped
 
 
+class _Batch:
+    """The shared record of one ``WorkerPool.map`` call: results by input position.
+
+    ``results`` and ``errors`` are written by workers at distinct positions;
+    ``finished``, ``cancelled`` and ``total`` are guarded by ``lock``.
+    """
+
+    __slots__ = (
+        "all_done",
+        "cancelled",
+        "errors",
+        "finished",
+        "lock",
+        "results",
+        "total",
+    )
+
+    def __init__(self) -> None:
+        self.results: list[Any] = []  # the producer appends a slot before queueing
+        self.errors: dict[int, BaseException] = {}  # position -> what fn raised
+        # Guards finished, cancelled and total; all_done is set under it.
+        self.lock = threading.Lock()
+        self.finished = 0  # positions run, failed or cancelled
+        self.cancelled = 0  # positions dropped by shutdown(cancel_pending=True)
+        self.total = -1  # positions queued; -1 while the producer is still queueing
+        self.all_done = threading.Event()
+
+    def finish_one(self, cancelled: bool = False) -> None:
+        """Count one position settled; set ``all_done`` when the last one is."""
+        with self.lock:
+            self.finished += 1
+            self.cancelled += cancelled
+            if self.finished == self.total:
+                self.all_done.set()
+
+    def close(self, total: int) -> None:
+        """Record how many positions were queued (the producer is done)."""
+        with self.lock:
+            self.total = total
+            if self.finished == total:
+                self.all_done.set()
+
+
 def _work(fn: Callable[[Any], Any], queue: BoundedQueue[Any], stats: list[int]) -> None:
-    """One worker: run items until its sentinel. ``stats`` is this worker's [ok, failed]."""
+    """One worker: run items until its sentinel. ``stats`` is this worker's [ok, failed].
+
+    An entry is ``(future, item)`` from ``submit`` or ``(batch, position, item)``
+    from ``map``. Whatever ``fn`` raises is recorded, never propagated.
+    """
     done = 0
+    take = queue._done_and_get
     while True:
         try:
-            entry = queue._done_and_get(done)
+            entry = take(done)
         except PoolShutdown:  # closed and empty without a sentinel left for us
             return
         if entry is _SENTINEL:
             return
         done = 1
-        future, item = entry
-        if (
-            not future.set_running_or_notify_cancel()
-        ):  # cancelled by its owner while queued
-            continue
-        try:
-            result = fn(item)
-        except BaseException as exc:  # noqa: BLE001 -- the worker survives anything a task raises
-            future.set_exception(exc)
-            stats[1] += 1
+        if len(entry) == 2:
+            # True: returned, False: raised (kept in the future), None: cancelled
+            outcome = entry[0].run(fn, entry[1])
+            if outcome:
+                stats[0] += 1
+            elif outcome is not None:
+                stats[1] += 1
         else:
-            future.set_result(result)
-            stats[0] += 1
+            batch, position, item = entry
+            try:
+                batch.results[position] = fn(item)
+            except BaseException as exc:  # noqa: BLE001 -- recorded for map to raise
+                batch.errors[position] = exc
+                stats[1] += 1
+            else:
+                stats[0] += 1
+            batch.finish_one()
 
 
 # Queues of pools whose workers may still run, with their worker counts. Interpreter
@@ -342,7 +416,8 @@ class WorkerPool(Generic[T, R]):
         if not callable(fn):
             raise TypeError(f"WorkerPool: fn must be callable, got {fn!r}")
         workers = _positive_int("workers", workers)
-        self._queue: BoundedQueue[tuple[Future[R], T]] = BoundedQueue(bound)
+        # Entries: (future, item) from submit, (batch, position, item) from map.
+        self._queue: BoundedQueue[tuple[Any, ...]] = BoundedQueue(bound)
         # Guards _state: makes each shutdown transition atomic (one state machine).
         self._state_lock = threading.Lock()
         self._state = RUNNING
@@ -392,12 +467,67 @@ class WorkerPool(Generic[T, R]):
     def submit(self, item: T, timeout: float | None = None) -> Future[R]:
         """Queue ``item`` for ``fn`` and return its future; blocks while the queue is full.
 
-        Raises ``PoolShutdown`` once shutdown has begun (also waking a blocked
-        submit), ``PoolFull`` when ``timeout`` seconds pass while full.
+        The future is a ``concurrent.futures.Future`` (a ``PoolFuture``, which makes
+        its Condition only when somebody waits on it). Raises ``PoolShutdown`` once
+        shutdown has begun (also waking a blocked submit), ``PoolFull`` when
+        ``timeout`` seconds pass while full.
         """
-        future: Future[R] = Future()
+        future: PoolFuture[R] = PoolFuture()
         self._queue.put((future, item), timeout)
         return future
+
+    def map(self, items: Iterable[T], timeout: float | None = None) -> list[R]:
+        """Run ``fn`` on every item and return the results in input order.
+
+        The bulk path: no future per item, one shared record for the call. Blocks
+        while the queue is full (backpressure, as ``submit``) and then until every
+        item has run, so all results are held in memory at once; use ``submit``
+        to stream. If any task raised, raises the exception of the earliest such
+        item once all have run (the others' results are discarded), as
+        ``Executor.map`` would when reaching it. Raises ``PoolShutdown`` at once
+        if shutdown begins while items are still being queued (those already
+        queued drain or are cancelled with the pool), ``CancelledError`` if
+        ``shutdown(cancel_pending=True)`` dropped some of its items,
+        ``PoolFull``/``TimeoutError`` when ``timeout`` seconds (for the whole
+        call) pass while queueing/waiting, and ``PoolMisuse`` from a worker.
+
+        >>> with WorkerPool(lambda x: x * x, workers=2, bound=4) as pool:
+        ...     pool.map(range(5))
+        [0, 1, 4, 9, 16]
+        """
+        self._check_not_worker("map")
+        deadline = _deadline(timeout)
+        batch = _Batch()
+        results = batch.results
+        put = self._queue.put
+        position = 0
+        try:
+            if deadline is None:
+                for item in items:
+                    results.append(None)
+                    put((batch, position, item))
+                    position += 1
+            else:
+                for item in items:
+                    results.append(None)
+                    put((batch, position, item), max(0.0, deadline - time.monotonic()))
+                    position += 1
+        finally:
+            batch.close(position)
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not batch.all_done.wait(left):
+            raise TimeoutError(
+                f"WorkerPool.map: {position - batch.finished} of {position} items "
+                f"unfinished after {timeout} s; they stay queued and still run"
+            )
+        if batch.cancelled:
+            raise CancelledError(
+                f"WorkerPool.map: {batch.cancelled} of {position} items were cancelled "
+                "by shutdown(cancel_pending=True)"
+            )
+        if batch.errors:
+            raise batch.errors[min(batch.errors)]
+        return results
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait until every item submitted so far is done, failed or cancelled.
@@ -428,14 +558,17 @@ class WorkerPool(Generic[T, R]):
                 sentinels=len(self._threads) if first else 0,
                 drop_pending=cancel_pending,
             )
-        for future, _ in dropped:
-            future.cancel()
+        for entry in dropped:
+            if len(entry) == 2:
+                entry[0].cancel()
+            else:
+                entry[0].finish_one(cancelled=True)
         if dropped:
             self._queue.task_done(len(dropped))
         if wait:
             for thread in self._threads:
                 thread.join()
-        return [item for _, item in dropped]
+        return [entry[-1] for entry in dropped]
 
     def _check_not_worker(self, what: str) -> None:
         if threading.get_ident() in self._idents:
