@@ -38,7 +38,7 @@ def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens:
     xv = model.variables[x]
     gv = model.variables[goal]
     target = known[goal]
-    sense = gv.limit or "equal"
+    sense = gv.limit or _implied_sense(model, goal)
     base_known = {k: v for k, v in known.items() if k != goal}
     sources = dict(givens.sources)
     last_error: list[ConcurError] = []
@@ -95,6 +95,20 @@ def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens:
     values = dict(ex.env)
     sol = Solution(model, find, values, givens, trace, notes=[note])
     return sol
+
+
+def _implied_sense(model: Model, goal: str) -> str:
+    """A goal without a declared limit: a ``ceil`` output is a requirement (at most the given count:
+    the replicas you have), a ``floor`` output a capacity (at least: the users you need)."""
+    from .expr import Call, Var
+
+    for eq in model.equations:
+        if isinstance(eq.lhs, Var) and eq.lhs.name == goal and isinstance(eq.rhs, Call):
+            if eq.rhs.fn == "ceil":
+                return "at_most"
+            if eq.rhs.fn == "floor":
+                return "at_least"
+    return "equal"
 
 
 def _integer_search(evaluate: Any, meets: Any, lo: int, hi: int) -> tuple[float, str] | None:

@@ -525,6 +525,15 @@ class _Executor:
             else:
                 self._loop(sub, [m.eq_to_var[i] for i in sub])
 
+    def _acyclic(self, pairs: list[tuple[int, str]]) -> bool:
+        """Whether ``pairs`` can be solved one equation at a time once the others are known."""
+        unknowns = {v for _, v in pairs}
+        system = {i: self.p.eqs[i].names for i, _ in pairs}
+        m = match(system, unknowns, {i: v for i, v in pairs})
+        if m.free or m.redundant:
+            return False
+        return all(len(b) == 1 for b in blocks_in_order(system, m, unknowns))
+
     def _integer_tear(self, block: list[int], vars_: list[str]) -> bool:
         """Tear a loop at an integer ``n = ceil(...)`` (or ``floor``): search n, solve the rest for each.
 
@@ -580,6 +589,53 @@ class _Executor:
         self.trace.append(Step(v, float(chosen), "search", e.eq.text, str(e.eq.where),
                                f"{word} {v} with {to_text(e.rhs)} = {g:.6g} {rel} {v} (loop torn at {v})"))
 
+    def _numeric_tear(self, block: list[int], vars_: list[str]) -> bool:
+        """Tear the loop at one variable and find the root of its equation's residual numerically.
+
+        For each candidate tear variable (bounded ones first), the rest of the loop is solved as a
+        subsystem for a trial value and the torn equation's residual is bracketed within the
+        variable's bounds (log-spaced scan, then bisection). Returns False when no tear works:
+        the caller then reports the loop (or its violation message) as unsolvable.
+        """
+        order = sorted(zip(block, vars_), key=lambda p: self.model.variables[p[1]].bounds == (None, None))
+        for i, v in order:
+            e = self.p.eqs[i]
+            rest = [(j, w) for j, w in zip(block, vars_) if j != i]
+            if not self._acyclic(rest):
+                continue  # tearing here leaves a loop: every trial would need sympy
+            var = self.model.variables[v]
+
+            def residual(x: float, e: _Eq = e, v: str = v, rest: list[tuple[int, str]] = rest) -> float:
+                env, mark = dict(self.env), len(self.trace)
+                self.env[v] = x
+                try:
+                    self._solve_subsystem(rest)
+                    return _eval(e.lhs, self.env) - _eval(e.rhs, self.env)
+                except ConcurError as exc:
+                    raise ValueError(str(exc)) from None
+                finally:
+                    self.env, self.trace = env, self.trace[:mark]
+
+            low, high = var.bounds
+            lo = 1e-9 if low is None or low <= 0 else low
+            hi = 1e15 if high is None else high
+            try:
+                root = _bracket_root(residual, lo, hi)
+            except (ArithmeticError, ValueError):
+                root = None
+            if root is None:
+                continue
+            self.env[v] = root
+            mark = len(self.trace)
+            try:
+                self._solve_subsystem(rest)
+            except ConcurError:
+                self.trace = self.trace[:mark]
+                continue
+            self._record(v, root, "numeric", e, note=f"loop torn at {v}, root bracketed within its bounds")
+            return True
+        return False
+
     def _loop(self, block: list[int], vars_: list[str]) -> None:
         if self._integer_tear(block, vars_):
             return
@@ -611,21 +667,28 @@ class _Executor:
                     self._record(v, vals[v], "loop", e, note=f"solved with {', '.join(x for x in vars_ if x != v)}")
                 return
         if solutions:
-            v0 = vars_[0]
-            try:
-                bad = float(solutions[0][symbols[v0]])
-            except (TypeError, KeyError):
-                bad = math.nan
-            self.env[v0] = bad
-            raise InfeasibleError(self._violation(self.model.variables[v0], bad), where=eqs[0].eq.where, variable=v0)
-        if not solutions and system_is_complete:
-            # sympy proved there is no solution at all (e.g. a fixed point exactly at saturation):
-            # that is an answer; a variable's violation message says what it means.
-            for v, e in zip(vars_, eqs):
-                var = self.model.variables[v]
-                if var.violation:
-                    raise InfeasibleError(render_template(var.violation, self.model, self.env), where=e.eq.where,
-                                          variable=v)
+            # roots exist but none is admissible: report the variable that leaves its bounds
+            vals = {}
+            for v in vars_:
+                try:
+                    vals[v] = float(solutions[0][symbols[v]])
+                except (TypeError, KeyError):
+                    vals[v] = math.nan
+            self.env.update(vals)
+            bad = [v for v in vars_ if not _in_bounds(self.model.variables[v], vals[v])] or vars_
+            worst = next((v for v in bad if self.model.variables[v].violation), bad[0])
+            raise InfeasibleError(self._violation(self.model.variables[worst], vals[worst]),
+                                  where=eqs[vars_.index(worst)].eq.where, variable=worst)
+        # sympy proved there is no solution at all (a fixed point exactly at saturation), or gave up
+        # and no numeric root lies within the bounds: either way an answer, which a variable's
+        # violation message explains when the pack has one.
+        if not system_is_complete and self._numeric_tear(block, vars_):
+            return
+        for v, e in zip(vars_, eqs):
+            var = self.model.variables[v]
+            if var.violation:
+                raise InfeasibleError(render_template(var.violation, self.model, self.env), where=e.eq.where,
+                                      variable=v)
         raise SolveError(f"cannot solve the loop {', '.join(vars_)} ({'; '.join(e.eq.text for e in eqs)})",
                          where=eqs[0].eq.where, hint="give one of these values directly")
 
@@ -780,13 +843,20 @@ def _needs_search(model: Model, find: tuple[str, ...], known: dict[str, float],
         if xv.integer or not xv.choices:
             probe = _Problem(model, known, find)
             if x in probe.matching.determined and not _invertible_path(model, probe, x):
-                drivers = [g for g in known if givens.sources.get(g) == "given"]
+                drivers = sorted((g for g in known if givens.sources.get(g) == "given"),
+                                 key=lambda g: (not _rounded_output(model, g), not model.variables[g].integer))
                 for g in drivers:
                     without = {k: v for k, v in known.items() if k != g}
                     probe3 = _Problem(model, {**without, x: 1.0}, (g,))
                     if g in probe3.matching.determined:
                         return x, g
     return None
+
+
+def _rounded_output(model: Model, name: str) -> bool:
+    """``name = floor(...)`` or ``name = ceil(...)``: a count the model rounds (users, replicas)."""
+    return any(isinstance(eq.lhs, Var) and eq.lhs.name == name and isinstance(eq.rhs, Call)
+               and eq.rhs.fn in ("floor", "ceil") for eq in model.equations)
 
 
 def _invertible_path(model: Model, problem: _Problem, x: str) -> bool:

@@ -132,3 +132,31 @@ def test_exactly_at_saturation_is_the_saturation_answer():
              "step_time_per_seq": 0.0005}
     with pytest.raises(InfeasibleError, match="never drains"):
         concur.solve("in_flight", given, packs="littles_law")
+
+
+PLAN = {"ttft": "500 ms", "output_tokens": 400, "t_step": "30 ms", "per_replica_concurrency": 64}
+
+
+def test_replicas_to_largest_rate():
+    """A given ceil output is a requirement: the largest rate ten replicas carry at 80 %."""
+    sol = concur.solve("arrival_rate", PLAN | {"replicas": 10, "utilization": 0.8}, packs="littles_law")
+    assert sol.value("arrival_rate") == pytest.approx(10 * 64 * 0.8 / 12.5, rel=1e-9)
+    assert "largest" in sol.notes[0]
+
+
+def test_rate_and_replicas_to_utilization():
+    sol = concur.solve("utilization", PLAN | {"replicas": 10, "arrival_rate": 40}, packs="littles_law")
+    assert sol.value("utilization") == pytest.approx(40 * 12.5 / 640, rel=1e-9)
+
+
+RATE = {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "input_tokens": 1024, "output_tokens": 2048}
+
+
+def test_request_rate_closes_the_littles_law_loop():
+    sol = concur.solve("concurrency,latency", RATE | {"request_rate": 0.5}, packs="llm_throughput")
+    assert sol.value("concurrency") == pytest.approx(0.5 * sol.value("latency", "s"), rel=1e-6)
+
+
+def test_request_rate_above_what_a_replica_serves_is_an_answer():
+    with pytest.raises(InfeasibleError, match="cannot keep up"):
+        concur.solve("concurrency", RATE | {"request_rate": 100}, packs="llm_throughput")
