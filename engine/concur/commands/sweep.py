@@ -143,7 +143,8 @@ def _plot(model: Any, runs: list[Any], over: dict[str, Any], outputs: list[str],
     x = runs[0][2][name].ravel()
     if runs[0][2][name].ndim != 1 or x.dtype == object:
         raise click.UsageError("--plot draws one numeric --over variable (or concurrency for the throughput curve)")
-    line_plot(x, ys, path, f"{name} [{_unit(model, name)}]", ", ".join(o for o in outputs if o not in over))
+    ylabel = ", ".join(f"{o} [{_unit(model, o)}]" if _unit(model, o) else o for o in outputs if o not in over)
+    line_plot(x, ys, path, f"{name} [{_unit(model, name)}]", ylabel)
     return "line plot"
 
 
