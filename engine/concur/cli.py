@@ -165,20 +165,14 @@ def _align(rows: list[tuple[str, str, str]]) -> list[str]:
     return [f"{a:<{w0}}  {b:>{w1}}  {c}".rstrip() for a, b, c in rows]
 
 
-@cli.command()
-@click.argument("packs", nargs=-1)
-@click.option("--find", "-f", "find", multiple=True, help="variable(s) to solve for (VAR or VAR,VAR)")
-@click.option("--set", "-s", "sets", multiple=True, metavar="NAME=VALUE",
-              help="a given value ('8192 token', '4 GiB', 0.9) or a preset (model=llama-3.1-70b)")
-@click.option("--scenario", type=click.Path(dir_okay=False), help="YAML file with given: {NAME: VALUE}")
-@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-@click.option("--explain", is_flag=True, help="print the whole derivation")
-def solve(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...], scenario: str | None,
-          as_json: bool, explain: bool) -> None:
-    """Solve the packs for the --find variables from the givens.
+def solve_question(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...], scenario: str | None,
+                   *, default_find: tuple[str, ...] = ()) -> Any:
+    """The one path from command-line words to a :class:`concur.solver.Solution` (solve, export).
 
-    Without PACK, the smallest shipped pack declaring every target is used.
-    With no --set and no --scenario, the packs' embedded default scenario is solved.
+    Givens come from the scenario file, then ``--set`` (which wins); packs from the arguments,
+    else the scenario, else the shipped packs declaring the targets; with neither ``--set``
+    nor a scenario the packs' embedded scenario is used. Throughput questions must fix the
+    four variables (:mod:`concur.fixed`). Caches are saved after a successful solve.
     """
     from .api import packs_for
     from .fixed import require_fixed
@@ -196,7 +190,7 @@ def solve(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...], 
         targets = targets or tuple(s_find)
     given.update(parse_sets(sets))
     if not targets:
-        targets = ("users",) if not pack_list else ()
+        targets = default_find if not pack_list else ()
         if not targets:
             raise UsageError("nothing to solve for", hint="add --find VARIABLE")
     if not pack_list:
@@ -208,6 +202,25 @@ def solve(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...], 
     sol = solve_model(model, targets, given)
     save_inverse_cache(model)
     save_cache()
+    return sol
+
+
+@cli.command()
+@click.argument("packs", nargs=-1)
+@click.option("--find", "-f", "find", multiple=True, help="variable(s) to solve for (VAR or VAR,VAR)")
+@click.option("--set", "-s", "sets", multiple=True, metavar="NAME=VALUE",
+              help="a given value ('8192 token', '4 GiB', 0.9) or a preset (model=llama-3.1-70b)")
+@click.option("--scenario", type=click.Path(dir_okay=False), help="YAML file with given: {NAME: VALUE}")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@click.option("--explain", is_flag=True, help="print the whole derivation")
+def solve(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...], scenario: str | None,
+          as_json: bool, explain: bool) -> None:
+    """Solve the packs for the --find variables from the givens.
+
+    Without PACK, the smallest shipped pack declaring every target is used.
+    With no --set and no --scenario, the packs' embedded default scenario is solved.
+    """
+    sol = solve_question(packs, find, sets, scenario, default_find=("users",))
     if as_json:
         click.echo(json.dumps(sol.to_json(), indent=2))
     else:

@@ -194,8 +194,6 @@ def command(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...]
     concur export llm_memory --find users --set model=llama-3.1-70b --set tp=4 -o cap.xlsx
     concur export workbooks/llm_capacity.yaml      (writes workbooks/llm_capacity.xlsx)
     """
-    from ..cli import _split, default_scenario, load_scenario, parse_sets
-
     if output is not None and not output.lower().endswith(".xlsx"):
         raise UsageError(f"output '{output}' must end in .xlsx", hint="e.g. -o plan.xlsx")
     if len(packs) == 1 and packs[0].endswith((".yaml", ".yml")) and not find and not sets and not scenario:
@@ -207,29 +205,12 @@ def command(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...]
             return
     if output is None:
         raise UsageError("no output file", hint="add -o FILE.xlsx")
-    from ..api import packs_for
+    from ..cli import solve_question
     from ..excel.from_solution import plan_from_solution
     from ..excel.writer import write_workbook
-    from ..model import build_model
-    from ..solver import solve_model
 
-    given: dict[str, Any] = {}
-    pack_list = list(packs)
-    targets = _split(find)
-    if scenario:
-        s_given, s_packs, s_find = load_scenario(scenario)
-        given.update(s_given)
-        pack_list = pack_list or s_packs
-        targets = targets or tuple(s_find)
-    given.update(parse_sets(sets))
-    if not targets:
-        raise UsageError("nothing to solve for", hint="add --find VARIABLE")
-    if not pack_list:
-        pack_list = packs_for(targets)
-    model = build_model(pack_list)
-    if not sets and not scenario:
-        given = default_scenario(pack_list)
-    sol = solve_model(model, targets, given)
+    sol = solve_question(packs, find, sets, scenario)
+    model = sol.model
     plan = plan_from_solution(sol, title or " + ".join(model.pack_names))
     written = write_workbook(plan, output)
     _save_caches(model)
