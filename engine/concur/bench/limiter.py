@@ -24,10 +24,7 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -116,34 +113,6 @@ def _in_process(iterations: int, repeats: int) -> list[tuple[str, float, float]]
     return _measure(contenders, iterations, repeats) + missing
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_redis() -> tuple[subprocess.Popen[bytes], str] | None:
-    exe = shutil.which("redis-server")
-    if exe is None:
-        return None
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            exe,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    return proc, f"redis://127.0.0.1:{port}/0"
-
 
 def _on_redis(
     url: str, iterations: int, repeats: int
@@ -223,21 +192,21 @@ def command(
         rows,
         "concur TokenBucket.try_acquire",
     )
-    started = None
-    if redis_url is None:
-        started = _start_redis()
-        if started is None:
-            click.echo("\nRedis: skipped (no --redis-url and no redis-server on PATH)")
-            return
-        redis_url = started[1]
+    if redis_url is not None:
+        _redis_section(redis_url, redis_iterations, repeats)
+        return
+    from .redis_server import RedisUnavailable, local_redis
+
+    try:
+        with local_redis() as url:
+            _redis_section(url, redis_iterations, repeats)
+    except RedisUnavailable as exc:
+        click.echo(f"\nRedis: skipped ({exc}; or pass --redis-url)")
+
+
+def _redis_section(redis_url: str, redis_iterations: int, repeats: int) -> None:
     try:
         rows = _on_redis(redis_url, redis_iterations, repeats)
-        _print_table(
-            "Redis, one client, loopback", rows, "RedisTokenBucket.try_acquire"
-        )
+        _print_table("Redis, one client, loopback", rows, "RedisTokenBucket.try_acquire")
     except ImportError:
         click.echo("\nRedis: skipped (the redis package is not installed)")
-    finally:
-        if started is not None:
-            started[0].terminate()
-            started[0].wait(timeout=10)

@@ -22,7 +22,10 @@ cell type) and hiding formulas.
 from __future__ import annotations
 
 import math
+import os
 import re
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
@@ -100,3 +103,16 @@ def unit_format(unit: str, value: float | None = None, integer: bool = False) ->
         body = "General"
     text = clean_text(unit).replace('"', "").replace("\n", " ").strip()
     return f'{body}" {text}"' if text else body
+
+
+def save_atomically(wb: Any, target: Path) -> Path:
+    """Save ``wb`` to a temp file beside ``target``, then rename: readers never see half a workbook."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        wb.save(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target

@@ -204,13 +204,6 @@ def set_inputs(path: str | os.PathLike[str], values: Mapping[str, float | str],
             put_text(ws, cell.row, cell.column, value)
         else:
             put_number(ws, cell.row, cell.column, value).number_format = fmt
-    target = Path(out)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
-        wb.save(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    from .cells import save_atomically
+
+    return save_atomically(wb, Path(out))

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,7 +58,7 @@ from openpyxl.workbook.defined_name import DefinedName
 from openpyxl.worksheet.datavalidation import DataValidation
 
 from ..errors import UsageError
-from .cells import put_formula, put_number, put_text, unit_format
+from .cells import put_formula, put_number, put_text, save_atomically, unit_format
 from .names import mangle_all
 from .plan import Derived, SheetVar, WorkbookPlan
 from .printer import excel_formula
@@ -381,12 +380,6 @@ def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str]) -> Path:
         ws.sheet_properties.pageSetUpPr.fitToPage = True
     wb.calculation.fullCalcOnLoad = True
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
-        wb.save(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return save_atomically(wb, target)
+
+
