@@ -828,28 +828,35 @@ def solve_model(model: Model, find: tuple[str, ...], given: dict[str, Any]) -> S
 
 def _needs_search(model: Model, find: tuple[str, ...], known: dict[str, float],
                   givens: Givens) -> tuple[str, str] | None:
-    """(target to search for, the given goal variable) when a forward solve cannot answer."""
+    """(asked variable, given goal) when the answer must be searched for rather than computed.
+
+    Two cases: the asked variable lies upstream of a given target (``limit:``), or reaching it
+    would invert a floor/ceil or produce an integer from a continuous relation. The goal is the
+    given whose removal leaves the asked variable free while the goal follows from it; rounded
+    counts (users, replicas) and integers are preferred as goals.
+    """
+    def drives(x: str, g: str) -> bool:
+        without = {k: v for k, v in known.items() if k != g}
+        return g in _Problem(model, {**without, x: 1.0}, (g,)).matching.determined
+
     goals = [g for g in givens.limits if g in known]
     for x in find:
-        xv = model.variables[x]
         for g in goals:
             without = {k: v for k, v in known.items() if k != g}
             probe = _Problem(model, without, find)
             if x in probe.known or x in probe.matching.determined:
                 continue  # x follows forward without the goal
-            probe2 = _Problem(model, {**without, x: 1.0}, (g,))
-            if g in probe2.matching.determined:
+            if drives(x, g):
                 return x, g
-        if xv.integer or not xv.choices:
-            probe = _Problem(model, known, find)
-            if x in probe.matching.determined and not _invertible_path(model, probe, x):
-                drivers = sorted((g for g in known if givens.sources.get(g) == "given"),
-                                 key=lambda g: (not _rounded_output(model, g), not model.variables[g].integer))
-                for g in drivers:
-                    without = {k: v for k, v in known.items() if k != g}
-                    probe3 = _Problem(model, {**without, x: 1.0}, (g,))
-                    if g in probe3.matching.determined:
-                        return x, g
+        if model.variables[x].choices:
+            continue
+        probe = _Problem(model, known, find)
+        if x in probe.matching.determined and not _invertible_path(model, probe, x):
+            drivers = sorted((g for g in known if givens.sources.get(g) == "given"),
+                             key=lambda g: (not _rounded_output(model, g), not model.variables[g].integer))
+            for g in drivers:
+                if drives(x, g):
+                    return x, g
     return None
 
 
