@@ -27,7 +27,8 @@ from . import frontier
 from .errors import ConcurError, InfeasibleError, UsageError
 from .expr import compile_node, names_in
 from .model import Model
-from .solver import Givens, Solution, Step, _forward, _show
+from .solution import Givens, Solution, Step, show_value
+from .solver import forward
 
 __all__ = ["search"]
 
@@ -45,7 +46,7 @@ def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens:
 
     def evaluate(value: float) -> float | None:
         try:
-            ex = _forward(model, {**base_known, x: value}, (goal,), sources, check=False)
+            ex = forward(model, {**base_known, x: value}, (goal,), sources, check=False)
         except ConcurError as exc:
             last_error[:] = [exc]
             return None
@@ -82,16 +83,16 @@ def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens:
         word = {"at_least": "at least", "at_most": "at most", "equal": "exactly"}[sense]
         why = f"; {last_error[0].render_body()}" if last_error else ""
         raise InfeasibleError(
-            f"no {x} within its bounds gives {goal} {word} {_show(model, goal, target)}{why}", variable=x,
+            f"no {x} within its bounds gives {goal} {word} {show_value(model, goal, target)}{why}", variable=x,
             hint="relax the target, or change another given (a larger GPU, fp8, more replicas)")
     value, direction = chosen
-    ex = _forward(model, {**base_known, x: value}, find + (goal,) if goal not in find else find, sources)
+    ex = forward(model, {**base_known, x: value}, find + (goal,) if goal not in find else find, sources)
     achieved = ex.env[goal]
     word = {"at_least": "at least", "at_most": "at most", "equal": "exactly"}[sense]
-    note = (f"{direction} {x} giving {goal} {word} {_show(model, goal, target)} "
-            f"(it gives {_show(model, goal, achieved)})")
+    note = (f"{direction} {x} giving {goal} {word} {show_value(model, goal, target)} "
+            f"(it gives {show_value(model, goal, achieved)})")
     trace = [s for s in ex.trace if s.variable != x]
-    trace.insert(0, Step(x, value, "search", f"{goal} {word} {_show(model, goal, target)}", "", note))
+    trace.insert(0, Step(x, value, "search", f"{goal} {word} {show_value(model, goal, target)}", "", note))
     values = dict(ex.env)
     sol = Solution(model, find, values, givens, trace, notes=[note])
     return sol

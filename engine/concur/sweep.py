@@ -6,14 +6,14 @@ A sweep asks the same question at many points that differ only in the swept vari
 (concurrency 1..512, or a grid of tp x context).  The *structure* of the answer -- which
 equation computes which unknown, in which order -- depends only on which variables are known,
 not on their values.  So the sweep builds the solver's structural problem
-(:class:`concur.solver._Problem`) once, with the swept variables as givens, and walks its
-blocks in dependency order exactly as :class:`concur.solver._Executor` does, except that the
+(:class:`concur.problem.Problem`) once, with the swept variables as givens, and walks its
+blocks in dependency order exactly as :class:`concur.executor.Executor` does, except that the
 environment holds numpy arrays for everything downstream of a swept variable:
 
 * a block ``x = f(...)`` is compiled once with ``compile_node(f, vector=True)`` and evaluated
   over the whole array;
 * a block that must be inverted uses the solver's cached sympy inverse
-  (:func:`concur.solver._symbolic_inverse`), every root evaluated vectorised, and per point the
+  (:func:`concur.inverse.symbolic_inverse`), every root evaluated vectorised, and per point the
   same choice as the scalar solver: roots that are finite, satisfy the equation and lie in the
   bounds; the smallest in magnitude when several do;
 * a block that needs a bracketed search, a loop, or a goal seek makes the whole sweep fall back
@@ -265,7 +265,8 @@ _PLANS: dict[tuple[Any, ...], _Plan] = {}
 
 def _plan(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: list[str]) -> _Plan:
     from .expr import compile_node, names_in
-    from .solver import _needs_search, _Problem, resolve_givens, solve_model
+    from .problem import Problem
+    from .solver import needs_search, resolve_givens, solve_model
 
     key = (model.key, tuple(sorted((k, repr(v)) for k, v in given.items())), tuple(arrays), tuple(outputs))
     cached = _PLANS.get(key)
@@ -285,8 +286,8 @@ def _plan(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: 
         pass  # this point is infeasible; the others may not be
     steps = None
     problem = None
-    if _needs_search(model, find, known, givens) is None:
-        problem = _Problem(model, known, find)
+    if needs_search(model, find, known, givens) is None:
+        problem = Problem(model, known, find)
         steps = _vector_plan(model, problem, find)
     if steps is None or problem is None:
         plan = _Plan(False, known)
@@ -497,7 +498,7 @@ def _vector_plan(model: Model, problem: Any, find: tuple[str, ...]) -> list[_Ste
     """One step per block in order (only the blocks the outputs depend on), or None when a block
     needs search or loops. The expression is None for a block solved by a closed-form inverse."""
     from .expr import Var, compile_node, names_in
-    from .solver import _smooth_in, _symbolic_inverse
+    from .inverse import smooth_in, symbolic_inverse
     from .structure import blocks_in_order
 
     m = problem.matching
@@ -517,8 +518,8 @@ def _vector_plan(model: Model, problem: Any, find: tuple[str, ...]) -> list[_Ste
             plan.append((var, e.rhs, compile_node(e.rhs, vector=True), reads))
         elif isinstance(e.rhs, Var) and e.rhs.name == var and var not in names_in(e.lhs):
             plan.append((var, e.lhs, compile_node(e.lhs, vector=True), reads))
-        elif _smooth_in(e.lhs, var) and _smooth_in(e.rhs, var):
-            roots = _symbolic_inverse(model, e, var)
+        elif smooth_in(e.lhs, var) and smooth_in(e.rhs, var):
+            roots = symbolic_inverse(model, e, var)
             if not roots:
                 return None
             plan.append((var, None, _pick_root(model, var, [compile_node(r, vector=True) for r in roots],

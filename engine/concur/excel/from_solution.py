@@ -54,7 +54,9 @@ from ..errors import UsageError
 from ..expr import If, Node, Var, compile_node, map_tree, names_in, to_sympy
 from ..model import Model
 from ..pack import Equation, Variable
-from ..solver import Solution, Step, _Eq, _symbolic_inverse
+from ..inverse import symbolic_inverse
+from ..problem import SpecialisedEq
+from ..solution import Solution, Step
 from .plan import Derived, Input, PresetChoice, Scenario, SheetVar, Sweep, WorkbookPlan
 
 __all__ = ["plan_from_solution", "sheet_var", "display_value"]
@@ -204,7 +206,7 @@ class _Builder:
             expr = self._inverse(eq, step)
             self.derived.append(Derived(sv, expr, eq.text + "  (inverted)", step.where, value))
         else:  # numeric, loop: implicit, residual lhs - rhs
-            from ..solver import _fold as solver_fold
+            from ..problem import fold_known as solver_fold
 
             lhs, rhs = solver_fold(eq.lhs, self.known), solver_fold(eq.rhs, self.known)
             others = (names_in(lhs) | names_in(rhs)) - {step.variable}
@@ -229,12 +231,12 @@ class _Builder:
 
     def _inverse(self, eq: Equation, step: Step) -> sympy.Expr:
         """The solver's own closed form for ``step.variable`` from ``eq`` (same specialisation)."""
-        from ..solver import _fold as solver_fold
+        from ..problem import fold_known as solver_fold
 
         lhs, rhs = solver_fold(eq.lhs, self.known), solver_fold(eq.rhs, self.known)
-        e = _Eq(eq, lhs, rhs, names_in(lhs) | names_in(rhs))
+        e = SpecialisedEq(eq, lhs, rhs, names_in(lhs) | names_in(rhs))
         best: tuple[float, Node] | None = None
-        for root in _symbolic_inverse(self.model, e, step.variable):
+        for root in symbolic_inverse(self.model, e, step.variable):
             try:
                 got = compile_node(root)(self.sol.values)
             except (ArithmeticError, ValueError, KeyError, TypeError):
