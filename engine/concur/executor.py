@@ -283,7 +283,7 @@ class Executor:
             return
         import sympy as sp
 
-        from .expr import to_sympy
+        from .symbolic import to_sympy
 
         eqs = [self.p.eqs[i] for i in block]
         names: set[str] = set()

@@ -79,7 +79,7 @@ def symbolic_inverse(model: Model, e: SpecialisedEq, var: str) -> list[Node]:
         return cache[key]
     import sympy as sp
 
-    from .expr import from_sympy, to_sympy
+    from .symbolic import from_sympy, to_sympy
 
     symbols = {n: sp.Symbol(n, positive=True) for n in e.names}
     symbols[var] = sp.Symbol(var, real=True)

@@ -51,7 +51,8 @@ from typing import Any
 import sympy
 
 from ..errors import UsageError
-from ..expr import If, Node, Var, compile_node, map_tree, names_in, to_sympy
+from ..expr import If, Node, Var, compile_node, map_tree, names_in
+from ..symbolic import to_sympy
 from ..model import Model
 from ..pack import Equation, Variable
 from ..inverse import symbolic_inverse
