@@ -217,12 +217,13 @@ Decision(allowed=False, remaining=0.0, retry_after=1.0))
         if n != 1:
             n = validate_cost(n, self._capacity)
         rate = self._rate
-        with self._lock:
+        with self._lock:  # guards _tokens and _last
             now = self._clock()
             last = self._last
             if now > last:
                 tokens = self._tokens + (now - last) * rate
-                tokens = min(tokens, self._capacity)
+                if tokens > self._capacity:  # a comparison, not min(): this is the hot path
+                    tokens = self._capacity
                 self._last = last = now
             else:  # no time passed, or the clock stepped back: clamp, keep the later stamp
                 tokens = self._tokens
