@@ -1,8 +1,9 @@
 """T2: the decode roofline is never beaten, and the calibrated model is within 20% (median).
 
 The points are ``tests/data/throughput_points.yaml`` (published measurements with sources).
-``concur.calibration.evaluate`` is the pack's physics in numpy; the last tests check that the
-pack itself, solved by the engine, gives the same numbers.
+Each point's roofline terms are solved by the pack (``llm_throughput``) from the point's
+architecture numbers and the GPU's catalog entry; ``concur.calibration.evaluate`` only applies
+the fitted efficiency and fixed cost, and the last tests check it against the engine end to end.
 """
 
 from __future__ import annotations
@@ -12,19 +13,34 @@ from pathlib import Path
 
 import pytest
 
-from concur.calibration import Point, calibrate, engines_catalog, evaluate, load_points
+from concur.calibration import Point, _terms, calibrate, engines_catalog, evaluate, gpu_entry, load_points
 
 DATA = Path(__file__).parent / "data" / "throughput_points.yaml"
 ROOT = Path(__file__).resolve().parents[1]
 POINTS = load_points(DATA)
 
 
-def _llama8b_h100(concurrency: float) -> Point:
-    """DESIGN.md T2: Llama-3.1-8B bf16 on one H100, 1,024 in / 2,048 out."""
-    return Point(id="t2", family="other", gpu="H100-SXM-80GB", bw=3.35e12, peak=989.4e12,
-                 weights_per_gpu=8.03e9 * 2, kv_per_token=131072, active_params=8.03e9, params=8.03e9,
-                 tp=1, pp=1, concurrency=concurrency, input_tokens=1024, output_tokens=2048,
-                 measured_per_gpu=None, measured_per_user=None)
+LLAMA_8B = {"params": 8.03e9, "layers": 32, "kv_heads": 8, "head_dim": 128, "gpu": "h100-sxm-80gb", "tp": 1,
+            "weight_bytes": "2 B/parameter", "kv_bytes": "2 B/token", "input_tokens": 1024, "output_tokens": 2048}
+
+
+def _llama8b_h100(concurrency: float, **arch: object) -> Point:
+    """DESIGN.md T2: Llama-3.1-8B bf16 on one H100, 1,024 in / 2,048 out (terms solved by the pack)."""
+    given = {**LLAMA_8B, "active_params": LLAMA_8B["params"], **arch, "concurrency": concurrency}
+    terms = _terms(given)
+    return Point(id="t2", family="other", gpu="h100-sxm-80gb", memory_time=terms["memory_time"],
+                 compute_time=terms["compute_time"], prefill_time=terms["prefill_time"], tp=1, pp=1,
+                 concurrency=concurrency, input_tokens=1024, output_tokens=2048, measured_per_gpu=None,
+                 measured_per_user=None)
+
+
+def test_published_gpu_names_resolve_to_catalog_entries() -> None:
+    assert gpu_entry("H100-SXM-80GB") == "h100-sxm-80gb"
+    assert gpu_entry("L40S-48GB") == "l40s"
+    assert gpu_entry("B200-SXM-180GB") == "b200"
+    assert gpu_entry("MI300X-192GB") == "mi300x"
+    with pytest.raises(Exception, match="not in formulas/catalogs/gpus.yaml"):
+        gpu_entry("TPU-v5e")
 
 
 @pytest.mark.parametrize("point", POINTS, ids=[p.id for p in POINTS])
@@ -72,13 +88,20 @@ def test_t2_worked_numbers() -> None:
 
 def test_moe_reads_only_active_weights_at_batch_one() -> None:
     dense = _llama8b_h100(1)
-    moe = Point(**{**dense.__dict__, "active_params": dense.params / 4})
+    moe = _llama8b_h100(1, active_params=LLAMA_8B["params"] / 4)
     # batch 1 reads a quarter of the weights (plus the KV cache); large batches read them all
-    assert evaluate(moe)["memory_time"] == pytest.approx(
-        (dense.weights_per_gpu / 4 + 2048 * 131072) / 3.35e12)
-    big = Point(**{**moe.__dict__, "concurrency": 200})
-    assert evaluate(big)["memory_time"] == pytest.approx(evaluate(Point(**{**dense.__dict__, "concurrency": 200}))
-                                                         ["memory_time"], rel=1e-6)
+    assert moe.memory_time == pytest.approx((8.03e9 * 2 / 4 + 2048 * 131072) / 3.35e12)
+    assert dense.memory_time == pytest.approx((8.03e9 * 2 + 2048 * 131072) / 3.35e12)
+    assert _llama8b_h100(200, active_params=LLAMA_8B["params"] / 4).memory_time == pytest.approx(
+        _llama8b_h100(200).memory_time, rel=1e-6)
+
+
+def test_sliding_window_layers_read_only_their_window() -> None:
+    """gpt-oss style: half the layers attend to 128 tokens, so the KV read shrinks accordingly."""
+    full = _llama8b_h100(64)
+    hybrid = _llama8b_h100(64, sliding_window=128, sliding_window_layers=16)
+    kv_full = 64 * 2048 * 131072 / 3.35e12
+    assert full.memory_time - hybrid.memory_time == pytest.approx(kv_full * (2048 - 128) / 2048 / 2, rel=1e-9)
 
 
 def test_engines_catalog_is_the_current_fit() -> None:

@@ -14,11 +14,13 @@ reaches) and ``t_fixed`` (launch, scheduling and sampling cost per step), are no
 are fitted here on ``tests/data/throughput_points.yaml`` and written to
 ``formulas/catalogs/engines.yaml`` with the error and the points they came from.
 
-**State.** A :class:`Point` is one measurement, normalised: GPU bandwidth and peaks, bytes of
-weights and KV cache per GPU, concurrency, lengths, and the measured per-GPU throughput and/or
-per-user rate.  :func:`evaluate` is the pack's physics, written once in numpy so that a fit can
-evaluate thousands of parameter triples at once; ``tests/test_throughput_bound.py`` checks it
-against ``concur.solve`` on the pack itself, so the two cannot drift apart.
+**State.** A :class:`Point` is one measurement, normalised: the roofline terms of one decode step
+(``memory_time``, ``compute_time``) and the prefill time at full compute, *solved by the pack*
+(``concur.solve`` on ``llm_throughput`` with efficiency 1 and no fixed cost, from the point's
+architecture numbers and the GPU's catalog entry), plus concurrency, lengths and the measured
+per-GPU throughput and/or per-user rate.  The physics lives in the pack only; :func:`evaluate`
+merely applies the two fitted numbers to those terms, in numpy, so that a fit can evaluate
+thousands of parameter triples at once.
 
 **What a published number means.** Most tables do *not* report a pure decode rate: TensorRT-LLM's
 static-batch benchmark divides ``batch * output_len`` by a latency that includes the prefill;
@@ -66,7 +68,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from .errors import PackError
 
 __all__ = [
-    "GPU_SPECS",
+    "gpu_entry",
     "Point",
     "Fit",
     "load_points",
@@ -81,17 +83,6 @@ __all__ = [
 
 MIN_FAMILY_POINTS = 3
 """An engine family gets its own (efficiency, t_fixed) only with at least this many usable points."""
-
-# Vendor datasheet values (dense, per GPU) copied from the project's reference gpu_specs.yaml:
-# bandwidth in B/s, peaks in flop/s, memory in B.  GPUs without FP8 tensor cores use the bf16 peak.
-GPU_SPECS: dict[str, dict[str, float]] = {
-    "H100-SXM-80GB": {"bw": 3.35e12, "bf16": 989.4e12, "fp8": 1978.9e12, "mem": 80e9},
-    "H200-SXM-141GB": {"bw": 4.8e12, "bf16": 989.4e12, "fp8": 1978.9e12, "mem": 141e9},
-    "A100-SXM-80GB": {"bw": 2.039e12, "bf16": 312.0e12, "fp8": 312.0e12, "mem": 80e9},
-    "L40S-48GB": {"bw": 0.864e12, "bf16": 362.05e12, "fp8": 733.0e12, "mem": 48e9},
-    "B200-SXM-180GB": {"bw": 8.0e12, "bf16": 2250.0e12, "fp8": 4500.0e12, "mem": 180e9},
-    "MI300X-192GB": {"bw": 5.3e12, "bf16": 1307.4e12, "fp8": 2614.9e12, "mem": 192e9},
-}
 
 _DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5, "int4": 0.5}
 # A KV dtype the source does not state is taken as fp8: the smallest plausible cache gives the
@@ -113,12 +104,9 @@ class Point:
     id: str
     family: str
     gpu: str
-    bw: float
-    peak: float
-    weights_per_gpu: float
-    kv_per_token: float
-    active_params: float
-    params: float
+    memory_time: float
+    compute_time: float
+    prefill_time: float  # one request's prefill at full compute (efficiency_prefill = 1)
     tp: int
     pp: int
     concurrency: float
@@ -204,13 +192,45 @@ def load_points(path: str | Path) -> list[Point]:
     return [_point(raw, configs) for raw in doc["points"]]
 
 
+def gpu_entry(name: str) -> str:
+    """The ``gpus`` catalog id for a published GPU name (``H100-SXM-80GB`` -> ``h100-sxm-80gb``).
+
+    Names are compared with case and punctuation removed; the longest catalog id that the name
+    starts with wins (``L40S-48GB`` -> ``l40s``). Raises :class:`PackError` when none matches.
+    """
+    from .library import get_catalog
+
+    def norm(text: str) -> str:
+        return re.sub(r"[^a-z0-9]", "", text.lower())
+
+    ids = list(get_catalog("gpus").entries)
+    key = norm(name)
+    exact = [i for i in ids if norm(i) == key]
+    if exact:
+        return exact[0]
+    prefixes = sorted((i for i in ids if key.startswith(norm(i))), key=lambda i: -len(norm(i)))
+    if not prefixes:
+        raise PackError(f"GPU '{name}' is not in formulas/catalogs/gpus.yaml", hint=f"known: {', '.join(ids)}")
+    return prefixes[0]
+
+
+def _terms(given: dict[str, Any]) -> dict[str, float]:
+    """The pack's roofline terms for one point, in seconds (efficiency 1, no fixed cost)."""
+    from .api import solve
+
+    sol = solve(find=["memory_time", "compute_time", "prefill_time", "kv_per_token"],
+                given={**given, "efficiency": 1, "t_fixed": 0, "efficiency_prefill": 1}, packs=["llm_throughput"])
+    return {"memory_time": sol.value("memory_time", "s"), "compute_time": sol.value("compute_time", "s"),
+            "prefill_time": sol.value("prefill_time", "s"), "kv_per_token": sol.value("kv_per_token", "B/token")}
+
+
 def _point(raw: Mapping[str, Any], configs: Mapping[str, Any]) -> Point:
+    from .library import get_catalog
+
     notes: list[str] = []
     pid = str(raw["id"])
-    gpu = str(raw["gpu"])
-    if gpu not in GPU_SPECS:
-        raise PackError(f"point '{pid}': GPU '{gpu}' has no specs", hint=f"known: {', '.join(GPU_SPECS)}")
-    spec = GPU_SPECS[gpu]
+    gpu = gpu_entry(str(raw["gpu"]))
+    nominal = get_catalog("gpus").entries[gpu].values["memory_nominal"][0] * 1e9
     cfg = configs[raw["config_family_for_bounds"]]
     n_gpus = int(raw.get("n_gpus", 1))
     if "tp" in raw:
@@ -224,11 +244,16 @@ def _point(raw: Mapping[str, Any], configs: Mapping[str, Any]) -> Point:
         notes.append("KV dtype not published: fp8 assumed")
     params = float(cfg["params"])
     active = float(cfg.get("active_params", params))
-    kv_heads_per_gpu = max(1, math.floor(int(cfg["kv_heads"]) / tp))
-    kv_per_token = 2 * (int(cfg["layers"]) / pp) * kv_heads_per_gpu * int(cfg["head_dim"]) * kv_bytes
-    weights_per_gpu = params * w_bytes / (tp * pp)
-    peak = spec["fp8"] if w_bytes < 2 else spec["bf16"]
     isl, osl = _lengths(raw, notes)
+    given: dict[str, Any] = {
+        "gpu": gpu, "params": params, "active_params": active, "layers": int(cfg["layers"]),
+        "kv_heads": int(cfg["kv_heads"]), "head_dim": int(cfg["head_dim"]), "tp": tp, "pp": pp,
+        "weight_bytes": f"{w_bytes} B/parameter", "kv_bytes": f"{kv_bytes} B/token",
+        "input_tokens": isl, "output_tokens": osl,
+    }
+    for key in ("sliding_window", "sliding_window_layers"):
+        if cfg.get(key):
+            given[key] = cfg[key]
     measured = raw.get("measured", {})
     replicas = max(1, n_gpus // (tp * pp))
     per_gpu = _number(measured.get("output_tok_s_per_gpu"))
@@ -249,19 +274,21 @@ def _point(raw: Mapping[str, Any], configs: Mapping[str, Any]) -> Point:
             conc = float(rate.group(1)) * latency / 1000.0
             notes.append(f"concurrency {conc:.2f} from Little's law (rate x median latency)")
     if conc is None:
-        free = spec["mem"] - weights_per_gpu
-        conc = math.floor(free / (kv_per_token * (isl + osl)))
+        one = _terms({**given, "concurrency": 1})
+        free = nominal - params * w_bytes / (tp * pp)
+        conc = math.floor(free / (one["kv_per_token"] * (isl + osl)))
         fit = False
         notes.append(f"load '{load}': concurrency {conc} = most sequences whose KV fits beside the weights; "
                      "left out of the fit")
-    return Point(id=pid, family=_family(str(raw.get("engine", ""))), gpu=gpu, bw=spec["bw"], peak=peak,
-                 weights_per_gpu=weights_per_gpu, kv_per_token=kv_per_token, active_params=active,
-                 params=params, tp=tp, pp=pp, concurrency=float(conc), input_tokens=isl, output_tokens=osl,
-                 measured_per_gpu=per_gpu, measured_per_user=per_user, fit=fit, assumptions=tuple(notes))
+    terms = _terms({**given, "concurrency": float(conc)})
+    return Point(id=pid, family=_family(str(raw.get("engine", ""))), gpu=gpu, memory_time=terms["memory_time"],
+                 compute_time=terms["compute_time"], prefill_time=terms["prefill_time"], tp=tp, pp=pp,
+                 concurrency=float(conc), input_tokens=isl, output_tokens=osl, measured_per_gpu=per_gpu,
+                 measured_per_user=per_user, fit=fit, assumptions=tuple(notes))
 
 
 def evaluate(point: Point, efficiency: Any = 1.0, t_fixed: Any = 0.0, efficiency_prefill: Any = None) -> dict:
-    """The pack's equations for one point; parameters may be numpy arrays (broadcast).
+    """Apply the fitted numbers to a point's roofline terms; parameters may be numpy arrays (broadcast).
 
     ``efficiency_prefill=None`` leaves the prefill out (pure decode).  Returns seconds and
     tokens/s: ``t_step``, ``t_step_bound``, ``tpot`` (served time per output token),
@@ -270,20 +297,14 @@ def evaluate(point: Point, efficiency: Any = 1.0, t_fixed: Any = 0.0, efficiency
     import numpy as np
 
     c = point.concurrency
-    a = point.active_params / point.params
-    weights_read = point.weights_per_gpu * (1.0 - (1.0 - a) * math.exp(-a * (c - 1.0)))
-    avg_context = point.input_tokens + point.output_tokens / 2.0
-    memory_time = (weights_read + c * avg_context * point.kv_per_token) / point.bw
-    compute_time = 2.0 * point.active_params / (point.tp * point.pp) * c / point.peak
-    bound = max(memory_time, compute_time)
+    bound = max(point.memory_time, point.compute_time)
     t_step = bound / np.asarray(efficiency, dtype=float) + np.asarray(t_fixed, dtype=float)
     tpot = t_step
     if efficiency_prefill is not None:
-        prefill = 2.0 * point.active_params * point.input_tokens / (
-            point.peak * point.tp * np.asarray(efficiency_prefill, dtype=float))
+        prefill = point.prefill_time / np.asarray(efficiency_prefill, dtype=float)
         tpot = t_step + c * prefill / point.output_tokens
     gpus = point.tp * point.pp
-    return {"memory_time": memory_time, "compute_time": compute_time, "t_step_bound": bound,
+    return {"memory_time": point.memory_time, "compute_time": point.compute_time, "t_step_bound": bound,
             "t_step": t_step, "tpot": tpot, "per_user": 1.0 / tpot, "per_gpu": c / tpot / gpus,
             "bound_per_user": 1.0 / bound, "bound_per_gpu": c / bound / gpus}
 

@@ -54,6 +54,16 @@ def bracket_root(f: Callable[[float], float], lo: float, hi: float) -> float | N
     return None
 
 
+_LOOP_MEMO: dict[tuple, tuple] = {}
+_LOOP_MEMO_LIMIT = 4096
+
+
+def _remember(key: tuple, value: tuple) -> None:
+    if len(_LOOP_MEMO) >= _LOOP_MEMO_LIMIT:
+        _LOOP_MEMO.clear()
+    _LOOP_MEMO[key] = value
+
+
 class Executor:
     def __init__(self, model: Model, problem: Problem, sources: dict[str, str]) -> None:
         self.model = model
@@ -279,6 +289,31 @@ class Executor:
         return False
 
     def _loop(self, block: list[int], vars_: list[str]) -> None:
+        """Solve an algebraic loop; the outcome is memoised per (model, loop, input values).
+
+        A goal seek evaluates the model hundreds of times, and a loop that does not depend on
+        the searched variable would otherwise be re-solved (sympy, or a numeric tear) each time.
+        """
+        inputs = sorted(set().union(*(self.p.eqs[i].names for i in block)) - set(vars_))
+        key = (self.model.key, tuple(self.p.eqs[i].eq.key for i in block), tuple(vars_),
+               tuple((n, self.env.get(n)) for n in inputs))
+        hit = _LOOP_MEMO.get(key)
+        if hit is not None:
+            outcome, steps = hit
+            if isinstance(outcome, ConcurError):
+                raise outcome
+            self.env.update(outcome)
+            self.trace.extend(steps)
+            return
+        mark = len(self.trace)
+        try:
+            self._loop_unmemoised(block, vars_)
+        except ConcurError as exc:
+            _remember(key, (exc, []))
+            raise
+        _remember(key, ({v: self.env[v] for v in vars_ if v in self.env}, self.trace[mark:]))
+
+    def _loop_unmemoised(self, block: list[int], vars_: list[str]) -> None:
         if self._integer_tear(block, vars_):
             return
         import sympy as sp
@@ -295,10 +330,15 @@ class Executor:
         unknown_syms = [symbols[v] for v in vars_]
         solutions = []
         system_is_complete = True  # False when sympy gave up rather than proved "no solution"
-        try:
-            solutions = sp.solve(system, unknown_syms, dict=True)
-        except (NotImplementedError, ValueError, TypeError):
+        transcendental = (sp.exp, sp.log, sp.Piecewise, sp.Max, sp.Min, sp.floor, sp.ceiling, sp.Abs)
+        if any(eq.has(*transcendental) for eq in system):
+            # sympy can spend minutes (or recurse out) on these; the numeric tear below is the tool
             solutions, system_is_complete = [], False
+        else:
+            try:
+                solutions = sp.solve(system, unknown_syms, dict=True)
+            except Exception:  # noqa: BLE001 -- sympy raises anything (RecursionError too) on odd inputs:
+                solutions, system_is_complete = [], False  # that is "no closed form", never a crash
         for sol in solutions:
             try:
                 vals = {v: float(sol[symbols[v]]) for v in vars_}

@@ -93,7 +93,7 @@ def symbolic_inverse(model: Model, e: SpecialisedEq, var: str) -> list[Node]:
                 out.append(from_sympy(r))
             except TypeError:
                 continue
-    except (NotImplementedError, ValueError, TypeError, sp.PolynomialError):
+    except Exception:  # noqa: BLE001 -- sympy raises anything (RecursionError included) on odd inputs
         out = []
     cache[key] = out
     _INVERSE_DIRTY = True

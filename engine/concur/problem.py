@@ -74,7 +74,7 @@ class Problem:
         for name, var in self.model.variables.items():
             if var.default is None or name in self.known or name in self.targets:
                 continue
-            if name in m.determined and self._computed_forward(m, name):
+            if name in m.determined and self._computed_naturally(m, name):
                 continue
             self.known[name] = var.default
             self.defaults_used.append(name)
@@ -82,11 +82,22 @@ class Problem:
             m = self._match()
         self.matching = m
 
-    def _computed_forward(self, m: Matching, name: str) -> bool:
-        """True when ``name``'s equation has it alone on the left (a default never loses to an inversion)."""
+    def _computed_naturally(self, m: Matching, name: str) -> bool:
+        """Whether the givens determine ``name`` in a way that should override its default.
+
+        Yes when its equation has it alone on the left (computed forward), or when that
+        equation's other variables are all known already (one inversion straight from the
+        givens: ``active_params`` given, so ``active_fraction = active_params / params``).
+        No when it would be back-solved through a chain of computed values (``pp`` from a
+        given ``kv_pool``): then the default holds and the over-determined givens are checked.
+        """
         i = m.var_to_eq.get(name)
-        lhs = self.eqs[i].lhs if i is not None else None
-        return isinstance(lhs, Var) and lhs.name == name
+        if i is None:
+            return False
+        e = self.eqs[i]
+        if isinstance(e.lhs, Var) and e.lhs.name == name:
+            return True
+        return all(n in self.known for n in e.names if n != name)
 
     def missing_for(self, targets: tuple[str, ...]) -> list[str]:
         m = self.matching

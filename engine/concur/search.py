@@ -84,7 +84,7 @@ def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens:
         why = f"; {last_error[0].render_body()}" if last_error else ""
         raise InfeasibleError(
             f"no {x} within its bounds gives {goal} {word} {show_value(model, goal, target)}{why}", variable=x,
-            hint="relax the target, or change another given (a larger GPU, fp8, more replicas)")
+            hint="relax the target, or change another given")
     value, direction = chosen
     ex = forward(model, {**base_known, x: value}, find + (goal,) if goal not in find else find, sources)
     achieved = ex.env[goal]

@@ -60,8 +60,11 @@ def forward(model: Model, known: dict[str, float], targets: tuple[str, ...], sou
                                    hint=hint)
     ex = Executor(model, problem, sources)
     wanted = set(t for t in targets if t not in problem.known)
+    # redundant equations (over-determined givens), including those whose every variable is known
+    fully_known = [i for i, e in problem.eqs.items() if e.names and e.names <= problem.known.keys()]
     checks = [i for i in problem.matching.redundant if problem.eqs[i].names <= (problem.matching.determined |
                                                                                  problem.known.keys())]
+    checks += [i for i in fully_known if i not in checks]
     for i in checks:
         wanted |= set(problem.eqs[i].names) - problem.known.keys()
     ex.run(wanted)
@@ -89,7 +92,12 @@ def forward(model: Model, known: dict[str, float], targets: tuple[str, ...], sou
 
 
 def _consistency(model: Model, e: SpecialisedEq, env: dict[str, float], sources: dict[str, str]) -> None:
-    lhs, rhs = evaluate(e.lhs, env), evaluate(e.rhs, env)
+    try:
+        lhs, rhs = evaluate(e.lhs, env), evaluate(e.rhs, env)
+    except (ArithmeticError, ValueError) as exc:
+        known = ", ".join(f"{n}={show_value(model, n, env[n])}" for n in sorted(e.names) if n in env)
+        raise InfeasibleError(f"'{e.eq.text}' cannot be evaluated with these givens ({known}): {exc}",
+                              where=e.eq.where, hint="check the givens for a zero") from None
     if abs(lhs - rhs) <= REL_TOL * max(abs(lhs), abs(rhs), 1e-300):
         return
     if isinstance(e.lhs, Var):

@@ -160,3 +160,17 @@ def test_request_rate_closes_the_littles_law_loop():
 def test_request_rate_above_what_a_replica_serves_is_an_answer():
     with pytest.raises(InfeasibleError, match="cannot keep up"):
         concur.solve("concurrency", RATE | {"request_rate": 100}, packs="llm_throughput")
+
+
+def test_an_equation_whose_every_variable_is_given_is_checked():
+    """Regression: a fully given equation used to be skipped, so contradictions passed silently."""
+    given = {"gpu_memory": "80 GiB", "mem_util": 0.9, "weights_per_gpu": "30 GiB", "overhead": "4 GiB",
+             "kv_pool": "20 GiB", "layers": 80, "kv_heads": 8, "head_dim": 128}
+    with pytest.raises(ContradictionError, match="kv_pool=20 GiB contradicts"):
+        concur.solve("kv_blocks", given, packs="llm_memory")
+
+
+def test_a_default_yields_to_a_direct_inversion_from_givens():
+    """active_params given: active_fraction follows from it instead of taking its default of 1."""
+    sol = concur.solve("active_fraction", {"params": 8e9, "active_params": 2e9}, packs="llm_throughput")
+    assert sol.value("active_fraction") == pytest.approx(0.25)
