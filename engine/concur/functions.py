@@ -31,10 +31,14 @@ SNAP_DIGITS = 12
 
 
 def snap(x: float) -> float:
-    """Round ``x`` to :data:`SNAP_DIGITS` significant digits (0 and non-finite unchanged)."""
-    if x == 0 or not math.isfinite(x):
+    """Round ``x`` to :data:`SNAP_DIGITS` significant digits, exactly as the workbook's formula
+    ``ROUND(x, MIN(300, 11 - INT(LOG10(ABS(x) + 1E-300))))`` does (:mod:`concur.excel.printer`).
+
+    ``snap(0.1*3/0.1) == 3.0``; 0 and non-finite values pass through.
+    """
+    if not math.isfinite(x):
         return x
-    return round(x, SNAP_DIGITS - 1 - int(math.floor(math.log10(abs(x)))))
+    return round(x, min(300, SNAP_DIGITS - 1 - math.floor(math.log10(abs(x) + 1e-300))))
 
 
 def _np() -> Any:

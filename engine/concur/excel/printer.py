@@ -59,6 +59,7 @@ import sympy
 from sympy.printing.printer import Printer
 
 from ..errors import UsageError
+from ..functions import SNAP_DIGITS, snap  # one snapping rule for Python and the sheet
 
 __all__ = [
     "MAX_FORMULA_LENGTH",
@@ -85,21 +86,9 @@ class UnprintableError(UsageError):
     """An expression uses a construct with no faithful Excel formula."""
 
 
-def snap(x: float) -> float:
-    """Round ``x`` to 12 significant digits, exactly as the sheet's SNAP does.
-
-    ``snap(0.1*3/0.1) == 3.0``; ``snap(0) == 0``; non-finite values pass through.
-    Use it before ``floor``/``ceil`` so Python and the spreadsheet agree.
-    """
-    if not math.isfinite(x):
-        return x
-    digits = min(300, 11 - math.floor(math.log10(abs(x) + 1e-300)))
-    return round(x, digits)
-
-
 def snap_formula(body: str) -> str:
-    """The sheet formula text of :func:`snap` applied to formula ``body``."""
-    return f"ROUND({body},MIN(300,11-INT(LOG10(ABS({body})+1E-300))))"
+    """The sheet formula text of :func:`concur.functions.snap` applied to formula ``body``."""
+    return f"ROUND({body},MIN(300,{SNAP_DIGITS - 1}-INT(LOG10(ABS({body})+1E-300))))"
 
 
 class ExcelPrinter(Printer):
