@@ -183,21 +183,22 @@ def solve_question(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[st
     given: dict[str, Any] = {}
     pack_list = list(packs)
     targets = _split(find)
-    if scenario:
+    embedded = scenario == "default" or (not sets and not scenario)
+    if scenario and scenario != "default":
         s_given, s_packs, s_find = load_scenario(scenario)
         given.update(s_given)
         pack_list = pack_list or s_packs
         targets = targets or tuple(s_find)
-    given.update(parse_sets(sets))
     if not targets:
         targets = default_find if not pack_list else ()
         if not targets:
             raise UsageError("nothing to solve for", hint="add --find VARIABLE")
     if not pack_list:
         pack_list = packs_for(targets)
-    model = build_model(pack_list)
-    if not sets and not scenario:
+    if embedded:
         given = default_scenario(pack_list)
+    given.update(parse_sets(sets))
+    model = build_model(pack_list)
     require_fixed(model, set(given), targets)
     sol = solve_model(model, targets, given)
     save_inverse_cache(model)
@@ -210,7 +211,8 @@ def solve_question(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[st
 @click.option("--find", "-f", "find", multiple=True, help="variable(s) to solve for (VAR or VAR,VAR)")
 @click.option("--set", "-s", "sets", multiple=True, metavar="NAME=VALUE",
               help="a given value ('8192 token', '4 GiB', 0.9) or a preset (model=llama-3.1-70b)")
-@click.option("--scenario", type=click.Path(dir_okay=False), help="YAML file with given: {NAME: VALUE}")
+@click.option("--scenario", help="YAML file with given: {NAME: VALUE}, or 'default' for the packs' embedded "
+              "scenario (then --set overrides it)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @click.option("--explain", is_flag=True, help="print the whole derivation")
 def solve(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...], scenario: str | None,
@@ -218,7 +220,8 @@ def solve(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...], 
     """Solve the packs for the --find variables from the givens.
 
     Without PACK, the smallest shipped pack declaring every target is used.
-    With no --set and no --scenario, the packs' embedded default scenario is solved.
+    With no --set and no --scenario, the packs' embedded default scenario is solved;
+    --scenario default starts from it and lets --set change some of its values.
     """
     sol = solve_question(packs, find, sets, scenario, default_find=("users",))
     if as_json:

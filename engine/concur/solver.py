@@ -56,6 +56,8 @@ def forward(model: Model, known: dict[str, float], targets: tuple[str, ...], sou
             "the equations in play do not determine it"
         if presets:
             hint += f" (presets: {', '.join(sorted(presets))} set many at once)"
+        if any(p.scenario for p in model.packs):
+            hint += "; or start from the embedded scenario: --scenario default --set NAME=VALUE"
         raise UnderdeterminedError(f"cannot determine {', '.join(missing)} from the givens", missing=tuple(need),
                                    hint=hint)
     ex = Executor(model, problem, sources)

@@ -112,3 +112,11 @@ def test_bad_scenario_file_is_a_one_line_error(tmp_path):
     bad.write_text("given: [1, 2\n")
     out = run("solve", "--scenario", str(bad))
     assert out.returncode in (1, 2) and "Traceback" not in out.stderr and str(bad) in out.stderr
+
+
+def test_default_scenario_with_overrides():
+    out = run("solve", "--find", "replicas", "--scenario", "default", "--set", "arrival_rate=100", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["results"]["replicas"]["value"] == 25  # 100/s x 12.5 s / 51.2
+    bare = run("solve", "--find", "replicas", "--set", "arrival_rate=100")
+    assert bare.returncode == 2 and "--scenario default" in bare.stderr
