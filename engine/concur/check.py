@@ -24,7 +24,14 @@ from .errors import ConcurError, Location, UnitError
 from .expr import Bin, Call, Cmp, If, Logic, Neg, Node, Num, Str, UnitLit, Var, to_text
 from .functions import FUNCTIONS
 from .pack import Pack, convert_value
-from .units import COUNT_DIMENSIONS, DIMENSIONLESS, Dims, dims_mul, dims_pow, format_dims
+from .units import (
+    COUNT_DIMENSIONS,
+    DIMENSIONLESS,
+    Dims,
+    dims_mul,
+    dims_pow,
+    format_dims,
+)
 
 __all__ = ["Diagnostic", "infer_dims", "check_equation_dims", "check_model", "check_paths"]
 

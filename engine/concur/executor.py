@@ -9,13 +9,13 @@ root-bracketed. Values leaving their bounds become the variable's ``violation`` 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Any, Callable
 
 from .errors import ConcurError, InfeasibleError, SolveError
 from .expr import Call, Var, names_in, to_text
+from .inverse import smooth_in, symbolic_inverse
 from .model import Model
 from .pack import Variable
-from .inverse import smooth_in, symbolic_inverse
 from .problem import Problem, SpecialisedEq, evaluate, fold_known, in_bounds
 from .solution import Step, show_value
 from .structure import blocks_in_order, match
@@ -328,7 +328,7 @@ class Executor:
         subs = {symbols[n]: sp.Float(self.env[n], 17) for n in names if n not in vars_}
         system = [(to_sympy(e.lhs, symbols) - to_sympy(e.rhs, symbols)).subs(subs) for e in eqs]
         unknown_syms = [symbols[v] for v in vars_]
-        solutions = []
+        solutions: list[dict[Any, Any]] = []
         system_is_complete = True  # False when sympy gave up rather than proved "no solution"
         transcendental = (sp.exp, sp.log, sp.Piecewise, sp.Max, sp.Min, sp.floor, sp.ceiling, sp.Abs)
         if any(eq.has(*transcendental) for eq in system):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .errors import PackError, UnitError, UnknownNameError
-from .expr import Cmp, Num, Node, Str, Var, map_tree, names_in, walk
+from .expr import Cmp, Node, Num, Str, Var, map_tree, names_in, walk
 from .library import get_pack, pack_paths
 from .pack import Constraint, Equation, Pack, Preset, Variable
 from .units import format_dims

@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from .errors import Location, PackError, UnitError
-from .expr import NAME_RE, RESERVED_NAMES, Node, names_in, parse_equation, parse_expression
+from .expr import (
+    NAME_RE,
+    RESERVED_NAMES,
+    Node,
+    names_in,
+    parse_equation,
+    parse_expression,
+)
 from .units import COUNT_DIMENSIONS, UnitInfo, parse_quantity, unit_info
 from .yamlsafe import YList, YMap, load_yaml
 

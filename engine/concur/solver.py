@@ -31,13 +31,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import ContradictionError, InfeasibleError, UnderdeterminedError, UsageError
+from .errors import (
+    ContradictionError,
+    InfeasibleError,
+    UnderdeterminedError,
+    UsageError,
+)
 from .executor import Executor, render_template
 from .expr import Call, Var, compile_node, names_in
 from .givens import resolve_givens
-from .inverse import save_inverse_cache
+from .inverse import save_inverse_cache, smooth_in
 from .model import Model
-from .inverse import smooth_in
 from .problem import Problem, SpecialisedEq, evaluate
 from .solution import REL_TOL, Givens, Solution, Step, describe_var, show_value
 

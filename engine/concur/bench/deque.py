@@ -23,7 +23,13 @@ from typing import Any, Callable
 
 import click
 
-from concur.bench.counter import core_count, markdown_table, median_spread, spread, thread_counts
+from concur.bench.counter import (
+    core_count,
+    markdown_table,
+    median_spread,
+    spread,
+    thread_counts,
+)
 
 __all__ = ["command", "sum_squares_task", "tree_peak_lengths"]
 
@@ -106,7 +112,8 @@ def command(runs: int, n: int, leaf: int, native: bool, native_mb: str, max_work
             base = None
             WorkStealingPool(1).run(sum_squares_task, 0, n, leaf)  # warm up
             for w in counts:
-                times, steals = [], []
+                times: list[float] = []
+                steals: list[int] = []
                 for _ in range(runs):
                     pool = WorkStealingPool(w, seed=len(times))
                     t0 = time.perf_counter()

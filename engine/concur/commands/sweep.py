@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +44,10 @@ def _plain(v: Any) -> str:
 
 def _progress_bar() -> Any:
     """A rich progress callback for long per-point sweeps (stderr, only when it is a terminal)."""
-    state: dict[str, Any] = {}
+    state: dict[str, Any] = {}  # "bar": rich Progress, "task": its task id
 
     def update(done: int, total: int) -> None:
-        if total < 200 or not click.get_text_stream("stderr").isatty():
+        if total < 200 or not sys.stderr.isatty():
             return
         if "bar" not in state:
             from rich.progress import Progress

@@ -52,12 +52,12 @@ import sympy
 
 from ..errors import UsageError
 from ..expr import If, Node, Var, compile_node, map_tree, names_in
-from ..symbolic import to_sympy
+from ..inverse import symbolic_inverse
 from ..model import Model
 from ..pack import Equation, Variable
-from ..inverse import symbolic_inverse
 from ..problem import SpecialisedEq
 from ..solution import Solution, Step
+from ..symbolic import to_sympy
 from .plan import Derived, Input, PresetChoice, Scenario, SheetVar, Sweep, WorkbookPlan
 
 __all__ = ["plan_from_solution", "sheet_var", "display_value"]

@@ -45,6 +45,7 @@ from openpyxl.utils import get_column_letter
 
 from ..errors import UsageError
 from .cells import put_formula, put_number, put_text, unit_format
+from .plan import Scenario
 from .writer import Layout, display_expr, print_formula
 
 __all__ = ["moving", "write_scenarios", "write_sweeps"]
@@ -81,7 +82,9 @@ def _needed(layout: Layout, outputs: tuple[str, ...], movers: list[str]) -> list
         if name in need:
             continue
         need.add(name)
-        stack.extend(s.name for s in derived[name].expr.free_symbols if s.name in mover_set)
+        expr = derived[name].expr
+        assert expr is not None
+        stack.extend(s.name for s in expr.free_symbols if s.name in mover_set)
     return list(outputs) + [m for m in movers if m in need and m not in outputs]
 
 
@@ -198,21 +201,22 @@ def write_scenarios(wb: Any, layout: Layout) -> None:
     for d in layout.plan.derived:
         rows[d.var.name] = row
         row += 1
-    for col, sc in enumerate([None, *scenarios], start=3):
+    column: Scenario | None
+    for col, column in enumerate([None, *scenarios], start=3):
         letter = get_column_letter(col)
-        if sc is not None:
-            put_text(ws, 1, col, sc.name).font = _BOLD
-            put_text(ws, 2, col, sc.doc or ", ".join(f"{k}={v:g}" for k, v in sc.overrides.items()))
-            ws.column_dimensions[letter].width = max(18, len(sc.name) + 2)
+        if column is not None:
+            put_text(ws, 1, col, column.name).font = _BOLD
+            put_text(ws, 2, col, column.doc or ", ".join(f"{k}={v:g}" for k, v in column.overrides.items()))
+            ws.column_dimensions[letter].width = max(18, len(column.name) + 2)
         cells = {name: f"{letter}{r}" for name, r in rows.items()}
         names = {**layout.names, **cells}
         for inp in inputs:
             var, r = inp.var, rows[inp.var.name]
             fmt = unit_format(var.unit, inp.value, var.integer)
-            if sc is None:
+            if column is None:
                 cell = put_formula(ws, r, col, layout.names[var.name])
-            elif var.name in sc.overrides:
-                cell = put_number(ws, r, col, sc.overrides[var.name])
+            elif var.name in column.overrides:
+                cell = put_number(ws, r, col, column.overrides[var.name])
                 cell.protection = Protection(locked=False)
             else:
                 cell = put_formula(ws, r, col, f"$C{r}")
@@ -220,11 +224,11 @@ def write_scenarios(wb: Any, layout: Layout) -> None:
         for d in layout.plan.derived:
             var, r = d.var, rows[d.var.name]
             fmt = unit_format(var.unit, d.value, var.integer)
-            if sc is None or d.implicit:
+            if column is None or d.implicit:
                 cell = put_formula(ws, r, col, layout.names[var.name])
             else:
                 body = print_formula(layout, display_expr(layout, d),
-                                     f"scenario '{sc.name}', '{var.name}'", names)
+                                     f"scenario '{column.name}', '{var.name}'", names)
                 cell = put_formula(ws, r, col, body)
             cell.number_format = fmt
     for name, r in rows.items():

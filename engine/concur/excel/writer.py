@@ -112,6 +112,7 @@ def display_expr(layout: Layout, d: Derived, expr: sympy.Expr | None = None,
     pass 1 to keep base units (residuals).
     """
     expr = d.expr if expr is None else expr
+    assert expr is not None, "a derived row always has a closed form or a residual"
     subs = {}
     for s in expr.free_symbols:
         if s.name not in layout.scales:
@@ -167,6 +168,7 @@ def _validation(var: SheetVar) -> DataValidation | None:
         dv = DataValidation(type=kind, operator="greaterThanOrEqual", formula1=repr(float(lo)))
         rule = f">= {lo:g}"
     else:
+        assert hi is not None
         dv = DataValidation(type=kind, operator="lessThanOrEqual", formula1=repr(float(hi)))
         rule = f"<= {hi:g}"
     dv.showErrorMessage = True
@@ -208,11 +210,11 @@ def _write_catalogs(wb: Workbook, layout: Layout) -> dict[str, dict[str, str]]:
         if p.sources:
             put_text(ws, r, 1, "sources").font = _BOLD
             r += 1
-            for var, by_id in p.sources.items():
+            for var, cites in p.sources.items():
                 put_text(ws, r, 1, var)
                 for j, ident in enumerate(p.ids):
-                    if ident in by_id:
-                        put_text(ws, r, 3 + j, by_id[ident])
+                    if ident in cites:
+                        put_text(ws, r, 3 + j, cites[ident])
                 r += 1
         row = r + 1
     return lookups
