@@ -84,10 +84,15 @@ __all__ = [
 MIN_FAMILY_POINTS = 3
 """An engine family gets its own (efficiency, t_fixed) only with at least this many usable points."""
 
-_DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5, "int4": 0.5}
-# A KV dtype the source does not state is taken as fp8: the smallest plausible cache gives the
-# highest bound, so the bound stays an upper bound whatever the engine really used.
+# A dtype the source does not state (or names in a way not recognised below) is taken as the
+# smallest plausible one -- fp8 for the KV cache, 4-bit for weights: fewer bytes give a higher
+# bound, so the bound stays an upper bound whatever the engine really used. Said in the point's notes.
 _UNKNOWN_KV_BYTES = 1.0
+_UNKNOWN_WEIGHT_BYTES = 0.5
+_DTYPE_WORDS = ((("fp4", "nvfp4", "mxfp4", "int4", "w4", "awq", "gptq", "4bit", "4-bit"), 0.5),
+                (("fp8", "int8", "w8", "e4m3", "e5m2", "8bit"), 1.0),
+                (("bf16", "fp16", "half", "bfloat16", "float16"), 2.0),
+                (("fp32", "float32"), 4.0))
 # Lengths of public datasets whose mean the source does not state (tokens, Llama tokenizer):
 # ShareGPT as sampled by the vLLM/SGLang serving benchmarks; used only where a point names it.
 _DATASET_LENGTHS = {"sharegpt": (256.0, 256.0)}
@@ -118,14 +123,21 @@ class Point:
     assumptions: tuple[str, ...] = field(default=())
 
 
-def _bytes(dtype: Any, *, kv: bool) -> float:
+def _bytes(dtype: Any, notes: list[str], *, kv: bool) -> float:
+    """Bytes per stored value: the dtypes catalog for its own names, common spellings by keyword,
+    else the smallest plausible width (noted), so that the roofline stays an upper bound."""
+    from .library import get_catalog
+
     key = str(dtype).strip().lower()
-    if key in _DTYPE_BYTES:
-        return _DTYPE_BYTES[key]
-    if kv and key in ("unknown", "none", ""):
-        return _UNKNOWN_KV_BYTES
-    raise PackError(f"unknown {'KV' if kv else 'weight'} dtype '{dtype}'",
-                    hint=f"use one of {', '.join(sorted(_DTYPE_BYTES))}")
+    entries = get_catalog("dtypes").entries
+    if key in entries:
+        return float(entries[key].values["bytes"][0])
+    for words, width in _DTYPE_WORDS:
+        if any(w in key for w in words):
+            return width
+    width = _UNKNOWN_KV_BYTES if kv else _UNKNOWN_WEIGHT_BYTES
+    notes.append(f"{'KV' if kv else 'weight'} dtype '{dtype}' not recognised: {width:g} B assumed (highest bound)")
+    return width
 
 
 def _family(engine: str) -> str:
@@ -238,10 +250,8 @@ def _point(raw: Mapping[str, Any], configs: Mapping[str, Any]) -> Point:
     else:
         tp, pp = 1, 1
         notes.append(f"parallelism not published: {n_gpus} replicas of TP1 assumed (the highest per-GPU bound)")
-    w_bytes = _bytes(raw["weights"], kv=False)
-    kv_bytes = _bytes(raw.get("kv", "unknown"), kv=True)
-    if str(raw.get("kv", "unknown")).lower() == "unknown":
-        notes.append("KV dtype not published: fp8 assumed")
+    w_bytes = _bytes(raw.get("weights", "unknown"), notes, kv=False)
+    kv_bytes = _bytes(raw.get("kv", "unknown"), notes, kv=True)
     params = float(cfg["params"])
     active = float(cfg.get("active_params", params))
     isl, osl = _lengths(raw, notes)
