@@ -88,16 +88,29 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
 
 def load_scenario(path: str) -> tuple[dict[str, Any], list[str], list[str]]:
     """A scenario file: ``given:`` values, optional ``packs:`` and ``find:``."""
+    from .errors import PackError
     from .yamlsafe import YMap, load_yaml
 
-    data = load_yaml(path)
+    try:
+        data = load_yaml(path)
+    except PackError as exc:  # a scenario is the user's input: exit 2, not a failed check
+        raise UsageError(exc.render_body(), where=exc.where, hint=exc.hint) from None
     if not isinstance(data, YMap) or not isinstance(data.get("given", {}), dict):
         raise UsageError(f"{path}: a scenario is a mapping with given: {{NAME: VALUE}}")
     packs = data.get("packs") or []
     find = data.get("find") or []
+    if isinstance(packs, str):
+        packs = [packs]
     if isinstance(find, str):
         find = [f.strip() for f in find.split(",")]
-    return dict(data.get("given") or {}), list(packs), list(find)
+    for key, value in (("packs", packs), ("find", find)):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise UsageError(f"{data.where(key)}: '{key}' must be a name or a list of names")
+    given = data.get("given") or {}
+    for name, value in given.items():
+        if not isinstance(value, (int, float, str)) or isinstance(value, bool):
+            raise UsageError(f"{given.where(name)}: '{name}' must be a number or text such as '8192 token'")
+    return dict(given), list(packs), list(find)
 
 
 def default_scenario(packs: list[str]) -> dict[str, Any]:
