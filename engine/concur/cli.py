@@ -251,8 +251,9 @@ def list_packs() -> None:
     rows = []
     for name in pack_paths():
         pack = get_pack(name)
-        first = pack.doc.strip().split(". ")[0].strip()
-        rows.append((name, f"{len(pack.variables)} vars, {len(pack.equations)} eqs", first[:80]))
+        first = " ".join(pack.doc.split()).split(". ")[0]
+        rows.append((name, f"{len(pack.variables)} vars, {len(pack.equations)} eqs",
+                     first if len(first) <= 78 else first[:77].rstrip() + "…"))
     click.echo("packs:")
     for line in _align(rows):
         click.echo("  " + line)
@@ -270,7 +271,9 @@ def show(pack: str) -> None:
 
     model = build_model([pack])
     top = model.packs[0]
-    click.echo(f"{top.name}: {' '.join(top.doc.split())}")
+    import textwrap
+
+    click.echo(textwrap.fill(f"{top.name}: {' '.join(top.doc.split())}", width=100, subsequent_indent="  "))
     if top.uses:
         click.echo(f"uses: {', '.join(u for u, _ in top.uses)}")
     click.echo("\nvariables:")
