@@ -109,7 +109,8 @@ def load_scenario(path: str) -> tuple[dict[str, Any], list[str], list[str]]:
     given = data.get("given") or {}
     for name, value in given.items():
         if not isinstance(value, (int, float, str)) or isinstance(value, bool):
-            raise UsageError(f"{given.where(name)}: '{name}' must be a number or text such as '8192 token'")
+            where = given.where(name) if isinstance(given, YMap) else path
+            raise UsageError(f"{where}: '{name}' must be a number or text such as '8192 token'")
     return dict(given), list(packs), list(find)
 
 
