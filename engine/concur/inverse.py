@@ -7,9 +7,7 @@ inside floor/ceil/erlang/% or a comparison are never inverted (the solver search
 
 from __future__ import annotations
 
-import os
-import pickle
-
+from .cachefiles import read_pickle, write_pickle
 from .expr import Call, Cmp, Node, names_in, to_text, walk
 from .functions import FUNCTIONS
 from .model import Model
@@ -32,13 +30,9 @@ def _inverse_cache(model: Model) -> dict[tuple[str, str, str], list[Node]]:
     global _INVERSE_CACHE
     if _INVERSE_CACHE is None:
         _INVERSE_CACHE = {}
-        try:
-            with open(_inverse_cache_path(model), "rb") as fh:
-                data = pickle.load(fh)  # our own cache file, written below
-            if isinstance(data, dict):
-                _INVERSE_CACHE.update(data)
-        except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError):
-            pass
+        data = read_pickle(_inverse_cache_path(model))
+        if isinstance(data, dict):
+            _INVERSE_CACHE.update(data)
     return _INVERSE_CACHE
 
 
@@ -46,16 +40,8 @@ def save_inverse_cache(model: Model) -> None:
     global _INVERSE_DIRTY
     if not _INVERSE_DIRTY or _INVERSE_CACHE is None:
         return
-    path = _inverse_cache_path(model)
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as fh:
-            pickle.dump(_INVERSE_CACHE, fh)
-        os.replace(tmp, path)
+    if write_pickle(_inverse_cache_path(model), _INVERSE_CACHE):
         _INVERSE_DIRTY = False
-    except OSError:
-        pass
 
 
 def smooth_in(node: Node, var: str) -> bool:

@@ -68,32 +68,25 @@ def _label(path: Path) -> str:
     return str(path)
 
 
+_NOT_CACHED = object()
+
+
 def _disk_cached(kind: str, path: Path, label: str, load: "Callable[[], Any]") -> Any:
     """Parsed packs and catalogs are pickled in the cache folder, keyed by path, size and mtime,
     so a warm run never imports the YAML parser. Any cache problem falls back to parsing."""
     import hashlib
-    import os
-    import pickle
 
+    from .cachefiles import read_pickle, write_pickle
     from .units import cache_dir
 
     st = path.stat()
     key = hashlib.sha256(f"{kind}|{path.resolve()}|{label}|{st.st_size}|{st.st_mtime_ns}|4".encode()).hexdigest()[:24]
     file = cache_dir() / "parsed" / f"{key}.pkl"
-    try:
-        with open(file, "rb") as fh:
-            return pickle.load(fh)  # written below by this module only
-    except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError, TypeError):
-        pass
+    cached = read_pickle(file, default=_NOT_CACHED)
+    if cached is not _NOT_CACHED:
+        return cached
     value = load()
-    try:
-        file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = file.with_suffix(f".{os.getpid()}.tmp")
-        with open(tmp, "wb") as fh:
-            pickle.dump(value, fh)
-        os.replace(tmp, file)
-    except OSError:
-        pass
+    write_pickle(file, value)
     return value
 
 

@@ -99,7 +99,8 @@ class Problem:
             return True
         return all(n in self.known for n in e.names if n != name)
 
-    def missing_for(self, targets: tuple[str, ...]) -> list[str]:
+    def missing(self) -> list[str]:
+        """Unknowns nothing determines: inputs first, then values an equation would compute."""
         m = self.matching
         lhs_vars = {e.lhs.name for e in self.eqs.values() if isinstance(e.lhs, Var)}
         free = sorted(m.free, key=lambda v: (v in lhs_vars, list(self.model.variables).index(v)))

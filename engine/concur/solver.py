@@ -54,7 +54,7 @@ def forward(model: Model, known: dict[str, float], targets: tuple[str, ...], sou
     problem = Problem(model, known, targets)
     missing = [t for t in targets if t not in problem.known and t not in problem.matching.determined]
     if missing:
-        need = problem.missing_for(targets)
+        need = problem.missing()
         presets = {v for p in model.presets.values() for v in ([p.key])}
         hint = f"give {', '.join(describe_var(model, n) for n in need[:8])}" if need else \
             "the equations in play do not determine it"

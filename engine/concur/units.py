@@ -185,16 +185,11 @@ def save_cache() -> None:
     global _DISK_DIRTY
     if not _DISK_DIRTY:
         return
-    path = _disk_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = {t: [u.factor, [list(d) for d in u.dims]] for t, u in _MEMO.items()}
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, path)
+    from .cachefiles import write_bytes
+
+    data = {t: [u.factor, [list(d) for d in u.dims]] for t, u in _MEMO.items()}
+    if write_bytes(_disk_path(), json.dumps(data).encode()):
         _DISK_DIRTY = False
-    except OSError:
-        pass
 
 
 def unit_info(text: str | None, *, where: Any = None, variable: str | None = None) -> UnitInfo:
