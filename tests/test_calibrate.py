@@ -7,8 +7,8 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from concur import calibrate_torch as ct
-from concur.calibrate_torch import (
+from concur.analysis import calibrate_torch as ct
+from concur.analysis.calibrate_torch import (
     Sample,
     Shapes,
     catalog_entry,

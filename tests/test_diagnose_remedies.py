@@ -7,9 +7,9 @@ import json
 import pytest
 from click.testing import CliRunner
 from concur.cli import cli
-from concur.commands.diagnose import diagnose
+from concur.cli.commands.diagnose import diagnose
 from concur.errors import ContradictionError, UnderdeterminedError, UsageError
-from concur.remedies import remedies
+from concur.analysis.remedies import remedies
 
 L70 = {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "tp": 4, "weight_dtype": "bf16", "kv_dtype": "bf16",
        "input_tokens": 1024, "output_tokens": 1024}

@@ -1,4 +1,4 @@
-"""concur.erlang against published worked examples (tests/data/queueing_cases.yaml) and
+"""concur.maths.erlang against published worked examples (tests/data/queueing_cases.yaml) and
 against its own defining identities.
 
 Each case's expected numbers are reproduced within the tolerance the case states.  Cases
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from concur import erlang
+from concur.maths import erlang
 from concur.errors import UsageError
 
 DATA = Path(__file__).parent / "data" / "queueing_cases.yaml"
@@ -295,7 +295,7 @@ def test_import_does_not_load_numpy() -> None:
     import subprocess
     import sys
 
-    code = "import sys, concur.erlang; print('numpy' in sys.modules)"
+    code = "import sys, concur.maths.erlang; print('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**__import__("os").environ,
                               "PYTHONPATH": str(Path(__file__).parents[1] / "engine")})

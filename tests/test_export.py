@@ -18,13 +18,13 @@ import pytest
 pytest.importorskip("openpyxl")
 
 from concur.cli import main  # noqa: E402
-from concur.commands.export import export_definition, load_definition, plan_for, solve_definition  # noqa: E402
+from concur.cli.commands.export import export_definition, load_definition, plan_for, solve_definition  # noqa: E402
 from concur.errors import ConcurError  # noqa: E402
 from concur.excel.from_solution import plan_from_solution  # noqa: E402
 from concur.excel.writer import write_workbook  # noqa: E402
-from concur.library import get_pack, pack_paths  # noqa: E402
-from concur.model import build_model  # noqa: E402
-from concur.solver import solve_model  # noqa: E402
+from concur.lang.library import get_pack, pack_paths  # noqa: E402
+from concur.lang.model import build_model  # noqa: E402
+from concur.solver.question import solve_model  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent / "excel"))
 from lo_support import require_soffice  # noqa: E402

@@ -1,4 +1,4 @@
-"""concur.plot: PNGs are written whole, and the Pareto front is right."""
+"""concur.analysis.plot: PNGs are written whole, and the Pareto front is right."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from concur.errors import UsageError
-from concur.plot import Series, line_plot, pareto_front, throughput_curve
+from concur.analysis.plot import Series, line_plot, pareto_front, throughput_curve
 
 
 def test_pareto_front_small_example() -> None:
@@ -57,6 +57,6 @@ def test_line_plot_writes_png(tmp_path) -> None:
 def test_import_is_light() -> None:
     import subprocess
 
-    code = "import sys, concur.plot; sys.exit('matplotlib' in sys.modules)"
+    code = "import sys, concur.analysis.plot; sys.exit('matplotlib' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(__import__("pathlib").Path(
         __import__("concur").__file__).parents[1])}).returncode == 0

@@ -1,6 +1,6 @@
 """The published queueing cases, run THROUGH THE PACKS (``concur.solve``), not through Python.
 
-tests/test_erlang.py checks ``concur.erlang`` against tests/data/queueing_cases.yaml; this file
+tests/test_erlang.py checks ``concur.maths.erlang`` against tests/data/queueing_cases.yaml; this file
 asks the same questions the way a user does, ``concur.solve(find=..., given=..., packs=[...])``
 with the givens written in units, so a wrong equation, unit or inversion in a pack fails here.
 Each case's expected entries are reproduced within the tolerance the case states (abs or rel;
@@ -247,11 +247,11 @@ EVALUATORS: dict[str, Callable[[dict[str, Any]], dict[str, float]]] = {
 #: What the packs do not model, and why (whole cases, or single ``case/key`` entries).
 NOT_COVERED: dict[str, str] = {
     "mmc-render-14-3/p0": "P(empty) of M/M/c needs the Poisson partial sum sum(A^k/k!), which the "
-                          "expression language has no function for; concur.erlang.mmc computes it",
+                          "expression language has no function for; concur.maths.erlang.mmc computes it",
     "mm1-bronson-23-3/p0": "P(empty) is not a pack variable (see mmc-render-14-3/p0); for one server "
                            "it is 1 - utilization, which the pack does give",
     "halfin-whitt-sqrt-staffing/hw_wait_probability_c1": "Halfin-Whitt asymptotics need the normal "
-                                                         "CDF, not in the expression language; concur.erlang covers them",
+                                                         "CDF, not in the expression language; concur.maths.erlang covers them",
     "halfin-whitt-sqrt-staffing/c_for_alpha_0.2": "Halfin-Whitt asymptotics: see hw_wait_probability_c1",
     "halfin-whitt-sqrt-staffing/c_for_alpha_0.1": "Halfin-Whitt asymptotics: see hw_wait_probability_c1",
     "md1-pk-rho0.9/sim_Wq_reference": "a simulation estimate, not a formula: tests/test_simulate.py",
@@ -260,7 +260,7 @@ NOT_COVERED: dict[str, str] = {
     "llm-h100-ops-per-byte": "the ridge point is peak_flops / hbm_bandwidth, one division that no pack "
                              "names (llm_throughput's max(memory_time, compute_time) crosses there)",
     "des-whitt-asymptotic-variance": "simulation run-length planning (Whitt 1989), not a capacity "
-                                     "model: concur.erlang.mm1_run_length, tests/test_erlang.py",
+                                     "model: concur.maths.erlang.mm1_run_length, tests/test_erlang.py",
 }
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from concur import erlang
+from concur.maths import erlang
 from concur.errors import UsageError
-from concur.simulate import LLMFleet, MMcQueue, fixed_point, plot_timeseries, simulate
+from concur.analysis.simulate import LLMFleet, MMcQueue, fixed_point, plot_timeseries, simulate
 
 FLEET = dict(replicas=10, output_tokens=400, ttft=0.5, step_time_base=0.02,
              step_time_per_seq=0.0005, max_batch=256)
@@ -139,7 +139,7 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
 
 
 def test_cli_json_and_table(tmp_path: Path) -> None:
-    from concur.commands.simulate import command
+    from concur.cli.commands.simulate import command
 
     runner = CliRunner()
     args = ["--rate", "30", "--replicas", "10", "--osl", "400", "--ttft", "0.5",

@@ -1,4 +1,4 @@
-"""concur.sweep and `concur sweep`: vectorised answers equal per-point solves; NaN on violations."""
+"""concur.sweep.vector and `concur sweep`: vectorised answers equal per-point solves; NaN on violations."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 from concur.cli import cli, main
 from concur.errors import UnderdeterminedError, UsageError
-from concur.model import build_model
-from concur.solver import solve_model
-from concur.sweep import parse_range, require_fixed, sweep
+from concur.lang.model import build_model
+from concur.solver.question import solve_model
+from concur.sweep.vector import parse_range, require_fixed, sweep
 
 BASE = {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "weight_dtype": "bf16", "kv_dtype": "bf16",
         "input_tokens": 1024, "output_tokens": 2048}
@@ -132,8 +132,8 @@ def test_cli_refuses_missing_fixed():
 # ---------------------------------------------------------------- speed work: folding and the fast pass
 
 def test_fold_agrees_with_the_compiled_formula(throughput):
-    from concur.expr import compile_node, names_in
-    from concur.fold import Const, fold
+    from concur.lang.expr import compile_node, names_in
+    from concur.sweep.partial import Const, fold
 
     rng = np.random.default_rng(3)
     for eq in throughput.equations:

@@ -2,7 +2,7 @@
 
 The points are ``tests/data/throughput_points.yaml`` (published measurements with sources).
 Each point's roofline terms are solved by the pack (``llm_throughput``) from the point's
-architecture numbers and the GPU's catalog entry; ``concur.calibration.evaluate`` only applies
+architecture numbers and the GPU's catalog entry; ``concur.analysis.calibration.evaluate`` only applies
 the fitted efficiency and fixed cost, and the last tests check it against the engine end to end.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from concur.calibration import Point, _terms, calibrate, engines_catalog, evaluate, gpu_entry, load_points
+from concur.analysis.calibration import Point, _terms, calibrate, engines_catalog, evaluate, gpu_entry, load_points
 
 DATA = Path(__file__).parent / "data" / "throughput_points.yaml"
 ROOT = Path(__file__).resolve().parents[1]

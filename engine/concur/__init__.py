@@ -21,7 +21,7 @@ def solve(find: Any, given: dict | None = None, packs: Any = None, **kw: Any) ->
 
     ``given`` maps variable or preset names to numbers (in the variable's declared
     unit), strings with units (``"8192 token"``) or preset ids. Returns a
-    :class:`concur.solver.Solution`; raises a :class:`concur.errors.ConcurError`.
+    :class:`concur.solver.question.Solution`; raises a :class:`concur.errors.ConcurError`.
     """
     from .api import solve as _solve
 

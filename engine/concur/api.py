@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import UnknownNameError
-from .fixed import require_fixed
-from .model import Model, build_model
-from .solver import Solution, save_inverse_cache, solve_model
+from .solver.throughput_inputs import require_fixed
+from .lang.model import Model, build_model
+from .solver.question import Solution, save_inverse_cache, solve_model
 
 __all__ = ["solve", "load_model", "packs_for"]
 
@@ -28,7 +28,7 @@ def load_model(packs: Any = None) -> Model:
 def packs_for(find: tuple[str, ...]) -> list[str]:
     """Shipped packs that declare the targets: the smallest single pack declaring all of them,
     else, greedily, the smallest pack for each target not yet covered (used when no pack is named)."""
-    from .library import pack_paths
+    from .lang.library import pack_paths
 
     declared: list[tuple[int, str, set[str]]] = []
     for name in pack_paths():
@@ -53,10 +53,10 @@ def packs_for(find: tuple[str, ...]) -> list[str]:
 
 
 def solve(find: Any, given: dict[str, Any] | None = None, packs: Any = None, **_: Any) -> Solution:
-    """Solve for ``find`` (a name, comma-separated names or a list). See :mod:`concur.solver`.
+    """Solve for ``find`` (a name, comma-separated names or a list). See :mod:`concur.solver.question`.
 
     Raises ``UnderdeterminedError`` for a throughput question that leaves input length, output
-    length, offered load or configuration open (:func:`concur.fixed.require_fixed`).
+    length, offered load or configuration open (:func:`concur.solver.throughput_inputs.require_fixed`).
     """
     if isinstance(find, str):
         find = [f.strip() for f in find.split(",") if f.strip()]
@@ -67,7 +67,7 @@ def solve(find: Any, given: dict[str, Any] | None = None, packs: Any = None, **_
     require_fixed(model, set(given or {}), find)
     sol = solve_model(model, find, dict(given or {}))
     save_inverse_cache(model)
-    from .units import save_cache
+    from .lang.units import save_cache
 
     save_cache()
     return sol

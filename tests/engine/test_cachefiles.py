@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from concur import cachefiles
+from concur import cache as cachefiles
 
 
 def test_round_trip_and_corruption(tmp_path):

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import concur
 from concur.errors import ConcurError
-from concur.library import get_pack, pack_paths
+from concur.lang.library import get_pack, pack_paths
 
 PACKS = sorted(pack_paths())
 numbers = st.one_of(st.integers(-5, 10**6), st.floats(-1e12, 1e12, allow_nan=False), st.sampled_from([0, 1, -1]))

@@ -8,8 +8,8 @@ import pytest
 
 import concur
 from concur.errors import ConcurError
-from concur.library import get_pack, pack_paths
-from concur.units import unit_info
+from concur.lang.library import get_pack, pack_paths
+from concur.lang.units import unit_info
 
 
 def _cases():

@@ -42,7 +42,7 @@ def test_installed_wheel_solves(wheel, tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
                    check=True, timeout=300)
     env = {**os.environ, "PYTHONPATH": str(target)}
-    code = ("import concur, json; from concur.library import formulas_dir; "
+    code = ("import concur, json; from concur.lang.library import formulas_dir; "
             "s = concur.solve('users', {'model': 'llama-3.1-70b', 'gpu': 'h100-sxm-80gb', 'tp': 8, "
             "'context': '8192 token'}); print(json.dumps([concur.__file__, str(formulas_dir()), s.value('users')]))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path,
@@ -63,7 +63,7 @@ def _loaded_after(statement: str) -> set[str]:
 def test_primitives_import_is_light():
     mods = _loaded_after("import concur.primitives as p; p.TokenBucket; p.WorkerPool; p.ShardedCounter; "
                          "p.WorkStealingDeque")
-    assert not mods & {"sympy", "pint", "openpyxl", "numpy", "click", "matplotlib", "concur.solver"}
+    assert not mods & {"sympy", "pint", "openpyxl", "numpy", "click", "matplotlib", "concur.solver.question"}
 
 
 def test_check_does_not_import_sympy():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from concur import pack
+from concur.lang import pack
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "formulas" / "pack.schema.json").read_text())
 
@@ -20,8 +20,8 @@ def test_schema_variable_keys_match_loader():
 
 
 def test_shipped_packs_use_only_schema_keys():
-    from concur.library import pack_paths
-    from concur.yamlsafe import load_yaml
+    from concur.lang.library import pack_paths
+    from concur.lang.yamlsafe import load_yaml
 
     for path in pack_paths().values():
         data = load_yaml(path)

@@ -18,7 +18,7 @@ from typing import Callable
 
 import click
 
-from ..erlang import erlang_c, erlang_c_array
+from ..maths.erlang import erlang_c, erlang_c_array
 
 __all__ = ["command", "time_call", "textbook_erlang_c"]
 

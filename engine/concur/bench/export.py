@@ -75,7 +75,7 @@ def _llm_export(path: Path) -> tuple[Any, str]:
 
     definition = _llm_definition()
     if definition is not None:
-        from concur.commands.export import load_definition, plan_for, solve_definition
+        from concur.cli.commands.export import load_definition, plan_for, solve_definition
 
         defn = load_definition(definition)
         model, sol = solve_definition(defn)
@@ -83,8 +83,8 @@ def _llm_export(path: Path) -> tuple[Any, str]:
         what = f"{definition.parent.name}/{definition.name}"
     else:
         from concur.excel.from_solution import plan_from_solution
-        from concur.model import build_model
-        from concur.solver import solve_model
+        from concur.lang.model import build_model
+        from concur.solver.question import solve_model
 
         sol = solve_model(build_model(["llm_memory"]), ("users",), dict(_T1))
         plan = plan_from_solution(sol, "LLM capacity (T1)")

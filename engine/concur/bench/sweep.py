@@ -1,6 +1,6 @@
 """``concur bench sweep``: a 100,000-point throughput sweep against hand-written numpy.
 
-The sweep (:func:`concur.sweep.sweep`) compiles each block of the ``llm_throughput`` pack once
+The sweep (:func:`concur.sweep.vector.sweep`) compiles each block of the ``llm_throughput`` pack once
 and evaluates it over the whole concurrency array. The baseline is the same formula written by
 hand in numpy (weights and KV read over bandwidth, FLOPs over peak, the slower one over the
 efficiency plus the fixed cost, including the pack's MoE-aware weight read), with the per-configuration constants taken from the same
@@ -42,9 +42,9 @@ def command(points: int, runs: int) -> None:
     """Time a vectorised sweep of llm_throughput (tokens_per_s_per_gpu over concurrency)."""
     import numpy as np
 
-    from ..model import build_model
-    from ..solver import save_inverse_cache, solve_model
-    from ..sweep import sweep
+    from ..lang.model import build_model
+    from ..solver.question import save_inverse_cache, solve_model
+    from ..sweep.vector import sweep
 
     if points < 1 or runs < 1:
         raise click.UsageError("--points and --runs must be positive")

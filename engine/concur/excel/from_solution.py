@@ -11,7 +11,7 @@ every value it used, in dependency order, with how each was obtained
   variable's display unit (``SheetVar.scale`` = base magnitude of one display
   unit), with its doc, bounds, integer flag and choices. A value a preset set
   (``gpu=h100-sxm-80gb``) becomes a lookup into a :class:`PresetChoice` table
-  built from the whole catalog (:func:`concur.library.get_catalog`), so the
+  built from the whole catalog (:func:`concur.lang.library.get_catalog`), so the
   dropdown drives every number it filled.
 * **Derived** rows are the computed steps in trace order, each with a sympy
   closed form over *base-unit* symbols: a forward equation gives its other
@@ -51,13 +51,13 @@ from typing import Any
 import sympy
 
 from ..errors import UsageError
-from ..expr import If, Node, Var, compile_node, map_tree, names_in
-from ..inverse import symbolic_inverse
-from ..model import Model
-from ..pack import Equation, Variable
-from ..problem import SpecialisedEq
-from ..solution import Solution, Step
-from ..symbolic import to_sympy
+from ..lang.expr import If, Node, Var, compile_node, map_tree, names_in
+from ..solver.inverse import symbolic_inverse
+from ..lang.model import Model
+from ..lang.pack import Equation, Variable
+from ..solver.problem import SpecialisedEq
+from ..solver.solution import Solution, Step
+from ..solver.symbolic import to_sympy
 from .plan import Derived, Input, PresetChoice, Scenario, SheetVar, Sweep, WorkbookPlan
 
 __all__ = ["plan_from_solution", "sheet_var", "display_value"]
@@ -207,7 +207,7 @@ class _Builder:
             expr = self._inverse(eq, step)
             self.derived.append(Derived(sv, expr, eq.text + "  (inverted)", step.where, value))
         else:  # numeric, loop: implicit, residual lhs - rhs
-            from ..problem import fold_known as solver_fold
+            from ..solver.problem import fold_known as solver_fold
 
             lhs, rhs = solver_fold(eq.lhs, self.known), solver_fold(eq.rhs, self.known)
             others = (names_in(lhs) | names_in(rhs)) - {step.variable}
@@ -232,7 +232,7 @@ class _Builder:
 
     def _inverse(self, eq: Equation, step: Step) -> sympy.Expr:
         """The solver's own closed form for ``step.variable`` from ``eq`` (same specialisation)."""
-        from ..problem import fold_known as solver_fold
+        from ..solver.problem import fold_known as solver_fold
 
         lhs, rhs = solver_fold(eq.lhs, self.known), solver_fold(eq.rhs, self.known)
         e = SpecialisedEq(eq, lhs, rhs, names_in(lhs) | names_in(rhs))
@@ -255,8 +255,8 @@ class _Builder:
 
     def presets(self) -> list[PresetChoice]:
         """One table per preset key that filled an input, over the whole catalog."""
-        from ..library import get_catalog
-        from ..pack import _per_one
+        from ..lang.library import get_catalog
+        from ..lang.pack import _per_one
 
         out: list[PresetChoice] = []
         keys: dict[str, str] = {}

@@ -59,7 +59,7 @@ import sympy
 from sympy.printing.printer import Printer
 
 from ..errors import UsageError
-from ..functions import SNAP_DIGITS, snap  # one snapping rule for Python and the sheet
+from ..lang.functions import SNAP_DIGITS, snap  # one snapping rule for Python and the sheet
 
 __all__ = [
     "MAX_FORMULA_LENGTH",
@@ -87,7 +87,7 @@ class UnprintableError(UsageError):
 
 
 def snap_formula(body: str) -> str:
-    """The sheet formula text of :func:`concur.functions.snap` applied to formula ``body``."""
+    """The sheet formula text of :func:`concur.lang.functions.snap` applied to formula ``body``."""
     return f"ROUND({body},MIN(300,{SNAP_DIGITS - 1}-INT(LOG10(ABS({body})+1E-300))))"
 
 

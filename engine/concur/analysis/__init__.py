@@ -1,0 +1,1 @@
+"""Domain analyses built on the solver: simulation, calibration, remedies and plots."""

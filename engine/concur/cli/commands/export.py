@@ -1,0 +1,234 @@
+"""``concur export``: solve a scenario and write it as a live ``.xlsx`` workbook.
+
+Two forms:
+
+* ``concur export [PACK...] [--scenario FILE] [--find X] [--set NAME=VALUE] -o FILE.xlsx``
+  solves exactly like ``concur solve`` and writes the solution's workbook;
+* ``concur export workbooks/NAME.yaml`` reads a *workbook definition* and
+  writes ``workbooks/NAME.xlsx`` beside it (``-o`` overrides the path).
+
+A workbook definition (YAML, loaded safely)::
+
+    title: LLM capacity plan
+    doc: one paragraph shown on the Notes sheet
+    packs: [llm_memory, packs/llm_capacity.yaml]   # names, or paths relative to this file
+    given: {model: llama-3.1-70b, gpu: h100-sxm-80gb, tp: 4, context: 8192 token}
+    find: [users, replicas]
+    sweeps:
+      - {name: tp, over: tp, values: [1, 2, 4, 8], outputs: [users], x: tp, y: users, title: Users by TP}
+    scenarios:
+      - {name: fp8 KV, set: {kv_bytes: 1}, doc: fp8 KV cache}
+
+Sweep values and scenario overrides are numbers in the variable's display unit
+or ``"NUMBER UNIT"`` text. Errors are :class:`concur.errors.UsageError` (exit 2,
+one line); the file is written atomically, so a failure leaves no partial file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ...errors import UsageError
+
+__all__ = ["command", "WorkbookDefinition", "load_definition", "solve_definition", "export_definition",
+           "plan_for"]
+
+_DEF_KEYS = {"title", "doc", "packs", "given", "find", "sweeps", "scenarios"}
+_SWEEP_KEYS = {"name", "over", "values", "outputs", "x", "y", "title", "log_x"}
+_SCENARIO_KEYS = {"name", "set", "doc"}
+
+
+@dataclass(frozen=True)
+class WorkbookDefinition:
+    """A parsed workbook definition; ``packs`` are names or resolved paths."""
+
+    path: Path
+    title: str
+    doc: str | None
+    packs: tuple[str, ...]
+    given: dict[str, Any]
+    find: tuple[str, ...]
+    sweeps: tuple[dict[str, Any], ...]
+    scenarios: tuple[dict[str, Any], ...]
+
+
+def _fail(path: Path, where: Any, message: str, hint: str | None = None) -> UsageError:
+    loc = f"{path}" if where is None else f"{where}"
+    return UsageError(f"{loc}: {message}", hint=hint)
+
+
+def load_definition(path: str | Path) -> WorkbookDefinition:
+    """Read and validate a workbook definition (see the module docstring)."""
+    from ...lang.yamlsafe import YMap, load_yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"workbook definition '{path}' does not exist", hint="give a path to a .yaml file")
+    data = load_yaml(path)
+    if not isinstance(data, YMap):
+        raise _fail(path, None, "a workbook definition is a mapping with title, packs, given, find")
+    unknown = sorted(set(data) - _DEF_KEYS)
+    if unknown:
+        raise _fail(path, data.where(unknown[0]), f"unknown key '{unknown[0]}'",
+                    hint=f"allowed: {', '.join(sorted(_DEF_KEYS))}")
+    title = data.get("title")
+    if not isinstance(title, str) or not title.strip():
+        raise _fail(path, None, "'title' must be non-empty text")
+    packs = data.get("packs") or []
+    if isinstance(packs, str):
+        packs = [packs]
+    if not isinstance(packs, list) or not packs or not all(isinstance(p, str) for p in packs):
+        raise _fail(path, data.where("packs") if "packs" in data else None,
+                    "'packs' must be a non-empty list of pack names or .yaml paths")
+    resolved = []
+    for p in packs:
+        if p.endswith((".yaml", ".yml")) or "/" in p:
+            resolved.append(str((path.parent / p).resolve()))
+        else:
+            resolved.append(p)
+    given = data.get("given") or {}
+    if not isinstance(given, dict):
+        raise _fail(path, data.where("given"), "'given' must map NAME: VALUE")
+    find = data.get("find") or []
+    if isinstance(find, str):
+        find = [f.strip() for f in find.split(",") if f.strip()]
+    if not isinstance(find, list) or not find or not all(isinstance(f, str) for f in find):
+        raise _fail(path, data.where("find") if "find" in data else None, "'find' must list the variables to solve for")
+    sweeps = data.get("sweeps") or []
+    scenarios = data.get("scenarios") or []
+    for kind, items, keys in (("sweep", sweeps, _SWEEP_KEYS), ("scenario", scenarios, _SCENARIO_KEYS)):
+        if not isinstance(items, list):
+            raise _fail(path, None, f"'{kind}s' must be a list")
+        for item in items:
+            if not isinstance(item, dict) or "name" not in item:
+                raise _fail(path, None, f"each {kind} is a mapping with a name")
+            bad = sorted(set(item) - keys)
+            if bad:
+                raise _fail(path, getattr(item, "where", lambda k: None)(bad[0]),
+                            f"{kind} '{item['name']}' has unknown key '{bad[0]}'",
+                            hint=f"allowed: {', '.join(sorted(keys))}")
+    doc = data.get("doc")
+    return WorkbookDefinition(path, title.strip(), " ".join(doc.split()) if isinstance(doc, str) else None,
+                              tuple(resolved), dict(given), tuple(find), tuple(dict(s) for s in sweeps),
+                              tuple(dict(s) for s in scenarios))
+
+
+def _display(model: Any, name: str, raw: Any, what: str) -> float:
+    from ...lang.pack import convert_value
+
+    var = model.variable(name)
+    if var.choices:
+        raise UsageError(f"{what}: '{name}' is a choice variable; sweeps and scenarios take numbers",
+                         variable=name)
+    return convert_value(raw, var) / var.display.factor
+
+
+def plan_for(model: Any, sol: Any, title: str, sweeps: tuple[dict[str, Any], ...] = (),
+             scenarios: tuple[dict[str, Any], ...] = (), doc: str | None = None) -> Any:
+    """The WorkbookPlan of ``sol`` with definition-style sweeps and scenarios."""
+    from ...excel.from_solution import plan_from_solution
+    from ...excel.plan import Scenario, Sweep
+
+    sw_out = []
+    for s in sweeps:
+        over = str(s.get("over", s["name"]))
+        values = s.get("values")
+        if not isinstance(values, list) or not values:
+            raise UsageError(f"sweep '{s['name']}' needs a non-empty list of values")
+        outputs = s.get("outputs") or list(sol.find)
+        outputs = [outputs] if isinstance(outputs, str) else list(outputs)
+        nums = tuple(_display(model, over, v, f"sweep '{s['name']}'") for v in values)
+        var = model.variable(over)
+        sw_out.append(Sweep(str(s["name"]), over, nums, tuple(outputs),
+                            str(s.get("x", f"{over} [{var.display.text}]" if var.display.text else over)),
+                            str(s.get("y", ", ".join(outputs))), str(s.get("title", f"{', '.join(outputs)} vs {over}")),
+                            bool(s.get("log_x", False))))
+    sc_out = []
+    for s in scenarios:
+        sets = s.get("set") or {}
+        if not isinstance(sets, dict):
+            raise UsageError(f"scenario '{s['name']}': 'set' must map NAME: VALUE")
+        sc_out.append(Scenario(str(s["name"]), {k: _display(model, k, v, f"scenario '{s['name']}'")
+                                                for k, v in sets.items()}, str(s.get("doc", "") or "")))
+    return plan_from_solution(sol, title, sw_out, sc_out, doc=doc)
+
+
+def solve_definition(defn: WorkbookDefinition) -> tuple[Any, Any]:
+    """(model, solution) for a workbook definition."""
+    from ...lang.model import build_model
+    from ...solver.question import solve_model
+
+    model = build_model(list(defn.packs))
+    return model, solve_model(model, defn.find, defn.given)
+
+
+def export_definition(path: str | Path, out: str | Path | None = None) -> Path:
+    """Solve a workbook definition and write its workbook (default: beside it, ``.xlsx``)."""
+    from ...excel.writer import write_workbook
+
+    defn = load_definition(path)
+    model, sol = solve_definition(defn)
+    plan = plan_for(model, sol, defn.title, defn.sweeps, defn.scenarios, doc=defn.doc)
+    target = Path(out) if out is not None else defn.path.with_suffix(".xlsx")
+    return write_workbook(plan, target)
+
+
+@click.command("export")
+@click.argument("packs", nargs=-1)
+@click.option("--find", "-f", "find", multiple=True, help="variable(s) to solve for (VAR or VAR,VAR)")
+@click.option("--set", "-s", "sets", multiple=True, metavar="NAME=VALUE",
+              help="a given value ('8192 token', '4 GiB', 0.9) or a preset (model=llama-3.1-70b)")
+@click.option("--scenario", type=click.Path(dir_okay=False), help="YAML file with given: {NAME: VALUE}")
+@click.option("--title", default=None, help="workbook title (default: the packs' names)")
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), default=None,
+              help="the .xlsx to write (required unless the argument is a workbook definition)")
+def command(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...], scenario: str | None,
+            title: str | None, output: str | None) -> None:
+    """Solve and write a live Excel workbook (every result a formula).
+
+    \b
+    concur export llm_memory --find users --set model=llama-3.1-70b --set tp=4 -o cap.xlsx
+    concur export workbooks/llm_capacity.yaml      (writes workbooks/llm_capacity.xlsx)
+    """
+    if output is not None and not output.lower().endswith(".xlsx"):
+        raise UsageError(f"output '{output}' must end in .xlsx", hint="e.g. -o plan.xlsx")
+    if len(packs) == 1 and packs[0].endswith((".yaml", ".yml")) and not find and not sets and not scenario:
+        path = Path(packs[0])
+        if path.is_file() and _is_definition(path):
+            written = export_definition(path, output)
+            _save_caches(None)
+            click.echo(f"wrote {written}")
+            return
+    if output is None:
+        raise UsageError("no output file", hint="add -o FILE.xlsx")
+    from .. import solve_question
+    from ...excel.from_solution import plan_from_solution
+    from ...excel.writer import write_workbook
+
+    sol = solve_question(packs, find, sets, scenario)
+    model = sol.model
+    plan = plan_from_solution(sol, title or " + ".join(model.pack_names))
+    written = write_workbook(plan, output)
+    _save_caches(model)
+    click.echo(f"wrote {written}")
+
+
+def _is_definition(path: Path) -> bool:
+    """A workbook definition has a title and a find list (a scenario file has neither title)."""
+    from ...lang.yamlsafe import YMap, load_yaml
+
+    data = load_yaml(path)
+    return isinstance(data, YMap) and "title" in data and "find" in data
+
+
+def _save_caches(model: Any) -> None:
+    from ...solver.question import save_inverse_cache
+    from ...lang.units import save_cache
+
+    if model is not None:
+        save_inverse_cache(model)
+    save_cache()

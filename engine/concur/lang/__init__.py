@@ -1,0 +1,1 @@
+"""The language layer: safe YAML, the formula language, units, packs, catalogs, models and the unit check."""

@@ -1,0 +1,190 @@
+"""The fixed function table of the formula language: one row per function.
+
+Each :class:`Function` says, in one place, how many arguments it takes, how to
+evaluate it on floats and on numpy arrays, how its dimensions combine, and how
+it becomes a sympy expression. The parser, the unit checker, the evaluators
+and the solver all read this table; nothing else defines a function.
+
+Dimension rules:
+
+* ``same``: all arguments share one dimension, which is the result's (min, max, abs).
+* ``count``: like ``same`` for one argument, which must be a pure count
+  (dimensionless or tokens/requests/users/...: base factor 1), so that
+  rounding in base units equals rounding in the declared unit (floor, ceil).
+* ``dimensionless``: arguments and result dimensionless (exp, ln, log2, log10, erlang_*).
+* ``sqrt``: halves the exponents.
+* ``if``: condition of any dimension; both branches share the result's.
+
+``floor`` and ``ceil`` *snap* their argument to 12 significant digits first, so
+that ``ceil(0.1*3/0.1)`` is 3 in Python exactly as in a spreadsheet (engine_notes §5.3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+__all__ = ["Function", "FUNCTIONS", "snap", "SNAP_DIGITS"]
+
+SNAP_DIGITS = 12
+
+
+def snap(x: float) -> float:
+    """Round ``x`` to :data:`SNAP_DIGITS` significant digits, exactly as the workbook's formula
+    ``ROUND(x, MIN(300, 11 - INT(LOG10(ABS(x) + 1E-300))))`` does (:mod:`concur.excel.printer`).
+
+    ``snap(0.1*3/0.1) == 3.0``; 0 and non-finite values pass through.
+    """
+    if not math.isfinite(x):
+        return x
+    return round(x, min(300, SNAP_DIGITS - 1 - math.floor(math.log10(abs(x) + 1e-300))))
+
+
+def _np() -> Any:
+    import numpy
+
+    return numpy
+
+
+def _np_snap(x: Any) -> Any:
+    np = _np()
+    x = np.asarray(x, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mag = np.where(x == 0, 0, np.floor(np.log10(np.abs(np.where(x == 0, 1, x)))))
+        scale = 10.0 ** (SNAP_DIGITS - 1 - mag)
+        return np.where(np.isfinite(x) & (x != 0), np.round(x * scale) / scale, x)
+
+
+def _floor(x: float) -> float:
+    return float(math.floor(snap(x)))
+
+
+def _ceil(x: float) -> float:
+    return float(math.ceil(snap(x)))
+
+
+def _erlang_b(servers: float, load: float) -> float:
+    from ..maths.erlang import erlang_b
+
+    return erlang_b(servers, load)
+
+
+def _erlang_c(servers: float, load: float) -> float:
+    from ..maths.erlang import erlang_c
+
+    return erlang_c(servers, load)
+
+
+def _np_erlang(name: str) -> Callable[..., Any]:
+    def run(servers: Any, load: Any) -> Any:
+        from ..maths import erlang
+
+        vec = getattr(erlang, f"{name}_array", None)
+        if vec is not None:
+            return vec(servers, load)
+        np = _np()
+        f = np.vectorize(getattr(erlang, name), otypes=[float])
+        return f(servers, load)
+
+    return run
+
+
+def _sym(name: str) -> Callable[..., Any]:
+    """Build the sympy constructor for ``name`` lazily (sympy is imported only here)."""
+
+    def build(*args: Any) -> Any:
+        import sympy as sp
+
+        if name == "min":
+            return sp.Min(*args)
+        if name == "max":
+            return sp.Max(*args)
+        if name == "floor":
+            return sp.floor(args[0])
+        if name == "ceil":
+            return sp.ceiling(args[0])
+        if name == "sqrt":
+            return sp.sqrt(args[0])
+        if name == "exp":
+            return sp.exp(args[0])
+        if name == "ln":
+            return sp.log(args[0])
+        if name == "log2":
+            return sp.log(args[0], 2)
+        if name == "log10":
+            return sp.log(args[0], 10)
+        if name == "abs":
+            return sp.Abs(args[0])
+        if name in ("erlang_b", "erlang_c"):
+            from ..solver.symfuncs import erlang_function
+
+            return erlang_function(name)(*args)
+        raise KeyError(name)
+
+    return build
+
+
+@dataclass(frozen=True)
+class Function:
+    """One function of the formula language (see the module docstring for ``dims``)."""
+
+    name: str
+    min_args: int
+    max_args: int
+    py: Callable[..., float]
+    np: Callable[..., Any]
+    dims: str
+    sympy: Callable[..., Any]
+    smooth: bool = True  # False: the solver never inverts through it (floor, ceil)
+    doc: str = ""
+
+
+def _np_fn(attr: str) -> Callable[..., Any]:
+    def run(*args: Any) -> Any:
+        return getattr(_np(), attr)(*args)
+
+    return run
+
+
+def _np_minmax(attr: str) -> Callable[..., Any]:
+    def run(*args: Any) -> Any:
+        np = _np()
+        out = args[0]
+        for a in args[1:]:
+            out = getattr(np, attr)(out, a)
+        return out
+
+    return run
+
+
+def _check_log(x: float) -> float:
+    if x <= 0:
+        raise ValueError("logarithm of a non-positive number")
+    return x
+
+
+FUNCTIONS: dict[str, Function] = {
+    f.name: f
+    for f in [
+        Function("min", 2, 8, min, _np_minmax("minimum"), "same", _sym("min"), doc="smallest argument"),
+        Function("max", 2, 8, max, _np_minmax("maximum"), "same", _sym("max"), doc="largest argument"),
+        Function("floor", 1, 1, _floor, lambda x: _np().floor(_np_snap(x)), "count", _sym("floor"), smooth=False,
+                 doc="round down (after snapping to 12 significant digits)"),
+        Function("ceil", 1, 1, _ceil, lambda x: _np().ceil(_np_snap(x)), "count", _sym("ceil"), smooth=False,
+                 doc="round up (after snapping to 12 significant digits)"),
+        Function("sqrt", 1, 1, math.sqrt, _np_fn("sqrt"), "sqrt", _sym("sqrt"), doc="square root"),
+        Function("exp", 1, 1, math.exp, _np_fn("exp"), "dimensionless", _sym("exp"), doc="e to the power x"),
+        Function("ln", 1, 1, lambda x: math.log(_check_log(x)), _np_fn("log"), "dimensionless", _sym("ln"),
+                 doc="natural logarithm"),
+        Function("log2", 1, 1, lambda x: math.log2(_check_log(x)), _np_fn("log2"), "dimensionless", _sym("log2"),
+                 doc="base-2 logarithm"),
+        Function("log10", 1, 1, lambda x: math.log10(_check_log(x)), _np_fn("log10"), "dimensionless",
+                 _sym("log10"), doc="base-10 logarithm"),
+        Function("abs", 1, 1, abs, _np_fn("abs"), "same", _sym("abs"), doc="absolute value"),
+        Function("erlang_b", 2, 2, _erlang_b, _np_erlang("erlang_b"), "dimensionless", _sym("erlang_b"),
+                 smooth=False, doc="Erlang B blocking probability erlang_b(servers, load)"),
+        Function("erlang_c", 2, 2, _erlang_c, _np_erlang("erlang_c"), "dimensionless", _sym("erlang_c"),
+                 smooth=False, doc="Erlang C probability of waiting erlang_c(servers, load)"),
+    ]
+}

@@ -1,0 +1,160 @@
+"""A model: the union of the packs in play, with names resolved.
+
+Packs compose through ``uses``; variables are shared by name (``rename`` maps a
+used pack's name to ours). The model guarantees:
+
+* every name an equation or constraint mentions is declared by some pack in play;
+* a variable declared by several packs has one dimension (the first
+  declaration, from the pack named first, wins for doc, default and display);
+* choice comparisons (``attention == "mla"``) are resolved to numeric codes;
+* ``key`` fingerprints the content of every pack in play (caches key on it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..errors import PackError, UnitError, UnknownNameError
+from .expr import Cmp, Node, Num, Str, Var, map_tree, names_in, walk
+from .library import get_pack, pack_paths
+from .pack import Constraint, Equation, Pack, Preset, Variable
+from .units import format_dims
+
+__all__ = ["Model", "build_model"]
+
+
+@dataclass(frozen=True)
+class Model:
+    packs: tuple[Pack, ...]
+    variables: dict[str, Variable]
+    equations: tuple[Equation, ...]
+    constraints: tuple[Constraint, ...]
+    presets: dict[str, Preset]
+    key: str
+
+    @property
+    def pack_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.packs)
+
+    def variable(self, name: str) -> Variable:
+        var = self.variables.get(name)
+        if var is None:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(self.variables) + list(self.presets), n=3)
+            hint = f"did you mean {', '.join(close)}?" if close else \
+                f"'concur show {' '.join(self.pack_names)}' lists the variables"
+            raise UnknownNameError(f"unknown variable '{name}' in pack(s) {', '.join(self.pack_names)}", hint=hint)
+        return var
+
+
+def _rename_tree(node: Node, mapping: dict[str, str]) -> Node:
+    if not mapping:
+        return node
+    return map_tree(node, lambda n: Var(mapping[n.name]) if isinstance(n, Var) and n.name in mapping else None)
+
+
+def _collect(refs: list[str]) -> list[tuple[Pack, dict[str, str]]]:
+    """Packs in play, each with the rename applied to reach it, top packs first."""
+    out: list[tuple[Pack, dict[str, str]]] = []
+    seen: set[str] = set()
+
+    def visit(ref: str, rename: dict[str, str], stack: tuple[str, ...]) -> None:
+        pack = get_pack(ref)
+        if pack.name in stack:
+            raise PackError(f"packs use each other in a cycle: {' -> '.join(stack + (pack.name,))}",
+                            where=None)
+        if pack.name in seen:
+            return
+        seen.add(pack.name)
+        out.append((pack, rename))
+        for used, their_rename in pack.uses:
+            combined = {k: rename.get(v, v) for k, v in their_rename.items()}
+            for k, v in rename.items():
+                combined.setdefault(k, v)
+            try:
+                visit(used, combined, stack + (pack.name,))
+            except UnknownNameError as exc:
+                raise PackError(f"pack '{pack.name}' uses unknown pack '{used}'", where=None,
+                                hint=exc.hint) from None
+
+    for ref in refs:
+        visit(ref, {}, ())
+    return out
+
+
+def build_model(refs: list[str] | None = None) -> Model:
+    """Compose the packs named (all shipped packs when empty) into a resolved model."""
+    refs = list(refs) if refs else list(pack_paths())
+    collected = _collect(refs)
+    variables: dict[str, Variable] = {}
+    equations: list[Equation] = []
+    constraints: list[Constraint] = []
+    presets: dict[str, Preset] = {}
+    digest = hashlib.sha256()
+    for pack, rename in collected:
+        digest.update(pack.name.encode())
+        try:
+            digest.update(Path(pack.path).read_bytes() if Path(pack.path).is_file() else pack.path.encode())
+        except OSError:
+            digest.update(pack.path.encode())
+        digest.update(repr(sorted(rename.items())).encode())
+        for name, var in pack.variables.items():
+            ours = rename.get(name, name)
+            if ours != name:
+                var = replace(var, name=ours)
+            prior = variables.get(ours)
+            if prior is None:
+                variables[ours] = var
+            elif prior.unit.dims != var.unit.dims:
+                raise UnitError(
+                    f"variable '{ours}' is declared as '{prior.unit.text}' in {prior.where} "
+                    f"but as '{var.unit.text}' ({format_dims(var.unit.dims)})", where=var.where, variable=ours,
+                    hint="use one unit for a shared name, or rename it with uses: {pack: ..., rename: {...}}")
+        for eq in pack.equations:
+            equations.append(replace(eq, lhs=_rename_tree(eq.lhs, rename), rhs=_rename_tree(eq.rhs, rename)))
+        for con in pack.constraints:
+            constraints.append(replace(con, expr=_rename_tree(con.expr, rename)))
+        for key, preset in pack.presets.items():
+            fields = {f: rename.get(v, v) for f, v in preset.fields.items()}
+            presets.setdefault(key, replace(preset, fields=fields))
+    for eq in equations:
+        for name in sorted(eq.names):
+            if name not in variables:
+                raise PackError(f"equation '{eq.text}' uses '{name}', which no pack in play declares",
+                                where=eq.where, variable=name, hint="declare it under variables:")
+    for con in constraints:
+        for name in sorted(names_in(con.expr)):
+            if name not in variables:
+                raise PackError(f"check '{con.text}' uses undeclared '{name}'", where=con.where, variable=name)
+    equations = [replace(eq, lhs=_resolve_choices(eq.lhs, variables, eq),
+                         rhs=_resolve_choices(eq.rhs, variables, eq)) for eq in equations]
+    constraints = [replace(c, expr=_resolve_choices(c.expr, variables, c)) for c in constraints]
+    return Model(tuple(p for p, _ in collected), variables, tuple(equations), tuple(constraints), presets,
+                 digest.hexdigest()[:20])
+
+
+def _resolve_choices(node: Node, variables: dict[str, Variable], owner: Equation | Constraint) -> Node:
+    def fix(n: Node) -> Node | None:
+        if isinstance(n, Cmp):
+            left, right = n.left, n.right
+            if isinstance(right, Var) and isinstance(left, Str):
+                left, right = right, left
+            if isinstance(right, Str):
+                var = variables.get(left.name) if isinstance(left, Var) else None
+                if var is None or not var.choices:
+                    raise PackError(f"'{right.text}' can only be compared with a choice variable",
+                                    where=owner.where)
+                if right.text not in var.choices:
+                    raise PackError(f"'{right.text}' is not a choice of '{var.name}' ({', '.join(var.choices)})",
+                                    where=owner.where, variable=var.name)
+                return Cmp(n.op, left, Num(float(var.choices.index(right.text))))
+        return None
+
+    out = map_tree(node, fix)
+    for n in walk(out):
+        if isinstance(n, Str):
+            raise PackError(f"text '{n.text}' is only allowed in a choice comparison", where=owner.where)
+    return out

@@ -1,0 +1,453 @@
+"""Packs and catalogs as frozen, self-validating data.
+
+A pack file is read once (:mod:`concur.lang.yamlsafe`), validated key by key, and
+turned into :class:`Pack` with :class:`Variable`, :class:`Equation`,
+:class:`Constraint`, :class:`Example` and :class:`Preset` records that remember
+their ``file:line:col``. Nothing downstream touches raw YAML. Units are parsed
+here, once per variable; formulas are parsed by :mod:`concur.lang.expr`.
+
+Invariants of a loaded pack:
+
+* the pack name equals the file stem and is a valid identifier;
+* every variable name is a valid, unreserved identifier with a parseable unit;
+  defaults and bounds are stored in **base units**;
+* every equation parsed under the whitelist; names it uses are *not* yet
+  checked (a pack may rely on variables of the packs it ``uses``): the model
+  does that once all packs are loaded.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import Location, PackError, UnitError
+from .expr import (
+    NAME_RE,
+    RESERVED_NAMES,
+    Node,
+    names_in,
+    parse_equation,
+    parse_expression,
+)
+from .units import COUNT_DIMENSIONS, UnitInfo, parse_quantity, unit_info
+from .yamlsafe import YList, YMap, load_yaml
+
+__all__ = [
+    "Variable", "Equation", "Constraint", "Example", "Expectation", "Preset", "Pack",
+    "CatalogField", "CatalogEntry", "Catalog", "load_pack", "load_catalog", "convert_value",
+]
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A declared quantity. ``default`` and ``bounds`` are in base units."""
+
+    name: str
+    unit: UnitInfo
+    display: UnitInfo
+    doc: str
+    where: Location
+    pack: str
+    default: float | None = None
+    default_text: str | None = None
+    bounds: tuple[float | None, float | None] = (None, None)
+    integer: bool = False
+    choices: tuple[str, ...] = ()
+    limit: str | None = None
+    violation: str | None = None
+
+
+@dataclass(frozen=True)
+class Equation:
+    """``lhs = rhs``; ``names`` is every variable the equation mentions."""
+
+    text: str
+    lhs: Node
+    rhs: Node
+    doc: str
+    where: Location
+    pack: str
+    index: int
+
+    @property
+    def names(self) -> frozenset[str]:
+        return names_in(self.lhs) | names_in(self.rhs)
+
+    @property
+    def key(self) -> str:
+        return f"{self.pack}#{self.index}"
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A condition a solution must satisfy (``attention_heads % tp == 0``)."""
+
+    text: str
+    expr: Node
+    doc: str
+    where: Location
+    pack: str
+
+
+@dataclass(frozen=True)
+class Expectation:
+    value: float | str
+    unit: str | None
+    rel: float
+    abs: float | None
+
+
+@dataclass(frozen=True)
+class Example:
+    name: str
+    given: dict[str, Any]
+    find: tuple[str, ...]
+    expect: dict[str, Expectation]
+    where: Location
+    pack: str
+    error: str | None = None  # expected error class name for examples of refusals
+
+
+@dataclass(frozen=True)
+class Preset:
+    """``--set KEY=ID`` expands catalog entry ID; ``fields`` maps catalog field -> variable."""
+
+    key: str
+    catalog: str
+    fields: dict[str, str]
+    where: Location
+
+
+@dataclass(frozen=True)
+class Pack:
+    name: str
+    doc: str
+    path: str
+    uses: tuple[tuple[str, dict[str, str]], ...]
+    variables: dict[str, Variable]
+    equations: tuple[Equation, ...]
+    constraints: tuple[Constraint, ...]
+    examples: tuple[Example, ...]
+    presets: dict[str, Preset]
+    scenario: dict[str, Any] = field(default_factory=dict)
+
+
+_PACK_KEYS = {"pack", "doc", "uses", "presets", "variables", "equations", "constraints", "examples", "scenario",
+              "version", "references"}
+_VAR_KEYS = {"unit", "doc", "default", "bounds", "integer", "display", "choices", "limit", "violation", "source"}
+
+
+def _require(cond: bool, message: str, where: Location, hint: str | None = None, variable: str | None = None) -> None:
+    if not cond:
+        raise PackError(message, where=where, hint=hint, variable=variable)
+
+
+def _mapping(container: YMap, key: str, what: str) -> YMap:
+    """``container[key]`` as a YMap (an empty one when absent or null); refuses other types."""
+    value = container.get(key)
+    if value is None:
+        empty = YMap()
+        empty.loc, empty.key_loc = container.where(key), {}
+        return empty
+    _require(isinstance(value, YMap), f"'{key}' must be a mapping of {what}", container.where(key))
+    return value
+
+
+def _listing(container: YMap, key: str, what: str) -> YList:
+    value = container.get(key)
+    if value is None:
+        empty = YList()
+        empty.loc, empty.item_loc = container.where(key), []
+        return empty
+    _require(isinstance(value, YList), f"'{key}' must be a list of {what}", container.where(key))
+    return value
+
+
+def _number(value: Any, what: str, where: Location) -> float:
+    _require(isinstance(value, (int, float)) and not isinstance(value, bool), f"{what} must be a number", where)
+    return float(value)
+
+
+def _text(value: Any, what: str, where: Location) -> str:
+    _require(isinstance(value, str), f"{what} must be text, got {type(value).__name__}", where)
+    return value
+
+
+def convert_value(raw: Any, var: Variable, where: Location | None = None) -> float:
+    """A number (in the variable's declared unit) or ``"8192 token"`` -> base units.
+
+    A count unit that the declared unit divides by may be omitted: ``8192 token``
+    for a ``token/user`` variable means 8192 token per user.
+    Raises :class:`UnitError`/:class:`PackError`.
+    """
+    if var.choices:
+        if isinstance(raw, str) and raw in var.choices:
+            return float(var.choices.index(raw))
+        raise PackError(f"'{raw}' is not one of {', '.join(var.choices)}", where=where, variable=var.name)
+    if isinstance(raw, bool):
+        raise PackError(f"{raw!r} is not a number", where=where, variable=var.name)
+    if isinstance(raw, (int, float)):
+        if not math.isfinite(float(raw)):
+            raise PackError(f"{raw!r} is not a finite number", where=where, variable=var.name)
+        return float(raw) * var.unit.factor
+    if not isinstance(raw, str):
+        raise PackError(f"{raw!r} is not a number or a 'number unit' text", where=where, variable=var.name)
+    try:
+        number, info = parse_quantity(raw, variable=var.name)
+    except ValueError as exc:
+        raise PackError(str(exc), where=where, variable=var.name) from None
+    if info.text == "":
+        return number * var.unit.factor
+    return number * info.factor * _per_one(info, var, where)
+
+
+def _per_one(info: UnitInfo, var: Variable, where: Location | None) -> float:
+    """1 when dimensions match; 1 when only count units of the declared denominator are missing."""
+    if info.dims == var.unit.dims:
+        return 1.0
+    declared = dict(var.unit.dims)
+    given = dict(info.dims)
+    missing = {d: declared.get(d, 0.0) - given.get(d, 0.0) for d in set(declared) | set(given)}
+    missing = {d: e for d, e in missing.items() if abs(e) > 1e-12}
+    if all(d in COUNT_DIMENSIONS and e < 0 for d, e in missing.items()):
+        return 1.0
+    from .units import format_dims
+
+    raise UnitError(
+        f"'{info.text}' does not fit {var.name}'s unit '{var.unit.text or 'dimensionless'}' "
+        f"({format_dims(info.dims)} vs {format_dims(var.unit.dims)})",
+        where=where, variable=var.name, hint=f"give the value in {var.display.text or 'a plain number'}")
+
+
+def _variable(name: str, spec: Any, pack: str, where: Location) -> Variable:
+    _require(NAME_RE.match(name) is not None, f"'{name}' is not a valid variable name", where,
+             "names start with a letter and use letters, digits and '_'")
+    _require(name not in RESERVED_NAMES, f"'{name}' is reserved (sympy or spreadsheets misread it)", where,
+             "choose another name")
+    if spec is None:
+        spec = YMap()
+        spec.loc, spec.key_loc = where, {}
+    _require(isinstance(spec, YMap), f"variable '{name}' must be a mapping like {{unit: s, doc: ...}}", where)
+    unknown = set(spec) - _VAR_KEYS
+    _require(not unknown, f"unknown key(s) {sorted(unknown)} in variable '{name}'", where,
+             f"allowed: {', '.join(sorted(_VAR_KEYS))}")
+    choices: tuple[str, ...] = ()
+    if "choices" in spec:
+        raw = spec["choices"]
+        _require(isinstance(raw, YList) and len(raw) > 0 and all(isinstance(c, str) for c in raw),
+                 f"choices of '{name}' must be a list of names", spec.where("choices"))
+        choices = tuple(raw)
+        _require("unit" not in spec, f"choice variable '{name}' cannot have a unit", spec.where("unit"))
+    unit_text = spec.get("unit", "")
+    unit_text = "" if unit_text is None else str(unit_text)
+    unit = unit_info(unit_text, where=spec.where("unit"), variable=name)
+    display = unit_info(str(spec["display"]), where=spec.where("display"), variable=name) if "display" in spec else unit
+    if display.dims != unit.dims:
+        raise UnitError(f"display unit '{display.text}' does not match unit '{unit.text}'",
+                        where=spec.where("display"), variable=name)
+    limit = spec.get("limit")
+    _require(limit in (None, "at_least", "at_most"), f"limit of '{name}' must be at_least or at_most",
+             spec.where("limit"))
+    integer = spec.get("integer", False)
+    _require(isinstance(integer, bool), f"integer of '{name}' must be true or false", spec.where("integer"))
+    proto = Variable(name, unit, display, str(spec.get("doc", "") or ""), where, pack, choices=choices)
+    default = None
+    default_text = None
+    if "default" in spec and spec["default"] is not None:
+        default_text = str(spec["default"])
+        default = convert_value(spec["default"], proto, spec.where("default"))
+    bounds: tuple[float | None, float | None] = (None, None)
+    if "bounds" in spec:
+        raw = spec["bounds"]
+        _require(isinstance(raw, YList) and len(raw) == 2, f"bounds of '{name}' must be [low, high]",
+                 spec.where("bounds"), "use null for an open end")
+        lo, hi = (None if b is None else convert_value(b, proto, spec.where("bounds")) for b in raw)
+        _require(lo is None or hi is None or lo <= hi, f"bounds of '{name}' are reversed", spec.where("bounds"))
+        bounds = (lo, hi)
+    violation = spec.get("violation")
+    return Variable(name, unit, display, proto.doc, where, pack, default, default_text, bounds, integer,
+                    choices, limit, None if violation is None else _text(violation, "violation",
+                                                                           spec.where("violation")))
+
+
+def _loc_of(container: Any, key: Any) -> Location:
+    return container.where(key)
+
+
+def load_pack(path: str | Path, *, label: str | None = None, text: str | None = None) -> Pack:
+    """Load and validate one pack file. Raises :class:`PackError`/:class:`UnitError` with file:line:col."""
+    path = Path(path)
+    name_label = label or str(path)
+    data = load_yaml(path, text=text, label=name_label)
+    top = Location(name_label, 1, 1)
+    _require(isinstance(data, YMap), "a pack must be a mapping with pack, variables and equations", top)
+    unknown = set(data) - _PACK_KEYS
+    _require(not unknown, f"unknown top-level key(s) {sorted(unknown)}", data.where(sorted(unknown)[0]) if unknown
+             else top, f"allowed: {', '.join(sorted(_PACK_KEYS))}")
+    _require("pack" in data, "missing 'pack: NAME'", top)
+    name = _text(data["pack"], "pack", data.where("pack"))
+    _require(NAME_RE.match(name) is not None, f"pack name '{name}' is not a valid identifier", data.where("pack"))
+    if text is None:
+        _require(name == path.stem, f"pack name '{name}' must equal the file name '{path.stem}'", data.where("pack"),
+                 f"rename the file to {name}.yaml or the pack to {path.stem}")
+    doc = str(data.get("doc", "") or "")
+
+    uses: list[tuple[str, dict[str, str]]] = []
+    raw_uses = _listing(data, "uses", "pack names")
+    for i, item in enumerate(raw_uses):
+        loc = _loc_of(raw_uses, i)
+        if isinstance(item, str):
+            uses.append((item, {}))
+        else:
+            _require(isinstance(item, YMap) and isinstance(item.get("pack"), str),
+                     "each 'uses' entry is a pack name or {pack: NAME, rename: {theirs: ours}}", loc)
+            rename = item.get("rename") or {}
+            _require(isinstance(rename, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                       for k, v in rename.items()),
+                     "rename must map their variable names to ours", loc)
+            uses.append((item["pack"], dict(rename)))
+
+    variables: dict[str, Variable] = {}
+    raw_vars = _mapping(data, "variables", "name -> {unit, doc, ...}")
+    for vname, spec in raw_vars.items():
+        variables[vname] = _variable(vname, spec, name, raw_vars.where(vname))
+
+    equations: list[Equation] = []
+    raw_eqs = _listing(data, "equations", "equations")
+    for i, item in enumerate(raw_eqs):
+        loc = _loc_of(raw_eqs, i)
+        eq_doc = ""
+        if isinstance(item, YMap):
+            extra = set(item) - {"eq", "doc", "source"}
+            _require("eq" in item and not extra, "an equation entry is text or {eq: TEXT, doc: TEXT}", loc)
+            text_eq, eq_doc, loc = item["eq"], str(item.get("doc", "") or ""), item.where("eq")
+            loc = Location(loc.file, loc.line, (loc.col or 1) + 4) if loc.line is not None else loc
+        else:
+            text_eq = item
+        text_eq = _text(text_eq, "an equation", loc)
+        lhs, rhs = parse_equation(text_eq, where=loc)
+        equations.append(Equation(text_eq.strip(), lhs, rhs, eq_doc, loc, name, i + 1))
+
+    constraints: list[Constraint] = []
+    raw_cons = _listing(data, "constraints", "{check, doc} entries")
+    for i, item in enumerate(raw_cons):
+        loc = _loc_of(raw_cons, i)
+        _require(isinstance(item, YMap) and isinstance(item.get("check"), str),
+                 "a constraint is {check: CONDITION, doc: TEXT}", loc)
+        node = parse_expression(item["check"], where=item.where("check"), allow_compare=True)
+        constraints.append(Constraint(item["check"], node, str(item.get("doc", "") or ""), item.where("check"), name))
+
+    presets: dict[str, Preset] = {}
+    raw_presets = _mapping(data, "presets", "key -> {catalog: NAME}")
+    for key, spec in raw_presets.items():
+        loc = raw_presets.where(key)
+        _require(isinstance(spec, YMap) and isinstance(spec.get("catalog"), str),
+                 f"preset '{key}' must be {{catalog: NAME, fields: {{field: variable}}}}", loc)
+        fields = spec.get("fields") or {}
+        _require(isinstance(fields, dict) and all(isinstance(v, str) for v in fields.values()),
+                 f"fields of preset '{key}' must map catalog field -> variable", loc)
+        presets[key] = Preset(key, spec["catalog"], dict(fields), loc)
+
+    examples = tuple(_examples(data, name))
+    scenario = dict(_mapping(data, "scenario", "name -> value"))
+    return Pack(name, doc, name_label, tuple(uses), variables, tuple(equations), tuple(constraints), examples,
+                presets, scenario)
+
+
+def _examples(data: YMap, pack: str) -> list[Example]:
+    out = []
+    raw = _listing(data, "examples", "{name, given, find, expect} entries")
+    for i, item in enumerate(raw):
+        loc = _loc_of(raw, i)
+        _require(isinstance(item, YMap), "an example is {name, given, find, expect}", loc)
+        given = _mapping(item, "given", "name -> value")
+        find = item.get("find") or []
+        if isinstance(find, str):
+            find = [f.strip() for f in find.split(",")]
+        _require(isinstance(find, list) and len(find) > 0 and all(isinstance(f, str) for f in find),
+                 "example 'find' must name at least one variable", item.where("find"))
+        expect: dict[str, Expectation] = {}
+        raw_expect = _mapping(item, "expect", "name -> value")
+        for key, val in raw_expect.items():
+            loc = raw_expect.where(key)
+            if isinstance(val, YMap):
+                _require(isinstance(val.get("value"), (int, float, str)), f"expected '{key}' needs a value", loc)
+                unit = val.get("unit")
+                _require(unit is None or isinstance(unit, str), f"unit of expected '{key}' must be text", loc)
+                expect[key] = Expectation(val["value"], unit, _number(val.get("rel", 1e-6), "rel", loc),
+                                          None if val.get("abs") is None else _number(val["abs"], "abs", loc))
+            else:
+                _require(isinstance(val, (int, float, str)) and not isinstance(val, bool),
+                         f"expected '{key}' must be a number or text", loc)
+                expect[key] = Expectation(val, None, 1e-6, None)
+        out.append(Example(str(item.get("name", f"example {i + 1}")), dict(given), tuple(find), expect, loc, pack,
+                           item.get("error")))
+    return out
+
+
+# ---------------------------------------------------------------- catalogs
+
+@dataclass(frozen=True)
+class CatalogField:
+    name: str
+    unit: UnitInfo
+    doc: str
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """One preset. ``values`` maps field -> (raw value in the field's unit, source, location)."""
+
+    id: str
+    name: str
+    values: dict[str, tuple[Any, str, Location]]
+    where: Location
+
+
+@dataclass(frozen=True)
+class Catalog:
+    name: str
+    doc: str
+    path: str
+    fields: dict[str, CatalogField]
+    entries: dict[str, CatalogEntry]
+
+
+def load_catalog(path: str | Path, *, label: str | None = None) -> Catalog:
+    """Load a catalog; every numeric value must carry a non-empty ``source``."""
+    path = Path(path)
+    label = label or str(path)
+    data = load_yaml(path, label=label)
+    top = Location(label, 1, 1)
+    _require(isinstance(data, YMap) and isinstance(data.get("catalog"), str),
+             "a catalog starts with 'catalog: NAME'", top)
+    name = data["catalog"]
+    fields: dict[str, CatalogField] = {}
+    raw_fields = _mapping(data, "fields", "field -> {unit, doc}")
+    for fname, spec in raw_fields.items():
+        spec = spec or {}
+        _require(isinstance(spec, dict), f"field '{fname}' must be {{unit, doc}}", raw_fields.where(fname))
+        unit = unit_info(str(spec.get("unit") or ""), where=raw_fields.where(fname), variable=fname)
+        fields[fname] = CatalogField(fname, unit, str(spec.get("doc", "") or ""))
+    entries: dict[str, CatalogEntry] = {}
+    raw_entries = _mapping(data, "entries", "id -> {field: {value, source}}")
+    for eid, spec in raw_entries.items():
+        loc = raw_entries.where(eid)
+        _require(isinstance(spec, YMap), f"entry '{eid}' must be a mapping", loc)
+        values: dict[str, tuple[Any, str, Location]] = {}
+        for fname, val in spec.items():
+            if fname in ("name", "doc", "notes", "sources", "source", "aliases"):
+                continue
+            floc = spec.where(fname)
+            _require(fname in fields, f"entry '{eid}' has field '{fname}' not declared under 'fields'", floc)
+            _require(isinstance(val, YMap) and "value" in val, f"'{eid}.{fname}' must be {{value: ..., source: ...}}",
+                     floc)
+            source = val.get("source")
+            _require(isinstance(source, str) and source.strip() != "", f"'{eid}.{fname}' has no source", floc,
+                     "every number in a catalog cites where it comes from")
+            values[fname] = (val["value"], source, floc)
+        entries[str(eid)] = CatalogEntry(str(eid), str(spec.get("name", eid)), values, loc)
+    return Catalog(name, str(data.get("doc", "") or ""), label, fields, entries)

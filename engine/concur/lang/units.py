@@ -1,0 +1,309 @@
+"""Units: one pint registry, parsed once per unit text, cached on disk.
+
+Invariants:
+
+* Every value inside the engine is a float in **base units** (pint's base:
+  ``bit`` for information, ``second`` for time, one ``token`` for tokens...).
+  A :class:`UnitInfo` carries the factor that turns one unit of its text into
+  base units and the dimension as a sorted tuple of ``(dimension, exponent)``.
+* pint is imported only on a cache miss: a warm ``concur solve`` reads unit
+  facts from the cache written by earlier runs, so it never pays pint's ~0.3 s.
+* Counting dimensions (:data:`COUNT_DIMENSIONS`) have base factor 1, which is
+  what makes ``floor``/``ceil`` of a count meaningful in base units.
+
+Pitfalls refused or warned about (engine_notes §6): ``b`` is a barn, ``Gb`` a
+gilbert, ``KB`` is undefined; offset units (``degC``) are refused.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import UnitError
+
+__all__ = [
+    "UnitInfo",
+    "COUNT_DIMENSIONS",
+    "DIMENSIONLESS",
+    "unit_info",
+    "registry",
+    "format_dims",
+    "dims_mul",
+    "dims_pow",
+    "parse_quantity",
+    "cache_dir",
+    "save_cache",
+]
+
+Dims = tuple[tuple[str, float], ...]
+DIMENSIONLESS: Dims = ()
+COUNT_DIMENSIONS = frozenset(
+    {"[token]", "[request]", "[user]", "[parameter]", "[gpu]", "[replica]", "[flop]", "[block]", "[currency]"}
+)
+_REFUSED = {
+    "b": "'b' is the barn (an area); write 'bit' or 'B' (byte)",
+    "Gb": "'Gb' is the gilbert; write 'Gbit' or 'GB'",
+    "Mb": "write 'Mbit' or 'MB'",
+    "Kb": "write 'kbit' or 'kB'",
+    "KB": "'KB' is undefined; write 'kB' (1000 B) or 'KiB' (1024 B)",
+    "pct": "'pct' is the picocarat; write 'percent'",
+}
+_TOKEN_RE = re.compile(r"[A-Za-z_]+")
+
+
+@dataclass(frozen=True)
+class UnitInfo:
+    """A parsed unit: ``text`` as written, base ``factor`` and ``dims``."""
+
+    text: str
+    factor: float
+    dims: Dims
+
+    @property
+    def dimensionless(self) -> bool:
+        return not self.dims
+
+
+def cache_dir() -> Path:
+    """Per-user cache folder for unit facts, compiled closed forms and native builds."""
+    root = os.environ.get("CONCUR_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "concur"
+    )
+    return Path(root)
+
+
+_MEMO: dict[str, UnitInfo] = {}
+_SEEN: set[str] = set()  # every unit text asked for (to build the shipped table)
+_DISK_LOADED = False
+_DISK_DIRTY = False
+_REGISTRY: Any = None
+
+
+def registry() -> Any:
+    """The one pint ``UnitRegistry`` of the process (built on first use)."""
+    global _REGISTRY
+    if _REGISTRY is None:
+        import pint
+
+        reg: Any = pint.UnitRegistry(str(_definitions_with_information_dimension(pint)))
+        reg.load_definitions(str(Path(__file__).with_name("data") / "units.txt"))
+        _REGISTRY = reg
+    return _REGISTRY
+
+
+def _definitions_with_information_dimension(pint: Any) -> Path:
+    """pint's default definitions with ``bit = [information]`` instead of ``bit = []``.
+
+    pint ships the bit as dimensionless, which would let ``GiB + s`` pass a unit
+    check. The patched copy lives in the cache folder (a temp folder if that is
+    not writable), next to pint's constants file it imports.
+    """
+    import tempfile
+
+    source = Path(pint.__file__).with_name("default_en.txt")
+    text = source.read_text(encoding="utf-8")
+    if "\nbit = []\n" not in text:
+        raise UnitError("this pint version defines 'bit' unexpectedly; concur needs pint>=0.24")
+    text = text.replace("\nbit = []\n", "\nbit = [information]\n")
+    for root in (cache_dir() / f"pint-{pint.__version__}", Path(tempfile.gettempdir()) / f"concur-pint-{os.getuid()}"):
+        try:
+            target = root / "default_en.txt"
+            if not target.exists() or target.read_text(encoding="utf-8") != text:
+                root.mkdir(parents=True, exist_ok=True)
+                (root / "constants_en.txt").write_text(
+                    source.with_name("constants_en.txt").read_text(encoding="utf-8"), encoding="utf-8")
+                tmp = root / f"default_en.{os.getpid()}.tmp"
+                tmp.write_text(text, encoding="utf-8")
+                os.replace(tmp, target)
+            return target
+        except OSError:
+            continue
+    raise UnitError("cannot write pint's unit definitions to the cache or temp folder",
+                    hint="set CONCUR_CACHE_DIR to a writable folder")
+
+
+def _disk_path() -> Path:
+    return cache_dir() / "units-v1.json"
+
+
+SHIPPED_TABLE = Path(__file__).with_name("data") / "units-table.json"
+COMMON_UNITS = (
+    "B", "kB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "bit", "Gbit", "s", "ms", "us", "ns", "minute", "hour",
+    "day", "month", "year", "percent", "token", "request", "user", "parameter", "gpu", "replica", "flop", "block",
+    "usd", "erlang", "1/s", "request/s", "request/minute", "token/s", "token/request", "token/user", "B/s", "GB/s",
+    "MB/s", "TB/s", "Gbit/s", "B/token", "B/parameter", "Tflop/s", "usd/hour", "usd/month", "usd/gpu/hour",
+    "gpu/replica", "request/replica", "user/gpu", "Gparameter", "kilotoken", "Mtok", "s*replica/request",
+    "ms*replica/request",
+)
+
+
+def _load_rows(raw: dict[str, Any]) -> None:
+    for text, (factor, dims) in raw.items():
+        _MEMO.setdefault(text, UnitInfo(text, float(factor), tuple((d, float(e)) for d, e in dims)))
+
+
+def _load_disk() -> None:
+    """Unit facts without pint: the table shipped with concur (checked against pint by the
+    tests), then this user's cache of units parsed earlier."""
+    global _DISK_LOADED
+    if _DISK_LOADED:
+        return
+    _DISK_LOADED = True
+    for path in (SHIPPED_TABLE, _disk_path()):
+        try:
+            _load_rows(json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            pass
+
+
+def parse_with_pint(text: str) -> UnitInfo:
+    """Parse ``text`` with pint itself, bypassing every table (the reference for the shipped table)."""
+    reg = registry()
+    unit = reg.parse_units(text)
+    base = reg.Quantity(1.0, unit).to_base_units()
+    dims = tuple(sorted((str(d), float(e)) for d, e in dict(base.dimensionality).items()))
+    return UnitInfo(text, float(base.magnitude), dims)
+
+
+def table_rows(texts: "list[str]") -> dict[str, Any]:
+    """JSON rows for :data:`SHIPPED_TABLE` (``concur.lang.units`` regenerates it: see ``__main__`` below)."""
+    rows = {}
+    for text in sorted(set(texts)):
+        info = parse_with_pint(text)
+        rows[text] = [info.factor, [list(d) for d in info.dims]]
+    return rows
+
+
+def save_cache() -> None:
+    """Persist newly parsed units (atomic replace; failures are ignored: it is a cache)."""
+    global _DISK_DIRTY
+    if not _DISK_DIRTY:
+        return
+    from ..cache import write_bytes
+
+    data = {t: [u.factor, [list(d) for d in u.dims]] for t, u in _MEMO.items()}
+    if write_bytes(_disk_path(), json.dumps(data).encode()):
+        _DISK_DIRTY = False
+
+
+def unit_info(text: str | None, *, where: Any = None, variable: str | None = None) -> UnitInfo:
+    """Parse a unit expression (``"B/token"``, ``"request/s"``; empty = dimensionless).
+
+    Raises :class:`UnitError` naming the unit and suggesting a spelling.
+    """
+    global _DISK_DIRTY
+    key = (text or "").strip()
+    _SEEN.add(key)
+    if key in ("", "1", "dimensionless"):
+        return UnitInfo(key, 1.0, DIMENSIONLESS)
+    hit = _MEMO.get(key)
+    if hit is not None:
+        return hit
+    _load_disk()
+    hit = _MEMO.get(key)
+    if hit is not None:
+        return hit
+    for token in _TOKEN_RE.findall(key):
+        if token in _REFUSED:
+            raise UnitError(f"ambiguous unit '{token}' in '{key}'", where=where, variable=variable, hint=_REFUSED[token])
+    reg = registry()
+    try:
+        unit = reg.parse_units(key)
+    except Exception as exc:  # pint raises several unrelated classes here
+        raise UnitError(
+            f"unknown unit '{key}' ({type(exc).__name__}: {exc})",
+            where=where,
+            variable=variable,
+            hint="use pint spellings such as 'GiB', 'GB', 'B/token', 'request/s', 'usd/gpu/hour'",
+        ) from None
+    if not reg.Quantity(1, unit)._is_multiplicative:
+        raise UnitError(f"offset unit '{key}' cannot be used in equations", where=where, variable=variable,
+                        hint="use a delta unit such as 'delta_degC'")
+    base = reg.Quantity(1.0, unit).to_base_units()
+    dims = tuple(sorted((str(d), float(e)) for d, e in dict(base.dimensionality).items()))
+    info = UnitInfo(key, float(base.magnitude), dims)
+    _MEMO[key] = info
+    _DISK_DIRTY = True
+    return info
+
+
+_NUMBER_RE = re.compile(r"^\s*([-+]?(?:\d[\d_,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?:([kKMG])(?=\s|$))?\s*(.*)$")
+_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
+
+
+def parse_quantity(text: str, *, variable: str | None = None) -> tuple[float, UnitInfo]:
+    """Split ``"8192 token"``, ``"8k token"``, ``"4 GiB"``, ``"0.9"`` into (number, unit).
+
+    A ``k``/``M``/``G`` glued to the number is a multiplier (``8k`` = 8000);
+    the unit follows after a space. Raises :class:`UnitError` or ``ValueError``.
+    """
+    m = _NUMBER_RE.match(text)
+    if not m:
+        raise ValueError(f"'{text}' is not a number with an optional unit")
+    number = float(m.group(1).replace("_", "").replace(",", ""))
+    if not math.isfinite(number):
+        raise ValueError(f"'{text}' is not a finite number")
+    number *= _SUFFIX[m.group(2) or ""]
+    return number, unit_info(m.group(3).strip(), variable=variable)
+
+
+def dims_mul(a: Dims, b: Dims, sign: float = 1.0) -> Dims:
+    """Dimension of a*b (or a/b with ``sign=-1``)."""
+    out = dict(a)
+    for d, e in b:
+        out[d] = out.get(d, 0.0) + sign * e
+    return tuple(sorted((d, e) for d, e in out.items() if abs(e) > 1e-12))
+
+
+def dims_pow(a: Dims, p: float) -> Dims:
+    return tuple(sorted((d, e * p) for d, e in a if abs(e * p) > 1e-12))
+
+
+def format_dims(dims: Dims) -> str:
+    """``(('[information]', 1), ('[token]', -1))`` -> ``'[information] / [token]'``."""
+    if not dims:
+        return "dimensionless"
+    num = [d if e == 1 else f"{d}^{e:g}" for d, e in dims if e > 0]
+    den = [d if e == -1 else f"{d}^{-e:g}" for d, e in dims if e < 0]
+    text = " * ".join(num) or "1"
+    if den:
+        text += " / " + " / ".join(den)
+    return text
+
+
+def shipped_unit_texts() -> list[str]:
+    """Every unit text that loading and checking the shipped packs and catalogs asks for
+    (variables, bracket literals, defaults, example values), plus :data:`COMMON_UNITS`."""
+    from .check import check_model
+    from .library import formulas_dir
+    from .model import build_model
+    from .pack import load_catalog, load_pack
+
+    _SEEN.clear()
+    root = formulas_dir()
+    for path in sorted(root.glob("*.yaml")):
+        load_pack(path)
+        check_model(build_model([str(path)]))
+    for path in sorted((root / "catalogs").glob("*.yaml")):
+        load_catalog(path)
+    return sorted(set(COMMON_UNITS) | {t for t in _SEEN if t})
+
+
+def write_shipped_table() -> Path:
+    """Regenerate :data:`SHIPPED_TABLE` from pint (``python -m concur.lang.units``)."""
+    rows = table_rows(shipped_unit_texts())
+    lines = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in rows.items()]
+    SHIPPED_TABLE.write_text("{\n" + ",\n".join(lines) + "\n}\n")
+    return SHIPPED_TABLE
+
+
+if __name__ == "__main__":
+    import concur.lang.units  # the module the loader uses (this file runs as __main__, a second copy)
+
+    print(f"wrote {concur.lang.units.write_shipped_table()}")

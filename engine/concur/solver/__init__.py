@@ -1,0 +1,1 @@
+"""The solver: structure, plans, block solving, inversion, goal seek and solutions."""

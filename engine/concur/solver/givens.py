@@ -1,0 +1,86 @@
+"""Givens: user values and presets resolved to base-unit floats (explicit values win over presets).
+
+Every given is converted with its variable's unit, checked against the variable's bounds and
+integrality, and remembered with where it came from (``given`` or ``preset gpu=...``). A given
+whose variable declares ``limit:`` is a target to meet, not an equality.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import UnknownNameError, UsageError
+from ..lang.model import Model
+from ..lang.pack import convert_value
+from .problem import in_bounds
+from .solution import Givens
+
+__all__ = ["resolve_givens"]
+
+
+def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
+    """Expand presets and convert every given to base units (explicit values win over presets)."""
+    from ..lang.library import get_catalog
+
+    values: dict[str, float] = {}
+    sources: dict[str, str] = {}
+    texts: dict[str, str] = {}
+    for key, raw in given.items():
+        if key in model.presets:
+            preset = model.presets[key]
+            catalog = get_catalog(preset.catalog)
+            entry = catalog.entries.get(str(raw))
+            if entry is None:
+                import difflib
+
+                close = difflib.get_close_matches(str(raw), list(catalog.entries), n=3)
+                raise UnknownNameError(
+                    f"unknown {key} '{raw}'",
+                    hint=(f"did you mean {', '.join(close)}? " if close else "")
+                    + f"known: {', '.join(catalog.entries)}")
+            for fname, (fval, _source, floc) in entry.values.items():
+                target = preset.fields.get(fname, fname) if preset.fields else fname
+                if preset.fields and fname not in preset.fields:
+                    continue
+                var = model.variables.get(target)
+                if var is None or target in given:
+                    continue
+                cf = catalog.fields[fname]
+                if var.choices:
+                    values[target] = convert_value(fval, var, floc)
+                else:
+                    from ..lang.pack import _per_one
+
+                    if isinstance(fval, bool) or not isinstance(fval, (int, float)):
+                        raise UsageError(f"catalog value {catalog.name}.{entry.id}.{fname} is not a number",
+                                         where=floc)
+                    values[target] = float(fval) * cf.unit.factor * _per_one(cf.unit, var, floc)
+                sources[target] = f"preset {key}={raw}"
+            continue
+    for key, raw in given.items():
+        if key in model.presets:
+            continue
+        var = model.variable(key)
+        try:
+            values[key] = convert_value(raw, var)
+        except UsageError:
+            raise
+        except Exception as exc:  # PackError/UnitError from conversion: the user's input
+            from ..errors import ConcurError
+
+            if isinstance(exc, ConcurError):
+                raise UsageError(exc.render_body(), variable=key) from None
+            raise
+        if not var.choices and not in_bounds(var, values[key], slack=0.0):
+            lo, hi = var.bounds
+            rng = f"[{'-inf' if lo is None else f'{lo / var.display.factor:g}'}, " \
+                  f"{'inf' if hi is None else f'{hi / var.display.factor:g}'}] {var.display.text}".rstrip()
+            raise UsageError(f"{key}={raw} is outside its admissible range {rng}", variable=key,
+                             hint=var.doc or None)
+        if var.integer and abs(values[key] / var.unit.factor - round(values[key] / var.unit.factor)) > 1e-9:
+            raise UsageError(f"{key}={raw} must be a whole number", variable=key)
+        sources[key] = "given"
+        texts[key] = str(raw)
+    limits = {k: model.variables[k].limit for k in values
+              if sources.get(k) == "given" and model.variables[k].limit}
+    return Givens(values, sources, {k: v for k, v in limits.items() if v}, texts)

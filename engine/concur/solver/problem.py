@@ -1,0 +1,117 @@
+"""One structural problem: fixed knowns, the equations specialised to them, defaults applied.
+
+``if_`` whose condition is known is folded away (a GQA model needs no ``kv_lora_rank``);
+defaults fill in, one at a time in declaration order, only what the givens leave undetermined
+or would determine only by inverting an equation, so a default never contradicts a given.
+The matching (:mod:`concur.solver.structure`) says which equation computes which unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..lang.expr import If, Node, Var, compile_node, map_tree, names_in
+from ..lang.model import Model
+from ..lang.pack import Equation, Variable
+from .structure import Matching, match
+
+__all__ = ["Problem", "SpecialisedEq", "fold_known", "evaluate", "in_bounds"]
+
+
+def fold_known(node: Node, known: dict[str, float]) -> Node:
+    """Replace ``if_`` nodes whose condition is computable from ``known`` by the chosen branch."""
+    def fix(n: Node) -> Node | None:
+        if isinstance(n, If) and names_in(n.cond) <= known.keys():
+            try:
+                return n.then if compile_node(n.cond)(known) else n.other
+            except (ArithmeticError, ValueError):
+                return None
+        return None
+
+    return map_tree(node, fix)
+
+
+@dataclass(frozen=True)
+class SpecialisedEq:
+    eq: Equation
+    lhs: Node
+    rhs: Node
+    names: frozenset[str]
+
+
+# ---------------------------------------------------------------- the solver
+
+class Problem:
+    """One structural problem: fixed knowns, unknowns, equations specialised to them."""
+
+    def __init__(self, model: Model, known: dict[str, float], targets: tuple[str, ...]) -> None:
+        self.model = model
+        self.known = dict(known)
+        self.targets = targets
+        self.defaults_used: list[str] = []
+        choice_defaults = {n: v.default for n, v in model.variables.items()
+                           if v.choices and n not in self.known and v.default is not None and n not in targets}
+        for n, d in choice_defaults.items():
+            self.known[n] = d  # type: ignore[assignment]
+            self.defaults_used.append(n)
+        self._specialise()
+        self._apply_defaults()
+
+    def _specialise(self) -> None:
+        self.eqs: dict[int, SpecialisedEq] = {}
+        for i, eq in enumerate(self.model.equations):
+            lhs, rhs = fold_known(eq.lhs, self.known), fold_known(eq.rhs, self.known)
+            self.eqs[i] = SpecialisedEq(eq, lhs, rhs, names_in(lhs) | names_in(rhs))
+
+    def _match(self) -> Matching:
+        unknowns = {n for n in self.model.variables if n not in self.known}
+        system = {i: e.names for i, e in self.eqs.items() if e.names & unknowns}
+        prefer = {i: lhs.name for i in system if isinstance(lhs := self.eqs[i].lhs, Var)}
+        return match(system, unknowns, prefer)
+
+    def _apply_defaults(self) -> None:
+        m = self._match()
+        for name, var in self.model.variables.items():
+            if var.default is None or name in self.known or name in self.targets:
+                continue
+            if name in m.determined and self._computed_naturally(m, name):
+                continue
+            self.known[name] = var.default
+            self.defaults_used.append(name)
+            self._specialise()
+            m = self._match()
+        self.matching = m
+
+    def _computed_naturally(self, m: Matching, name: str) -> bool:
+        """Whether the givens determine ``name`` in a way that should override its default.
+
+        Yes when its equation has it alone on the left (computed forward), or when that
+        equation's other variables are all known already (one inversion straight from the
+        givens: ``active_params`` given, so ``active_fraction = active_params / params``).
+        No when it would be back-solved through a chain of computed values (``pp`` from a
+        given ``kv_pool``): then the default holds and the over-determined givens are checked.
+        """
+        i = m.var_to_eq.get(name)
+        if i is None:
+            return False
+        e = self.eqs[i]
+        if isinstance(e.lhs, Var) and e.lhs.name == name:
+            return True
+        return all(n in self.known for n in e.names if n != name)
+
+    def missing(self) -> list[str]:
+        """Unknowns nothing determines: inputs first, then values an equation would compute."""
+        m = self.matching
+        lhs_vars = {e.lhs.name for e in self.eqs.values() if isinstance(e.lhs, Var)}
+        free = sorted(m.free, key=lambda v: (v in lhs_vars, list(self.model.variables).index(v)))
+        return free
+
+
+def evaluate(node: Node, env: dict[str, float]) -> float:
+    return compile_node(node)(env)
+
+
+def in_bounds(var: Variable, value: float, slack: float = 1e-9) -> bool:
+    lo, hi = var.bounds
+    tol = slack * max(abs(value), 1.0)
+    return (lo is None or value >= lo - tol) and (hi is None or value <= hi + tol)
