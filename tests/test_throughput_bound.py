@@ -20,13 +20,13 @@ ROOT = Path(__file__).resolve().parents[1]
 POINTS = load_points(DATA)
 
 
-LLAMA_8B = {"params": 8.03e9, "layers": 32, "kv_heads": 8, "head_dim": 128, "gpu": "h100-sxm-80gb", "tp": 1,
+LLAMA_8B = {"params": "8.03e9 parameter", "layers": 32, "kv_heads": 8, "head_dim": 128, "gpu": "h100-sxm-80gb", "tp": 1,
             "weight_bytes": "2 B/parameter", "kv_bytes": "2 B/token", "input_tokens": 1024, "output_tokens": 2048}
 
 
 def _llama8b_h100(concurrency: float, **arch: object) -> Point:
     """DESIGN.md T2: Llama-3.1-8B bf16 on one H100, 1,024 in / 2,048 out (terms solved by the pack)."""
-    given = {**LLAMA_8B, "active_params": LLAMA_8B["params"], **arch, "concurrency": concurrency}
+    given = {**LLAMA_8B, "active_params": "8.03e9 parameter", **arch, "concurrency": concurrency}
     terms = _terms(given)
     return Point(id="t2", family="other", gpu="h100-sxm-80gb", memory_time=terms["memory_time"],
                  compute_time=terms["compute_time"], prefill_time=terms["prefill_time"], tp=1, pp=1,
@@ -94,11 +94,11 @@ def test_t2_worked_numbers() -> None:
 
 def test_moe_reads_only_active_weights_at_batch_one() -> None:
     dense = _llama8b_h100(1)
-    moe = _llama8b_h100(1, active_params=LLAMA_8B["params"] / 4)
+    moe = _llama8b_h100(1, active_params="2.0075e9 parameter")
     # batch 1 reads a quarter of the weights (plus the KV cache); large batches read them all
     assert moe.memory_time == pytest.approx((8.03e9 * 2 / 4 + 2048 * 131072) / 3.35e12)
     assert dense.memory_time == pytest.approx((8.03e9 * 2 + 2048 * 131072) / 3.35e12)
-    assert _llama8b_h100(200, active_params=LLAMA_8B["params"] / 4).memory_time == pytest.approx(
+    assert _llama8b_h100(200, active_params="2.0075e9 parameter").memory_time == pytest.approx(
         _llama8b_h100(200).memory_time, rel=1e-6)
 
 

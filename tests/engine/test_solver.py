@@ -128,8 +128,8 @@ def test_solution_items_are_quantities_with_units():
 
 def test_exactly_at_saturation_is_the_saturation_answer():
     """Regression: at arrival_rate == saturation_rate the loop has no solution at all (was exit 1)."""
-    given = {"arrival_rate": 50, "replicas": 10, "output_tokens": 400, "ttft": 0.5, "step_time_base": 0.02,
-             "step_time_per_seq": 0.0005}
+    given = {"arrival_rate": 50, "replicas": 10, "output_tokens": 400, "ttft": 500, "step_time_base": 20,
+             "step_time_per_seq": 0.5}  # bare numbers are in the display units (ms)
     with pytest.raises(InfeasibleError, match="never drains"):
         concur.solve("in_flight", given, packs="littles_law")
 
@@ -172,5 +172,5 @@ def test_an_equation_whose_every_variable_is_given_is_checked():
 
 def test_a_default_yields_to_a_direct_inversion_from_givens():
     """active_params given: active_fraction follows from it instead of taking its default of 1."""
-    sol = concur.solve("active_fraction", {"params": 8e9, "active_params": 2e9}, packs="llm_throughput")
+    sol = concur.solve("active_fraction", {"params": 8, "active_params": "2e9 parameter"}, packs="llm_throughput")
     assert sol.value("active_fraction") == pytest.approx(0.25)

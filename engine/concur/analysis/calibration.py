@@ -256,7 +256,7 @@ def _point(raw: Mapping[str, Any], configs: Mapping[str, Any]) -> Point:
     active = float(cfg.get("active_params", params))
     isl, osl = _lengths(raw, notes)
     given: dict[str, Any] = {
-        "gpu": gpu, "params": params, "active_params": active, "layers": int(cfg["layers"]),
+        "gpu": gpu, "params": f"{params!r} parameter", "active_params": f"{active!r} parameter", "layers": int(cfg["layers"]),
         "kv_heads": int(cfg["kv_heads"]), "head_dim": int(cfg["head_dim"]), "tp": tp, "pp": pp,
         "weight_bytes": f"{w_bytes} B/parameter", "kv_bytes": f"{kv_bytes} B/token",
         "input_tokens": isl, "output_tokens": osl,

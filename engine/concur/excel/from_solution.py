@@ -256,7 +256,7 @@ class _Builder:
     def presets(self) -> list[PresetChoice]:
         """One table per preset key that filled an input, over the whole catalog."""
         from ..lang.library import get_catalog
-        from ..lang.pack import _per_one
+        from ..lang.values import count_factor
 
         out: list[PresetChoice] = []
         keys: dict[str, str] = {}
@@ -277,7 +277,7 @@ class _Builder:
                     if isinstance(fval, bool) or not isinstance(fval, (int, float)):
                         continue
                     var = self.model.variables[target]
-                    base = float(fval) * catalog.fields[fname].unit.factor * _per_one(
+                    base = float(fval) * catalog.fields[fname].unit.factor * count_factor(
                         catalog.fields[fname].unit, var, floc)
                     table.setdefault(target, {})[ident] = base / var.display.factor
                     sources.setdefault(target, {})[ident] = str(source)

@@ -23,7 +23,8 @@ from pathlib import Path
 from ..errors import ConcurError, Location, UnitError
 from .expr import Bin, Call, Cmp, If, Logic, Neg, Node, Num, Str, UnitLit, Var, to_text
 from .functions import FUNCTIONS
-from .pack import Pack, convert_value
+from .pack import Pack
+from .values import convert_value
 from .units import (
     COUNT_DIMENSIONS,
     DIMENSIONLESS,

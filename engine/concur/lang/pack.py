@@ -32,12 +32,13 @@ from .expr import (
     parse_equation,
     parse_expression,
 )
-from .units import COUNT_DIMENSIONS, UnitInfo, parse_quantity, unit_info
+from .units import UnitInfo, unit_info
+from .values import convert_value
 from .yamlsafe import YList, YMap, load_yaml
 
 __all__ = [
     "Variable", "Equation", "Constraint", "Example", "Expectation", "Preset", "Pack",
-    "CatalogField", "CatalogEntry", "Catalog", "load_pack", "load_catalog", "convert_value",
+    "CatalogField", "CatalogEntry", "Catalog", "load_pack", "load_catalog",
 ]
 
 
@@ -174,52 +175,6 @@ def _number(value: Any, what: str, where: Location) -> float:
 def _text(value: Any, what: str, where: Location) -> str:
     _require(isinstance(value, str), f"{what} must be text, got {type(value).__name__}", where)
     return value
-
-
-def convert_value(raw: Any, var: Variable, where: Location | None = None) -> float:
-    """A number (in the variable's declared unit) or ``"8192 token"`` -> base units.
-
-    A count unit that the declared unit divides by may be omitted: ``8192 token``
-    for a ``token/user`` variable means 8192 token per user.
-    Raises :class:`UnitError`/:class:`PackError`.
-    """
-    if var.choices:
-        if isinstance(raw, str) and raw in var.choices:
-            return float(var.choices.index(raw))
-        raise PackError(f"'{raw}' is not one of {', '.join(var.choices)}", where=where, variable=var.name)
-    if isinstance(raw, bool):
-        raise PackError(f"{raw!r} is not a number", where=where, variable=var.name)
-    if isinstance(raw, (int, float)):
-        if not math.isfinite(float(raw)):
-            raise PackError(f"{raw!r} is not a finite number", where=where, variable=var.name)
-        return float(raw) * var.unit.factor
-    if not isinstance(raw, str):
-        raise PackError(f"{raw!r} is not a number or a 'number unit' text", where=where, variable=var.name)
-    try:
-        number, info = parse_quantity(raw, variable=var.name)
-    except ValueError as exc:
-        raise PackError(str(exc), where=where, variable=var.name) from None
-    if info.text == "":
-        return number * var.unit.factor
-    return number * info.factor * _per_one(info, var, where)
-
-
-def _per_one(info: UnitInfo, var: Variable, where: Location | None) -> float:
-    """1 when dimensions match; 1 when only count units of the declared denominator are missing."""
-    if info.dims == var.unit.dims:
-        return 1.0
-    declared = dict(var.unit.dims)
-    given = dict(info.dims)
-    missing = {d: declared.get(d, 0.0) - given.get(d, 0.0) for d in set(declared) | set(given)}
-    missing = {d: e for d, e in missing.items() if abs(e) > 1e-12}
-    if all(d in COUNT_DIMENSIONS and e < 0 for d, e in missing.items()):
-        return 1.0
-    from .units import format_dims
-
-    raise UnitError(
-        f"'{info.text}' does not fit {var.name}'s unit '{var.unit.text or 'dimensionless'}' "
-        f"({format_dims(info.dims)} vs {format_dims(var.unit.dims)})",
-        where=where, variable=var.name, hint=f"give the value in {var.display.text or 'a plain number'}")
 
 
 def _variable(name: str, spec: Any, pack: str, where: Location) -> Variable:

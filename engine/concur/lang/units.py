@@ -233,15 +233,22 @@ def unit_info(text: str | None, *, where: Any = None, variable: str | None = Non
     return info
 
 
-_NUMBER_RE = re.compile(r"^\s*([-+]?(?:\d[\d_,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?:([kKMG])(?=\s|$))?\s*(.*)$")
-_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
+_NUMBER_RE = re.compile(
+    r"^\s*([-+]?(?:\d[\d_,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?:(Ki|Mi|Gi|[kKMG])(?=\s|/|$))?\s*(.*)$")
+_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30}
+_PER_RE = re.compile(r"(?:^|\s+)per\s+")
 
 
 def parse_quantity(text: str, *, variable: str | None = None) -> tuple[float, UnitInfo]:
-    """Split ``"8192 token"``, ``"8k token"``, ``"4 GiB"``, ``"0.9"`` into (number, unit).
+    """Split ``"8192 token"``, ``"8k token"``, ``"4 GiB"``, ``"0.9"``, ``"300/hour"`` into (number, unit).
 
-    A ``k``/``M``/``G`` glued to the number is a multiplier (``8k`` = 8000);
-    the unit follows after a space. Raises :class:`UnitError` or ``ValueError``.
+    A multiplier glued to the number is decimal (``k``/``M``/``G``: ``8k`` = 8,000) or binary
+    (``Ki``/``Mi``/``Gi``: ``8Ki`` = 8,192); the unit follows. ``"300/hour"`` and ``"300 per hour"``
+    are 300 per hour (the counted unit is left to the variable). Raises :class:`UnitError` or
+    ``ValueError``.
+
+    >>> parse_quantity("8Ki token")[0], parse_quantity("300 per hour")[1].text
+    (8192.0, '1/hour')
     """
     m = _NUMBER_RE.match(text)
     if not m:
@@ -250,7 +257,17 @@ def parse_quantity(text: str, *, variable: str | None = None) -> tuple[float, Un
     if not math.isfinite(number):
         raise ValueError(f"'{text}' is not a finite number")
     number *= _SUFFIX[m.group(2) or ""]
-    return number, unit_info(m.group(3).strip(), variable=variable)
+    unit = _PER_RE.sub("/", " " + m.group(3)).strip()
+    if unit.startswith("/"):
+        unit = "1" + unit
+    return number, unit_info(unit, variable=variable)
+
+
+def decimal_multiplier(text: str) -> str | None:
+    """The decimal multiplier (``k``, ``M``, ``G``) glued to the number in ``text``, if any."""
+    m = _NUMBER_RE.match(text)
+    suffix = m.group(2) if m else None
+    return suffix if suffix in ("k", "K", "M", "G") else None
 
 
 def dims_mul(a: Dims, b: Dims, sign: float = 1.0) -> Dims:

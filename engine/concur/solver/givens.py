@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import UnknownNameError, UsageError
 from ..lang.model import Model
-from ..lang.pack import convert_value
+from ..lang.values import convert_value, count_factor, prefix_note
 from .problem import in_bounds
 from .solution import Givens
 
@@ -25,6 +25,7 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
     values: dict[str, float] = {}
     sources: dict[str, str] = {}
     texts: dict[str, str] = {}
+    notes: list[str] = []
     for key, raw in given.items():
         if key in model.presets:
             preset = model.presets[key]
@@ -49,12 +50,10 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
                 if var.choices:
                     values[target] = convert_value(fval, var, floc)
                 else:
-                    from ..lang.pack import _per_one
-
                     if isinstance(fval, bool) or not isinstance(fval, (int, float)):
                         raise UsageError(f"catalog value {catalog.name}.{entry.id}.{fname} is not a number",
                                          where=floc)
-                    values[target] = float(fval) * cf.unit.factor * _per_one(cf.unit, var, floc)
+                    values[target] = float(fval) * cf.unit.factor * count_factor(cf.unit, var, floc)
                 sources[target] = f"preset {key}={raw}"
             continue
     for key, raw in given.items():
@@ -81,6 +80,9 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
             raise UsageError(f"{key}={raw} must be a whole number", variable=key)
         sources[key] = "given"
         texts[key] = str(raw)
+        note = prefix_note(raw, var, values[key])
+        if note:
+            notes.append(note)
     limits = {k: model.variables[k].limit for k in values
               if sources.get(k) == "given" and model.variables[k].limit}
-    return Givens(values, sources, {k: v for k, v in limits.items() if v}, texts)
+    return Givens(values, sources, {k: v for k, v in limits.items() if v}, texts, notes)

@@ -36,6 +36,7 @@ class Givens:
     sources: dict[str, str]  # name -> "given" | "preset gpu=h100-sxm-80gb"
     limits: dict[str, str]  # given names that are targets to meet -> at_least/at_most
     texts: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # how a given was read ("8k" = 8,000, not 8,192)
 
 
 @dataclass
@@ -48,6 +49,9 @@ class Solution:
     givens: Givens
     trace: list[Step]
     notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.notes[:0] = [n for n in self.givens.notes if n not in self.notes]
 
     def value(self, name: str, unit: str | None = None) -> float:
         """The value of ``name`` in ``unit`` (default: the variable's display unit)."""

@@ -118,7 +118,7 @@ def load_definition(path: str | Path) -> WorkbookDefinition:
 
 
 def _display(model: Any, name: str, raw: Any, what: str) -> float:
-    from ...lang.pack import convert_value
+    from ...lang.values import convert_value
 
     var = model.variable(name)
     if var.choices:

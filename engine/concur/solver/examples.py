@@ -1,0 +1,77 @@
+"""A pack's ``examples:`` as checks: solve each one and compare with what it expects.
+
+``concur check`` runs them, so a pack whose example expects 21 for ``b = 2 a`` with ``a = 10``
+fails in the CI of the team that wrote it, with ``file:line``, the expected and the computed
+value. Expected values follow the one rule for numbers (:mod:`concur.lang.values`): a bare
+number is in the variable's display unit, ``{value: 55, unit: user}`` in the unit named.
+
+An example with ``error: ClassName`` expects the solve to be refused with that error class (or a
+subclass): a pack can document the questions it must refuse.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from ..errors import ConcurError, Location
+from ..lang.model import Model, build_model
+from ..lang.pack import Example, Expectation, Pack
+from .question import solve_model
+
+__all__ = ["ExampleFailure", "run_example", "failures_in"]
+
+
+class ExampleFailure(ConcurError, AssertionError):
+    """A pack example whose answer differs from what it expects (``concur check``: exit 1)."""
+
+    exit_code = 1
+
+
+def _compare(name: str, got: float, exp: Expectation) -> str | None:
+    want = float(exp.value)
+    if exp.abs is not None:
+        ok = abs(got - want) <= exp.abs
+        tol = f"± {exp.abs:g}"
+    else:
+        ok = math.isclose(got, want, rel_tol=exp.rel, abs_tol=1e-12)
+        tol = f"rel {exp.rel:g}"
+    return None if ok else f"{name}: expected {want:.10g} ({tol}), got {got:.10g}"
+
+
+def run_example(model: Model, example: Example) -> list[str]:
+    """The mismatches of one example (empty when it holds). Raises nothing for a wrong answer;
+    a :class:`ConcurError` the example did not expect is reported as a mismatch too."""
+    try:
+        sol = solve_model(model, tuple(example.find), dict(example.given))
+    except ConcurError as exc:
+        if example.error and any(c.__name__ == example.error for c in type(exc).__mro__):
+            return []
+        return [f"solving raised {type(exc).__name__}: {exc.render_body()}"]
+    if example.error:
+        return [f"expected the solve to be refused with {example.error}, but it answered"]
+    out: list[str] = []
+    for name, exp in example.expect.items():
+        if name not in sol.values:
+            out.append(f"{name}: expected a value, but the solution has none (add it to find:)")
+            continue
+        var = sol.model.variable(name)
+        if var.choices:
+            got_text = var.choices[int(sol.values[name])]
+            if got_text != exp.value:
+                out.append(f"{name}: expected {exp.value}, got {got_text}")
+            continue
+        got = sol.value(name, exp.unit) if exp.unit else sol.value(name)
+        problem = _compare(name, got, exp)
+        if problem:
+            unit = exp.unit or var.display.text
+            out.append(problem + (f" {unit}" if unit else ""))
+    return out
+
+
+def failures_in(pack: Pack, model: Model | None = None) -> Iterator[tuple[Location, str]]:
+    """``(where, message)`` for every failing example of ``pack`` (solved with the packs it uses)."""
+    model = model or build_model([pack.path])
+    for example in pack.examples:
+        for problem in run_example(model, example):
+            yield example.where, f"example '{example.name}': {problem}"
