@@ -6,11 +6,15 @@ loader is lenient. They check three things:
 
 * shape: every file has ``catalog`` (= file stem), ``doc``, ``fields`` and ``entries``;
   every entry field is declared; every numeric field is ``{value: NUMBER, source: TEXT}``
-  with a non-empty source; the ids the public interface promises (DESIGN.md section 4)
-  exist and carry every required field;
+  with a non-empty source, in every catalog file of the folder; the ids the public
+  interface promises exist and carry every required field; the catalogs are big enough
+  for fleet planning (at least 12 GPUs, 30 models) and cross-reference correctly (price
+  and engine-limit ids are GPU and engine ids);
 * sanity relations between the numbers (KV heads divide query heads, driver-reported
-  memory below the nominal figure, FP8 peak at least the BF16 peak, ...);
-* the anchor values the worked examples in DESIGN.md depend on (Llama-3.1-70B, H100).
+  memory below the nominal figure, FP8 peak at least the BF16 peak, MoE active below
+  total, MLA and sliding-window fields complete, derived memory reproducible, ...);
+* the anchor values the worked examples in docs/t1-kv-cache.md and docs/t2-throughput.md
+  depend on (Llama-3.1-70B, H100).
 
 The shape checks are also run against small broken catalogs built in the tests, so the
 checks themselves are shown to fail on a missing source, a bare number and an
@@ -39,31 +43,39 @@ REQUIRED_IDS: dict[str, set[str]] = {
         "gpt-oss-20b", "gpt-oss-120b", "deepseek-v3",
     },
     "dtypes": {"bf16", "fp16", "fp8"},
+    "prices": {"h100-sxm-80gb"},
+    "engine_limits": {"vllm", "trtllm"},
 }
 
 # Fields every entry of a catalog must carry.
 REQUIRED_FIELDS: dict[str, set[str]] = {
     "gpus": {"name", "gpu_memory", "memory_nominal", "hbm_bandwidth",
-             "peak_flops_bf16", "peak_flops_fp8"},
+             "peak_flops_bf16", "peak_flops_fp8", "interconnect_bandwidth", "vendor", "family"},
     "models": {"name", "params", "active_params", "layers", "attention_heads",
                "kv_heads", "head_dim", "hidden", "vocab", "max_context", "attention"},
     "dtypes": {"name", "bytes"},
+    "prices": {"name", "gpu_hour_price"},
+    "engine_limits": {"name"},
 }
 
 # Declared units the engine relies on (None = dimensionless, no unit key).
 EXPECTED_UNITS: dict[str, dict[str, str | None]] = {
     "gpus": {"gpu_memory": "GiB", "memory_nominal": "GB", "hbm_bandwidth": "TB/s",
-             "peak_flops_bf16": "Tflop/s", "peak_flops_fp8": "Tflop/s"},
+             "peak_flops_bf16": "Tflop/s", "peak_flops_fp8": "Tflop/s",
+             "peak_flops_fp4": "Tflop/s", "interconnect_bandwidth": "GB/s"},
     "models": {"params": "parameter", "active_params": "parameter", "max_context": "token",
                "layers": None, "attention_heads": None, "kv_heads": None,
-               "head_dim": None, "hidden": None, "vocab": None},
+               "head_dim": None, "hidden": None, "vocab": None, "experts": None,
+               "experts_per_token": None, "intermediate_size": None},
     "dtypes": {"bytes": "B"},
+    "prices": {"gpu_hour_price": "usd/gpu/hour"},
+    "engine_limits": {"max_num_seqs": "request", "max_num_seqs_large_gpu": "request"},
 }
 
 # Text fields an entry may carry besides declared {value, source} fields.
 TEXT_FIELDS = {"name", "doc"}
 # Categorical fields: {value: one of choices, source}.
-CHOICE_FIELDS = {"attention"}
+CHOICE_FIELDS = {"attention", "vendor", "family"}
 
 GIB_PER_GB = 1e9 / 2**30  # 0.9313...; 1 GB / 1 GiB
 
@@ -123,8 +135,10 @@ def shape_problems(stem: str, data: Any) -> list[str]:
                     problems.append(f"{where}.{key}: {value!r} not in {choices}")
             elif isinstance(value, bool) or not isinstance(value, (int, float)):
                 problems.append(f"{where}.{key}: value {value!r} is not a number")
-            elif not math.isfinite(value) or value <= 0:
-                problems.append(f"{where}.{key}: value {value!r} must be finite and > 0")
+            elif not math.isfinite(value) or value < 0:
+                # Zero is legitimate for a fitted constant (engines.yaml t_fixed); the data
+                # catalogs are checked for strictly positive values separately.
+                problems.append(f"{where}.{key}: value {value!r} must be finite and >= 0")
     return problems
 
 
@@ -138,6 +152,25 @@ def v(entry: dict[str, Any], key: str) -> Any:
 @pytest.mark.parametrize("stem", sorted(REQUIRED_IDS))
 def test_catalog_shape(catalogs: dict[str, Any], stem: str) -> None:
     assert shape_problems(stem, catalogs[stem]) == []
+
+
+@pytest.mark.parametrize("path", sorted(CATALOG_DIR.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_catalog_file_sources_every_number(path: Path) -> None:
+    """Every catalog in the folder, generated ones (engines.yaml) included, passes the shape
+    check: each numeric field of each entry is {value, source} with a non-empty source."""
+    assert shape_problems(path.stem, _load(path)) == []
+
+
+def test_choice_fields_are_the_known_ones() -> None:
+    declared = {fname for path in CATALOG_DIR.glob("*.yaml")
+                for fname, decl in _load(path)["fields"].items() if "choices" in decl}
+    assert declared == CHOICE_FIELDS
+
+
+def test_catalog_sizes(catalogs: dict[str, Any]) -> None:
+    """Fleet planning compares many GPUs and models (issue: Fleet planning end to end)."""
+    assert len(catalogs["gpus"]["entries"]) >= 12
+    assert len(catalogs["models"]["entries"]) >= 30
 
 
 @pytest.mark.parametrize("stem", sorted(REQUIRED_IDS))
@@ -154,6 +187,14 @@ def test_declared_units(catalogs: dict[str, Any], stem: str) -> None:
     fields = catalogs[stem]["fields"]
     for fname, unit in EXPECTED_UNITS[stem].items():
         assert fields[fname].get("unit") == unit, (stem, fname, fields[fname])
+
+
+@pytest.mark.parametrize("stem", sorted(REQUIRED_IDS))
+def test_data_values_are_positive(catalogs: dict[str, Any], stem: str) -> None:
+    for eid, entry in catalogs[stem]["entries"].items():
+        for key, item in entry.items():
+            if isinstance(item, dict) and isinstance(item["value"], (int, float)):
+                assert item["value"] > 0, (stem, eid, key)
 
 
 def test_ids_are_lowercase_slugs(catalogs: dict[str, Any]) -> None:
@@ -187,11 +228,12 @@ def test_shape_check_accepts_minimal_catalog() -> None:
         (_with_entry_field({"value": 1.0}), "must be {value, source}"),
         (_with_entry_field(1.0), "must be {value, source}"),
         (_with_entry_field({"value": "80GB", "source": "x"}), "is not a number"),
+        (_with_entry_field({"value": -1.0, "source": "x"}), "must be finite and >= 0"),
         ({**_GOOD, "entries": {"x": {"name": "X", "hbm": {"value": 1, "source": "s"}}}},
          "not declared"),
         ({**_GOOD, "catalog": "gpu"}, "expected 'gpus'"),
     ],
-    ids=["empty-source", "blank-source", "no-source", "bare-number", "text-value",
+    ids=["empty-source", "blank-source", "no-source", "bare-number", "text-value", "negative",
          "undeclared-field", "wrong-stem"],
 )
 def test_shape_check_rejects(broken: dict[str, Any], expected: str) -> None:
@@ -221,7 +263,13 @@ def test_dtype_bytes(catalogs: dict[str, Any]) -> None:
 # Models whose head_dim is set independently of hidden_size (config.json has its own
 # head_dim key), or MLA, where the per-head width has nothing to do with the residual.
 DECOUPLED_HEAD_DIM = {"qwen3-32b", "qwen3-0.6b", "qwen3-235b-a22b", "gpt-oss-20b",
-                      "gpt-oss-120b", "deepseek-v3"}
+                      "gpt-oss-120b", "deepseek-v3", "deepseek-r1", "qwen3-4b", "qwen3-30b-a3b",
+                      "mistral-small-24b", "gemma-2-9b", "gemma-2-27b", "gemma-3-12b",
+                      "gemma-3-27b"}
+# Known MoE checkpoints; every entry with an `experts` field is MoE, and these must have one.
+KNOWN_MOE = {"mixtral-8x7b", "mixtral-8x22b", "qwen3-235b-a22b", "qwen3-30b-a3b", "gpt-oss-20b",
+             "gpt-oss-120b", "deepseek-v3", "deepseek-r1", "deepseek-v2-lite", "llama-4-scout",
+             "llama-4-maverick"}
 
 
 def test_kv_heads_divide_attention_heads(catalogs: dict[str, Any]) -> None:
@@ -249,12 +297,30 @@ def test_head_dim_times_heads_is_hidden_where_coupled(catalogs: dict[str, Any]) 
 
 
 def test_active_params(catalogs: dict[str, Any]) -> None:
-    moe = {"mixtral-8x7b", "qwen3-235b-a22b", "gpt-oss-20b", "gpt-oss-120b", "deepseek-v3"}
-    for eid, e in catalogs["models"]["entries"].items():
+    entries = catalogs["models"]["entries"]
+    moe = {eid for eid, e in entries.items() if "experts" in e}
+    assert KNOWN_MOE <= moe, KNOWN_MOE - moe
+    for eid, e in entries.items():
         if eid in moe:
             assert v(e, "active_params") < v(e, "params") / 2, eid
         else:
             assert v(e, "active_params") == v(e, "params"), eid
+
+
+def test_moe_expert_fields(catalogs: dict[str, Any]) -> None:
+    for eid, e in catalogs["models"]["entries"].items():
+        assert ("experts" in e) == ("experts_per_token" in e), eid
+        if "experts" in e:
+            assert isinstance(v(e, "experts"), int) and isinstance(v(e, "experts_per_token"), int)
+            assert 1 <= v(e, "experts_per_token") < v(e, "experts"), eid
+
+
+def test_dense_mlp_wider_than_residual(catalogs: dict[str, Any]) -> None:
+    """A dense MLP expands the residual stream (a MoE expert may be narrower)."""
+    for eid, e in catalogs["models"]["entries"].items():
+        if "intermediate_size" in e and "experts" not in e:
+            assert isinstance(v(e, "intermediate_size"), int), eid
+            assert v(e, "intermediate_size") > v(e, "hidden"), eid
 
 
 def test_attention_specific_fields(catalogs: dict[str, Any]) -> None:
@@ -262,13 +328,15 @@ def test_attention_specific_fields(catalogs: dict[str, Any]) -> None:
         is_mla = v(e, "attention") == "mla"
         assert ("kv_lora_rank" in e) is is_mla, eid
         assert ("qk_rope_head_dim" in e) is is_mla, eid
-        if "sliding_window" in e or "sliding_window_layers" in e:
+        # A sliding-window hybrid needs both the window and how many layers slide.
+        assert ("sliding_window" in e) == ("sliding_window_layers" in e), eid
+        if "sliding_window" in e:
             assert 0 < v(e, "sliding_window_layers") < v(e, "layers"), eid
             assert v(e, "sliding_window") < v(e, "max_context"), eid
 
 
 def test_llama_31_70b_anchor(catalogs: dict[str, Any]) -> None:
-    """The numbers DESIGN.md's T1 worked check (55 users on 4x H100) is built from."""
+    """The numbers the T1 worked check (55 users on 4x H100, docs/t1-kv-cache.md) is built from."""
     e = catalogs["models"]["entries"]["llama-3.1-70b"]
     assert v(e, "layers") == 80
     assert v(e, "kv_heads") == 8
@@ -276,7 +344,7 @@ def test_llama_31_70b_anchor(catalogs: dict[str, Any]) -> None:
     assert v(e, "attention_heads") == 64
     assert v(e, "params") == pytest.approx(70.55e9, rel=1e-4)
     assert v(e, "attention") == "gqa"
-    # bf16 KV bytes per token per GPU at TP4 (DESIGN.md: 81,920 B).
+    # bf16 KV bytes per token per GPU at TP4 (docs/t1-kv-cache.md: 81,920 B).
     assert 2 * v(e, "layers") * (v(e, "kv_heads") // 4) * v(e, "head_dim") * 2 == 81_920
 
 
@@ -331,7 +399,7 @@ def test_hbm_parts_report_more_bytes_than_decimal_nominal(catalogs: dict[str, An
     ``memory_nominal``; dividing the nominal by 1.0737 would understate H100 memory by 5 %.
     """
     hbm = {"h100-sxm-80gb", "h200-sxm-141gb", "a100-sxm-80gb", "a100-sxm-40gb", "b200",
-           "mi300x"}
+           "mi300x", "h100-pcie-80gb", "b300", "mi325x", "mi355x"}
     entries = catalogs["gpus"]["entries"]
     for eid in hbm:
         assert v(entries[eid], "gpu_memory") > v(entries[eid], "memory_nominal") * GIB_PER_GB, eid
@@ -340,6 +408,51 @@ def test_hbm_parts_report_more_bytes_than_decimal_nominal(catalogs: dict[str, An
 def test_fp8_peak_at_least_bf16(catalogs: dict[str, Any]) -> None:
     for eid, e in catalogs["gpus"]["entries"].items():
         assert v(e, "peak_flops_fp8") >= v(e, "peak_flops_bf16"), eid
+        if "peak_flops_fp4" in e:
+            assert v(e, "peak_flops_fp4") > v(e, "peak_flops_fp8"), eid
+
+
+# Families with FP8 tensor units (fp8 > bf16) and with FP4 units (peak_flops_fp4 given).
+FP8_FAMILIES = {"ada", "hopper", "blackwell", "cdna3", "cdna4"}
+FP4_FAMILIES = {"blackwell", "cdna4"}
+
+
+def test_low_precision_support_follows_family(catalogs: dict[str, Any]) -> None:
+    """FP8 support is implied by peak_flops_fp8 > peak_flops_bf16; it must match the family,
+    and FP4 peaks appear exactly on the families with FP4 units."""
+    for eid, e in catalogs["gpus"]["entries"].items():
+        family = v(e, "family")
+        has_fp8 = v(e, "peak_flops_fp8") > v(e, "peak_flops_bf16")
+        assert has_fp8 is (family in FP8_FAMILIES), eid
+        assert ("peak_flops_fp4" in e) is (family in FP4_FAMILIES), eid
+        assert v(e, "vendor") == ("amd" if family.startswith("cdna") else "nvidia"), eid
+
+
+def test_interconnect_bandwidth_per_direction(catalogs: dict[str, Any]) -> None:
+    """Per-direction scale-up bandwidth: H100 SXM NVLink is 900 GB/s bidirectional = 450."""
+    e = catalogs["gpus"]["entries"]
+    assert v(e["h100-sxm-80gb"], "interconnect_bandwidth") == 450
+    for eid, entry in e.items():
+        # From PCIe Gen4 x16 (32 GB/s per direction) to NVLink 5 (900).
+        assert 16 <= v(entry, "interconnect_bandwidth") <= 1000, eid
+
+
+# GPUs whose gpu_memory is derived (no citable driver log) -> the logged GPU whose
+# reported/nominal ratio is applied (same memory kind), as the gpus.yaml doc states.
+DERIVED_MEMORY_FROM = {"h100-pcie-80gb": "h100-sxm-80gb", "b300": "b200", "mi325x": "mi300x",
+                       "mi355x": "mi300x", "l4": "l40s", "rtx-4090": "rtx-3090"}
+
+
+def test_derived_gpu_memory_follows_the_rule(catalogs: dict[str, Any]) -> None:
+    entries = catalogs["gpus"]["entries"]
+    derived = {eid for eid, e in entries.items()
+               if e["gpu_memory"]["source"].startswith("derived:")}
+    assert derived == set(DERIVED_MEMORY_FROM)
+    for eid, ref_id in DERIVED_MEMORY_FROM.items():
+        e, ref = entries[eid], entries[ref_id]
+        assert ref_id not in derived, ref_id
+        ratio = v(ref, "gpu_memory") / v(ref, "memory_nominal")
+        assert v(e, "gpu_memory") == pytest.approx(v(e, "memory_nominal") * ratio, abs=0.006), eid
 
 
 def test_peaks_are_dense(catalogs: dict[str, Any]) -> None:
@@ -350,11 +463,12 @@ def test_peaks_are_dense(catalogs: dict[str, Any]) -> None:
     for eid, entry in e.items():
         # Sanity band for a dense BF16 tensor peak of a serving GPU (Tflop/s).
         assert 50 <= v(entry, "peak_flops_bf16") <= 5000, eid
-        assert 0.5 <= v(entry, "hbm_bandwidth") <= 10, eid
+        # Device-memory bandwidth (TB/s): 0.3 for the L4's GDDR6 up to 8 for Blackwell HBM3e.
+        assert 0.2 <= v(entry, "hbm_bandwidth") <= 10, eid
 
 
 def test_h100_anchor(catalogs: dict[str, Any]) -> None:
-    """The numbers DESIGN.md's T1 and T2 worked checks are built from."""
+    """The numbers the T1 and T2 worked checks (docs/t1-kv-cache.md, t2-throughput.md) are built from."""
     e = catalogs["gpus"]["entries"]["h100-sxm-80gb"]
     assert v(e, "gpu_memory") == 79.18
     assert v(e, "hbm_bandwidth") == 3.35
@@ -362,7 +476,7 @@ def test_h100_anchor(catalogs: dict[str, Any]) -> None:
 
 
 def test_t2_worked_check_from_catalog(catalogs: dict[str, Any]) -> None:
-    """DESIGN.md T2: Llama-3.1-8B bf16 on H100, batch 1, context 2,048 -> 4.87 ms/step."""
+    """T2 (docs/t2-throughput.md): Llama-3.1-8B bf16 on H100, batch 1, context 2,048 -> 4.87 ms/step."""
     m = catalogs["models"]["entries"]["llama-3.1-8b"]
     g = catalogs["gpus"]["entries"]["h100-sxm-80gb"]
     bf16 = v(catalogs["dtypes"]["entries"]["bf16"], "bytes")
@@ -370,3 +484,42 @@ def test_t2_worked_check_from_catalog(catalogs: dict[str, Any]) -> None:
     step_bytes = v(m, "params") * bf16 + 1 * 2048 * kv_per_token
     t_step_ms = step_bytes / (v(g, "hbm_bandwidth") * 1e12) * 1e3
     assert round(t_step_ms, 2) == 4.87
+
+
+# ---------------------------------------------------------------- prices
+
+
+def test_price_ids_are_gpu_ids(catalogs: dict[str, Any]) -> None:
+    prices = catalogs["prices"]["entries"]
+    assert set(prices) <= set(catalogs["gpus"]["entries"]), set(prices) - set(catalogs["gpus"]["entries"])
+
+
+def test_prices_have_provider_url_and_date(catalogs: dict[str, Any]) -> None:
+    """A price is only usable with where and when it was listed."""
+    import re
+
+    for eid, e in catalogs["prices"]["entries"].items():
+        source = e["gpu_hour_price"]["source"]
+        assert "https://" in source, eid
+        assert re.search(r"20\d\d-\d\d", source), f"{eid}: no date in {source!r}"
+        # A plausible on-demand list price for one GPU-hour.
+        assert 0.1 <= v(e, "gpu_hour_price") <= 50, eid
+
+
+# ---------------------------------------------------------------- engine limits
+
+
+def test_engine_limit_ids_are_engine_ids(catalogs: dict[str, Any]) -> None:
+    engines = _load(CATALOG_DIR / "engines.yaml")["entries"]
+    assert set(catalogs["engine_limits"]["entries"]) <= set(engines)
+
+
+def test_engine_default_batch_caps(catalogs: dict[str, Any]) -> None:
+    e = catalogs["engine_limits"]["entries"]
+    assert v(e["vllm"], "max_num_seqs") == 256
+    assert v(e["vllm"], "max_num_seqs_large_gpu") == 1024
+    assert v(e["trtllm"], "max_num_seqs") == 2048
+    for eid, entry in e.items():
+        for key in ("max_num_seqs", "max_num_seqs_large_gpu"):
+            if key in entry:
+                assert isinstance(v(entry, key), int), (eid, key)
