@@ -112,15 +112,19 @@ def test_bound_is_never_below_a_measurement(row: dict[str, Any]) -> None:
         assert point.measured_per_user <= bound["bound_per_user"], point.assumptions
 
 
+def test_enough_points_run_through_the_bound() -> None:
+    assert len(POINTS) >= MIN_BOUNDED, f"only {len(POINTS)} bounded points ({len(SKIPPED)} skipped: {SKIPPED})"
+    assert len(POINTS) + len(SKIPPED) == len(ROWS)
+
+
 def test_every_published_point_is_read() -> None:
     assert [p.id for p in POINTS] == [r["id"] for r in ROWS if r["id"] not in SKIPPED]
     assert len({r["id"] for r in ROWS}) == len(ROWS), "duplicate point ids"
     assert {p.family for p in POINTS} >= {"trtllm", "vllm", "sglang"}
-    # the family the calibration reads from the engine text is the point's engine id
     for point, row in zip(POINTS, (r for r in ROWS if r["id"] not in SKIPPED)):
+        # the family the calibration reads from the engine text is the point's engine id
         assert point.family == row["engine"], row["id"]
-    # a point whose load is not a number ("max") enters the bound test but not the fit
-    for point, row in zip(POINTS, (r for r in ROWS if r["id"] not in SKIPPED)):
+        # a point whose load is not a number ("max ...") enters the bound test but not the fit
         load = row.get("batch_size", row.get("concurrency"))
         if isinstance(load, str) and not any(ch.isdigit() for ch in load.split("(")[0]):
             assert not point.fit, point.id
