@@ -52,11 +52,12 @@ def command(points: int, runs: int) -> None:
     c = np.linspace(1.0, 1024.0, points)
     sweep(model, {"concurrency": c[:10]}, GIVEN, ["tokens_per_s_per_gpu"])  # warm-up
     save_inverse_cache(model)
-    sol = solve_model(model, ("weights_per_gpu", "kv_per_token", "avg_context", "active_params_per_gpu", "peak_flops",
-                              "gpus"), {**GIVEN, "concurrency": 1})
+    wanted = ("weights_per_gpu", "active_fraction", "kv_per_token", "avg_context", "active_params_per_gpu",
+              "peak_flops", "gpus")  # active_fraction asked for: a preset's active_params does not compute it
+    sol = solve_model(model, wanted, {**GIVEN, "concurrency": 1})
     v = sol.values  # base units
-    args = (v["weights_per_gpu"], v["active_fraction"], v["kv_per_token"], v["avg_context"], v["hbm_bandwidth"], v["active_params_per_gpu"],
-            v["peak_flops"], v["efficiency"], v["t_fixed"], v["gpus"])
+    args = (v["weights_per_gpu"], v["active_fraction"], v["kv_per_token"], v["avg_context"], v["hbm_bandwidth"],
+            v["active_params_per_gpu"], v["peak_flops"], v["efficiency"], v["t_fixed"], v["gpus"])
     ours = sweep(model, {"concurrency": c}, GIVEN, ["tokens_per_s_per_gpu"])["tokens_per_s_per_gpu"]
     ref = _hand(c, *args)
     if not np.allclose(ours, ref, rtol=1e-9, atol=0):
