@@ -12,6 +12,11 @@ In-process, every contender answers "may this request go?" with the answer yes
   1024 keys (the library's cost per decision, not its list growth, is measured);
 * ``pyrate-limiter`` -- ``Limiter`` over an in-memory bucket, non-blocking.
 
+In asyncio, on one event loop, one task, every request admitted at once:
+``await AsyncTokenBucket.acquire()`` against ``await aiolimiter.AsyncLimiter.acquire()``
+(the asyncio limiter people pick; a leaky bucket that reads ``loop.time()``), both
+awaited in the same loop so the coroutine and ``await`` costs are alike.
+
 On Redis (a server from ``--redis-url``, else a temporary ``redis-server`` on
 loopback; skipped with a message when neither exists): ``RedisTokenBucket`` against a
 bare ``EVALSHA`` of a script that returns 1, both one round trip from one client.
@@ -28,7 +33,7 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import click
 
@@ -114,6 +119,38 @@ def _in_process(iterations: int, repeats: int) -> list[tuple[str, float, float]]
 
 
 
+def _in_asyncio(iterations: int, repeats: int) -> list[tuple[str, float, float]]:
+    """(name, best, median) ns per awaited, admitted acquire; interleaved on one loop."""
+    import asyncio
+
+    from concur.primitives import AsyncTokenBucket
+
+    big = 1e12
+    contenders: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+        ("concur AsyncTokenBucket.acquire", AsyncTokenBucket(big, big).acquire),
+    ]
+    missing = []
+    try:
+        from aiolimiter import AsyncLimiter
+
+        contenders.append(("aiolimiter AsyncLimiter.acquire", AsyncLimiter(big, 1).acquire))
+    except ImportError:
+        missing.append(("aiolimiter (not installed)", math.nan, math.nan))
+
+    async def measure() -> list[tuple[str, float, float]]:
+        samples: dict[str, list[float]] = {name: [] for name, _ in contenders}
+        loop = range(iterations)
+        for _ in range(repeats):
+            for name, acquire in contenders:
+                start = time.perf_counter_ns()
+                for _ in loop:
+                    await acquire()
+                samples[name].append((time.perf_counter_ns() - start) / iterations)
+        return [(name, min(v), statistics.median(v)) for name, v in samples.items()]
+
+    return asyncio.run(measure()) + missing
+
+
 def _on_redis(
     url: str, iterations: int, repeats: int
 ) -> list[tuple[str, float, float]]:
@@ -181,7 +218,7 @@ def _print_table(
 def command(
     iterations: int, repeats: int, redis_url: str | None, redis_iterations: int
 ) -> None:
-    """Time one uncontended rate-limit decision: concur vs floor, limits, pyrate-limiter, Redis."""
+    """Time one uncontended rate-limit decision: concur vs floor, limits, pyrate-limiter, aiolimiter, Redis."""
     click.echo(
         f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  "
         f"iterations: {iterations} x {repeats}"
@@ -192,6 +229,12 @@ def command(
         rows,
         "concur TokenBucket.try_acquire",
     )
+    ours_async = "concur AsyncTokenBucket.acquire"
+    rows = _in_asyncio(iterations, repeats)
+    _print_table("asyncio, one task on one loop, awaited acquire (ratio = contender / concur)", rows, ours_async)
+    best = {name: b for name, b, _ in rows}
+    peer = best.get("aiolimiter AsyncLimiter.acquire", math.nan)
+    click.echo(f"concur / aiolimiter: {best[ours_async] / peer:.2f}x, best against best (target <= 1.00x)")
     if redis_url is not None:
         _redis_section(redis_url, redis_iterations, repeats)
         return
