@@ -43,19 +43,31 @@ __all__ = ["command"]
 def _measure(
     contenders: list[tuple[str, Callable[[], object]]], iterations: int, repeats: int
 ) -> list[tuple[str, float, float]]:
-    """(name, best, median) nanoseconds per call for each contender.
+    """(name, best, median) nanoseconds per call for each contender."""
+
+    def timed(call: Callable[[], object]) -> Callable[[], float]:
+        def run() -> float:
+            start = time.perf_counter_ns()
+            for _ in loop:
+                call()
+            return (time.perf_counter_ns() - start) / iterations
+
+        return run
+
+    loop = range(iterations)
+    return _interleave([(name, timed(call)) for name, call in contenders], repeats)
+
+
+def _interleave(runs: list[tuple[str, Callable[[], float]]], repeats: int) -> list[tuple[str, float, float]]:
+    """(name, best, median) of ``repeats`` calls of each timed run (each returns ns per call).
 
     Runs are interleaved (A B C, A B C, ...) so that a noisy neighbour or a CPU
     frequency change hits every contender alike and the ratios stay meaningful.
     """
-    samples: dict[str, list[float]] = {name: [] for name, _ in contenders}
-    loop = range(iterations)
+    samples: dict[str, list[float]] = {name: [] for name, _ in runs}
     for _ in range(repeats):
-        for name, call in contenders:
-            start = time.perf_counter_ns()
-            for _ in loop:
-                call()
-            samples[name].append((time.perf_counter_ns() - start) / iterations)
+        for name, run in runs:
+            samples[name].append(run())
     return [(name, min(v), statistics.median(v)) for name, v in samples.items()]
 
 
@@ -137,18 +149,20 @@ def _in_asyncio(iterations: int, repeats: int) -> list[tuple[str, float, float]]
     except ImportError:
         missing.append(("aiolimiter (not installed)", math.nan, math.nan))
 
-    async def measure() -> list[tuple[str, float, float]]:
-        samples: dict[str, list[float]] = {name: [] for name, _ in contenders}
-        loop = range(iterations)
-        for _ in range(repeats):
-            for name, acquire in contenders:
-                start = time.perf_counter_ns()
-                for _ in loop:
-                    await acquire()
-                samples[name].append((time.perf_counter_ns() - start) / iterations)
-        return [(name, min(v), statistics.median(v)) for name, v in samples.items()]
+    async def awaited(acquire: Callable[[], Awaitable[object]]) -> float:
+        start = time.perf_counter_ns()
+        for _ in range(iterations):
+            await acquire()
+        return (time.perf_counter_ns() - start) / iterations
 
-    return asyncio.run(measure()) + missing
+    def on_the_loop(acquire: Callable[[], Awaitable[object]]) -> Callable[[], float]:
+        return lambda: loop.run_until_complete(awaited(acquire))
+
+    loop = asyncio.new_event_loop()  # one loop for every run of both contenders
+    try:
+        return _interleave([(name, on_the_loop(acquire)) for name, acquire in contenders], repeats) + missing
+    finally:
+        loop.close()
 
 
 def _on_redis(
