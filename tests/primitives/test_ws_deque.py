@@ -1,4 +1,5 @@
-"""WorkStealingDeque (D1-D6 of the reference notes) and WorkStealingPool (exactly-once, joins, errors)."""
+"""WorkStealingDeque (LIFO owner, FIFO thieves, growth, conservation, the last-item race) and
+WorkStealingPool (exactly-once, joins at any depth, errors)."""
 
 from __future__ import annotations
 

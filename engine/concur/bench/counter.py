@@ -200,7 +200,8 @@ def command(runs: int, ops: int, native: bool, native_ms: int, max_threads: int 
         return
     from concur.native import counter_table
 
-    click.echo(f"\n## Native C11 atomics: increments/s (all threads), median (min-max) of {runs} runs of {native_ms} ms\n")
+    click.echo(f"\n## Native C11 atomics: increments/s (all threads), median (min-max) of {runs} runs "
+               f"of {native_ms} ms\n")
     table = counter_table(counts, runs=runs, ms=native_ms)
     nrows = [
         [r.order, r.mode, *[spread(c.median, c.low, c.high) for c in table

@@ -109,7 +109,8 @@ def per_task_table(n: int, counts: list[int], runs: int) -> tuple[list[list[obje
     rows: list[list[object]] = []
     for w in counts:
         rows.append([w, f"{min(fixed[w]) * 1e3:.2f}", f"{min(per[w]) / tasks * 1e6:.2f}", f"{marginal[w] * 1e6:.2f}",
-                     f"{marginal[w] / one:.2f}x", f"{marginal[w] / best_floor:.0f}x", f"{best_exec / marginal[w]:.2f}x"])
+                     f"{marginal[w] / one:.2f}x", f"{marginal[w] / best_floor:.0f}x",
+                     f"{best_exec / marginal[w]:.2f}x"])
     worst = max(marginal.values())
     summary = (f"{tasks:,} tasks; floor (plain recursive calls) {best_floor * 1e6:.3f} µs/task; peer "
                f"ThreadPoolExecutor({counts[-1]}) submit+result of empty tasks {best_exec * 1e6:.2f} µs/task; "
@@ -156,7 +157,8 @@ def _chunk(bounds: tuple[int, int]) -> int:
 
 @click.command(name="deque")
 @click.option("--runs", default=5, show_default=True, type=click.IntRange(1, 50), help="runs per cell")
-@click.option("--n", "n", default=4_000_000, show_default=True, type=click.IntRange(1000), help="sum squares of range(N)")
+@click.option("--n", "n", default=4_000_000, show_default=True, type=click.IntRange(1000),
+              help="sum squares of range(N)")
 @click.option("--leaf", default=2000, show_default=True, type=click.IntRange(1), help="leaf size of the split")
 @click.option("--native/--no-native", default=True, show_default=True, help="also run the C measurement")
 @click.option("--native-mb", default="4,64,256", show_default=True, help="array sizes (MiB) for the C run")
