@@ -109,19 +109,19 @@ a level).  The Python recursion limit is per thread, so a thread runs at most
 (sleeps without running tasks), first waking an idle worker or starting a
 relief thread, which steals the awaited work from the parked thread's deque
 and carries the chain another 50 levels.  A chain of D nested joins holds
-about D/50 threads (3,000 deep: 60 threads, 0.04 s; 20,000 deep: 400 threads,
-under 1 s) and no RecursionError; relief threads are joined by ``run`` like
+about D/50 threads (1,000 deep: 21 threads, 0.01-0.04 s; 20,000 deep: about
+400 threads, under 1 s) and no RecursionError; relief threads are joined by ``run`` like
 the others and appear in ``stats`` after the ``workers`` entries.  The only
 limit left is how many threads the OS grants; when it refuses one, the join
 raises ``RuntimeError`` saying so.
 
 Worked example (``concur bench deque``, ``fib(20)``, 10,946 tasks that do
-nothing else): 1.1 µs per task with 1, 2 or 4 workers alike, against 2.3 µs
-with 1 worker and growing with workers before this design (a lock on every
-spawn and finish, every sleeper woken by every finish, a 50 ms polling sleep);
-a plain recursive call costs 0.07 µs, a ``ThreadPoolExecutor`` submit+result
-13 µs.  A run also pays a fixed 0.1-0.2 ms per extra worker to start and join
-its threads, more on a loaded machine.
+nothing else): 1.1-1.3 µs per task with 1, 2, 4 or 8 workers alike, against
+2.2-2.6 µs, growing with workers, before this design (a lock on every spawn
+and finish, every sleeper woken by every finish, a 50 ms polling sleep); a
+plain recursive call costs 0.07 µs, a ``ThreadPoolExecutor`` submit+result
+11 µs.  A run also pays a fixed 0.1-0.2 ms per extra worker to start and join
+its threads, several ms on a loaded machine.
 
 Consequences
 ------------
