@@ -7,6 +7,7 @@ import math
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,52 @@ def test_infinite_rate_always_refills(clock):
     for _ in range(10):
         clock.advance(1e-6)
         assert bucket.try_acquire(3).allowed
+
+
+def no_sleep(seconds: float) -> None:
+    raise AssertionError(f"slept {seconds!r} s: acquire should not wait (it would spin on a frozen clock)")
+
+
+def test_infinite_rate_with_a_frozen_clock_never_waits():
+    """Regression: refill was (now - last) * rate, so with no time passing an infinite-rate
+    bucket stayed empty, retry_after was 0, and acquire(timeout=1) spun forever."""
+    frozen = lambda: 5.0  # noqa: E731
+    bucket = TokenBucket(capacity=2, rate=math.inf, clock=frozen, initial=0, sleep=no_sleep)
+    assert bucket.peek(2) == Decision(True, 0.0, 0.0)
+    assert bucket.try_acquire(2) == Decision(True, 0.0, 0.0)
+    assert all(bucket.acquire(2, timeout=1) for _ in range(5))
+    assert bucket.acquire(1, timeout=None) and bucket.acquire(1, timeout=0)
+
+
+def test_async_infinite_rate_with_a_frozen_clock_never_waits():
+    async def never(seconds: float) -> None:
+        no_sleep(seconds)
+
+    async def scenario() -> list[bool]:
+        bucket = AsyncTokenBucket(2, math.inf, lambda: 5.0, initial=0, sleep=never)
+        return [await bucket.acquire(2, timeout=1) for _ in range(5)]
+
+    assert asyncio.run(scenario()) == [True] * 5
+
+
+@pytest.mark.parametrize("make", [TokenBucket, AsyncTokenBucket])
+@pytest.mark.parametrize("capacity, rate, match", [(math.nan, 1, "capacity"), (1, math.nan, "rate")])
+def test_nan_policy_is_refused_by_both_buckets(make, capacity, rate, match):
+    with pytest.raises(ValueError, match=match):
+        make(capacity, rate, lambda: 0.0)
+
+
+def test_async_nan_cost_and_timeout_are_refused(clock):
+    async def scenario() -> None:
+        bucket = AsyncTokenBucket(2, 1, clock)
+        with pytest.raises(ValueError, match="cost n must be"):
+            await bucket.acquire(math.nan)
+        with pytest.raises(ValueError, match="cost n must be"):
+            bucket.try_acquire(math.nan)
+        with pytest.raises(ValueError, match="timeout"):
+            await bucket.acquire(1, timeout=math.nan)
+
+    asyncio.run(scenario())
 
 
 # --- blocking acquire: Guava-style event log -----------------------------------------
@@ -262,13 +309,16 @@ def test_async_bucket_with_fake_clock(clock):
     assert clock.log == ["S0.50"]
 
 
-def test_async_bucket_default_clock_is_the_loop():
-    async def scenario() -> bool:
-        bucket = AsyncTokenBucket(1, 1000)
-        assert bucket.try_acquire().allowed
-        return await bucket.acquire(timeout=1)  # waits ~1 ms on the loop clock
+def test_async_bucket_default_clock_is_monotonic_and_needs_no_loop():
+    bucket = AsyncTokenBucket(1, 1)  # built outside any event loop
+    assert bucket._bucket._clock is time.monotonic
+    assert bucket.try_acquire().allowed  # also usable from plain threads
 
-    assert asyncio.run(scenario())
+    async def scenario() -> bool:
+        assert asyncio.get_running_loop().time.__func__ is asyncio.BaseEventLoop.time  # the default loop
+        return await bucket.acquire(timeout=0)  # 1 s short of a token: refused at once, no sleep
+
+    assert asyncio.run(scenario()) is False
 
 
 # --- HTTP headers --------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import Counter, deque
@@ -274,6 +275,35 @@ def test_join_or_shutdown_from_a_worker_is_refused():
         )  # allowed: it does not wait
         assert pool.state in ("draining", "terminated")
     assert pool.state == "terminated"
+
+
+def test_fresh_threads_reusing_a_dead_workers_ident_are_not_workers():
+    """Regression: workers were recognised by thread ident, and the OS hands an exited
+    thread's ident to the next thread it starts, so after shutdown(wait=True) fresh
+    threads calling join()/shutdown() got a false PoolMisuse."""
+    pool: WorkerPool[int, int] = WorkerPool(lambda x: x, workers=4, bound=4)
+    worker_idents = {t.ident for t in pool._threads}
+    assert pool.submit(1).result() == 1
+    pool.shutdown(wait=True)
+    errors: list[BaseException] = []
+    fresh_idents: list[int | None] = []
+
+    def caller() -> None:
+        fresh_idents.append(threading.get_ident())
+        try:
+            assert pool.join() is True
+            assert pool.shutdown(wait=True) == []
+            assert pool.shutdown(wait=False, cancel_pending=True) == []
+        except BaseException as exc:  # noqa: BLE001 -- collected and asserted below
+            errors.append(exc)
+
+    for _ in range(50):  # one at a time: each new thread may take the last one's ident
+        t = threading.Thread(target=caller)
+        t.start()
+        t.join()
+    assert errors == []
+    if sys.platform.startswith("linux"):  # glibc reuses a joined thread's stack, hence its ident
+        assert worker_idents & set(fresh_idents), "no ident was reused: the test did not exercise the bug"
 
 
 # --- the shutdown matrix: state x mode -----------------------------------------------

@@ -1,4 +1,5 @@
-"""WorkStealingDeque (D1-D6 of the reference notes) and WorkStealingPool (exactly-once, joins, errors)."""
+"""WorkStealingDeque (LIFO owner, FIFO thieves, growth, conservation, the last-item race) and
+WorkStealingPool (exactly-once, joins at any depth, errors)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from concur.primitives import Steal, WorkStealingDeque, WorkStealingPool
+from concur.primitives import Steal, WorkStealingDeque, WorkStealingPool, ws_deque
 
 ENGINE = Path(__file__).resolve().parents[2] / "engine"
 
@@ -248,3 +249,110 @@ def test_import_stays_light() -> None:
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env={"PYTHONPATH": str(ENGINE)})
+
+
+# -- nested joins past one thread's inline depth ----------------------------------
+def chain(spawn, n):
+    """A join chain n deep: each task spawns the next and waits for it."""
+    return 0 if n == 0 else spawn(chain, n - 1).result() + 1
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_join_chain_thousands_deep_needs_no_recursion(workers) -> None:
+    """Regression: each nested result() ran the next task on the same Python stack, so a
+    chain ~170 deep raised RecursionError. Past INLINE_DEPTH levels a thread now parks
+    and the chain goes on in another thread."""
+    depth = 3000
+    assert depth > sys.getrecursionlimit()  # a frame a level at least: no single stack holds it
+    pool = WorkStealingPool(workers, seed=3)
+    before = threading.active_count()
+    assert pool.run(chain, depth) == depth
+    assert threading.active_count() == before  # relief threads joined too
+    assert sum(pool.stats.tasks) == depth + 1
+    # Every task of a chain stays on its thread's stack until the bottom returns, so no
+    # thread ran more than INLINE_DEPTH of them and relief threads carried the rest.
+    assert max(pool.stats.tasks) <= ws_deque.INLINE_DEPTH
+    assert len(pool.stats.tasks) > workers
+
+
+def test_failure_at_the_bottom_of_a_deep_chain_reaches_run() -> None:
+    pool = WorkStealingPool(2)
+    with pytest.raises(KeyError, match="leaf 0 failed"):
+        pool.run(failing, 2000)
+    assert pool.run(chain, 1200) == 1200  # reusable afterwards
+
+
+@pytest.fixture
+def shallow_inline(monkeypatch):
+    """Park after one or two nested levels, so every test tree exercises the hand-over."""
+    monkeypatch.setattr(ws_deque, "INLINE_DEPTH", 2)
+
+
+@settings(max_examples=15, deadline=None)
+@given(workers=st.integers(1, 4), branching=st.integers(1, 4), depth=st.integers(0, 5))
+def test_every_task_runs_exactly_once_when_joins_park(workers, branching, depth) -> None:
+    old = ws_deque.INLINE_DEPTH
+    ws_deque.INLINE_DEPTH = 2
+    try:
+        seen: list[int] = []
+        nodes = sum(branching**d for d in range(depth + 1))
+        assert WorkStealingPool(workers, seed=0).run(tree_task, seen, 0, branching, depth) == nodes
+        assert len(seen) == nodes and len(set(seen)) == nodes
+    finally:
+        ws_deque.INLINE_DEPTH = old
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_fib_with_parking_under_fast_switching(workers, shallow_inline, fast_switching) -> None:
+    pool = WorkStealingPool(workers, seed=5)
+    before = threading.active_count()
+    assert pool.run(fib, 14) == 377
+    assert sum(pool.stats.tasks) == 610  # the root plus one spawn per call with n >= 2: fib(15)
+    assert threading.active_count() == before
+
+
+def test_spawn_is_refused_off_its_thread_and_after_the_run() -> None:
+    kept: list[object] = []
+    errors: list[BaseException] = []
+
+    def root(spawn):
+        kept.append(spawn)
+
+        def intruder() -> None:
+            try:
+                spawn(fib, 2)
+            except RuntimeError as exc:
+                errors.append(exc)
+
+        t = threading.Thread(target=intruder)
+        t.start()
+        t.join()
+        return spawn(fib, 5).result()
+
+    assert WorkStealingPool(2).run(root) == 5
+    assert len(errors) == 1 and "on that task's thread" in str(errors[0])
+    with pytest.raises(RuntimeError, match="spawn"):
+        kept[0](fib, 2)  # the run is over
+
+
+def test_result_from_a_thread_outside_the_pool() -> None:
+    go = threading.Event()
+    handles: list[object] = []
+    got: list[int] = []
+
+    def slow(spawn):
+        go.wait()
+        return 7
+
+    def root(spawn):
+        h = spawn(slow)
+        handles.append(h)
+        outsider = threading.Thread(target=lambda: got.append(h.result()))
+        outsider.start()
+        go.set()
+        value = h.result()
+        outsider.join()
+        return value
+
+    assert WorkStealingPool(2).run(root) == 7
+    assert got == [7] and handles[0].result() == 7

@@ -13,4 +13,5 @@ BENCHMARKS = {
     "sweep": "concur.bench.sweep",
     "erlang": "concur.bench.erlang",
     "export": "concur.bench.export",
+    "simulate": "concur.bench.simulate",
 }

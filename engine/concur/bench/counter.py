@@ -155,17 +155,24 @@ def command(runs: int, ops: int, native: bool, native_ms: int, max_threads: int 
     click.echo(f"\n## Python threads: increments/s, median (min-max) of {runs} runs, {ops:,} increments per run\n")
     old = sys.getswitchinterval()
     rows = []
+    top: dict[str, float] = {}  # counter -> median rate at the top thread count, default interval
     try:
         for interval in SWITCH_INTERVALS:
             sys.setswitchinterval(interval)
             for kind in ("ShardedCounter", "LockedCounter", "int+lock"):
                 cells = []
                 for n in counts:
-                    cells.append(median_spread([python_thread_rate(kind, n, ops) for _ in range(runs)]))
+                    rates = [python_thread_rate(kind, n, ops) for _ in range(runs)]
+                    cells.append(median_spread(rates))
+                    if interval == SWITCH_INTERVALS[0] and n == counts[-1]:
+                        top[kind] = statistics.median(rates)
                 rows.append([f"{interval:g} s", kind, *cells])
     finally:
         sys.setswitchinterval(old)
     click.echo(markdown_table(["switch interval", "counter", *[f"{n} thr" for n in counts]], rows))
+    click.echo(f"\npeer: an int under a threading.Lock (what one writes by hand); at {counts[-1]} threads, "
+               f"{SWITCH_INTERVALS[0]:g} s: ShardedCounter / int+lock = {top['ShardedCounter'] / top['int+lock']:.2f}x "
+               f"increments/s, LockedCounter / int+lock = {top['LockedCounter'] / top['int+lock']:.2f}x")
 
     import multiprocessing
 
@@ -193,7 +200,8 @@ def command(runs: int, ops: int, native: bool, native_ms: int, max_threads: int 
         return
     from concur.native import counter_table
 
-    click.echo(f"\n## Native C11 atomics: increments/s (all threads), median (min-max) of {runs} runs of {native_ms} ms\n")
+    click.echo(f"\n## Native C11 atomics: increments/s (all threads), median (min-max) of {runs} runs "
+               f"of {native_ms} ms\n")
     table = counter_table(counts, runs=runs, ms=native_ms)
     nrows = [
         [r.order, r.mode, *[spread(c.median, c.low, c.high) for c in table

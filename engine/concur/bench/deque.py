@@ -8,9 +8,19 @@ Tables (median and spread, min-max, of ``--runs`` runs):
 2. :class:`WorkStealingPool` summing squares of ``range(N)`` by binary splitting
    into leaves, with 1..N workers and two switch intervals: wall time, speed-up
    over one worker, steals per worker.  Under the GIL the speed-up stays <= 1.
-3. The same job split into equal chunks over ``multiprocessing`` processes:
+3. Per-task overhead: ``fib(spawn, n)`` with empty leaves (``--fib``; 10,946 tasks
+   at n = 20), so nearly all the time is the pool's.  With 1..N workers (worker
+   counts interleaved, best of ``--runs``): the fixed cost of a run (an empty root:
+   starting and joining ``workers - 1`` threads), the cost per task once that is
+   taken off, and its ratio to one worker; against the floor (the same recursion as plain calls)
+   and the peer users would pick for many small tasks,
+   ``concurrent.futures.ThreadPoolExecutor`` (the same number of empty tasks,
+   ``submit`` then ``result()`` each; it cannot run the nested joins themselves:
+   a worker blocked in ``result()`` holds its thread, and the tree deadlocks once
+   every worker waits).
+4. The same job split into equal chunks over ``multiprocessing`` processes:
    the speed-up the hardware allows.
-4. Native C (``--native``): the tree run LIFO vs FIFO over arrays larger and
+5. Native C (``--native``): the tree run LIFO vs FIFO over arrays larger and
    smaller than the caches: time and peak deque length.
 """
 
@@ -31,7 +41,7 @@ from concur.bench.counter import (
     thread_counts,
 )
 
-__all__ = ["command", "sum_squares_task", "tree_peak_lengths"]
+__all__ = ["command", "fib_task", "sum_squares_task", "tree_peak_lengths"]
 
 
 def sum_squares_task(spawn: Callable[..., Any], lo: int, hi: int, leaf: int) -> int:
@@ -41,6 +51,71 @@ def sum_squares_task(spawn: Callable[..., Any], lo: int, hi: int, leaf: int) -> 
     mid = (lo + hi) // 2
     right = spawn(sum_squares_task, mid, hi, leaf)
     return sum_squares_task(spawn, lo, mid, leaf) + right.result()
+
+
+def fib_task(spawn: Callable[..., Any], n: int) -> int:
+    """Fibonacci by spawning ``n - 1`` and computing ``n - 2`` inline: fib(n+1) tasks, no other work."""
+    if n < 2:
+        return n
+    first = spawn(fib_task, n - 1)
+    return fib_task(spawn, n - 2) + first.result()
+
+
+def _plain_fib(n: int) -> int:
+    return n if n < 2 else _plain_fib(n - 1) + _plain_fib(n - 2)
+
+
+def _empty(*_: object) -> None:
+    return None
+
+
+def per_task_table(n: int, counts: list[int], runs: int) -> tuple[list[list[object]], str]:
+    """Rows of (workers, fixed ms per run, µs/task whole run, µs/task less the fixed cost, x one worker,
+    x floor, executor ÷ pool) and a summary line; best of ``runs`` interleaved runs."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from concur.primitives import WorkStealingPool
+
+    expected = _plain_fib(n)
+    tasks = 0
+    per: dict[int, list[float]] = {w: [] for w in counts}
+    fixed: dict[int, list[float]] = {w: [] for w in counts}
+    floor: list[float] = []
+    executor: list[float] = []
+    WorkStealingPool(1).run(fib_task, min(n, 12))  # warm up
+    for r in range(runs):  # one of each per round, so a busy moment hits all alike
+        for w in counts:
+            pool = WorkStealingPool(w, seed=r)
+            t0 = time.perf_counter()
+            pool.run(_empty)
+            fixed[w].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            got = pool.run(fib_task, n)
+            per[w].append(time.perf_counter() - t0)
+            if got != expected:
+                raise RuntimeError(f"WorkStealingPool({w}) gave fib({n}) = {got}, expected {expected}")
+            tasks = sum(pool.stats.tasks)
+        t0 = time.perf_counter()
+        _plain_fib(n)
+        floor.append((time.perf_counter() - t0) / tasks)
+        with ThreadPoolExecutor(max_workers=counts[-1]) as ex:
+            t0 = time.perf_counter()
+            for f in [ex.submit(_empty) for _ in range(tasks)]:
+                f.result()
+            executor.append((time.perf_counter() - t0) / tasks)
+    marginal = {w: (min(per[w]) - min(fixed[w])) / tasks for w in counts}
+    one = marginal[counts[0]]
+    best_floor, best_exec = min(floor), min(executor)
+    rows: list[list[object]] = []
+    for w in counts:
+        rows.append([w, f"{min(fixed[w]) * 1e3:.2f}", f"{min(per[w]) / tasks * 1e6:.2f}", f"{marginal[w] * 1e6:.2f}",
+                     f"{marginal[w] / one:.2f}x", f"{marginal[w] / best_floor:.0f}x",
+                     f"{best_exec / marginal[w]:.2f}x"])
+    worst = max(marginal.values())
+    summary = (f"{tasks:,} tasks; floor (plain recursive calls) {best_floor * 1e6:.3f} µs/task; peer "
+               f"ThreadPoolExecutor({counts[-1]}) submit+result of empty tasks {best_exec * 1e6:.2f} µs/task; "
+               f"slowest worker count / one worker: {worst / one:.2f}x")
+    return rows, summary
 
 
 def tree_peak_lengths(n: int, leaf: int) -> tuple[int, int, int]:
@@ -82,12 +157,16 @@ def _chunk(bounds: tuple[int, int]) -> int:
 
 @click.command(name="deque")
 @click.option("--runs", default=5, show_default=True, type=click.IntRange(1, 50), help="runs per cell")
-@click.option("--n", "n", default=4_000_000, show_default=True, type=click.IntRange(1000), help="sum squares of range(N)")
+@click.option("--n", "n", default=4_000_000, show_default=True, type=click.IntRange(1000),
+              help="sum squares of range(N)")
 @click.option("--leaf", default=2000, show_default=True, type=click.IntRange(1), help="leaf size of the split")
 @click.option("--native/--no-native", default=True, show_default=True, help="also run the C measurement")
 @click.option("--native-mb", default="4,64,256", show_default=True, help="array sizes (MiB) for the C run")
 @click.option("--max-workers", type=click.IntRange(1, 64), default=None, help="override the worker counts' top")
-def command(runs: int, n: int, leaf: int, native: bool, native_mb: str, max_workers: int | None) -> None:
+@click.option("--fib", "fib_n", default=20, show_default=True, type=click.IntRange(2, 30),
+              help="per-task table: fib(N) spawns fib(N+1) tasks")
+def command(runs: int, n: int, leaf: int, native: bool, native_mb: str, max_workers: int | None,
+            fib_n: int) -> None:
     """Work-stealing deque and pool: space bound, GIL-bound speed-up, processes, native locality."""
     from concur.primitives import WorkStealingPool
 
@@ -129,6 +208,13 @@ def command(runs: int, n: int, leaf: int, native: bool, native_mb: str, max_work
     finally:
         sys.setswitchinterval(old)
     click.echo(markdown_table(["switch interval", "workers", "seconds", "speed-up", "steals per worker"], rows))
+
+    click.echo(f"\n## Per-task overhead: fib({fib_n}) with empty leaves; best of {runs} interleaved runs; "
+               "the peer is ThreadPoolExecutor\n")
+    rows, summary = per_task_table(fib_n, counts, runs)
+    click.echo(markdown_table(["workers", "fixed ms/run", "µs/task, whole run", "µs/task less fixed", "x 1 worker",
+                               "x floor", "ThreadPoolExecutor / pool"], rows))
+    click.echo(f"\n{summary}")
 
     import multiprocessing
 

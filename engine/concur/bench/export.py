@@ -3,7 +3,7 @@
 Baseline: the budget in the Excel issue, 2 s per export on the 2-core CI
 machine. ``--plan llm`` (the default) times the whole ``concur export`` path
 for the LLM capacity plan (workbooks/llm_capacity.yaml when the checkout has
-it, else the DESIGN T1 scenario on llm_memory): build the model, solve,
+it, else the T1 worked scenario of docs/t1-kv-cache.md on llm_memory): build the model, solve,
 :func:`~concur.excel.from_solution.plan_from_solution`, write the xlsx.
 ``--plan synthetic`` times only the writer on a synthetic plan shaped like the
 shipped packs: 10 inputs (two in GiB), 20 derived variables chaining products,

@@ -12,6 +12,11 @@ In-process, every contender answers "may this request go?" with the answer yes
   1024 keys (the library's cost per decision, not its list growth, is measured);
 * ``pyrate-limiter`` -- ``Limiter`` over an in-memory bucket, non-blocking.
 
+In asyncio, on one event loop, one task, every request admitted at once:
+``await AsyncTokenBucket.acquire()`` against ``await aiolimiter.AsyncLimiter.acquire()``
+(the asyncio limiter people pick; a leaky bucket that reads ``loop.time()``), both
+awaited in the same loop so the coroutine and ``await`` costs are alike.
+
 On Redis (a server from ``--redis-url``, else a temporary ``redis-server`` on
 loopback; skipped with a message when neither exists): ``RedisTokenBucket`` against a
 bare ``EVALSHA`` of a script that returns 1, both one round trip from one client.
@@ -28,7 +33,7 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import click
 
@@ -38,19 +43,31 @@ __all__ = ["command"]
 def _measure(
     contenders: list[tuple[str, Callable[[], object]]], iterations: int, repeats: int
 ) -> list[tuple[str, float, float]]:
-    """(name, best, median) nanoseconds per call for each contender.
+    """(name, best, median) nanoseconds per call for each contender."""
+
+    def timed(call: Callable[[], object]) -> Callable[[], float]:
+        def run() -> float:
+            start = time.perf_counter_ns()
+            for _ in loop:
+                call()
+            return (time.perf_counter_ns() - start) / iterations
+
+        return run
+
+    loop = range(iterations)
+    return _interleave([(name, timed(call)) for name, call in contenders], repeats)
+
+
+def _interleave(runs: list[tuple[str, Callable[[], float]]], repeats: int) -> list[tuple[str, float, float]]:
+    """(name, best, median) of ``repeats`` calls of each timed run (each returns ns per call).
 
     Runs are interleaved (A B C, A B C, ...) so that a noisy neighbour or a CPU
     frequency change hits every contender alike and the ratios stay meaningful.
     """
-    samples: dict[str, list[float]] = {name: [] for name, _ in contenders}
-    loop = range(iterations)
+    samples: dict[str, list[float]] = {name: [] for name, _ in runs}
     for _ in range(repeats):
-        for name, call in contenders:
-            start = time.perf_counter_ns()
-            for _ in loop:
-                call()
-            samples[name].append((time.perf_counter_ns() - start) / iterations)
+        for name, run in runs:
+            samples[name].append(run())
     return [(name, min(v), statistics.median(v)) for name, v in samples.items()]
 
 
@@ -112,6 +129,40 @@ def _in_process(iterations: int, repeats: int) -> list[tuple[str, float, float]]
         missing.append(("pyrate-limiter (not installed)", math.nan, math.nan))
     return _measure(contenders, iterations, repeats) + missing
 
+
+
+def _in_asyncio(iterations: int, repeats: int) -> list[tuple[str, float, float]]:
+    """(name, best, median) ns per awaited, admitted acquire; interleaved on one loop."""
+    import asyncio
+
+    from concur.primitives import AsyncTokenBucket
+
+    big = 1e12
+    contenders: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+        ("concur AsyncTokenBucket.acquire", AsyncTokenBucket(big, big).acquire),
+    ]
+    missing = []
+    try:
+        from aiolimiter import AsyncLimiter
+
+        contenders.append(("aiolimiter AsyncLimiter.acquire", AsyncLimiter(big, 1).acquire))
+    except ImportError:
+        missing.append(("aiolimiter (not installed)", math.nan, math.nan))
+
+    async def awaited(acquire: Callable[[], Awaitable[object]]) -> float:
+        start = time.perf_counter_ns()
+        for _ in range(iterations):
+            await acquire()
+        return (time.perf_counter_ns() - start) / iterations
+
+    def on_the_loop(acquire: Callable[[], Awaitable[object]]) -> Callable[[], float]:
+        return lambda: loop.run_until_complete(awaited(acquire))
+
+    loop = asyncio.new_event_loop()  # one loop for every run of both contenders
+    try:
+        return _interleave([(name, on_the_loop(acquire)) for name, acquire in contenders], repeats) + missing
+    finally:
+        loop.close()
 
 
 def _on_redis(
@@ -181,7 +232,7 @@ def _print_table(
 def command(
     iterations: int, repeats: int, redis_url: str | None, redis_iterations: int
 ) -> None:
-    """Time one uncontended rate-limit decision: concur vs floor, limits, pyrate-limiter, Redis."""
+    """Time one uncontended rate-limit decision: concur vs floor, limits, pyrate-limiter, aiolimiter, Redis."""
     click.echo(
         f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  "
         f"iterations: {iterations} x {repeats}"
@@ -192,6 +243,12 @@ def command(
         rows,
         "concur TokenBucket.try_acquire",
     )
+    ours_async = "concur AsyncTokenBucket.acquire"
+    rows = _in_asyncio(iterations, repeats)
+    _print_table("asyncio, one task on one loop, awaited acquire (ratio = contender / concur)", rows, ours_async)
+    best = {name: b for name, b, _ in rows}
+    peer = best.get("aiolimiter AsyncLimiter.acquire", math.nan)
+    click.echo(f"concur / aiolimiter: {best[ours_async] / peer:.2f}x, best against best (target <= 1.00x)")
     if redis_url is not None:
         _redis_section(redis_url, redis_iterations, repeats)
         return

@@ -15,6 +15,11 @@ Two measurements, each against the standard library doing the same thing:
    the same contract as ``map``). ``fn`` burns ``--work`` iterations of a Python
    loop so the comparison covers the per-item overhead at a realistic task size;
    ``--work 0`` shows the bare overhead. Both ratios are printed for every row.
+   The peer users would pick stands beside them:
+   ``concurrent.futures.ThreadPoolExecutor(workers)``, the same items submitted the
+   same way (``submit`` each, then ``result()`` each, leaving the ``with`` block waits
+   for all); its queue is unbounded, so it never makes the producer wait. The ratio
+   ``WorkerPool.submit / ThreadPoolExecutor`` closes the report.
 
 Runs are interleaved and the best of ``--repeats`` is reported with the median.
 Nothing is asserted: this reports.
@@ -62,6 +67,19 @@ def _pool_run(fn: Callable[[int], int], items: int, workers: int, bound: int) ->
     with WorkerPool(fn, workers=workers, bound=bound) as pool:
         submit = pool.submit
         futures = [submit(i) for i in range(items)]
+    elapsed = time.perf_counter() - start
+    assert futures[-1].result() == fn(items - 1)
+    return items / elapsed
+
+
+def _executor_run(fn: Callable[[int], int], items: int, workers: int, bound: int) -> float:
+    """items/s through ``ThreadPoolExecutor(workers)`` (``bound`` unused: its queue is unbounded)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as executor:
+        submit = executor.submit
+        futures = [submit(fn, i) for i in range(items)]
     elapsed = time.perf_counter() - start
     assert futures[-1].result() == fn(items - 1)
     return items / elapsed
@@ -181,31 +199,39 @@ def command(
     fn = _make_work(work)
     same, floor = "bare Queue + threads + Future", "bare Queue + threads, no Future"
     pool_name, map_name = "concur WorkerPool.submit", "concur WorkerPool.map"
-    runs: dict[str, list[float]] = {pool_name: [], map_name: [], same: [], floor: []}
+    executor = "ThreadPoolExecutor.submit"
+    runs: dict[str, list[float]] = {pool_name: [], map_name: [], executor: [], same: [], floor: []}
     for _ in range(repeats):
         runs[pool_name].append(_pool_run(fn, items, workers, bound))
         runs[map_name].append(_map_run(fn, items, workers, bound))
+        runs[executor].append(_executor_run(fn, items, workers, bound))
         runs[same].append(_bare_run(fn, items, workers, bound, futures=True))
         runs[floor].append(_bare_run(fn, items, workers, bound, futures=False))
-    ref_same, ref_floor = max(runs[same]), max(runs[floor])
+    ref_same, ref_floor, ref_executor = max(runs[same]), max(runs[floor]), max(runs[executor])
     click.echo(
         f"\nthroughput, {items} items, {workers} workers, bound {bound}, work {work} "
         f"(fn alone: {_fn_ns(fn):.0f} ns/item)"
     )
     click.echo(
-        f"{'contender':32} {'best items/s':>13} {'median':>10} {'x same-work':>12} {'x no-Future':>12}"
+        f"{'contender':32} {'best items/s':>13} {'median':>10} {'x same-work':>12} {'x no-Future':>12} "
+        f"{'x executor':>11}"
     )
     for name, v in runs.items():
         best = max(v)
         click.echo(
             f"{name:32} {best:13,.0f} {statistics.median(v):10,.0f} "
-            f"{best / ref_same:12.2f} {best / ref_floor:12.2f}"
+            f"{best / ref_same:12.2f} {best / ref_floor:12.2f} {best / ref_executor:11.2f}"
         )
     click.echo(
         f"\ntarget: pool >= 0.70x a bare queue.Queue + threads pipeline. Against the "
         f"no-Future floor: submit {max(runs[pool_name]) / ref_floor:.2f}x, "
         f"map {max(runs[map_name]) / ref_floor:.2f}x; against the pipeline with a "
         f"Future per item: submit {max(runs[pool_name]) / ref_same:.2f}x"
+    )
+    click.echo(
+        f"peer: concurrent.futures.ThreadPoolExecutor({workers}); WorkerPool.submit / "
+        f"ThreadPoolExecutor.submit = {max(runs[pool_name]) / ref_executor:.2f}x items/s "
+        f"(>1: the pool is faster), map {max(runs[map_name]) / ref_executor:.2f}x"
     )
 
 

@@ -44,6 +44,20 @@ Consequences.
   can under-admit but never over-admit.
 * A float of seconds since boot has a resolution near 1e-10 s, and float tokens
   keep fractions of a token (a 0.3 request/s bucket loses nothing between calls).
+* ``rate=math.inf`` is a bucket that never limits (a switched-off limit): it is full
+  at every call, *including* calls at the same clock reading. Computed as a refill it
+  would need time to pass (``0 * inf`` is NaN), and a frozen or coarse clock would then
+  leave it empty with ``retry_after = 0``: a blocking ``acquire`` would spin. NaN is
+  refused for capacity, rate, cost and timeout alike.
+
+asyncio. ``AsyncTokenBucket`` wraps the same state and ``try_acquire``. Its
+``acquire`` is what an ``async`` caller pays on every request, so the admitted path
+is one ``try_acquire`` and nothing else: the cost is checked inside it, the deadline
+is computed only when a wait is needed, and the default clock is ``time.monotonic``
+itself (what the default event loop's ``time()`` returns) rather than a look-up of
+the running loop on every call. An admitted ``await acquire()`` costs about 0.7 µs
+on a quiet 2-vCPU VM, 0.85-0.9x ``aiolimiter.AsyncLimiter.acquire`` on the same loop
+(``concur bench limiter``); before, it was 1.4-1.5x aiolimiter's.
 
 Non-goals.
 
@@ -137,6 +151,9 @@ def validate_cost(n: float, capacity: float) -> float:
     return n
 
 
+_INF = math.inf
+
+
 def _retry_after(tokens: float, n: float, rate: float, last: float) -> float:
     """Seconds until ``tokens`` refilled at ``rate`` from ``last`` reach ``n``.
 
@@ -225,6 +242,8 @@ Decision(allowed=False, remaining=0.0, retry_after=1.0))
                 if tokens > self._capacity:  # a comparison, not min(): this is the hot path
                     tokens = self._capacity
                 self._last = last = now
+            elif rate == _INF:  # an infinite rate refills at once, even in no time at all
+                tokens = self._capacity
             else:  # no time passed, or the clock stepped back: clamp, keep the later stamp
                 tokens = self._tokens
             if tokens >= n:
@@ -243,7 +262,9 @@ Decision(allowed=False, remaining=0.0, retry_after=1.0))
             now = self._clock()
             last = self._last
             tokens = self._tokens
-            if now > last:
+            if self._rate == _INF:
+                tokens = self._capacity
+            elif now > last:
                 tokens = min(self._capacity, tokens + (now - last) * self._rate)
                 last = now
         if tokens >= n:
@@ -286,7 +307,8 @@ def _deadline(clock: Callable[[], float], timeout: float | None) -> float:
 class AsyncTokenBucket:
     """The token bucket for asyncio: same state and decisions, awaitable ``acquire``.
 
-    ``clock`` defaults to the running loop's ``time()``; ``sleep`` to ``asyncio.sleep``.
+    ``clock`` defaults to ``time.monotonic`` (the clock of asyncio's default loops, whose
+    ``asyncio.sleep`` therefore waits on the same timeline); ``sleep`` to ``asyncio.sleep``.
     ``try_acquire`` and ``peek`` never suspend, so they are plain methods; ``acquire``
     is a coroutine. One bucket may be shared by tasks of one loop, and also with
     threads (the state is guarded by a lock never held across an ``await``).
@@ -303,7 +325,7 @@ class AsyncTokenBucket:
         initial: float | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        self._bucket = TokenBucket(capacity, rate, clock or _loop_time, initial=initial)
+        self._bucket = TokenBucket(capacity, rate, clock or time.monotonic, initial=initial)
         self._sleep = sleep
 
     capacity = property(lambda self: self._bucket.capacity, doc="The burst.")
@@ -324,20 +346,16 @@ class AsyncTokenBucket:
         nothing.
         """
         bucket = self._bucket
-        n = validate_cost(n, bucket.capacity)
-        deadline = _deadline(bucket._clock, timeout)
+        # try_acquire checks the cost; the deadline is read only if a wait follows.
+        deadline = _INF if timeout is None else _deadline(bucket._clock, timeout)
         while True:
             decision = bucket.try_acquire(n)
-            if decision.allowed:
+            if decision[0]:  # allowed
                 return True
-            wait = decision.retry_after
+            wait = decision[2]  # retry_after
             if bucket._clock() + wait > deadline:
                 return False
             await self._sleep(wait)
-
-
-def _loop_time() -> float:
-    return asyncio.get_running_loop().time()
 
 
 def retry_after_header(decision: Decision) -> str:

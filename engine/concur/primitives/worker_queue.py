@@ -433,10 +433,12 @@ class WorkerPool(Generic[T, R]):
             )
             for i, stats in enumerate(self._stats)
         ]
-        self._idents: set[int] = set()
+        # The workers themselves, not their idents: an ident is reused by the next thread
+        # the OS starts once a worker has exited, so a set of idents would mistake a
+        # fresh thread for a worker after shutdown. Read-only after this line.
+        self._workers = frozenset(self._threads)
         for thread in self._threads:
             thread.start()
-            self._idents.add(thread.ident)  # type: ignore[arg-type]
         # A pool dropped or forgotten without shutdown must not leave non-daemon
         # threads blocked forever: closing its queue drains it and ends the workers.
         weakref.finalize(self, self._queue.close, sentinels=workers)
@@ -571,7 +573,9 @@ class WorkerPool(Generic[T, R]):
         return [entry[-1] for entry in dropped]
 
     def _check_not_worker(self, what: str) -> None:
-        if threading.get_ident() in self._idents:
+        # current_thread() is the Thread object of the running thread; a thread that
+        # merely reuses an exited worker's ident is a different object.
+        if threading.current_thread() in self._workers:
             raise PoolMisuse(
                 f"WorkerPool.{what} called from one of the pool's own workers would wait "
                 "for itself; call it from the thread that owns the pool"

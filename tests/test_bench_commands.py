@@ -1,0 +1,59 @@
+"""Every ``concur bench`` sub-command runs at tiny sizes and prints its peer and a ratio.
+
+Nothing here asserts a speed: the figures are whatever a shared CI machine gives. What is
+checked is that each benchmark runs to the end through the real CLI, names what it stands
+against, and prints the ratio between the two (``1.23x``) -- the contract of the bench
+group. A benchmark added to ``BENCHMARKS`` without a row here fails
+``test_every_benchmark_has_a_tiny_run``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from concur.bench import BENCHMARKS
+from concur.cli import cli
+
+# name -> (tiny options, text naming the peer, ...)
+TINY: dict[str, tuple[list[str], tuple[str, ...]]] = {
+    "limiter": (["--iterations", "200", "--repeats", "1", "--redis-iterations", "20"],
+                ("limits moving window", "pyrate-limiter", "aiolimiter AsyncLimiter.acquire", "concur / aiolimiter")),
+    "queue": (["--iterations", "200", "--items", "200", "--repeats", "1", "--workers", "2", "--bound", "8",
+               "--work", "10"],
+              ("queue.Queue(1024)", "ThreadPoolExecutor.submit", "WorkerPool.submit / ThreadPoolExecutor.submit")),
+    "counter": (["--no-native", "--runs", "1", "--ops", "1000", "--max-threads", "1"],
+                ("peer: an int under a threading.Lock", "ShardedCounter / int+lock")),
+    "deque": (["--no-native", "--runs", "1", "--n", "20000", "--leaf", "1000", "--max-workers", "2", "--fib", "8"],
+              ("ThreadPoolExecutor / pool", "peer ThreadPoolExecutor", "multiprocessing.Pool")),
+    "solve": (["--runs", "1"], ("python -c pass", "x bare")),
+    "sweep": (["--points", "1000", "--runs", "1"], ("hand-written numpy", "ratio")),
+    "erlang": (["--runs", "3", "--servers", "50", "--loads", "10", "--exact-max", "50"],
+               ("peer: pyworkforce ErlangC", "pyworkforce required_positions")),
+    "export": (["--repeat", "1", "--plan", "synthetic", "--variables", "12"],
+               ("baseline (issue budget)", "ratio budget/median")),
+    "simulate": (["--runs", "1", "--duration", "20000"],
+                 ("peer: SimPy", "SimPy seconds / concur seconds", "combined 95% CI")),
+}
+
+RATIO = re.compile(r"\d+(?:\.\d+)? ?x\b")
+
+
+def test_every_benchmark_has_a_tiny_run() -> None:
+    assert sorted(TINY) == sorted(BENCHMARKS)
+
+
+@pytest.mark.parametrize("name", sorted(BENCHMARKS))
+def test_bench_runs_and_prints_its_peer_and_a_ratio(name: str, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("CONCUR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CONCUR_NATIVE_CACHE", str(tmp_path / "native"))
+    options, peers = TINY[name]
+    result = CliRunner().invoke(cli, ["bench", name, *options], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "core" in result.output, result.output  # each names the machine it ran on
+    for peer in peers:
+        assert peer in result.output, f"{name}: {peer!r} missing from\n{result.output}"
+    assert RATIO.search(result.output), f"{name}: no ratio like '1.23x' in\n{result.output}"
+    assert "not installed" not in result.output, result.output  # the test extra brings every peer
