@@ -1,12 +1,14 @@
 """Shared fixtures for the primitives tests: a fake clock, a switch-interval guard,
-and a throwaway redis-server on loopback."""
+throwaway redis-servers on loopback (one per session, private ones per test, a cluster)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -78,3 +80,54 @@ def redis_client(redis_url: str) -> Iterator[object]:
     client.flushdb()
     yield client
     client.close()
+
+
+@pytest.fixture
+def redis_server(tmp_path) -> Iterator[Callable[..., Any]]:
+    """Factory: ``redis_server(*options)`` starts a private redis-server (a ``RedisServer``
+    that the test may freeze, restart or reconfigure); all are stopped after the test."""
+    require_tool("redis-server")
+    pytest.importorskip("redis")
+    from concur.bench.redis_server import RedisServer, RedisUnavailable
+
+    started: list[RedisServer] = []
+
+    def start(*options: str) -> RedisServer:
+        server = RedisServer(tmp_path / f"redis{len(started)}", options)
+        started.append(server)
+        try:
+            return server.start()
+        except RedisUnavailable as exc:
+            pytest.fail(str(exc))
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Any]]:
+    """Three primaries of a Redis Cluster on loopback (16384 slots split in thirds)."""
+    require_tool("redis-server")
+    pytest.importorskip("redis")
+    from concur.bench.redis_server import RedisUnavailable, local_cluster
+
+    try:
+        with local_cluster(tmp_path_factory.mktemp("cluster")) as servers:
+            yield servers
+    except RedisUnavailable as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port nobody listens on (connections are refused at once)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def openssl_exe() -> str:
+    """Path of the openssl command (certificates for the TLS test)."""
+    return require_tool("openssl")
