@@ -198,13 +198,13 @@ _monotonic = time.monotonic
 _new_decision = tuple.__new__  # Decision(...) without the NamedTuple __new__ overhead
 
 
-def _command(*parts: bytes) -> bytes:
+def resp_command(*parts: bytes) -> bytes:
     """One Redis command in RESP2 wire format (an array of bulk strings)."""
     return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
 
 
-_SCRIPT_LOAD = _command(b"SCRIPT", b"LOAD", SCRIPT.encode())
-_ASKING = _command(b"ASKING")
+_SCRIPT_LOAD = resp_command(b"SCRIPT", b"LOAD", SCRIPT.encode())
+_ASKING = resp_command(b"ASKING")
 _MAX_HOPS = 5  # NOSCRIPT once, MOVED and ASK redirects: more means a misconfigured cluster
 _BUFFER = 4096  # initial reply buffer; a decision's reply is ~40 bytes
 # server replies that mean "not now" (an outage), not "never" (a configuration error)
@@ -630,7 +630,7 @@ class RedisTokenBucket:
         self._head = (b"EVALSHA", SCRIPT_SHA.encode(), b"1", self.key.encode(), repr(self._capacity).encode(),
                       repr(self._rate).encode())
         # cost -> the packed EVALSHA: the hot path sends these bytes as they are
-        self._packed: dict[float, bytes] = {1.0: _command(*self._head, b"1.0")}
+        self._packed: dict[float, bytes] = {1.0: resp_command(*self._head, b"1.0")}
         self._test_now_us: Callable[[], int] | None = None  # tests only: replaces server TIME
         self._errors_lock = threading.Lock()  # guards _errors
         self._errors = 0
@@ -738,8 +738,8 @@ class RedisTokenBucket:
         """The EVALSHA for cost ``n`` (validated); cached for the first few costs seen."""
         cost = validate_cost(n, self._capacity)
         if self._test_now_us is not None:
-            return _command(*self._head, repr(cost).encode(), str(self._test_now_us()).encode())
-        packed = _command(*self._head, repr(cost).encode())
+            return resp_command(*self._head, repr(cost).encode(), str(self._test_now_us()).encode())
+        packed = resp_command(*self._head, repr(cost).encode())
         if len(self._packed) < 16:
             self._packed[cost] = packed
         return packed
