@@ -3,6 +3,7 @@ throwaway redis-servers on loopback (one per session, private ones per test, a c
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import shutil
 import socket
@@ -131,3 +132,38 @@ def closed_port() -> int:
 def openssl_exe() -> str:
     """Path of the openssl command (certificates for the TLS test)."""
     return require_tool("openssl")
+
+
+def _server_time_us(client: Any) -> int:
+    seconds, micros = client.time()
+    return int(seconds) * 1_000_000 + int(micros)
+
+
+@pytest.fixture
+def fleet() -> Callable[..., tuple[list[Any], float]]:
+    """``fleet(target, args, processes, clock_client)`` runs ``target(*args, barrier, results)`` in
+    fresh (spawned) processes and returns what each put on ``results`` and the seconds of server
+    time that contain every decision.
+
+    Workers connect and load the script, then wait on the barrier; the server's TIME is read
+    (through ``clock_client``) before the barrier opens and after the last worker is done, so
+    ``capacity + rate * elapsed`` bounds the admissions whatever the machine's speed: no wall-clock
+    window, no fixed start offset.
+    """
+
+    def run(target: Callable[..., None], args: tuple[Any, ...], processes: int, clock_client: Any):
+        ctx = multiprocessing.get_context("spawn")
+        barrier = ctx.Barrier(processes + 1)
+        results = ctx.Queue()
+        workers = [ctx.Process(target=target, args=(*args, barrier, results)) for _ in range(processes)]
+        for w in workers:
+            w.start()
+        begin = _server_time_us(clock_client)  # no decision yet: the workers wait for us at the barrier
+        barrier.wait(timeout=120)
+        outcomes = [results.get(timeout=120) for _ in workers]
+        for w in workers:
+            w.join(timeout=60)
+            assert w.exitcode == 0
+        return outcomes, (_server_time_us(clock_client) - begin) / 1e6
+
+    return run

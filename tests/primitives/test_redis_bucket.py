@@ -305,31 +305,11 @@ def _fleet_worker(url: str, key: str, capacity: float, rate: float, calls: int, 
     results.put((admitted, calls, bucket.errors))
 
 
-def server_time_us(client) -> int:
-    seconds, micros = client.time()
-    return seconds * 1_000_000 + micros
-
-
-def test_eight_processes_never_exceed_the_window_bound(redis_url):
+def test_eight_processes_never_exceed_the_window_bound(redis_url, fleet):
     capacity, rate, processes, calls = 20, 20, 8, 300
     client = redis.Redis.from_url(redis_url)
     client.delete("concur:tb:{fleet}")
-    ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(processes + 1)
-    results = ctx.Queue()
-    workers = [
-        ctx.Process(target=_fleet_worker, args=(redis_url, "fleet", capacity, rate, calls, barrier, results))
-        for _ in range(processes)
-    ]
-    for w in workers:
-        w.start()
-    begin = server_time_us(client)  # before any decision: the workers wait for us at the barrier
-    barrier.wait(timeout=120)
-    outcomes = [results.get(timeout=120) for _ in workers]
-    for w in workers:
-        w.join(timeout=60)
-        assert w.exitcode == 0
-    elapsed = (server_time_us(client) - begin) / 1e6  # after the last decision
+    outcomes, elapsed = fleet(_fleet_worker, (redis_url, "fleet", capacity, rate, calls), processes, client)
     admitted = sum(a for a, _, _ in outcomes)
     assert sum(c for _, c, _ in outcomes) == processes * calls
     assert sum(e for _, _, e in outcomes) == 0, outcomes

@@ -4,8 +4,6 @@ sharing buckets on all three nodes without exceeding the window bound."""
 
 from __future__ import annotations
 
-import multiprocessing
-
 import pytest
 from concur.primitives import RedisTokenBucket
 
@@ -51,13 +49,17 @@ def set_slot_owner(servers, slot: int, owner_port: int) -> None:
         redis.Redis(port=s.port).execute_command("CLUSTER", "SETSLOT", slot, "NODE", owner)
 
 
-def test_moved_is_followed_and_remembered(redis_cluster):
-    cluster = cluster_client(redis_cluster)
-    tags = tags_on_each_node(cluster)
-    (old_port, tag), (new_port, _) = list(tags.items())[:2]
+def bucket_and_another_node(cluster: RedisCluster) -> tuple[RedisTokenBucket, int, int, int]:
+    """A fresh bucket, its node's port, another node's port, and the bucket key's slot."""
+    (home, tag), (other, _) = list(tags_on_each_node(cluster).items())[:2]
     bucket = RedisTokenBucket(cluster, tag, 10, 1e-6, on_error="closed", budget=5)
     cluster.delete(bucket.key)
-    slot = cluster.keyslot(bucket.key)
+    return bucket, home, other, cluster.keyslot(bucket.key)
+
+
+def test_moved_is_followed_and_remembered(redis_cluster):
+    cluster = cluster_client(redis_cluster)
+    bucket, old_port, new_port, slot = bucket_and_another_node(cluster)
     assert bucket.where == f"127.0.0.1:{old_port}"  # from the client's slot map, no call yet
     set_slot_owner(redis_cluster, slot, new_port)  # a resharding moves the (empty) slot
     try:
@@ -75,11 +77,7 @@ def test_moved_is_followed_and_remembered(redis_cluster):
 
 def test_ask_is_followed_during_a_migration(redis_cluster):
     cluster = cluster_client(redis_cluster)
-    tags = tags_on_each_node(cluster)
-    (source_port, tag), (target_port, _) = list(tags.items())[:2]
-    bucket = RedisTokenBucket(cluster, tag, 10, 1e-6, on_error="closed", budget=5)
-    cluster.delete(bucket.key)
-    slot = cluster.keyslot(bucket.key)
+    bucket, source_port, target_port, slot = bucket_and_another_node(cluster)
     ids = node_ids(redis_cluster)
     source, target = redis.Redis(port=source_port), redis.Redis(port=target_port)
     target.script_flush()  # the target has never seen the script: SCRIPT LOAD + ASKING + EVALSHA
@@ -113,37 +111,15 @@ def _cluster_worker(port: int, tags: list[str], capacity: float, rate: float, ca
     results.put((admitted, sum(b.errors for b in buckets)))
 
 
-def server_time_us(client) -> int:
-    seconds, micros = client.time()
-    return seconds * 1_000_000 + micros
-
-
-def test_four_processes_admit_no_more_than_the_window_bound_on_each_node(redis_cluster):
+def test_four_processes_admit_no_more_than_the_window_bound_on_each_node(redis_cluster, fleet):
     capacity, rate, processes, calls = 15, 10, 4, 450
     cluster = cluster_client(redis_cluster)
     tags = list(tags_on_each_node(cluster).values())  # one bucket on each primary
     for tag in tags:
         cluster.delete(f"concur:tb:{{{tag}}}")
     clock = redis.Redis(port=redis_cluster[0].port)  # the nodes share this host's clock
-    ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(processes + 1)
-    results = ctx.Queue()
-    workers = [
-        ctx.Process(
-            target=_cluster_worker,
-            args=(redis_cluster[0].port, tags, capacity, rate, calls, barrier, results),
-        )
-        for _ in range(processes)
-    ]
-    for w in workers:
-        w.start()
-    begin = server_time_us(clock)  # no decision yet: the workers wait for us at the barrier
-    barrier.wait(timeout=120)
-    outcomes = [results.get(timeout=120) for _ in workers]
-    for w in workers:
-        w.join(timeout=60)
-        assert w.exitcode == 0
-    elapsed = (server_time_us(clock) - begin) / 1e6
+    args = (redis_cluster[0].port, tags, capacity, rate, calls)
+    outcomes, elapsed = fleet(_cluster_worker, args, processes, clock)
     assert sum(errors for _, errors in outcomes) == 0, outcomes
     for k, tag in enumerate(tags):
         admitted = sum(per_key[k] for per_key, _ in outcomes)
