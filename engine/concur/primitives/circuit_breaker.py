@@ -34,8 +34,8 @@ Worked example (base=0.2, cap=5, clock in seconds). Redis dies at t=10. The call
 t=10.000 times out (it cost the caller its budget, say 0.05 s) and opens the breaker
 for 0.1..0.2 s, say until t=10.2; 500 decisions in between are refused at once. At
 t=10.2 one probe fails: open again for 0.2..0.4 s; then 0.4..0.8, 0.8..1.6, 1.6..3.2,
-and from the sixth failure 2.5..5 s. Over a 60 s outage about 15 calls pay the budget
-(60 / 3.75 s on average at the cap, plus the ramp); the rest cost nothing. When Redis
+and from the sixth failure 2.5..5 s. Over a 60 s outage about 20 calls pay the budget (six
+in the first 5 s, then one per 3.75 s on average); the rest cost nothing. When Redis
 is back, the next probe, at most 5 s later, closes the breaker.
 
 Hot path. ``allow()`` and ``record_success()`` read ``_state`` without the lock when it
