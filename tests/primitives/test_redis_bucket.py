@@ -28,7 +28,13 @@ class ServerClock:
         self.us += round(seconds * 1e6)
 
 
+# Tests of decisions give the bucket a budget of seconds: on a loaded machine a healthy call can
+# take longer than the default 50 ms, and an outage decision must not pass for a real one.
+SLOW_OK = 5.0
+
+
 def make_bucket(client, capacity=10, rate=2, key="k", **kw) -> tuple[RedisTokenBucket, ServerClock]:
+    kw.setdefault("budget", SLOW_OK)
     bucket = RedisTokenBucket(client, key, capacity, rate, **kw)
     clock = ServerClock()
     bucket._test_now_us = clock
@@ -40,7 +46,7 @@ def commandstats(client) -> dict[str, int]:
 
 
 def test_local_sha_matches_server(redis_client):
-    bucket = RedisTokenBucket(redis_client, "k", 10, 1)
+    bucket = RedisTokenBucket(redis_client, "k", 10, 1, budget=SLOW_OK)
     assert bucket.load() == SCRIPT_SHA
 
 
@@ -173,7 +179,7 @@ def test_negative_tokens_from_outside_only_cost_one_refill(redis_client):
 
 
 def test_one_round_trip_per_decision_and_noscript_recovery(redis_client):
-    bucket = RedisTokenBucket(redis_client, "rt", 100, 10)
+    bucket = RedisTokenBucket(redis_client, "rt", 100, 10, budget=SLOW_OK)
     redis_client.script_flush()
     redis_client.config_resetstat()
     assert bucket.try_acquire().allowed  # EVALSHA -> NOSCRIPT; then SCRIPT LOAD + EVALSHA in one write
@@ -193,7 +199,7 @@ def test_one_round_trip_per_decision_and_noscript_recovery(redis_client):
 
 def test_the_bucket_owns_its_connections_and_shares_them(redis_url):
     client = redis.Redis.from_url(redis_url, client_name="fleet-a")
-    buckets = [RedisTokenBucket(client, f"user:{i}", 10, 1) for i in range(50)]
+    buckets = [RedisTokenBucket(client, f"user:{i}", 10, 1, budget=SLOW_OK) for i in range(50)]
     for bucket in buckets:
         assert bucket.try_acquire().allowed
     names = [c["name"] for c in client.client_list()]
@@ -214,7 +220,7 @@ def test_redis_py_connections_still_expose_their_socket(redis_url):
 
 def test_wrong_type_key_raises(redis_client):
     redis_client.set("concur:tb:{str}", "x")
-    bucket = RedisTokenBucket(redis_client, "str", 10, 1)
+    bucket = RedisTokenBucket(redis_client, "str", 10, 1, budget=SLOW_OK)
     with pytest.raises(redis.exceptions.ResponseError, match="WRONGTYPE.*another data type") as info:
         bucket.try_acquire()
     assert "whatever on_error says" in str(info.value)

@@ -38,9 +38,17 @@ class Recorder:
         return Decision(False, 0.0, 1.0)
 
 
+# Budgets: outage tests use 0.25 s, so that a healthy call on a loaded machine still fits while
+# 20 undefended decisions (5 s) would not pass the 3 s bound; configuration-error tests use
+# seconds, since an error is seen only when Redis answers within the budget.
+OUTAGE_BUDGET = 0.25
+SLOW_OK = 5.0
+
+
 def guarded(client, clock, key="k", capacity=10, rate=1e-6, **kw) -> RedisTokenBucket:
     """A bucket whose breaker runs on the test's fake clock (jitter 0: back-off 0.1 s, 0.2 s, ...)."""
     kw.setdefault("on_error", Recorder())
+    kw.setdefault("budget", OUTAGE_BUDGET)
     breaker = CircuitBreaker(clock=clock, jitter=lambda: 0.0)
     return RedisTokenBucket(client, key, capacity, rate, breaker=breaker, **kw)
 
@@ -64,7 +72,7 @@ def assert_rode_out(bucket: RedisTokenBucket, outcome: tuple[list[Decision], flo
     assert seen[1:] == ["CircuitOpenError"] * (len(decisions) - 1)  # only the first one called Redis
     breaker = bucket.breaker
     assert (breaker.state, breaker.opened, breaker.failures, breaker.probes) == ("open", 1, 1, 0)  # asked once
-    assert seconds < 3.0, seconds  # one budget (0.05 s) plus nothing: generous
+    assert seconds < 3.0, seconds  # one budget (0.25 s) plus nothing: generous
 
 
 def assert_recovers(bucket: RedisTokenBucket, clock) -> None:
@@ -80,13 +88,13 @@ def assert_recovers(bucket: RedisTokenBucket, clock) -> None:
 def test_wrong_password_raises_even_when_failing_open(redis_server):
     server = redis_server("--requirepass", "s3cret")
     for client in (redis.Redis(port=server.port, password="wrong"), redis.Redis(port=server.port)):
-        bucket = RedisTokenBucket(client, "k", 10, 1, on_error="open")
+        bucket = RedisTokenBucket(client, "k", 10, 1, on_error="open", budget=SLOW_OK)
         for _ in range(3):
             with pytest.raises(redis.exceptions.AuthenticationError) as info:
                 bucket.try_acquire()
         assert "whatever on_error says" in str(info.value) + "".join(getattr(info.value, "__notes__", []))
         assert bucket.errors == 0 and bucket.breaker.state == "closed"
-    good = RedisTokenBucket(redis.Redis(port=server.port, password="s3cret"), "k", 10, 1)
+    good = RedisTokenBucket(redis.Redis(port=server.port, password="s3cret"), "k", 10, 1, budget=SLOW_OK)
     assert good.try_acquire() == Decision(True, 9.0, 0.0)
 
 
@@ -104,7 +112,8 @@ def test_acl_user_without_permission_raises(redis_server, rules):
     admin = redis.Redis(port=server.port)
     admin.execute_command("ACL", "SETUSER", "limited", "on", ">pw", *rules)
     admin.script_flush()
-    bucket = RedisTokenBucket(redis.Redis(port=server.port, username="limited", password="pw"), "k", 10, 1)
+    limited = redis.Redis(port=server.port, username="limited", password="pw")
+    bucket = RedisTokenBucket(limited, "k", 10, 1, budget=SLOW_OK)
     with pytest.raises(redis.exceptions.NoPermissionError, match="NOPERM.*grant it"):
         bucket.try_acquire()
     assert bucket.errors == 0
@@ -112,7 +121,7 @@ def test_acl_user_without_permission_raises(redis_server, rules):
 
 def test_out_of_memory_raises(redis_server):
     server = redis_server("--maxmemory", "1", "--maxmemory-policy", "noeviction")
-    bucket = RedisTokenBucket(redis.Redis(port=server.port), "k", 10, 1)
+    bucket = RedisTokenBucket(redis.Redis(port=server.port), "k", 10, 1, budget=SLOW_OK)
     with pytest.raises(redis.exceptions.OutOfMemoryError, match="maxmemory"):
         bucket.try_acquire()
 
@@ -120,7 +129,7 @@ def test_out_of_memory_raises(redis_server):
 def test_a_replica_raises_readonly(redis_server):
     primary, replica = redis_server(), redis_server()
     redis.Redis(port=replica.port).execute_command("REPLICAOF", "127.0.0.1", primary.port)
-    bucket = RedisTokenBucket(redis.Redis(port=replica.port), "k", 10, 1)
+    bucket = RedisTokenBucket(redis.Redis(port=replica.port), "k", 10, 1, budget=SLOW_OK)
     with pytest.raises(redis.exceptions.ReadOnlyError, match="replica"):
         bucket.try_acquire()
 
@@ -208,18 +217,18 @@ def test_a_noscript_that_script_load_does_not_cure_raises(fake_server):
 
     sha = SCRIPT_SHA.encode()
     server = fake_server(scripted(b"-NOSCRIPT No matching script.\r\n", b"$40\r\n" + sha + b"\r\n"))
-    bucket = RedisTokenBucket(redis.Redis(port=server.port), "k", 10, 1)
+    bucket = RedisTokenBucket(redis.Redis(port=server.port), "k", 10, 1, budget=SLOW_OK)
     with pytest.raises(redis.exceptions.NoScriptError, match="after SCRIPT LOAD"):
         bucket.try_acquire()
     assert [c for c in server.commands if c != b"CLIENT"] == [b"EVALSHA", b"SCRIPT", b"EVALSHA"]  # no loop
     other = fake_server(scripted(b"-NOSCRIPT No matching script.\r\n", b"$3\r\nabc\r\n"))
     with pytest.raises(redis.exceptions.ResponseError, match="rewrites scripts"):
-        RedisTokenBucket(redis.Redis(port=other.port), "k", 10, 1).try_acquire()
+        RedisTokenBucket(redis.Redis(port=other.port), "k", 10, 1, budget=SLOW_OK).try_acquire()
 
 
 def test_a_peer_that_is_not_redis_raises(fake_server):
     server = fake_server(scripted(b"HTTP/1.1 400 Bad Request\r\n\r\n"))
-    bucket = RedisTokenBucket(redis.Redis(port=server.port), "k", 10, 1)
+    bucket = RedisTokenBucket(redis.Redis(port=server.port), "k", 10, 1, budget=SLOW_OK)
     with pytest.raises(redis.exceptions.InvalidResponse, match="not answering like a Redis server"):
         bucket.try_acquire()
     assert bucket.errors == 0
@@ -238,7 +247,7 @@ def test_a_peer_that_is_not_redis_raises(fake_server):
 )
 def test_other_error_replies_raise(fake_server, reply, raised):
     server = fake_server(scripted(reply))
-    bucket = RedisTokenBucket(redis.Redis(port=server.port), "k", 10, 1, on_error="open")
+    bucket = RedisTokenBucket(redis.Redis(port=server.port), "k", 10, 1, on_error="open", budget=SLOW_OK)
     with pytest.raises(getattr(redis.exceptions, raised)):
         bucket.try_acquire()
     assert bucket.errors == 0
