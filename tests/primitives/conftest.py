@@ -1,12 +1,15 @@
 """Shared fixtures for the primitives tests: a fake clock, a switch-interval guard,
-and a throwaway redis-server on loopback."""
+throwaway redis-servers on loopback (one per session, private ones per test, a cluster)."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import shutil
+import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -78,3 +81,89 @@ def redis_client(redis_url: str) -> Iterator[object]:
     client.flushdb()
     yield client
     client.close()
+
+
+@pytest.fixture
+def redis_server(tmp_path) -> Iterator[Callable[..., Any]]:
+    """Factory: ``redis_server(*options)`` starts a private redis-server (a ``RedisServer``
+    that the test may freeze, restart or reconfigure); all are stopped after the test."""
+    require_tool("redis-server")
+    pytest.importorskip("redis")
+    from concur.bench.redis_server import RedisServer, RedisUnavailable
+
+    started: list[RedisServer] = []
+
+    def start(*options: str) -> RedisServer:
+        server = RedisServer(tmp_path / f"redis{len(started)}", options)
+        started.append(server)
+        try:
+            return server.start()
+        except RedisUnavailable as exc:
+            pytest.fail(str(exc))
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Any]]:
+    """Three primaries of a Redis Cluster on loopback (16384 slots split in thirds)."""
+    require_tool("redis-server")
+    pytest.importorskip("redis")
+    from concur.bench.redis_server import RedisUnavailable, local_cluster
+
+    try:
+        with local_cluster(tmp_path_factory.mktemp("cluster")) as servers:
+            yield servers
+    except RedisUnavailable as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port nobody listens on (connections are refused at once)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def openssl_exe() -> str:
+    """Path of the openssl command (certificates for the TLS test)."""
+    return require_tool("openssl")
+
+
+def _server_time_us(client: Any) -> int:
+    seconds, micros = client.time()
+    return int(seconds) * 1_000_000 + int(micros)
+
+
+@pytest.fixture
+def fleet() -> Callable[..., tuple[list[Any], float]]:
+    """``fleet(target, args, processes, clock_client)`` runs ``target(*args, barrier, results)`` in
+    fresh (spawned) processes and returns what each put on ``results`` and the seconds of server
+    time that contain every decision.
+
+    Workers connect and load the script, then wait on the barrier; the server's TIME is read
+    (through ``clock_client``) before the barrier opens and after the last worker is done, so
+    ``capacity + rate * elapsed`` bounds the admissions whatever the machine's speed: no wall-clock
+    window, no fixed start offset.
+    """
+
+    def run(target: Callable[..., None], args: tuple[Any, ...], processes: int, clock_client: Any):
+        ctx = multiprocessing.get_context("spawn")
+        barrier = ctx.Barrier(processes + 1)
+        results = ctx.Queue()
+        workers = [ctx.Process(target=target, args=(*args, barrier, results)) for _ in range(processes)]
+        for w in workers:
+            w.start()
+        begin = _server_time_us(clock_client)  # no decision yet: the workers wait for us at the barrier
+        barrier.wait(timeout=120)
+        outcomes = [results.get(timeout=120) for _ in workers]
+        for w in workers:
+            w.join(timeout=60)
+            assert w.exitcode == 0
+        return outcomes, (_server_time_us(clock_client) - begin) / 1e6
+
+    return run

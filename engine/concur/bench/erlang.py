@@ -2,9 +2,9 @@
 
 The peer is ``pyworkforce.queuing.ErlangC`` (the Python workforce-planning package):
 its ``waiting_probability(c)`` runs the same inverse Erlang B recurrence as
-:func:`concur.erlang.erlang_c`, and its ``required_positions(level)`` walks the staff up
+:func:`concur.maths.erlang.erlang_c`, and its ``required_positions(level)`` walks the staff up
 from ``round(A + 1)``, recomputing the service level from scratch at each step
-(O(c) per step), where :func:`concur.erlang.servers_for_service_level` carries the
+(O(c) per step), where :func:`concur.maths.erlang.servers_for_service_level` carries the
 recurrence forward one server at a time (O(c) in all). Printed, in one run:
 
 1. P(wait) at c = 50 ... 20,000 servers, load 0.98·c: the median and spread of

@@ -19,7 +19,11 @@ awaited in the same loop so the coroutine and ``await`` costs are alike.
 
 On Redis (a server from ``--redis-url``, else a temporary ``redis-server`` on
 loopback; skipped with a message when neither exists): ``RedisTokenBucket`` against a
-bare ``EVALSHA`` of a script that returns 1, both one round trip from one client.
+bare ``EVALSHA`` of a script that returns 1 -- once through redis-py's
+``execute_command`` on the client's pooled connection, once as pre-packed bytes on a raw
+socket (the floor: no client library at all). Each is one round trip on one connection
+of its own; the bucket's budget is raised to 5 s and the run is void if any decision
+met an outage (a fail-open decision would look fast).
 
 Each figure is the best (and median) of ``--repeats`` timed runs; ratios come from
 the same run. Nothing is asserted: this reports.
@@ -165,9 +169,30 @@ def _in_asyncio(iterations: int, repeats: int) -> list[tuple[str, float, float]]
         loop.close()
 
 
-def _on_redis(
-    url: str, iterations: int, repeats: int
-) -> list[tuple[str, float, float]]:
+def _raw_evalsha(url: str, sha: str, key: str) -> tuple[Callable[[], bytes], Callable[[], None]]:
+    """A bare EVALSHA round trip with no client library (pre-packed bytes, one socket, TCP_NODELAY),
+    and the function that closes its socket."""
+    import socket
+    from urllib.parse import urlparse
+
+    from concur.primitives.redis_bucket import resp_command
+
+    where = urlparse(url)
+    sock = socket.create_connection((where.hostname or "127.0.0.1", where.port or 6379))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    packed = resp_command(b"EVALSHA", sha.encode(), b"1", key.encode())
+
+    def bare() -> bytes:
+        sock.sendall(packed)
+        reply = sock.recv(64)
+        while not reply.endswith(b"\r\n"):
+            reply += sock.recv(64)
+        return reply
+
+    return bare, sock.close
+
+
+def _on_redis(url: str, iterations: int, repeats: int) -> tuple[list[tuple[str, float, float]], str]:
     import redis
 
     client = redis.Redis.from_url(url)
@@ -182,18 +207,39 @@ def _on_redis(
             time.sleep(0.02)
     from concur.primitives import RedisTokenBucket
 
-    bucket = RedisTokenBucket(client, "bench", 1e12, 1e12)
+    # budget 5 s: this measures decisions, so no decision may be an on_error one (checked below)
+    bucket = RedisTokenBucket(client, "bench", 1e12, 1e12, on_error="closed", budget=5.0)
     bucket.load()
-    noop = client.execute_command("SCRIPT", "LOAD", "return 1")
+    noop = client.execute_command("SCRIPT", "LOAD", "return 1").decode()
+    key = "concur:tb:{bench}"
 
     def bare() -> object:
-        return client.execute_command("EVALSHA", noop, 1, "concur:tb:{bench}")
+        return client.execute_command("EVALSHA", noop, 1, key)
 
+    raw, close_raw = _raw_evalsha(url, noop, key)
     contenders: list[tuple[str, Callable[[], object]]] = [
         ("RedisTokenBucket.try_acquire", bucket.try_acquire),
-        ("bare EVALSHA of 'return 1'", bare),
+        ("bare EVALSHA 'return 1', redis-py", bare),
+        ("bare EVALSHA 'return 1', raw socket", raw),
     ]
-    return _measure(contenders, iterations, repeats)
+    try:
+        rows = _measure(contenders, iterations, repeats)
+    finally:
+        close_raw()
+    if bucket.errors:
+        raise click.ClickException(f"{bucket.errors} decisions met an outage during the run; the figures are void")
+    server_us = []
+    for call in (bucket.try_acquire, bare):  # server-side cost of each script: INFO commandstats deltas
+        before = client.info("commandstats")["cmdstat_evalsha"]["usec"]
+        for _ in range(1000):
+            call()
+        server_us.append((client.info("commandstats")["cmdstat_evalsha"]["usec"] - before) / 1000)
+    note = (
+        f"server time per EVALSHA (INFO commandstats, 1000 calls): bucket script {server_us[0]:.1f} us, "
+        f"'return 1' {server_us[1]:.1f} us; outages during the run: {bucket.errors}"
+    )
+    client.close()
+    return rows, note
 
 
 def _print_table(
@@ -263,7 +309,8 @@ def command(
 
 def _redis_section(redis_url: str, redis_iterations: int, repeats: int) -> None:
     try:
-        rows = _on_redis(redis_url, redis_iterations, repeats)
-        _print_table("Redis, one client, loopback", rows, "RedisTokenBucket.try_acquire")
+        rows, note = _on_redis(redis_url, redis_iterations, repeats)
+        _print_table("Redis, one connection each, loopback", rows, "RedisTokenBucket.try_acquire")
+        click.echo(note)
     except ImportError:
         click.echo("\nRedis: skipped (the redis package is not installed)")

@@ -4,7 +4,7 @@ The peer is SimPy 4, the discrete-event library people reach for, running the te
 M/M/c model as its documentation would write it: a source process drawing exponential
 gaps, one process per customer that requests a ``simpy.Resource(capacity=c)``, records
 its wait, holds the server for an exponential service time and releases it. concur runs
-:func:`concur.simulate.simulate` on ``MMcQueue`` with the same arrival rate, service time,
+:func:`concur.analysis.simulate.simulate` on ``MMcQueue`` with the same arrival rate, service time,
 servers, run length and warm-up.
 
 Printed, from ``--runs`` interleaved runs (SimPy, concur, SimPy, concur, ...), each
@@ -39,8 +39,8 @@ from typing import Any
 
 import click
 
-from ..erlang import mmc
-from ..simulate import Estimate, MMcQueue, simulate
+from ..maths.erlang import mmc
+from ..analysis.simulate import Estimate, MMcQueue, simulate
 from .counter import core_count
 
 __all__ = ["command", "simpy_mmc"]
@@ -98,7 +98,7 @@ def _concur_mmc(arrival_rate: float, service_time: float, servers: int, duration
 @click.option("--seed", type=int, default=7, show_default=True)
 def command(rate: float, service_time: float, servers: int, duration: float, batches: int, runs: int,
             seed: int) -> None:
-    """concur.simulate M/M/c vs a hand-written SimPy M/M/c: speed, and the mean wait within the CI."""
+    """concur.analysis.simulate M/M/c vs a hand-written SimPy M/M/c: speed, and the mean wait within the CI."""
     try:
         import simpy
     except ImportError:

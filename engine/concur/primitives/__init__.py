@@ -18,6 +18,8 @@ _EXPORTS = {
     "retry_after_header": "token_bucket",
     "ratelimit_headers": "token_bucket",
     "RedisTokenBucket": "redis_bucket",
+    "CircuitBreaker": "circuit_breaker",
+    "CircuitOpenError": "circuit_breaker",
     "WorkerPool": "worker_queue",
     "BoundedQueue": "worker_queue",
     "PoolShutdown": "worker_queue",
@@ -34,6 +36,8 @@ _EXPORTS = {
 __all__ = [
     "AsyncTokenBucket",
     "BoundedQueue",
+    "CircuitBreaker",
+    "CircuitOpenError",
     "Decision",
     "LockedCounter",
     "PoolFull",

@@ -13,54 +13,132 @@ braces are a Redis Cluster hash tag: every key of one bucket maps to one slot, s
 the script stays legal on a cluster. A missing key means *full*.
 
 One script, one round trip. ``try_acquire`` sends one ``EVALSHA`` with the policy
-(capacity, rate) and the cost; the reply carries the decision, the tokens left and
-the exact retry-after. The SHA1 is computed locally, so the constructor makes no
-network call. When the server does not know the script (a restart, a failover,
-``SCRIPT FLUSH``: the reply is NOSCRIPT) the bucket loads it once with
-``SCRIPT LOAD`` and repeats the ``EVALSHA``; that call costs three round trips,
-every later one costs one.
+(capacity, rate) and the cost; the reply is one string ``"allowed tokens retry_us"``.
+The SHA1 is computed locally, so the constructor makes no network call. When the
+server does not know the script (a restart, a failover, ``SCRIPT FLUSH``: the reply is
+NOSCRIPT) the bucket sends ``SCRIPT LOAD`` and the ``EVALSHA`` again in one write, so
+that decision costs two round trips and every later one costs one.
 
 Inside the script:
 
 * the clock is the server's ``TIME`` (integer seconds and microseconds, combined
   into epoch microseconds ~1.8e15, exact in a double, unlike epoch nanoseconds).
   Client clocks differ between hosts; one clock for the whole fleet is the point.
-* ``TIME`` is a wall clock and can step back (NTP, failover to a host whose clock
-  is behind): negative elapsed time is clamped to zero and the later stamp kept,
-  which can under-admit briefly but never mints tokens.
+* stored state is never trusted: anyone with write access can put anything in the
+  key. A missing, non-numeric or NaN ``tokens`` or ``ts`` resets the bucket to full
+  (what a missing key means); ``tokens`` is clamped to [0, capacity] (so -5 or -inf
+  cannot lock the bucket and +inf cannot mint tokens). A ``ts`` ahead of the server
+  clock by less than the time to fill the bucket (``capacity / rate``) is a clock that
+  stepped back (NTP, failover to a host whose clock is behind): elapsed time counts as
+  zero and the later stamp is kept, which can under-admit for at most that long but
+  never mints tokens. A ``ts`` further ahead is corruption (a bucket locked until the
+  year 3000) and is reset to now.
 * the rejected path also stores the refilled tokens with the new stamp, together;
   storing only one of them would lose refill (a client rejected in a loop would be
   locked out).
 * the key's TTL is set with ``PEXPIRE`` to the time until the bucket is full again,
   rounded up, plus one second. Expiry therefore only removes a bucket that *is*
   full, so "missing means full" stays true; a shorter TTL would hand out a free refill.
-* Lua numbers come back from Redis as truncated integers, so fractional values are
-  returned as strings and the decision as 1/0.
+* Lua numbers come back from Redis as truncated integers, so the reply is a string.
 
 Worked example. capacity=10, rate=2 request/s, 4 processes each calling
 ``try_acquire()`` in a loop for 3 s: the fleet admits at most 10 + 2*3 = 16
 requests in total, whichever processes win them.
 
-Failure policy. If Redis cannot be reached (connection refused, timeout), ``on_error``
-decides: ``"open"`` (default) allows the request (Stripe's advice: a limiter outage
-must not take the API down), ``"closed"`` denies it, or a callable
-``on_error(exc, n) -> Decision`` decides. ``errors`` counts how often the policy
-fired, so it can be alerted on. Other Redis errors (a wrong-type key, a script
-error) are raised.
+Failure policy. Two kinds of failure, treated oppositely:
+
+* *Configuration errors* are raised, whatever ``on_error`` says: a wrong password
+  (redis-py's ``AuthenticationError``, although it subclasses ``ConnectionError``), an
+  ACL user without permission (NOPERM), a key of the wrong type, a TLS certificate
+  that does not verify, a NOSCRIPT that a ``SCRIPT LOAD`` on the same connection did
+  not cure, a MOVED reply to a client that is not a cluster client, a replica that
+  refuses writes (READONLY), any other error reply. Failing open on these would switch
+  limiting off silently until someone reads the ``errors`` counter; they do not go
+  away by waiting, so they must be seen at once.
+* *Outages* -- refused, reset, timed out, a frozen server (SIGSTOP, ``DEBUG SLEEP``,
+  ``CLIENT PAUSE``), and the replies that say "not now" (LOADING, BUSY, MASTERDOWN,
+  CLUSTERDOWN, TRYAGAIN) -- are decided by ``on_error``: ``"open"`` (default) allows
+  the request (Stripe's advice: a limiter outage must not take the API down),
+  ``"closed"`` denies it, or a callable ``on_error(exc, n) -> Decision`` decides.
+  ``errors`` counts how often the policy decided, so it can be alerted on.
+
+Budget. An outage must cost a decision little time, whatever the client was
+configured with: redis-py's defaults retry a refused connection with back-off (seconds)
+and wait for a frozen server as long as ``socket_timeout`` (forever when None). So each
+decision has a deadline, ``budget`` seconds (default 0.05) after it starts, measured by
+the bucket on ``time.monotonic`` (socket timeouts are real time, so an injected test
+clock does not apply here), and every blocking step is given only the time left:
+
+* The bucket opens its own connections, one per thread deciding at the same moment,
+  shared by all buckets on the same client (a per-user bucket does not cost a
+  connection per user). They are redis-py ``Connection`` objects of the client's own
+  class, built from the client's pool settings -- so host, port, unix socket, TLS,
+  username, password, credential provider, database and client name apply unchanged --
+  with three settings overridden: no retries, no health-check PING, RESP2. The TCP (and
+  TLS) connect gets half of the time left and each handshake reply (AUTH, SELECT,
+  CLIENT SETINFO) the other half, so a server that accepts the connection and then
+  says nothing costs at most the budget. (One that answers each handshake step slowly,
+  just inside half the budget, can stretch a connect to a few budgets: the handshake is
+  redis-py's, step by step. That is a slow server, not the silent one the budget guards.)
+* After the handshake the bucket drives the socket itself (redis-py has no public
+  accessor; ``_sock`` has been the attribute since redis-py 2 and a test pins it):
+  before writing it sets the socket timeout to the time left, and again before each
+  read. A frozen server therefore costs one budget, not ``socket_timeout``.
+* A connection found dead when reused (the server restarted or closed it while it was
+  idle: EOF or reset, not a timeout) is replaced once within the same deadline, and the
+  other idle connections to that server are dropped too. The command may have run
+  before the reset; running it again debits twice, which only under-admits.
+
+Why not bound the client's own call instead? A thread per call that is abandoned at the
+deadline leaks a thread per decision while the server is frozen (and a client with
+``socket_timeout=None`` never returns); one worker thread serialises the fleet's
+decisions behind it. Setting the client's timeouts from the budget does not bound a
+decision either: redis-py retries, reconnects and health-checks with its own timeouts,
+and the pool hands out connections its own way. Owning the connection is the only
+way to know what runs and for how long, and it also makes the hot path short: the
+``EVALSHA`` for a given cost is packed once into bytes, written with one ``sendall``
+and the fixed-shape reply is read straight from a reused buffer, without redis-py's
+command packing, response callbacks, retry wrapper and pool bookkeeping.
+
+Breaker. The deadline bounds one decision; ``CircuitBreaker`` (see
+``circuit_breaker``) bounds the outage: after a failed call it refuses to call Redis
+for a jittered, exponentially growing back-off (0.1..0.2 s, doubling to 2.5..5 s by
+default), so every further decision is immediate and decided by ``on_error``; then one
+decision probes and a success closes it. By default one breaker is shared by all
+buckets on the same server (an outage is the server's, not the key's); pass
+``breaker=CircuitBreaker(...)`` for other back-off settings or an injected clock.
+
+Cluster. With a ``redis.cluster.RedisCluster`` client the bucket finds the primary of
+its key's slot in the client's slot map (no network call), follows MOVED replies
+(and remembers the new owner) and ASK replies (``ASKING`` then the script, once), and
+keeps one breaker per node. After a transport failure it looks the slot up in the
+client's map again, so when the client has learned of a failover the next decision
+goes to the new primary.
 
 Non-goals. Exactness across a failover (replicas lag; a promoted replica may have
 forgotten recent debits and over-admit briefly); fairness between processes; the
-blocking ``acquire`` polls with sleeps like the in-process one.
+blocking ``acquire`` polls with sleeps like the in-process one; refreshing a cluster's
+topology itself (the RedisCluster client does that when it meets MOVED or an error on
+its own commands); asyncio clients (``redis.asyncio``: not supported, refused at
+construction); address remapping of cluster nodes (``address_remap``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import math
+import os
+import socket
+import ssl
+import threading
 import time
+import weakref
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
+from .circuit_breaker import CircuitBreaker, CircuitOpenError
 from .token_bucket import Decision, _deadline, validate_cost, validate_policy
 
 __all__ = ["SCRIPT", "SCRIPT_SHA", "RedisTokenBucket"]
@@ -68,6 +146,7 @@ __all__ = ["SCRIPT", "SCRIPT_SHA", "RedisTokenBucket"]
 SCRIPT = """
 -- concur token bucket. KEYS[1]: bucket hash. ARGV: capacity, rate (per s), cost,
 -- optional test clock in epoch microseconds (empty in production: server TIME).
+-- Reply: one string "allowed tokens retry_us".
 if redis.replicate_commands then redis.replicate_commands() end
 local capacity = tonumber(ARGV[1])
 local rate = tonumber(ARGV[2])
@@ -82,10 +161,14 @@ end
 local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
 local tokens = tonumber(state[1])
 local last = tonumber(state[2])
-if tokens == nil or last == nil then
+-- stored state is never trusted: repair it (see the module notes)
+if tokens == nil or tokens ~= tokens or last == nil or last ~= last then
   tokens = capacity
   last = now
+elseif last > now + capacity / rate * 1000000 then
+  last = now
 end
+if tokens < 0 then tokens = 0 elseif tokens > capacity then tokens = capacity end
 if now < last then now = last end
 tokens = math.min(capacity, tokens + (now - last) * rate / 1000000)
 local allowed = 0
@@ -104,26 +187,401 @@ if ttl_ms > 281474976710655 then
 else
   redis.call('PEXPIRE', KEYS[1], string.format('%d', ttl_ms))
 end
-return {allowed, string.format('%.17g', tokens), string.format('%d', retry_us)}
+return string.format('%d %.17g %.17g', allowed, tokens, retry_us)
 """
 
 SCRIPT_SHA = hashlib.sha1(SCRIPT.encode()).hexdigest()
 
 ErrorPolicy = str | Callable[[BaseException, float], Decision]
 
+_monotonic = time.monotonic
+_new_decision = tuple.__new__  # Decision(...) without the NamedTuple __new__ overhead
+
+
+def resp_command(*parts: bytes) -> bytes:
+    """One Redis command in RESP2 wire format (an array of bulk strings)."""
+    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
+
+
+_SCRIPT_LOAD = resp_command(b"SCRIPT", b"LOAD", SCRIPT.encode())
+_ASKING = resp_command(b"ASKING")
+_MAX_HOPS = 5  # NOSCRIPT once, MOVED and ASK redirects: more means a misconfigured cluster
+_BUFFER = 4096  # initial reply buffer; a decision's reply is ~40 bytes
+# server replies that mean "not now" (an outage), not "never" (a configuration error)
+_UNAVAILABLE = frozenset({"BUSY", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"})
+_HINTS = {
+    "NOPERM": "the client's ACL user may not run this; grant it +evalsha +script|load and the key "
+    "pattern (e.g. ~concur:tb:*)",
+    "NOAUTH": "the server requires authentication: pass username/password to the client",
+    "WRONGPASS": "the username or password is wrong",
+    "WRONGTYPE": "the key holds another data type (another program wrote it): delete it or use another prefix",
+    "OOM": "the server is at maxmemory with a noeviction policy: give it room or an evicting policy",
+    "READONLY": "the client is connected to a replica: point it at the primary (or use Sentinel's master_for)",
+    "NOSCRIPT": "EVALSHA still answers NOSCRIPT after SCRIPT LOAD on the same connection: is a proxy sending "
+    "them to different servers?",
+    "MOVED": "the server is a Redis Cluster node: pass a redis.cluster.RedisCluster client",
+    "ASK": "the server is a Redis Cluster node: pass a redis.cluster.RedisCluster client",
+}
+
+_api: SimpleNamespace | None = None
+
+
+def _redis() -> SimpleNamespace:
+    """redis-py's exception classes and cluster client, imported on first use."""
+    global _api
+    if _api is None:
+        import redis.exceptions as ex
+        from redis.cluster import RedisCluster
+
+        _api = SimpleNamespace(
+            ex=ex,
+            RedisCluster=RedisCluster,
+            # ConnectionError subclasses that are configuration errors, not outages
+            config=tuple(
+                getattr(ex, name)
+                for name in ("AuthenticationError", "AuthorizationError", "ExternalAuthProviderError")
+                if hasattr(ex, name)
+            ),
+            classes={
+                "NOSCRIPT": ex.NoScriptError,
+                "NOPERM": ex.NoPermissionError,
+                "NOAUTH": ex.AuthenticationError,
+                "WRONGPASS": ex.AuthenticationError,
+                "READONLY": ex.ReadOnlyError,
+                "OOM": ex.OutOfMemoryError,
+                "LOADING": ex.BusyLoadingError,
+            },
+        )
+    return _api
+
+
+class _Unavailable(Exception):
+    """Internal: the call met an outage; ``cause`` is what the ``on_error`` policy is shown."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class _ErrorReply(str):
+    """An error reply from Redis, e.g. ``"NOSCRIPT No matching script."``."""
+
+    @property
+    def code(self) -> str:
+        return self.split(" ", 1)[0]
+
+
+def _is_tls_misconfiguration(exc: BaseException) -> bool:
+    """True when a connect error was caused by TLS verification or a TLS protocol mismatch."""
+    seen: BaseException | None = exc
+    for _ in range(5):  # redis-py wraps the OSError it met into its own ConnectionError
+        if seen is None:
+            return False
+        if isinstance(seen, ssl.SSLCertVerificationError) or type(seen) is ssl.SSLError:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+class _Link:
+    """One connection the bucket drives itself: redis-py did the handshake, the socket is ours.
+
+    Used by one thread at a time (it is checked out of ``_Endpoint._idle``). Replies are
+    read into ``buf``; ``start:end`` is the part received and not yet parsed.
+    """
+
+    __slots__ = ("conn", "sock", "buf", "view", "start", "end")
+
+    def __init__(self, conn: Any) -> None:
+        sock = getattr(conn, "_sock", None)
+        if not isinstance(sock, socket.socket):
+            raise TypeError(
+                f"RedisTokenBucket: after connect(), the redis-py connection {type(conn).__name__} has no "
+                f"socket in ._sock (got {type(sock).__name__}); this redis-py version is not supported"
+            )
+        self.conn = conn
+        self.sock = sock
+        self.buf = bytearray(_BUFFER)
+        self.view = memoryview(self.buf)
+        self.start = self.end = 0
+
+    def close(self) -> None:
+        self.conn.disconnect()
+
+    def exchange(self, payload: bytes, count: int, deadline: float) -> list[bytes | _ErrorReply]:
+        """Write ``payload`` (``count`` pipelined commands), read ``count`` replies by ``deadline``.
+
+        Raises ``TimeoutError`` at the deadline, another ``OSError`` when the connection
+        drops, ``_ProtocolError`` on a reply that is not RESP2 text.
+        """
+        remaining = deadline - _monotonic()
+        if remaining <= 0.0:
+            raise TimeoutError("the deadline passed before the command was sent")
+        self.sock.settimeout(remaining)
+        self.sock.sendall(payload)
+        if count == 1:
+            return [self.read(deadline)]
+        return [self.read(deadline) for _ in range(count)]
+
+    def read(self, deadline: float) -> bytes | _ErrorReply:
+        """One reply: a bulk or simple string as bytes, or an error reply."""
+        while True:
+            nl = self.buf.find(b"\r\n", self.start, self.end)
+            if nl >= 0:
+                break
+            self._fill(deadline, self.end - self.start + 1)
+        buf, start = self.buf, self.start
+        kind = buf[start]
+        if kind == 36:  # '$': bulk string
+            size = int(buf[start + 1 : nl])
+            head = nl + 2 - start
+            total = head + size + 2
+            if size < 0:
+                raise _ProtocolError(f"expected a string reply, got a nil reply {bytes(buf[start:nl])!r}")
+            while self.end - self.start < total:
+                self._fill(deadline, total)
+            buf, start = self.buf, self.start  # _fill may have moved the data
+            value: bytes | _ErrorReply = bytes(buf[start + head : start + head + size])
+            self.start = start + total
+        elif kind == 43:  # '+': simple string
+            value = bytes(buf[start + 1 : nl])
+            self.start = nl + 2
+        elif kind == 45:  # '-': error
+            value = _ErrorReply(buf[start + 1 : nl].decode("utf-8", "replace"))
+            self.start = nl + 2
+        else:
+            raise _ProtocolError(f"expected a string or error reply, got {bytes(buf[start : nl + 2])[:80]!r}")
+        if self.start == self.end:
+            self.start = self.end = 0
+        return value
+
+    def _fill(self, deadline: float, need: int) -> None:
+        """Receive more bytes, making room for ``need`` unparsed bytes; bounded by ``deadline``."""
+        if self.start + need > len(self.buf):
+            pending = bytes(self.buf[self.start : self.end])
+            if need > len(self.buf):
+                self.view.release()
+                self.buf = bytearray(max(need, 2 * len(self.buf)))
+                self.view = memoryview(self.buf)
+            self.buf[: len(pending)] = pending
+            self.start, self.end = 0, len(pending)
+        remaining = deadline - _monotonic()
+        if remaining <= 0.0:
+            raise TimeoutError("the deadline passed while waiting for the reply")
+        self.sock.settimeout(remaining)
+        received = self.sock.recv_into(self.view[self.end :])
+        if received == 0:
+            raise ConnectionResetError("the server closed the connection")
+        self.end += received
+
+
+class _ProtocolError(Exception):
+    """Internal: the peer does not speak the RESP2 the bucket expects (not a Redis server?)."""
+
+
+class _Endpoint:
+    """One Redis server as the buckets see it: how to connect, idle connections, a breaker."""
+
+    def __init__(self, connection_class: Any, kwargs: dict[str, Any]) -> None:
+        self._cls = connection_class
+        self._kwargs = kwargs
+        self.host: str | None = kwargs.get("host")
+        self.port: int | None = kwargs.get("port")
+        self.where = f"unix:{kwargs['path']}" if kwargs.get("path") else f"{self.host}:{self.port}"
+        self.breaker = CircuitBreaker()  # shared by the buckets that do not bring their own
+        # Connections not in use. list.pop() and list.append() are atomic (the GIL; a
+        # per-object lock on free-threaded builds), so checkout and return need no lock.
+        self._idle: list[_Link] = []
+
+    @classmethod
+    def from_pool(cls, pool: Any) -> _Endpoint:
+        """The endpoint of a redis-py connection pool: its class and settings, with ours on top."""
+        connection_class = pool.connection_class
+        if inspect.iscoroutinefunction(getattr(connection_class, "connect", None)):
+            raise TypeError(
+                "RedisTokenBucket: the client is an asyncio client (redis.asyncio); pass a synchronous "
+                "redis.Redis or redis.cluster.RedisCluster"
+            )
+        kwargs = dict(pool.connection_kwargs)
+        # redis-py 8's maintenance push notifications need RESP3 and belong to the client's pool
+        kwargs.pop("maint_notifications_pool_handler", None)
+        kwargs.pop("maint_notifications_config", None)
+        # no retries (the deadline is ours), no PING before commands, RESP2 (no push frames)
+        kwargs.update(retry=None, retry_on_timeout=False, retry_on_error=[], health_check_interval=0, protocol=2)
+        return cls(connection_class, kwargs)
+
+    def moved_to(self, host: str, port: int) -> _Endpoint:
+        """An endpoint with the same settings at another address (a cluster node the client did not know)."""
+        return _Endpoint(self._cls, {**self._kwargs, "host": host, "port": port})
+
+    def discard_idle(self) -> None:
+        """Close the idle connections (they met a restart, a READONLY demotion, or a fork)."""
+        while True:
+            try:
+                link = self._idle.pop()
+            except IndexError:
+                return
+            link.close()
+
+    def open(self, deadline: float) -> _Link:
+        """A new connection, handshake done, by ``deadline``; raises ``_Unavailable`` on an outage."""
+        remaining = deadline - _monotonic()
+        if remaining <= 0.0:
+            raise _Unavailable(_redis().ex.TimeoutError(f"no time left to connect to {self.where}"))
+        conn = self._cls(**self._kwargs)
+        conn.socket_connect_timeout = remaining / 2  # see the module notes: connect + each handshake reply
+        conn.socket_timeout = remaining / 2
+        api = _redis()
+        try:
+            conn.connect()
+            return _Link(conn)
+        except api.config as exc:
+            conn.disconnect()
+            exc.add_note(
+                f"RedisTokenBucket: connecting to {self.where}; raised whatever on_error says: check the "
+                "client's username/password (ACL) or credential provider"
+            )
+            raise
+        except (api.ex.ConnectionError, api.ex.TimeoutError, OSError) as exc:
+            conn.disconnect()
+            if _is_tls_misconfiguration(exc):
+                exc.add_note(
+                    f"RedisTokenBucket: TLS to {self.where} failed; raised whatever on_error says: check the "
+                    "client's ssl_* settings (CA, certificate, hostname)"
+                )
+                raise
+            raise _Unavailable(exc) from exc
+        except BaseException:
+            conn.disconnect()
+            raise
+
+    def exchange(self, payload: bytes, count: int, deadline: float) -> list[bytes | _ErrorReply]:
+        """Send ``payload`` on an idle connection (or a new one) and read ``count`` replies.
+
+        Raises ``_Unavailable`` on an outage (the connection is closed), redis-py's
+        ``InvalidResponse`` when the peer does not speak RESP2, and whatever the
+        handshake raised for a configuration error.
+        """
+        try:
+            link = self._idle.pop()
+        except IndexError:
+            link = self.open(deadline)
+        else:
+            try:
+                replies = link.exchange(payload, count, deadline)
+            except TimeoutError as exc:
+                link.close()
+                raise _Unavailable(self._timeout(exc)) from exc
+            except OSError:  # dropped while idle: replace it once, within the same deadline
+                link.close()
+                self.discard_idle()
+                link = self.open(deadline)
+            except BaseException as exc:
+                link.close()
+                raise self._protocol(exc) from exc
+            else:
+                self._idle.append(link)
+                return replies
+        try:
+            replies = link.exchange(payload, count, deadline)
+        except TimeoutError as exc:
+            link.close()
+            raise _Unavailable(self._timeout(exc)) from exc
+        except OSError as exc:
+            link.close()
+            raise _Unavailable(_redis().ex.ConnectionError(f"connection to {self.where} lost: {exc}")) from exc
+        except BaseException as exc:
+            link.close()
+            raise self._protocol(exc) from exc
+        self._idle.append(link)
+        return replies
+
+    def _timeout(self, exc: BaseException) -> BaseException:
+        return _redis().ex.TimeoutError(f"no reply from {self.where} by the decision's deadline ({exc})")
+
+    def _protocol(self, exc: BaseException) -> BaseException:
+        if isinstance(exc, _ProtocolError):
+            return _redis().ex.InvalidResponse(
+                f"RedisTokenBucket: {self.where} is not answering like a Redis server: {exc}; "
+                "check the client's host and port"
+            )
+        return exc
+
+
+# The endpoints, one per (client pool) or per (cluster client, node address), so that every
+# bucket on one server shares its connections and its breaker. _registry_lock guards the
+# inner dicts; it is taken when a bucket is built and when a cluster redirect names a node.
+_registry_lock = threading.Lock()
+_registry: weakref.WeakKeyDictionary[Any, dict[Any, _Endpoint]] = weakref.WeakKeyDictionary()
+
+
+def _endpoint_of_pool(pool: Any) -> _Endpoint:
+    with _registry_lock:
+        endpoints = _registry.setdefault(pool, {})
+        if None not in endpoints:
+            endpoints[None] = _Endpoint.from_pool(pool)
+        return endpoints[None]
+
+
+def _endpoint_of_node(cluster: Any, host: str, port: int, template: _Endpoint | None) -> _Endpoint:
+    node = cluster.get_node(host=host, port=port)
+    pool = getattr(getattr(node, "redis_connection", None), "connection_pool", None)
+    with _registry_lock:
+        endpoints = _registry.setdefault(cluster, {})
+        endpoint = endpoints.get((host, port))
+        if endpoint is None:
+            if pool is not None:
+                endpoint = _Endpoint.from_pool(pool)
+            elif template is not None:
+                endpoint = template.moved_to(host, port)
+            else:
+                raise ValueError(f"RedisTokenBucket: the cluster client knows no node at {host}:{port}")
+            endpoints[(host, port)] = endpoint
+        return endpoint
+
+
+def _endpoint_of(client: Any, key: str) -> _Endpoint:
+    """Where ``key`` lives, from the client's settings (and slot map); no network call."""
+    if isinstance(client, _redis().RedisCluster):
+        node = client.get_node_from_key(key)
+        return _endpoint_of_node(client, node.host, int(node.port), None)
+    pool = getattr(client, "connection_pool", None)
+    if pool is None or not hasattr(pool, "connection_kwargs") or not hasattr(pool, "connection_class"):
+        raise TypeError(
+            f"RedisTokenBucket: client must be a redis.Redis or redis.cluster.RedisCluster, got "
+            f"{type(client).__name__}; the bucket needs the client's connection settings to open its own "
+            "deadline-bounded connections"
+        )
+    return _endpoint_of_pool(pool)
+
+
+def _forget_connections_after_fork() -> None:
+    """In a forked child the parent's sockets are shared: never use them, just close our copies."""
+    for endpoints in list(_registry.values()):
+        for endpoint in endpoints.values():
+            endpoint._idle, stale = [], endpoint._idle
+            for link in stale:
+                link.close()  # redis-py skips the shutdown() in a child: the parent keeps its socket
+
+
+os.register_at_fork(after_in_child=_forget_connections_after_fork)
+
 
 class RedisTokenBucket:
     """A token bucket whose state lives in Redis, shared by every process using ``key``.
 
-    ``client``: a ``redis.Redis`` (or anything with ``execute_command``). ``key``: the
-    bucket's name; stored as ``f"{prefix}{{{key}}}"``. ``capacity``/``rate``: as for
-    ``TokenBucket`` (validated the same way); every user of the key must pass the
-    same pair. ``on_error``: ``"open"``, ``"closed"`` or a callable
-    ``(exc, n) -> Decision``, used when Redis is unreachable.
+    ``client``: a ``redis.Redis`` or ``redis.cluster.RedisCluster`` (synchronous); the bucket
+    opens its own connections with its settings. ``key``: the bucket's name; stored as
+    ``f"{prefix}{{{key}}}"``. ``capacity``/``rate``: as for ``TokenBucket`` (validated the
+    same way); every user of the key must pass the same pair. ``on_error``: ``"open"``,
+    ``"closed"`` or a callable ``(exc, n) -> Decision``, used when Redis is unavailable.
+    ``budget``: seconds one decision may spend on Redis before ``on_error`` decides.
+    ``breaker``: a ``CircuitBreaker`` (default: the one shared by all buckets on the server).
 
-    ``try_acquire`` costs one round trip (three when the script must be reloaded).
-    Raises ``ValueError`` on bad arguments; Redis errors other than connection
-    failures propagate.
+    ``try_acquire`` costs one round trip (two when the script must be reloaded) and at
+    most ``budget`` seconds. Raises ``ValueError`` on bad arguments, ``TypeError`` for an
+    unsupported client, and redis-py's exceptions for configuration errors (see the module
+    notes), whatever ``on_error`` says.
     """
 
     def __init__(
@@ -134,42 +592,48 @@ class RedisTokenBucket:
         rate: float,
         on_error: ErrorPolicy = "open",
         *,
+        budget: float = 0.05,
+        breaker: CircuitBreaker | None = None,
         prefix: str = "concur:tb:",
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        import redis.exceptions  # the client is a redis-py client: already imported
-
         self._capacity, self._rate = validate_policy(capacity, rate)
         if self._rate == math.inf:
-            raise ValueError(
-                "RedisTokenBucket: rate must be finite; an infinite rate needs no limiter"
-            )
+            raise ValueError("RedisTokenBucket: rate must be finite; an infinite rate needs no limiter")
         if not isinstance(key, str) or not key:
-            raise ValueError(
-                f"RedisTokenBucket: key must be a non-empty string, got {key!r}"
-            )
+            raise ValueError(f"RedisTokenBucket: key must be a non-empty string, got {key!r}")
         if not (callable(on_error) or on_error in ("open", "closed")):
             raise ValueError(
                 f"RedisTokenBucket: on_error must be 'open', 'closed' or a callable "
                 f"(exc, n) -> Decision, got {on_error!r}"
             )
-        self._client = client
+        try:
+            budget = float(budget)
+        except (TypeError, ValueError):
+            budget = math.nan
+        if not 0.0 < budget < math.inf:
+            raise ValueError(
+                f"RedisTokenBucket: budget must be a finite number of seconds > 0, got {budget!r}; "
+                "tens of milliseconds suit a limiter in front of an API"
+            )
+        if breaker is not None and not isinstance(breaker, CircuitBreaker):
+            raise TypeError(f"RedisTokenBucket: breaker must be a CircuitBreaker or None, got {breaker!r}")
         self.key = f"{prefix}{{{key}}}"
+        self._cluster = client if isinstance(client, _redis().RedisCluster) else None
+        self._endpoint = _endpoint_of(client, self.key)
+        self._breaker = breaker
         self._on_error = on_error
+        self._budget = budget
         self._clock = clock
         self._sleep = sleep
-        self._argv = (repr(self._capacity), repr(self._rate))
-        self._unreachable = (
-            redis.exceptions.ConnectionError,
-            redis.exceptions.TimeoutError,
-            OSError,
-        )
-        self._noscript = redis.exceptions.NoScriptError
-        self._test_now_us: Callable[[], int] | None = (
-            None  # tests only: replaces server TIME
-        )
-        self.errors = 0  # how often on_error fired; a plain int, read without a lock
+        self._head = (b"EVALSHA", SCRIPT_SHA.encode(), b"1", self.key.encode(), repr(self._capacity).encode(),
+                      repr(self._rate).encode())
+        # cost -> the packed EVALSHA: the hot path sends these bytes as they are
+        self._packed: dict[float, bytes] = {1.0: resp_command(*self._head, b"1.0")}
+        self._test_now_us: Callable[[], int] | None = None  # tests only: replaces server TIME
+        self._errors_lock = threading.Lock()  # guards _errors
+        self._errors = 0
 
     @property
     def capacity(self) -> float:
@@ -181,31 +645,68 @@ class RedisTokenBucket:
         """Tokens per second."""
         return self._rate
 
+    @property
+    def budget(self) -> float:
+        """Seconds one decision may spend on Redis."""
+        return self._budget
+
+    @property
+    def errors(self) -> int:
+        """How often ``on_error`` decided (outages, and decisions skipped by the open breaker)."""
+        return self._errors
+
+    @property
+    def breaker(self) -> CircuitBreaker:
+        """The breaker in use: the one passed in, else the one shared by all buckets on this server."""
+        return self._breaker or self._endpoint.breaker
+
+    @property
+    def where(self) -> str:
+        """The server (``host:port`` or ``unix:path``) this bucket's decisions go to."""
+        return self._endpoint.where
+
     def load(self) -> str:
-        """Load the script into the server's cache now (``SCRIPT LOAD``); returns its SHA1."""
-        sha = self._client.execute_command("SCRIPT", "LOAD", SCRIPT)
-        return sha.decode() if isinstance(sha, bytes) else str(sha)
+        """Load the script into the server's cache now (``SCRIPT LOAD``); returns its SHA1.
+
+        Raises on any failure, outages included (within ``budget``).
+        """
+        try:
+            (reply,) = self._endpoint.exchange(_SCRIPT_LOAD, 1, _monotonic() + self._budget)
+        except _Unavailable as exc:
+            raise exc.cause from None
+        if isinstance(reply, _ErrorReply):
+            raise self._reply_error(reply, self._endpoint)
+        return reply.decode()
 
     def try_acquire(self, n: float = 1) -> Decision:
         """Debit ``n`` tokens from the shared bucket if available now; never sleeps.
 
         Returns a ``Decision`` whose ``retry_after`` is rounded up to the server's
-        microsecond. Raises ``ValueError`` if ``n <= 0`` or ``n > capacity``.
+        microsecond; within ``budget`` seconds. Raises ``ValueError`` if ``n <= 0`` or
+        ``n > capacity``, redis-py's exceptions on configuration errors.
         """
-        n = validate_cost(n, self._capacity)
-        args = ["EVALSHA", SCRIPT_SHA, 1, self.key, *self._argv, repr(n)]
-        if self._test_now_us is not None:
-            args.append(str(self._test_now_us()))
+        packed = self._packed.get(n)
+        if packed is None or self._test_now_us is not None:
+            packed = self._pack(n)
+        breaker = self._breaker or self._endpoint.breaker
+        if not breaker.allow():
+            return self._skip(breaker, n)
         try:
-            try:
-                reply = self._client.execute_command(*args)
-            except self._noscript:
-                self.load()
-                reply = self._client.execute_command(*args)
-        except self._unreachable as exc:
-            return self._fail(exc, n)
-        allowed, tokens, retry_us = reply
-        return Decision(int(allowed) == 1, float(tokens), int(retry_us) / 1e6)
+            payload = self._call(packed, _monotonic() + self._budget)
+        except _Unavailable as exc:
+            breaker.record_failure()
+            if self._cluster is not None:
+                self._reroute()
+            return self._fail(exc.cause, n)
+        except Exception:
+            breaker.record_success()  # Redis answered: its error is a verdict, not an outage
+            raise
+        except BaseException:
+            breaker.record_failure()  # interrupted mid-call: the state of the call is unknown
+            raise
+        breaker.record_success()
+        allowed, tokens, retry_us = payload.split(b" ")
+        return _new_decision(Decision, (allowed == b"1", float(tokens), float(retry_us) / 1e6))  # type: ignore
 
     def acquire(self, n: float = 1, timeout: float | None = None) -> bool:
         """Block until ``n`` tokens are debited (True) or the timeout would pass (False).
@@ -225,15 +726,104 @@ class RedisTokenBucket:
                 return False
             self._sleep(wait)
 
-    def _fail(self, exc: BaseException, n: float) -> Decision:
-        """Apply the ``on_error`` policy to an unreachable Redis."""
-        self.errors += 1
+    def _reroute(self) -> None:
+        """After an outage on a cluster node: look the slot up again in the client's map, which the
+        client refreshes when its own commands meet MOVED or a dead node (failover)."""
+        try:
+            self._endpoint = _endpoint_of(self._cluster, self.key)
+        except Exception:  # the map has no owner for the slot right now: keep the last known node
+            pass
+
+    def _pack(self, n: float) -> bytes:
+        """The EVALSHA for cost ``n`` (validated); cached for the first few costs seen."""
+        cost = validate_cost(n, self._capacity)
+        if self._test_now_us is not None:
+            return resp_command(*self._head, repr(cost).encode(), str(self._test_now_us()).encode())
+        packed = resp_command(*self._head, repr(cost).encode())
+        if len(self._packed) < 16:
+            self._packed[cost] = packed
+        return packed
+
+    def _call(self, packed: bytes, deadline: float) -> bytes:
+        """Run the script by ``deadline``: NOSCRIPT once, then MOVED/ASK redirects; the reply string."""
+        endpoint = self._endpoint
+        load = asking = False
+        for _ in range(_MAX_HOPS):
+            prefix = (_SCRIPT_LOAD if load else b"") + (_ASKING if asking else b"")
+            replies = endpoint.exchange(prefix + packed if prefix else packed, 1 + load + asking, deadline)
+            reply = replies[-1]
+            if prefix:
+                self._check_preamble(replies, load, endpoint)
+            if not isinstance(reply, _ErrorReply):
+                return reply
+            code = reply.code
+            if code == "NOSCRIPT" and not load:
+                load = True
+            elif code in ("MOVED", "ASK") and self._cluster is not None:
+                host, _, port = reply.split(" ")[2].rpartition(":")
+                target = _endpoint_of_node(self._cluster, host, int(port), endpoint)
+                if code == "MOVED":
+                    self._endpoint = endpoint = target
+                    load = asking = False
+                else:
+                    endpoint, asking = target, True
+            else:
+                raise self._reply_error(reply, endpoint)
+        raise _redis().ex.ResponseError(
+            f"RedisTokenBucket {self.key!r}: still redirected after {_MAX_HOPS} tries (last at "
+            f"{endpoint.where}); the cluster's slot map is inconsistent: check CLUSTER SHARDS"
+        )
+
+    def _check_preamble(self, replies: list[bytes | _ErrorReply], load: bool, endpoint: _Endpoint) -> None:
+        """Raise if SCRIPT LOAD or ASKING (sent before the EVALSHA) failed: that error explains the rest."""
+        for earlier in replies[:-1]:
+            if isinstance(earlier, _ErrorReply):
+                raise self._reply_error(earlier, endpoint)
+        if load and replies[0] != SCRIPT_SHA.encode():
+            raise _redis().ex.ResponseError(
+                f"RedisTokenBucket {self.key!r}: SCRIPT LOAD on {endpoint.where} returned {replies[0]!r}, "
+                f"expected {SCRIPT_SHA}; something between the client and Redis rewrites scripts"
+            )
+
+    def _reply_error(self, reply: _ErrorReply, endpoint: _Endpoint) -> BaseException:
+        """The exception for an error reply: ``_Unavailable`` for "not now", else a configuration error."""
+        api = _redis()
+        code = reply.code
+        if code in _UNAVAILABLE:
+            cls = api.classes.get(code, api.ex.ConnectionError)
+            return _Unavailable(cls(f"{endpoint.where} answered {reply}"))
+        if code == "READONLY":
+            endpoint.discard_idle()  # Sentinel-managed clients find the new primary on reconnect
+        hint = _HINTS.get(code, "see the reply")
+        return api.classes.get(code, api.ex.ResponseError)(
+            f"RedisTokenBucket {self.key!r} on {endpoint.where}: Redis answered {reply!r}; {hint}. "
+            "Raised whatever on_error says: this is a configuration error, not an outage"
+        )
+
+    def _skip(self, breaker: CircuitBreaker, n: float) -> Decision:
+        """The breaker is open: decide by ``on_error`` without calling Redis."""
+        exc = None
+        if callable(self._on_error):
+            wait = breaker.retry_in()
+            exc = CircuitOpenError(
+                f"RedisTokenBucket {self.key!r}: {self._endpoint.where} is skipped for {wait:.3f} s more; the "
+                f"circuit breaker opened after {breaker.failures} failed call(s)",
+                wait,
+            )
+        return self._fail(exc, n)
+
+    def _fail(self, exc: BaseException | None, n: float) -> Decision:
+        """Apply the ``on_error`` policy to an outage (``exc`` may be None for a built-in policy)."""
+        with self._errors_lock:
+            self._errors += 1
+        n = float(n)
         policy = self._on_error
         if policy == "open":
             return Decision(True, self._capacity - n, 0.0)
         if policy == "closed":
             return Decision(False, 0.0, n / self._rate)
-        decision = policy(exc, n)  # type: ignore[operator]
+        assert exc is not None and callable(policy)
+        decision = policy(exc, n)
         if not isinstance(decision, Decision):
             raise TypeError(
                 f"RedisTokenBucket: on_error callable must return a Decision, got {decision!r}"
