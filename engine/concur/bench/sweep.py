@@ -1,6 +1,6 @@
 """``concur bench sweep``: a 100,000-point throughput sweep against hand-written numpy.
 
-The sweep (:func:`concur.sweep.vector.vector.sweep`) compiles each block of the ``llm_throughput`` pack once
+The sweep (:func:`concur.sweep.vector.sweep`) compiles each block of the ``llm_throughput`` pack once
 and evaluates it over the whole concurrency array. The baseline is the same formula written by
 hand in numpy (weights and KV read over bandwidth, FLOPs over peak, the slower one over the
 efficiency plus the fixed cost, including the pack's MoE-aware weight read), with the
