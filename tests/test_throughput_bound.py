@@ -140,7 +140,7 @@ EXTRA_DTYPES = {"nvfp4", "unknown"}  # NVIDIA's FP4 (the calibration reads it as
 @pytest.mark.parametrize("row", ROWS, ids=[row["id"] for row in ROWS])
 def test_point_carries_its_planning_keys(row: dict[str, Any]) -> None:
     """tests/data/README.md: what every point must say, in concur's ids where they exist."""
-    from concur.library import get_catalog
+    from concur.lang.library import get_catalog
 
     assert not [k for k in REQUIRED_KEYS if k not in row], row["id"]
     assert "batch_size" in row or "concurrency" in row, row["id"]
