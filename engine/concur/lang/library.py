@@ -109,9 +109,9 @@ def find_pack(name_or_path: str) -> Path:
     """Resolve a pack the user named: a shipped pack, a pack in a ``--pack-path`` folder, or a path."""
     path = Path(name_or_path)
     if path.suffix in _SUFFIXES or "/" in name_or_path or path.exists():
-        if not path.is_file():
+        if not path.exists():
             raise UnknownNameError(f"pack file '{name_or_path}' does not exist")
-        return path
+        return path  # reading it refuses anything but a regular file (a FIFO, a device, a folder)
     found = _by_name(name_or_path, _PACK_PATH)
     if found is None:
         raise UnknownNameError(f"unknown pack '{name_or_path}'",
