@@ -210,7 +210,8 @@ def test_full_width_identifier_is_refused(tmp_path, where):
 def test_escape_sequences_in_pack_text_never_reach_the_terminal(tmp_path):
     fake_ok = "\\x1b[2J\\x1b[1;1Hok: 10 pack(s) unit-consistent\\r"
     pack = write(tmp_path, "esc.yaml", f'pack: esc\ndoc: "pack{fake_ok}"\nvariables:\n'
-                                       f'  a: {{unit: s, doc: "title\\x1b]0;pwned\\x07"}}\nequations:\n  - a = 2 * [s]\n')
+                                       f'  a: {{unit: s, doc: "title\\x1b]0;pwned\\x07"}}\n'
+                                       'equations:\n  - a = 2 * [s]\n')
     bad = write(tmp_path, "bad.yaml", 'pack: bad\nvariables:\n  a: {unit: s}\n'
                                       'equations:\n  - "a = 2 * [s] + \\"\\x1b[31m\\""\n')
     show, _ = concur("show", str(pack))
@@ -231,7 +232,8 @@ def test_escape_sequences_in_pack_text_never_reach_the_terminal(tmp_path):
     ("  k: {choices: [ok, '@SUM(A1)']}", "choice 2 of 'k' must not start with = + - @"),
 ])
 def test_check_refuses_choices_that_break_a_dropdown(tmp_path, snippet, message):
-    out, _ = concur("check", str(write(tmp_path, "base.yaml", BASE.replace("variables:\n", f"variables:\n{snippet}\n"))))
+    pack = write(tmp_path, "base.yaml", BASE.replace("variables:\n", f"variables:\n{snippet}\n"))
+    out, _ = concur("check", str(pack))
     assert out.returncode == 1 and message in one_line_error(out)
 
 

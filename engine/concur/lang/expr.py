@@ -12,7 +12,7 @@ number of magnitude at most 64, or a variable).
 
 The tree (:class:`Num`, :class:`Var`, :class:`UnitLit`, :class:`Str`,
 :class:`Bin`, :class:`Neg`, :class:`Call`, :class:`Cmp`, :class:`If`) is plain,
-frozen and picklable; it is evaluated by closures built once
+frozen and cached as JSON (:mod:`concur.lang.serial`); it is evaluated by closures built once
 (:func:`compile_node`), and turned into sympy only when an equation must be inverted
 (:mod:`concur.solver.symbolic`).
 Values are floats in base units; a unit literal is its base-unit magnitude.
