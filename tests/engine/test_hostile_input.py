@@ -124,14 +124,14 @@ def test_uses_outside_the_folder_is_refused_and_never_echoes_the_file(tmp_path):
 
 
 def test_uses_outside_the_folder_works_with_pack_path(tmp_path):
-    write(tmp_path / "shared", "base.yaml", BASE)
+    write(tmp_path / "common", "base.yaml", BASE)
     pack = write(tmp_path / "team", "top.yaml",
-                 "pack: top\nuses: [../shared/base.yaml]\nvariables:\n  c: {unit: s}\nequations:\n  - c = b + a\n")
+                 "pack: top\nuses: [../common/base.yaml]\nvariables:\n  c: {unit: s}\nequations:\n  - c = b + a\n")
     out, _ = concur("solve", str(pack), "--find", "c", "--set", "a=1")
     assert out.returncode == 1 and "outside the pack's folder" in one_line_error(out)
-    out, _ = concur("solve", "--pack-path", str(tmp_path / "shared"), str(pack), "--find", "c", "--set", "a=1")
+    out, _ = concur("solve", "--pack-path", str(tmp_path / "common"), str(pack), "--find", "c", "--set", "a=1")
     assert out.returncode == 0 and "c  3 s" in out.stdout, out.stdout + out.stderr
-    out, _ = concur("check", "--pack-path", str(tmp_path / "shared"), str(pack))
+    out, _ = concur("check", "--pack-path", str(tmp_path / "common"), str(pack))
     assert out.returncode == 0, out.stdout
 
 
