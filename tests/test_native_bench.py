@@ -28,8 +28,8 @@ def require_compiler() -> str:
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("CONCUR_NATIVE_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
+    monkeypatch.setenv("CONCUR_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "native"
 
 
 def test_missing_compiler_is_a_clear_concur_error(monkeypatch) -> None:
@@ -45,7 +45,7 @@ def test_unknown_benchmark_is_refused() -> None:
 
 
 def test_cache_dir_follows_xdg(monkeypatch, tmp_path) -> None:
-    monkeypatch.delenv("CONCUR_NATIVE_CACHE", raising=False)
+    monkeypatch.delenv("CONCUR_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert native.cache_dir() == tmp_path / "concur" / "native"
 
@@ -57,7 +57,8 @@ def test_build_once_then_reuse(cache) -> None:
     stamp = exe.stat().st_mtime_ns
     assert native.build("counter_bench") == exe
     assert exe.stat().st_mtime_ns == stamp
-    assert [p.name for p in cache.iterdir()] == [exe.name]  # no temporary left behind
+    # no temporary left behind: the binary and its record only
+    assert sorted(p.name for p in cache.iterdir()) == [exe.name, exe.name + ".json"]
 
 
 @pytest.mark.parametrize("mode", native.MODES)

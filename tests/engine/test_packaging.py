@@ -33,7 +33,7 @@ def test_wheel_contains_packs_and_catalogs(wheel):
         assert f"concur/formulas/{pack.name}" in names
     for cat in ROOT.glob("formulas/catalogs/*.yaml"):
         assert f"concur/formulas/catalogs/{cat.name}" in names
-    assert "concur/data/units.txt" in names
+    assert "concur/lang/data/units.txt" in names
     assert "concur/native/counter_bench.c" in names
 
 

@@ -3,6 +3,11 @@
 Only this module prints or exits. Every :class:`concur.errors.ConcurError`
 becomes one line on stderr and its exit code (0 ok, 1 check failed,
 2 usage/input, 3 impossible scenario); a traceback means a bug in concur.
+
+Text that comes from packs (docs, names, units, equations, messages quoting them)
+reaches the terminal only through :func:`echo`, which escapes control and format
+characters (:func:`printable`): a pack cannot move the cursor, clear the screen or
+reorder text to fake an "ok".
 Sub-commands other than the core ones live in :mod:`concur.cli.commands` and
 :mod:`concur.bench` and are imported only when invoked.
 """
@@ -12,13 +17,18 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-from typing import Any
+import unicodedata
+from typing import Any, TypeVar
 
 import click
 
 from ..errors import EXIT_USAGE, ConcurError, UsageError
 
-__all__ = ["main", "cli"]
+__all__ = ["main", "cli", "printable", "echo"]
+
+_C = TypeVar("_C", bound=click.Command)
+# Commands that read packs by name or path take --pack-path (added on first use for lazy ones).
+PACK_PATH_COMMANDS = ("solve", "check", "show", "sweep", "export")
 
 # name -> module defining `command`; imported on first use so `concur --help` stays fast.
 COMMANDS = {
@@ -29,6 +39,46 @@ COMMANDS = {
     "remedies": "concur.cli.commands.remedies",
     "calibrate": "concur.cli.commands.calibrate",
 }
+
+
+def printable(text: str, *, newlines: bool = False) -> str:
+    """``text`` with control and format characters escaped (``\\x1b``, ``\\u202e``).
+
+    C0/C1 controls (ESC, CR, BEL, DEL...), Unicode format characters (bidi overrides,
+    zero-width marks) and line/paragraph separators are shown as escapes, so text from a
+    pack can neither drive the terminal nor disguise itself. ``newlines=True`` keeps ``\\n``.
+    """
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch.isprintable() or (ch == "\n" and newlines) or unicodedata.category(ch) == "Zs":  # spaces are harmless
+            out.append(ch)
+        else:
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return "".join(out)
+
+
+def echo(text: str = "", *, err: bool = False) -> None:
+    """Print ``text`` (lines kept, everything else :func:`printable`): the one way pack text is printed."""
+    click.echo(printable(text, newlines=True), err=err)
+
+
+def _set_pack_path(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> None:
+    from ..lang.library import set_pack_path
+
+    set_pack_path(value)
+
+
+def with_pack_path(command: _C) -> _C:
+    """Give ``command`` the ``--pack-path DIR`` option (idempotent)."""
+    if not any(p.name == "pack_path" for p in command.params):
+        command.params.append(click.Option(
+            ["--pack-path", "pack_path"], multiple=True, metavar="DIR", expose_value=False, is_eager=True,
+            callback=_set_pack_path, type=click.Path(file_okay=False),
+            help="also find packs in DIR, and let a pack's uses: reach files there (repeatable)"))
+    return command
 
 
 class _LazyGroup(click.Group):
@@ -43,9 +93,10 @@ class _LazyGroup(click.Group):
         if cmd is not None or name not in COMMANDS:
             return cmd
         try:
-            return importlib.import_module(COMMANDS[name]).command
+            command: click.Command = importlib.import_module(COMMANDS[name]).command
         except ModuleNotFoundError:
             return None
+        return with_pack_path(command) if name in PACK_PATH_COMMANDS else command
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -87,14 +138,22 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def load_scenario(path: str) -> tuple[dict[str, Any], list[str], list[str]]:
-    """A scenario file: ``given:`` values, optional ``packs:`` and ``find:``."""
+    """A scenario file: ``given:`` values, optional ``packs:`` and ``find:``.
+
+    Read like a pack (a regular file, size, depth and node limits: a FIFO or ``/dev/zero`` is
+    refused at once); every problem is a :class:`UsageError` (exit 2). ``packs:`` entries
+    resolve like a pack's ``uses:``, relative to the scenario's folder (returned as paths).
+    """
+    from pathlib import Path
+
     from ..errors import PackError
-    from ..lang.yamlsafe import YMap, load_yaml
+    from ..lang.library import find_used_pack
+    from ..lang.yamlsafe import YList, YMap, load_yaml
 
     try:
         data = load_yaml(path)
     except PackError as exc:  # a scenario is the user's input: exit 2, not a failed check
-        raise UsageError(exc.render_body(), where=exc.where, hint=exc.hint) from None
+        raise UsageError(exc.render_body(), where=exc.where) from None
     if not isinstance(data, YMap) or not isinstance(data.get("given", {}), dict):
         raise UsageError(f"{path}: a scenario is a mapping with given: {{NAME: VALUE}}")
     packs = data.get("packs") or []
@@ -106,6 +165,11 @@ def load_scenario(path: str) -> tuple[dict[str, Any], list[str], list[str]]:
     for key, value in (("packs", packs), ("find", find)):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise UsageError(f"{data.where(key)}: '{key}' must be a name or a list of names")
+    places = packs.where if isinstance(packs, YList) else (lambda i: data.where("packs"))
+    try:
+        packs = [str(find_used_pack(ref, Path(path).parent, where=places(i))) for i, ref in enumerate(packs)]
+    except PackError as exc:
+        raise UsageError(exc.render_body(), where=exc.where) from None
     given = data.get("given") or {}
     for name, value in given.items():
         if not isinstance(value, (int, float, str)) or isinstance(value, bool):
@@ -220,6 +284,7 @@ def solve_question(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[st
     return sol
 
 
+@with_pack_path
 @cli.command()
 @click.argument("packs", nargs=-1)
 @click.option("--find", "-f", "find", multiple=True, help="variable(s) to solve for (VAR or VAR,VAR)")
@@ -239,9 +304,9 @@ def solve(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...], 
     """
     sol = solve_question(packs, find, sets, scenario, default_find=("users",))
     if as_json:
-        click.echo(json.dumps(sol.to_json(), indent=2))
+        click.echo(json.dumps(sol.to_json(), indent=2))  # json escapes control characters itself
     else:
-        click.echo(render_table(sol, explain))
+        echo(render_table(sol, explain))
 
 
 @cli.command(name="list")
@@ -255,15 +320,16 @@ def list_packs() -> None:
         first = " ".join(pack.doc.split()).split(". ")[0]
         rows.append((name, f"{len(pack.variables)} vars, {len(pack.equations)} eqs",
                      first if len(first) <= 78 else first[:77].rstrip() + "…"))
-    click.echo("packs:")
+    echo("packs:")
     for line in _align(rows):
-        click.echo("  " + line)
-    click.echo("catalogs:")
+        echo("  " + line)
+    echo("catalogs:")
     for name in catalog_names():
         cat = get_catalog(name)
-        click.echo(f"  {name}: {', '.join(cat.entries)}")
+        echo(f"  {name}: {', '.join(cat.entries)}")
 
 
+@with_pack_path
 @cli.command()
 @click.argument("pack")
 def show(pack: str) -> None:
@@ -274,10 +340,10 @@ def show(pack: str) -> None:
     top = model.packs[0]
     import textwrap
 
-    click.echo(textwrap.fill(f"{top.name}: {' '.join(top.doc.split())}", width=100, subsequent_indent="  "))
+    echo(textwrap.fill(printable(f"{top.name}: {' '.join(top.doc.split())}"), width=100, subsequent_indent="  "))
     if top.uses:
-        click.echo(f"uses: {', '.join(u for u, _ in top.uses)}")
-    click.echo("\nvariables:")
+        echo(f"uses: {', '.join(u for u, _ in top.uses)}")
+    echo("\nvariables:")
     rows = []
     for name, var in model.variables.items():
         unit = "|".join(var.choices) if var.choices else (var.display.text or "-")
@@ -290,18 +356,19 @@ def show(pack: str) -> None:
             extra.append(var.limit.replace("_", " ") + " when given")
         rows.append((f"  {name}", unit, (var.doc + (f" ({'; '.join(extra)})" if extra else "")).strip()))
     for line in _align(rows):
-        click.echo(line)
-    click.echo("\nequations:")
+        echo(line)
+    echo("\nequations:")
     for eq in model.equations:
-        click.echo(f"  {eq.text}    [{eq.where}]")
+        echo(f"  {eq.text}    [{eq.where}]")
     if model.constraints:
-        click.echo("\nconstraints:")
+        echo("\nconstraints:")
         for con in model.constraints:
-            click.echo(f"  {con.text}    ({con.doc})")
+            echo(f"  {con.text}    ({con.doc})")
     if model.presets:
-        click.echo("\npresets: " + ", ".join(f"{k}=<{p.catalog} id>" for k, p in model.presets.items()))
+        echo("\npresets: " + ", ".join(f"{k}=<{p.catalog} id>" for k, p in model.presets.items()))
 
 
+@with_pack_path
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 def check(paths: tuple[str, ...]) -> None:
@@ -318,7 +385,7 @@ def check(paths: tuple[str, ...]) -> None:
     diags += check_catalogs(targets)
     save_cache()
     for d in diags:
-        click.echo(str(d))
+        echo(printable(str(d)))  # one diagnostic, one line
     elapsed = time.perf_counter() - start
     if diags:
         click.echo(f"{len(diags)} problem(s) in {count} pack(s) ({elapsed:.2f} s)", err=True)
@@ -359,7 +426,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="concur", standalone_mode=False)
     except ConcurError as exc:
-        click.echo(f"error: {exc}", err=True)
+        echo(printable(f"error: {exc}"), err=True)  # one line, whatever the message quotes
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)

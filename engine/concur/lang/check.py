@@ -10,19 +10,26 @@ each equation's tree combining vectors (about 20 µs an equation). Rules:
   because rounding must not depend on the unit the value is stored in;
 * a bare number may scale anything but may only be *added* to a dimensionless
   value (0 excepted);
-* a variable exponent needs a dimensionless base and exponent.
+* a variable exponent needs a dimensionless base and exponent;
+* a constant argument must lie in the function's admissible range
+  (:data:`concur.lang.functions.FUNCTIONS`: ``erlang_b(1e9, 1e9)`` would run for minutes).
+
+Checking a folder reads the ``*.yaml`` files *in* it: a symlink that leads outside the folder
+is reported, not followed (a pull request could otherwise make CI read any file).
 
 Diagnostics are compiler-style: ``file:line:col: error: message``.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConcurError, Location, UnitError
-from .expr import Bin, Call, Cmp, If, Logic, Neg, Node, Num, Str, UnitLit, Var, to_text
-from .functions import FUNCTIONS
+from .expr import Bin, Call, Cmp, If, Logic, Neg, Node, Num, Str, UnitLit, Var, to_text, walk
+from .functions import FUNCTIONS, out_of_range
+from .library import inside
 from .pack import Pack
 from .values import convert_value
 from .units import (
@@ -143,6 +150,38 @@ def check_equation_dims(lhs: Node, rhs: Node, var_dims: dict[str, Dims]) -> str 
     return None
 
 
+def _constant(node: Node) -> float | None:
+    """The value of a tree made only of numbers, unit literals and arithmetic (None otherwise)."""
+    if isinstance(node, (Num, UnitLit)):
+        return node.value
+    if isinstance(node, Neg):
+        inner = _constant(node.arg)
+        return None if inner is None else -inner
+    if isinstance(node, Bin) and node.op in ("+", "-", "*", "/", "**"):
+        a, b = _constant(node.left), _constant(node.right)
+        if a is None or b is None:
+            return None
+        try:
+            return float({"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else math.nan,
+                          "**": a ** b if a > 0 else math.nan}[node.op])
+        except (ArithmeticError, ValueError):
+            return None
+    return None
+
+
+def range_problems(node: Node) -> list[str]:
+    """Constant arguments outside their function's admissible range, anywhere in ``node``."""
+    out = []
+    for n in walk(node):
+        if isinstance(n, Call):
+            for i, arg in enumerate(n.args):
+                value = _constant(arg)
+                problem = None if value is None else out_of_range(n.fn, i, value)
+                if problem:
+                    out.append(problem)
+    return out
+
+
 def check_model(model, only_pack: str | None = None) -> list[Diagnostic]:  # type: ignore[no-untyped-def]
     """Check every equation and constraint (of ``only_pack`` if given) and every default/bound."""
     var_dims = {name: v.unit.dims for name, v in model.variables.items()}
@@ -154,6 +193,8 @@ def check_model(model, only_pack: str | None = None) -> list[Diagnostic]:  # typ
         if msg:
             names = ", ".join(f"{n} [{model.variables[n].unit.text or '1'}]" for n in sorted(eq.names))
             out.append(Diagnostic(eq.where, f"unit mismatch in '{eq.text}': {msg} (units: {names})"))
+        for problem in range_problems(eq.lhs) + range_problems(eq.rhs):
+            out.append(Diagnostic(eq.where, f"{problem} in '{eq.text}'"))
     for con in model.constraints:
         if only_pack and con.pack != only_pack:
             continue
@@ -161,6 +202,8 @@ def check_model(model, only_pack: str | None = None) -> list[Diagnostic]:  # typ
             infer_dims(con.expr, var_dims)
         except _DimError as exc:
             out.append(Diagnostic(con.where, f"unit mismatch in check '{con.text}': {exc}"))
+        for problem in range_problems(con.expr):
+            out.append(Diagnostic(con.where, f"{problem} in check '{con.text}'"))
     for var in model.variables.values():
         if only_pack and var.pack != only_pack:
             continue
@@ -203,13 +246,13 @@ def check_paths(paths: list[str]) -> tuple[list[Diagnostic], int]:
     from .model import build_model
 
     files: list[Path] = []
+    diags: list[Diagnostic] = []
     for p in paths:
         path = Path(p)
         if path.is_dir():
-            files.extend(sorted(f for f in path.glob("*.yaml")))
+            files.extend(_files_in(path, diags))
         else:
             files.append(path)
-    diags: list[Diagnostic] = []
     for f in files:
         try:
             model = build_model([str(f)])
@@ -228,11 +271,22 @@ def check_catalogs(paths: list[str]) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for p in paths:
         folder = Path(p) / "catalogs"
-        if not folder.is_dir():
+        if not folder.is_dir() or not inside(folder, Path(p)):
             continue
-        for f in sorted(folder.glob("*.yaml")):
+        for f in _files_in(folder, out):
             try:
                 load_catalog(f)
             except ConcurError as exc:
                 out.append(Diagnostic(exc.where or Location(str(f)), exc.render_body()))
     return out
+
+
+def _files_in(folder: Path, diags: list[Diagnostic]) -> list[Path]:
+    """The ``*.yaml`` files of ``folder`` that really lie in it; a link leading out is a diagnostic."""
+    files = []
+    for f in sorted(folder.glob("*.yaml")):
+        if inside(f, folder):
+            files.append(f)
+        else:
+            diags.append(Diagnostic(Location(str(f)), "is a link to a file outside the folder checked; not read"))
+    return files

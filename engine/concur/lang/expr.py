@@ -12,7 +12,7 @@ number of magnitude at most 64, or a variable).
 
 The tree (:class:`Num`, :class:`Var`, :class:`UnitLit`, :class:`Str`,
 :class:`Bin`, :class:`Neg`, :class:`Call`, :class:`Cmp`, :class:`If`) is plain,
-frozen and picklable; it is evaluated by closures built once
+frozen and cached as JSON (:mod:`concur.lang.serial`); it is evaluated by closures built once
 (:func:`compile_node`), and turned into sympy only when an equation must be inverted
 (:mod:`concur.solver.symbolic`).
 Values are floats in base units; a unit literal is its base-unit magnitude.
@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -31,8 +32,8 @@ from .functions import FUNCTIONS
 
 __all__ = [
     "Node", "Num", "Var", "UnitLit", "Str", "Bin", "Neg", "Call", "Cmp", "If", "Logic",
-    "parse_expression", "parse_equation", "split_equation", "names_in", "compile_node", "to_text",
-    "MAX_LENGTH", "MAX_NODES", "MAX_EXPONENT", "NAME_RE", "RESERVED_NAMES",
+    "parse_expression", "parse_equation", "split_equation", "names_in", "compile_node", "to_text", "name_problem",
+    "MAX_LENGTH", "MAX_NODES", "MAX_EXPONENT", "NAME_RE", "RESERVED_NAMES", "BIN_OPS", "CMP_OPS", "LOGIC_OPS",
 ]
 
 MAX_LENGTH = 2000
@@ -45,6 +46,22 @@ RESERVED_NAMES = frozenset(
     {"E", "I", "N", "S", "Q", "O", "pi", "oo", "nan", "zoo", "TRUE", "FALSE", "True", "False", "None",
      "and", "or", "not", "if_", "lambda"} | set(FUNCTIONS)
 )
+
+
+def name_problem(name: str, what: str = "name") -> str | None:
+    """Why ``name`` is not a valid identifier (None when it is): ASCII letter first, then ASCII
+    letters, digits and '_', at most 64 characters.
+
+    Non-ASCII is refused rather than normalised: Python (and so a formula) reads the full-width
+    'ａ' as 'a' (NFKC), which would let two different-looking names silently mean one variable.
+    """
+    if NAME_RE.match(name):
+        return None
+    if not name.isascii():
+        nfkc = unicodedata.normalize("NFKC", name)
+        read = f" (NFKC, as Python reads it, makes it '{nfkc}')" if nfkc != name else ""
+        return f"{what} '{name}' is not ASCII{read}; use ASCII letters, digits and '_'"
+    return f"'{name}' is not a valid {what}; names start with a letter and use letters, digits and '_'"
 
 
 class Node:
@@ -119,6 +136,9 @@ class If(Node):
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.Mod: "%"}
 _CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+BIN_OPS = frozenset(_BINOPS.values())
+CMP_OPS = frozenset(_CMPOPS.values())
+LOGIC_OPS = frozenset({"and", "or", "not"})
 _BRACKET_RE = re.compile(r"\[([^\[\]]*)\]")
 _PLACEHOLDER_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 
@@ -185,7 +205,18 @@ class _Parser:
             raise self.fail("formula is nested too deeply", 0) from None
         lead = len(source) - len(source.lstrip())
         self.lead = lead
+        if not source.isascii():
+            self._refuse_folded_names(tree, source.strip())
         return self.node(tree.body, 0)
+
+    def _refuse_folded_names(self, tree: ast.AST, source: str) -> None:
+        """Python applies NFKC to identifiers ('ａ' parses as 'a'); refuse any name not written in ASCII."""
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Name):
+                written = ast.get_source_segment(source, n) or n.id
+                if not written.isascii():
+                    raise self.fail(name_problem(written, "variable name") or "non-ASCII name",
+                                    n.col_offset + self.lead)
 
     def _replace_brackets(self, text: str) -> str:
         out = []
@@ -236,9 +267,9 @@ class _Parser:
         if isinstance(n, ast.Name):
             if n.id in self.units:
                 return self.units[n.id]
-            if not NAME_RE.match(n.id):
-                raise self.fail(f"'{n.id}' is not a valid variable name", col,
-                                hint="names start with a letter and use letters, digits and '_'")
+            problem = name_problem(n.id, "variable name")
+            if problem:
+                raise self.fail(problem, col)
             if n.id in RESERVED_NAMES:
                 raise self.fail(f"'{n.id}' is reserved and cannot be used as a variable", col,
                                 hint="rename the variable")

@@ -16,7 +16,16 @@ Dimension rules:
 * ``if``: condition of any dimension; both branches share the result's.
 
 ``floor`` and ``ceil`` *snap* their argument to 12 significant digits first, so
-that ``ceil(0.1*3/0.1)`` is 3 in Python exactly as in a spreadsheet (engine_notes §5.3).
+that ``ceil(0.1*3/0.1)`` is 3 in Python exactly as in a spreadsheet.
+
+Admissible ranges: each row declares, per argument, the closed range it accepts
+(:class:`Arg`). Outside it a value is refused, not computed: ``exp`` above 700 overflows a
+double, and ``erlang_b``/``erlang_c`` cost one step per server, so ``erlang_b(1e9, 1e9)``
+would run for minutes. ``concur check`` flags a constant argument out of range
+(:func:`out_of_range`); at evaluation the scalar functions raise
+:class:`~concur.errors.InfeasibleError` (exit 3) naming the function, the argument and the
+range, and the array versions of ``erlang_*`` refuse any element out of range the same way.
+Bounds are inclusive; NaN is outside every range.
 """
 
 from __future__ import annotations
@@ -25,7 +34,14 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Function", "FUNCTIONS", "snap", "SNAP_DIGITS"]
+from ..errors import InfeasibleError
+
+__all__ = ["Function", "Arg", "FUNCTIONS", "snap", "SNAP_DIGITS", "MAX_SERVERS", "MAX_LOAD", "MAX_EXP",
+           "out_of_range"]
+
+MAX_SERVERS = 1e6  # erlang_*: the recurrence costs one step per server (about 60 ms at 1e6)
+MAX_LOAD = 1e9  # erlang_*: offered load in erlang
+MAX_EXP = 700.0  # exp(709.8) is the largest double
 
 SNAP_DIGITS = 12
 
@@ -80,6 +96,13 @@ def _np_erlang(name: str) -> Callable[..., Any]:
     def run(servers: Any, load: Any) -> Any:
         from ..maths import erlang
 
+        np = _np()
+        for spec, values in zip(FUNCTIONS[name].args, (servers, load)):
+            arr = np.asarray(values, dtype=float)
+            outside = ~((arr >= spec.lo) & (arr <= spec.hi))
+            if outside.any():
+                raise spec.refusal(name, float(arr[outside].flat[0]))
+
         vec = getattr(erlang, f"{name}_array", None)
         if vec is not None:
             return vec(servers, load)
@@ -126,8 +149,39 @@ def _sym(name: str) -> Callable[..., Any]:
 
 
 @dataclass(frozen=True)
+class Arg:
+    """One argument's name and the range of values the function accepts: [lo, hi], or (lo, hi]
+    when ``open_lo`` (logarithms need x > 0)."""
+
+    name: str
+    lo: float = -math.inf
+    hi: float = math.inf
+    open_lo: bool = False
+
+    def admits(self, x: float) -> bool:
+        return (self.lo < x if self.open_lo else self.lo <= x) and x <= self.hi  # False for NaN
+
+    @property
+    def range_text(self) -> str:
+        def show(v: float) -> str:
+            return f"{int(v):,}" if v.is_integer() and abs(v) < 1e15 else f"{v:g}"
+
+        lo = "(-inf" if self.lo == -math.inf else ("(" if self.open_lo else "[") + show(self.lo)
+        hi = "inf)" if self.hi == math.inf else show(self.hi) + "]"
+        return f"{lo}, {hi}"
+
+    def refusal(self, fn: str, x: float) -> InfeasibleError:
+        return InfeasibleError(f"{fn}() {self.name} = {x:g} is outside its admissible range {self.range_text}",
+                               hint=f"check the values that feed {fn}()")
+
+
+@dataclass(frozen=True)
 class Function:
-    """One function of the formula language (see the module docstring for ``dims``)."""
+    """One function of the formula language (see the module docstring for ``dims`` and ``args``).
+
+    ``py`` checks ``args`` (the admissible ranges) before computing; ``args`` is empty for
+    functions defined on every real (min, max, abs, floor, ceil).
+    """
 
     name: str
     min_args: int
@@ -138,6 +192,36 @@ class Function:
     sympy: Callable[..., Any]
     smooth: bool = True  # False: the solver never inverts through it (floor, ceil)
     doc: str = ""
+    args: tuple[Arg, ...] = ()
+
+
+def _guarded(name: str, impl: Callable[..., float], *args: Arg) -> Callable[..., float]:
+    """``impl`` refusing, with :class:`InfeasibleError`, any argument outside its :class:`Arg` range."""
+    if len(args) == 1:
+        (a0,) = args
+
+        def one(x: float) -> float:
+            if not a0.admits(x):
+                raise a0.refusal(name, x)
+            return impl(x)
+
+        return one
+
+    def many(*xs: float) -> float:
+        for spec, x in zip(args, xs):
+            if not spec.admits(x):
+                raise spec.refusal(name, x)
+        return impl(*xs)
+
+    return many
+
+
+def out_of_range(fn: str, index: int, value: float) -> str | None:
+    """Why constant ``value`` cannot be argument ``index`` of ``fn`` (None when it can)."""
+    spec = FUNCTIONS[fn].args[index] if index < len(FUNCTIONS[fn].args) else None
+    if spec is None or spec.admits(value):
+        return None
+    return f"{fn}() {spec.name} = {value:g} is outside its admissible range {spec.range_text}"
 
 
 def _np_fn(attr: str) -> Callable[..., Any]:
@@ -158,10 +242,9 @@ def _np_minmax(attr: str) -> Callable[..., Any]:
     return run
 
 
-def _check_log(x: float) -> float:
-    if x <= 0:
-        raise ValueError("logarithm of a non-positive number")
-    return x
+_POSITIVE = Arg("x", 0.0, open_lo=True)
+_SERVERS = Arg("servers", 0.0, MAX_SERVERS)
+_LOAD = Arg("load", 0.0, MAX_LOAD)
 
 
 FUNCTIONS: dict[str, Function] = {
@@ -173,18 +256,22 @@ FUNCTIONS: dict[str, Function] = {
                  doc="round down (after snapping to 12 significant digits)"),
         Function("ceil", 1, 1, _ceil, lambda x: _np().ceil(_np_snap(x)), "count", _sym("ceil"), smooth=False,
                  doc="round up (after snapping to 12 significant digits)"),
-        Function("sqrt", 1, 1, math.sqrt, _np_fn("sqrt"), "sqrt", _sym("sqrt"), doc="square root"),
-        Function("exp", 1, 1, math.exp, _np_fn("exp"), "dimensionless", _sym("exp"), doc="e to the power x"),
-        Function("ln", 1, 1, lambda x: math.log(_check_log(x)), _np_fn("log"), "dimensionless", _sym("ln"),
-                 doc="natural logarithm"),
-        Function("log2", 1, 1, lambda x: math.log2(_check_log(x)), _np_fn("log2"), "dimensionless", _sym("log2"),
-                 doc="base-2 logarithm"),
-        Function("log10", 1, 1, lambda x: math.log10(_check_log(x)), _np_fn("log10"), "dimensionless",
-                 _sym("log10"), doc="base-10 logarithm"),
+        Function("sqrt", 1, 1, _guarded("sqrt", math.sqrt, Arg("x", 0.0)), _np_fn("sqrt"), "sqrt", _sym("sqrt"),
+                 doc="square root", args=(Arg("x", 0.0),)),
+        Function("exp", 1, 1, _guarded("exp", math.exp, Arg("x", hi=MAX_EXP)), _np_fn("exp"), "dimensionless",
+                 _sym("exp"), doc="e to the power x", args=(Arg("x", hi=MAX_EXP),)),
+        Function("ln", 1, 1, _guarded("ln", math.log, _POSITIVE), _np_fn("log"), "dimensionless", _sym("ln"),
+                 doc="natural logarithm", args=(_POSITIVE,)),
+        Function("log2", 1, 1, _guarded("log2", math.log2, _POSITIVE), _np_fn("log2"), "dimensionless",
+                 _sym("log2"), doc="base-2 logarithm", args=(_POSITIVE,)),
+        Function("log10", 1, 1, _guarded("log10", math.log10, _POSITIVE), _np_fn("log10"), "dimensionless",
+                 _sym("log10"), doc="base-10 logarithm", args=(_POSITIVE,)),
         Function("abs", 1, 1, abs, _np_fn("abs"), "same", _sym("abs"), doc="absolute value"),
-        Function("erlang_b", 2, 2, _erlang_b, _np_erlang("erlang_b"), "dimensionless", _sym("erlang_b"),
-                 smooth=False, doc="Erlang B blocking probability erlang_b(servers, load)"),
-        Function("erlang_c", 2, 2, _erlang_c, _np_erlang("erlang_c"), "dimensionless", _sym("erlang_c"),
-                 smooth=False, doc="Erlang C probability of waiting erlang_c(servers, load)"),
+        Function("erlang_b", 2, 2, _guarded("erlang_b", _erlang_b, _SERVERS, _LOAD), _np_erlang("erlang_b"),
+                 "dimensionless", _sym("erlang_b"), smooth=False,
+                 doc="Erlang B blocking probability erlang_b(servers, load)", args=(_SERVERS, _LOAD)),
+        Function("erlang_c", 2, 2, _guarded("erlang_c", _erlang_c, _SERVERS, _LOAD), _np_erlang("erlang_c"),
+                 "dimensionless", _sym("erlang_c"), smooth=False,
+                 doc="Erlang C probability of waiting erlang_c(servers, load)", args=(_SERVERS, _LOAD)),
     ]
 }

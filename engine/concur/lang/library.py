@@ -1,21 +1,42 @@
-"""Where packs and catalogs live, and loading them once per process.
+"""Where packs and catalogs live, which files a pack may pull in, and loading each once.
 
-Shipped packs are the data package ``concur.formulas`` inside an installed
-wheel, or the ``formulas/`` folder of a source checkout (editable install).
-Any path given on the command line is loaded as well; a name resolves to a
-shipped pack.
+Shipped packs are the data package ``concur.formulas`` inside an installed wheel, or the
+``formulas/`` folder of a source checkout (editable install).
+
+Which files may be read (pack files are untrusted: ``concur check`` runs on pull requests):
+
+* a pack named on the command line or in the API is the user's choice: a shipped pack's
+  name, a name found in a ``--pack-path`` folder, or any path to a ``.yaml`` file;
+* a pack's ``uses:`` entry resolves relative to *that pack's folder*, never the working
+  directory: a name is a shipped pack, else ``NAME.yaml`` beside the pack, else in a
+  ``--pack-path`` folder; a path must end in ``.yaml``/``.yml`` and, once symlinks are
+  resolved, lie inside the pack's folder (or below) or inside a ``--pack-path`` folder.
+  Absolute paths and ``..`` escapes are refused unless such a folder allows them;
+* a catalog is named by an identifier and read only from the shipped ``catalogs/`` folder.
+
+Loading: every file is read once into bytes (regular files only, size-limited:
+:func:`concur.lang.yamlsafe.read_source`); the parsed pack is cached in this process and on
+disk (JSON, :mod:`concur.lang.serial`) under the sha256 of those bytes, of the label its
+messages use, and of the parser's own source, so an edit that keeps a file's size and mtime
+is never answered from a stale cache and a warm run never imports the YAML parser.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
-from ..errors import UnknownNameError
+from ..errors import Location, PackError, UnknownNameError, UsageError
+from .expr import name_problem
 from .pack import Catalog, Pack, load_catalog, load_pack
+from .yamlsafe import read_source
 
-__all__ = ["formulas_dir", "pack_paths", "find_pack", "get_pack", "get_catalog", "catalog_names"]
+__all__ = ["formulas_dir", "pack_paths", "find_pack", "find_used_pack", "get_pack", "load_pack_file",
+           "get_catalog", "catalog_names", "set_pack_path", "pack_path", "inside"]
+
+_SUFFIXES = (".yaml", ".yml")
+_PACK_PATH: tuple[Path, ...] = ()
 
 
 @lru_cache(maxsize=1)
@@ -37,23 +58,90 @@ def formulas_dir() -> Path:
                            hint="reinstall concur: pip install .")
 
 
+def set_pack_path(folders: Iterable[str | Path]) -> None:
+    """Trust ``folders`` (``--pack-path``) as places packs may be found and ``uses:`` may reach.
+
+    Replaces the previous setting; raises :class:`UsageError` for a folder that does not exist.
+    """
+    resolved = []
+    for folder in folders:
+        path = Path(folder)
+        if not path.is_dir():
+            raise UsageError(f"--pack-path '{folder}' is not a folder")
+        resolved.append(path.resolve())
+    global _PACK_PATH
+    _PACK_PATH = tuple(resolved)
+
+
+def pack_path() -> tuple[Path, ...]:
+    """The folders added with :func:`set_pack_path` (resolved)."""
+    return _PACK_PATH
+
+
 def pack_paths() -> dict[str, Path]:
     """Shipped pack name -> file."""
     return {p.stem: p for p in sorted(formulas_dir().glob("*.yaml"))}
 
 
+def inside(path: Path, folder: Path) -> bool:
+    """True when ``path``, symlinks resolved, is ``folder`` or lies below it."""
+    try:
+        path.resolve().relative_to(folder.resolve())
+        return True
+    except (ValueError, OSError, RuntimeError):
+        return False
+
+
+def _by_name(name: str, folders: Iterable[Path]) -> Path | None:
+    """A shipped pack called ``name``, else ``NAME.yaml`` in the first of ``folders`` holding it."""
+    shipped = pack_paths().get(name)
+    if shipped is not None:
+        return shipped
+    for folder in folders:
+        for suffix in _SUFFIXES:
+            candidate = folder / f"{name}{suffix}"
+            if candidate.is_file() and inside(candidate, folder):
+                return candidate
+    return None
+
+
 def find_pack(name_or_path: str) -> Path:
-    """Resolve a pack name (``llm_memory``) or a path to a YAML file."""
+    """Resolve a pack the user named: a shipped pack, a pack in a ``--pack-path`` folder, or a path."""
     path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or "/" in name_or_path or path.exists():
-        if not path.is_file():
+    if path.suffix in _SUFFIXES or "/" in name_or_path or path.exists():
+        if not path.exists():
             raise UnknownNameError(f"pack file '{name_or_path}' does not exist")
-        return path
-    shipped = pack_paths()
-    if name_or_path not in shipped:
+        return path  # reading it refuses anything but a regular file (a FIFO, a device, a folder)
+    found = _by_name(name_or_path, _PACK_PATH)
+    if found is None:
         raise UnknownNameError(f"unknown pack '{name_or_path}'",
-                               hint=f"known packs: {', '.join(shipped)}; or give a path to a .yaml file")
-    return shipped[name_or_path]
+                               hint=f"known packs: {', '.join(pack_paths())}; or give a path to a .yaml file")
+    return found
+
+
+def find_used_pack(ref: str, folder: Path, where: Location | None = None) -> Path:
+    """Resolve the ``uses:`` entry ``ref`` of a pack that lives in ``folder`` (see the module doc).
+
+    Raises :class:`PackError` at ``where`` for a path outside the allowed folders, a file that
+    is not ``.yaml``, or a name no allowed folder holds. Nothing outside is read to find out.
+    """
+    if name_problem(ref) is None:
+        found = _by_name(ref, (folder, *_PACK_PATH))
+        if found is None:
+            raise PackError(f"uses unknown pack '{ref}'", where=where,
+                            hint=f"known packs: {', '.join(pack_paths())}, or {ref}.yaml beside this pack")
+        return found
+    if Path(ref).suffix not in _SUFFIXES:
+        raise PackError(f"uses '{ref}', which is neither a pack name nor a .yaml file", where=where)
+    target = folder / ref  # an absolute ref replaces folder
+    allowed = (folder, *_PACK_PATH)
+    if not any(inside(target, root) for root in allowed):
+        raise PackError(f"uses '{ref}', which is outside the pack's folder", where=where,
+                        hint="a pack may use shipped packs and files in its own folder; "
+                             "to allow another folder, pass --pack-path DIR")
+    if not target.is_file():
+        raise PackError(f"uses '{ref}', which does not exist", where=where)
+    return target
 
 
 def _label(path: Path) -> str:
@@ -68,48 +156,62 @@ def _label(path: Path) -> str:
     return str(path)
 
 
-_NOT_CACHED = object()
+@lru_cache(maxsize=1)
+def _parser_fingerprint() -> str:
+    """Digest of the code and data that turn a file into a Pack: a change to any of them is a new key."""
+    from ..cache import digest
+
+    here = Path(__file__).resolve().parent
+    files = sorted(here.glob("*.py")) + sorted((here / "data").glob("*"))
+    return digest(*(f.read_bytes() for f in files if f.is_file()))
 
 
-def _disk_cached(kind: str, path: Path, label: str, load: "Callable[[], Any]") -> Any:
-    """Parsed packs and catalogs are pickled in the cache folder, keyed by path, size and mtime,
-    so a warm run never imports the YAML parser. Any cache problem falls back to parsing."""
-    import hashlib
+_MEMO: dict[str, Any] = {}  # content key -> Pack/Catalog, this process
 
-    from ..cache import read_pickle, write_pickle
-    from .units import cache_dir
 
-    st = path.stat()
-    key = hashlib.sha256(f"{kind}|{path.resolve()}|{label}|{st.st_size}|{st.st_mtime_ns}|4".encode()).hexdigest()[:24]
-    file = cache_dir() / "parsed" / f"{key}.pkl"
-    cached = read_pickle(file, default=_NOT_CACHED)
-    if cached is not _NOT_CACHED:
-        return cached
-    value = load()
-    write_pickle(file, value)
+def _cached(kind: str, path: Path, load: "Callable[[str, bytes], Any]", decode: "Callable[[Any], Any]") -> Any:
+    """Load ``path`` once per content: from this process, else the disk cache, else ``load(label, bytes)``."""
+    from ..cache import cache_dir, digest, read_json, write_json
+    from .serial import encode
+
+    label = _label(path)
+    source = read_source(path, label=label)
+    key = digest(kind, label, source, _parser_fingerprint())
+    hit = _MEMO.get(key)
+    if hit is not None:
+        return hit
+    file = cache_dir() / "parsed" / f"{key[:40]}.json"
+    value = read_json(file, kind, decode)
+    if value is None:
+        value = load(label, source)
+        write_json(file, kind, encode(value))
+    _MEMO[key] = value
     return value
 
 
-@lru_cache(maxsize=None)
-def _load_pack_cached(path: str, mtime: float, size: int) -> Pack:
-    label = _label(Path(path))
-    return _disk_cached("pack", Path(path), label, lambda: load_pack(path, label=label))
+def load_pack_file(path: Path) -> Pack:
+    """The pack in ``path`` (cached by content)."""
+    from .serial import decode_pack
+
+    pack: Pack = _cached("pack", path, lambda label, source: load_pack(path, label=label, content=source), decode_pack)
+    return pack
 
 
 def get_pack(name_or_path: str) -> Pack:
-    path = find_pack(name_or_path)
-    st = path.stat()
-    return _load_pack_cached(str(path), st.st_mtime, st.st_size)
+    return load_pack_file(find_pack(name_or_path))
 
 
 def catalog_names() -> list[str]:
     return [p.stem for p in sorted((formulas_dir() / "catalogs").glob("*.yaml"))]
 
 
-@lru_cache(maxsize=None)
 def get_catalog(name: str) -> Catalog:
+    """The shipped catalog ``name`` (an identifier, never a path)."""
+    from .serial import decode_catalog
+
     path = formulas_dir() / "catalogs" / f"{name}.yaml"
-    if not path.is_file():
+    if name_problem(name) is not None or not path.is_file():
         raise UnknownNameError(f"unknown catalog '{name}'", hint=f"known catalogs: {', '.join(catalog_names())}")
-    label = _label(path)
-    return _disk_cached("catalog", path, label, lambda: load_catalog(path, label=label))
+    catalog: Catalog = _cached("catalog", path,
+                               lambda label, source: load_catalog(path, label=label, content=source), decode_catalog)
+    return catalog

@@ -7,7 +7,10 @@ used pack's name to ours). The model guarantees:
 * a variable declared by several packs has one dimension (the first
   declaration, from the pack named first, wins for doc, default and display);
 * choice comparisons (``attention == "mla"``) are resolved to numeric codes;
-* ``key`` fingerprints the content of every pack in play (caches key on it).
+* ``key`` fingerprints the content of every pack in play (the sha256 of each file's bytes,
+  never its path, size or mtime): caches of inverted forms key on it;
+* a pack's ``uses:`` are resolved relative to that pack's own folder
+  (:func:`concur.lang.library.find_used_pack`), never the working directory.
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ import hashlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..errors import PackError, UnitError, UnknownNameError
+from ..errors import Location, PackError, UnitError, UnknownNameError
 from .expr import Cmp, Node, Num, Str, Var, map_tree, names_in, walk
-from .library import get_pack, pack_paths
+from .library import find_pack, find_used_pack, load_pack_file, pack_paths
 from .pack import Constraint, Equation, Pack, Preset, Variable
 from .units import format_dims
 
@@ -61,27 +64,23 @@ def _collect(refs: list[str]) -> list[tuple[Pack, dict[str, str]]]:
     out: list[tuple[Pack, dict[str, str]]] = []
     seen: set[str] = set()
 
-    def visit(ref: str, rename: dict[str, str], stack: tuple[str, ...]) -> None:
-        pack = get_pack(ref)
+    def visit(path: Path, rename: dict[str, str], stack: tuple[str, ...], where: Location | None) -> None:
+        pack = load_pack_file(path)
         if pack.name in stack:
-            raise PackError(f"packs use each other in a cycle: {' -> '.join(stack + (pack.name,))}",
-                            where=None)
+            raise PackError(f"packs use each other in a cycle: {' -> '.join(stack + (pack.name,))}", where=where)
         if pack.name in seen:
             return
         seen.add(pack.name)
         out.append((pack, rename))
-        for used, their_rename in pack.uses:
+        places = pack.uses_where if len(pack.uses_where) == len(pack.uses) else (Location(pack.path),) * len(pack.uses)
+        for (used, their_rename), loc in zip(pack.uses, places):
             combined = {k: rename.get(v, v) for k, v in their_rename.items()}
             for k, v in rename.items():
                 combined.setdefault(k, v)
-            try:
-                visit(used, combined, stack + (pack.name,))
-            except UnknownNameError as exc:
-                raise PackError(f"pack '{pack.name}' uses unknown pack '{used}'", where=None,
-                                hint=exc.hint) from None
+            visit(find_used_pack(used, path.parent, where=loc), combined, stack + (pack.name,), loc)
 
     for ref in refs:
-        visit(ref, {}, ())
+        visit(find_pack(ref), {}, (), None)
     return out
 
 
@@ -95,11 +94,7 @@ def build_model(refs: list[str] | None = None) -> Model:
     presets: dict[str, Preset] = {}
     digest = hashlib.sha256()
     for pack, rename in collected:
-        digest.update(pack.name.encode())
-        try:
-            digest.update(Path(pack.path).read_bytes() if Path(pack.path).is_file() else pack.path.encode())
-        except OSError:
-            digest.update(pack.path.encode())
+        digest.update(pack.name.encode() + b"\0" + pack.digest.encode() + b"\0")
         digest.update(repr(sorted(rename.items())).encode())
         for name, var in pack.variables.items():
             ours = rename.get(name, name)

@@ -8,8 +8,14 @@ here, once per variable; formulas are parsed by :mod:`concur.lang.expr`.
 
 Invariants of a loaded pack:
 
-* the pack name equals the file stem and is a valid identifier;
-* every variable name is a valid, unreserved identifier with a parseable unit;
+* the file is a pack: a mapping whose ``pack:`` is an identifier equal to the file stem.
+  Until that holds nothing of the file is quoted in an error (no lines, no keys), so
+  pointing concur at a file that is not a pack never leaks what the file holds;
+* every name (pack, variable, preset, catalog, rename) is an ASCII identifier; variables are
+  unreserved and have a parseable unit;
+* choices and catalog entry ids are distinct one-line texts that survive a spreadsheet's
+  list validation (no ``,`` or ``"``, no leading ``= + - @``, no control characters);
+* every constraint is a condition (a comparison, or and/or/not of them);
   defaults and bounds are stored in **base units**;
 * every equation parsed under the whitelist; names it uses are *not* yet
   checked (a pack may rely on variables of the packs it ``uses``): the model
@@ -18,27 +24,29 @@ Invariants of a loaded pack:
 
 from __future__ import annotations
 
-import math
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import Location, PackError, UnitError
 from .expr import (
-    NAME_RE,
     RESERVED_NAMES,
+    Cmp,
+    Logic,
     Node,
+    name_problem,
     names_in,
     parse_equation,
     parse_expression,
 )
 from .units import UnitInfo, unit_info
 from .values import convert_value
-from .yamlsafe import YList, YMap, load_yaml
+from .yamlsafe import YList, YMap, load_yaml, read_source
 
 __all__ = [
     "Variable", "Equation", "Constraint", "Example", "Expectation", "Preset", "Pack",
-    "CatalogField", "CatalogEntry", "Catalog", "load_pack", "load_catalog",
+    "CatalogField", "CatalogEntry", "Catalog", "load_pack", "load_catalog", "list_item_problem",
 ]
 
 
@@ -134,6 +142,8 @@ class Pack:
     examples: tuple[Example, ...]
     presets: dict[str, Preset]
     scenario: dict[str, Any] = field(default_factory=dict)
+    uses_where: tuple[Location, ...] = ()  # where each ``uses`` entry is written
+    digest: str = ""  # sha256 of the file's bytes (models and caches key on content)
 
 
 _PACK_KEYS = {"pack", "doc", "uses", "presets", "variables", "equations", "constraints", "examples", "scenario",
@@ -177,9 +187,34 @@ def _text(value: Any, what: str, where: Location) -> str:
     return value
 
 
+def _identifier(value: Any, what: str, where: Location) -> str:
+    """``value`` as an ASCII identifier (a name, never a path); PackError otherwise."""
+    _require(isinstance(value, str), f"{what} must be a name, got {type(value).__name__}", where)
+    problem = name_problem(value, what)
+    _require(problem is None, problem or "", where)
+    return value
+
+
+def list_item_problem(item: Any) -> str | None:
+    """Why ``item`` cannot be a choice or catalog id (None when it can).
+
+    Choices become items of a spreadsheet dropdown (a list validation written as ``"a,b,c"``),
+    and ids are typed on command lines: a comma splits an item in two, a quote ends the list,
+    a leading ``= + - @`` makes a spreadsheet read a formula, control characters corrupt a
+    terminal.
+    """
+    if not isinstance(item, str) or not item.strip():
+        return "must be non-empty text"
+    bad = [c for c in item if c in ',"' or ord(c) < 32 or 127 <= ord(c) < 160]
+    if bad:
+        return f"contains {repr(bad[0])}, which breaks a spreadsheet list or a terminal"
+    if item[0] in "=+-@" or item != item.strip():
+        return "must not start with = + - @ or a space (a spreadsheet would read a formula)"
+    return None
+
+
 def _variable(name: str, spec: Any, pack: str, where: Location) -> Variable:
-    _require(NAME_RE.match(name) is not None, f"'{name}' is not a valid variable name", where,
-             "names start with a letter and use letters, digits and '_'")
+    _identifier(name, "variable name", where)
     _require(name not in RESERVED_NAMES, f"'{name}' is reserved (sympy or spreadsheets misread it)", where,
              "choose another name")
     if spec is None:
@@ -194,6 +229,10 @@ def _variable(name: str, spec: Any, pack: str, where: Location) -> Variable:
         raw = spec["choices"]
         _require(isinstance(raw, YList) and len(raw) > 0 and all(isinstance(c, str) for c in raw),
                  f"choices of '{name}' must be a list of names", spec.where("choices"))
+        for i, choice in enumerate(raw):
+            problem = list_item_problem(choice)
+            _require(problem is None, f"choice {i + 1} of '{name}' {problem}", raw.where(i))
+            _require(choice not in raw[:i], f"choice '{choice}' of '{name}' is listed twice", raw.where(i))
         choices = tuple(raw)
         _require("unit" not in spec, f"choice variable '{name}' cannot have a unit", spec.where("unit"))
     unit_text = spec.get("unit", "")
@@ -232,38 +271,54 @@ def _loc_of(container: Any, key: Any) -> Location:
     return container.where(key)
 
 
-def load_pack(path: str | Path, *, label: str | None = None, text: str | None = None) -> Pack:
-    """Load and validate one pack file. Raises :class:`PackError`/:class:`UnitError` with file:line:col."""
+def load_pack(path: str | Path, *, label: str | None = None, text: str | None = None,
+              content: bytes | None = None) -> Pack:
+    """Load and validate one pack file. Raises :class:`PackError`/:class:`UnitError` with file:line:col.
+
+    ``content`` is the file's bytes when the caller has read them already (so that the bytes
+    it keys a cache on are the bytes parsed); ``text`` is a pack that has no file (its name is
+    then not compared with a file name).
+    """
     path = Path(path)
     name_label = label or str(path)
-    data = load_yaml(path, text=text, label=name_label)
+    if text is None and content is None:
+        content = read_source(path, label=name_label)
+    raw = content if content is not None else (text or "").encode("utf-8")
+    data = load_yaml(path, text=content if content is not None else text, label=name_label)
     top = Location(name_label, 1, 1)
-    _require(isinstance(data, YMap), "a pack must be a mapping with pack, variables and equations", top)
-    unknown = set(data) - _PACK_KEYS
-    _require(not unknown, f"unknown top-level key(s) {sorted(unknown)}", data.where(sorted(unknown)[0]) if unknown
-             else top, f"allowed: {', '.join(sorted(_PACK_KEYS))}")
-    _require("pack" in data, "missing 'pack: NAME'", top)
-    name = _text(data["pack"], "pack", data.where("pack"))
-    _require(NAME_RE.match(name) is not None, f"pack name '{name}' is not a valid identifier", data.where("pack"))
+    _require(isinstance(data, YMap) and isinstance(data.get("pack"), str),
+             "not a concur pack: a pack is a YAML mapping that starts with 'pack: NAME'", top)
+    name = data["pack"]
+    _require(name_problem(name) is None, "'pack:' must be an ASCII identifier", data.where("pack"))
     if text is None:
         _require(name == path.stem, f"pack name '{name}' must equal the file name '{path.stem}'", data.where("pack"),
                  f"rename the file to {name}.yaml or the pack to {path.stem}")
+    unknown = set(data) - _PACK_KEYS
+    _require(not unknown, f"unknown top-level key(s) {sorted(unknown)}", data.where(sorted(unknown)[0]) if unknown
+             else top, f"allowed: {', '.join(sorted(_PACK_KEYS))}")
     doc = str(data.get("doc", "") or "")
 
     uses: list[tuple[str, dict[str, str]]] = []
+    uses_where: list[Location] = []
     raw_uses = _listing(data, "uses", "pack names")
     for i, item in enumerate(raw_uses):
         loc = _loc_of(raw_uses, i)
+        rename: dict[str, str] = {}
         if isinstance(item, str):
-            uses.append((item, {}))
+            ref = item
         else:
             _require(isinstance(item, YMap) and isinstance(item.get("pack"), str),
                      "each 'uses' entry is a pack name or {pack: NAME, rename: {theirs: ours}}", loc)
-            rename = item.get("rename") or {}
+            ref, rename = item["pack"], item.get("rename") or {}
             _require(isinstance(rename, dict) and all(isinstance(k, str) and isinstance(v, str)
                                                        for k, v in rename.items()),
                      "rename must map their variable names to ours", loc)
-            uses.append((item["pack"], dict(rename)))
+            for theirs, ours in rename.items():
+                _identifier(theirs, "renamed variable", loc)
+                _identifier(ours, "variable name", loc)
+        _require(ref.strip() != "" and "\0" not in ref, "a 'uses' entry names a pack or a .yaml file", loc)
+        uses.append((ref, dict(rename)))
+        uses_where.append(loc)
 
     variables: dict[str, Variable] = {}
     raw_vars = _mapping(data, "variables", "name -> {unit, doc, ...}")
@@ -293,14 +348,18 @@ def load_pack(path: str | Path, *, label: str | None = None, text: str | None = 
         _require(isinstance(item, YMap) and isinstance(item.get("check"), str),
                  "a constraint is {check: CONDITION, doc: TEXT}", loc)
         node = parse_expression(item["check"], where=item.where("check"), allow_compare=True)
+        _require(isinstance(node, (Cmp, Logic)), f"check '{item['check']}' is not a condition", item.where("check"),
+                 "write a comparison such as 'a <= b' (combine with and / or / not)")
         constraints.append(Constraint(item["check"], node, str(item.get("doc", "") or ""), item.where("check"), name))
 
     presets: dict[str, Preset] = {}
     raw_presets = _mapping(data, "presets", "key -> {catalog: NAME}")
     for key, spec in raw_presets.items():
         loc = raw_presets.where(key)
+        _identifier(key, "preset name", loc)
         _require(isinstance(spec, YMap) and isinstance(spec.get("catalog"), str),
                  f"preset '{key}' must be {{catalog: NAME, fields: {{field: variable}}}}", loc)
+        _identifier(spec["catalog"], "catalog name", spec.where("catalog"))
         fields = spec.get("fields") or {}
         _require(isinstance(fields, dict) and all(isinstance(v, str) for v in fields.values()),
                  f"fields of preset '{key}' must map catalog field -> variable", loc)
@@ -309,7 +368,7 @@ def load_pack(path: str | Path, *, label: str | None = None, text: str | None = 
     examples = tuple(_examples(data, name))
     scenario = dict(_mapping(data, "scenario", "name -> value"))
     return Pack(name, doc, name_label, tuple(uses), variables, tuple(equations), tuple(constraints), examples,
-                presets, scenario)
+                presets, scenario, tuple(uses_where), hashlib.sha256(raw).hexdigest())
 
 
 def _examples(data: YMap, pack: str) -> list[Example]:
@@ -371,15 +430,18 @@ class Catalog:
     entries: dict[str, CatalogEntry]
 
 
-def load_catalog(path: str | Path, *, label: str | None = None) -> Catalog:
-    """Load a catalog; every numeric value must carry a non-empty ``source``."""
+def load_catalog(path: str | Path, *, label: str | None = None, content: bytes | None = None) -> Catalog:
+    """Load a catalog; every numeric value must carry a non-empty ``source``; its name (an
+    identifier) equals the file name; entry ids are valid list items (:func:`list_item_problem`)."""
     path = Path(path)
     label = label or str(path)
-    data = load_yaml(path, label=label)
+    data = load_yaml(path, text=content, label=label)
     top = Location(label, 1, 1)
     _require(isinstance(data, YMap) and isinstance(data.get("catalog"), str),
-             "a catalog starts with 'catalog: NAME'", top)
-    name = data["catalog"]
+             "not a concur catalog: a catalog is a YAML mapping that starts with 'catalog: NAME'", top)
+    name = _identifier(data["catalog"], "catalog name", data.where("catalog"))
+    _require(name == path.stem, f"catalog name '{name}' must equal the file name '{path.stem}'",
+             data.where("catalog"))
     fields: dict[str, CatalogField] = {}
     raw_fields = _mapping(data, "fields", "field -> {unit, doc}")
     for fname, spec in raw_fields.items():
@@ -391,6 +453,8 @@ def load_catalog(path: str | Path, *, label: str | None = None) -> Catalog:
     raw_entries = _mapping(data, "entries", "id -> {field: {value, source}}")
     for eid, spec in raw_entries.items():
         loc = raw_entries.where(eid)
+        problem = list_item_problem(eid)
+        _require(problem is None, f"entry id {problem}", loc)
         _require(isinstance(spec, YMap), f"entry '{eid}' must be a mapping", loc)
         values: dict[str, tuple[Any, str, Location]] = {}
         for fname, val in spec.items():

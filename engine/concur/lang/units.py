@@ -11,20 +11,28 @@ Invariants:
 * Counting dimensions (:data:`COUNT_DIMENSIONS`) have base factor 1, which is
   what makes ``floor``/``ceil`` of a count meaningful in base units.
 
-Pitfalls refused or warned about (engine_notes §6): ``b`` is a barn, ``Gb`` a
-gilbert, ``KB`` is undefined; offset units (``degC``) are refused.
+* pint's definitions are patched (``bit = [information]``) *in memory* and handed to pint as
+  lines: no definitions file is written or read outside pint's own package, so no folder
+  anyone else can write to can change what a unit means.
+* The unit-fact cache is JSON (:mod:`concur.cache`) keyed by the content of its inputs (pint's
+  version, ``data/units.txt``, the shipped table); every row is checked (a finite positive
+  factor, dimensions named ``[name]``) and a file that fails is ignored.
+
+Pitfalls refused or warned about: ``b`` is a barn, ``Gb`` a gilbert, ``KB`` is undefined;
+offset units (``degC``) are refused.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..cache import cache_dir, digest, read_json, write_json
 from ..errors import UnitError
 
 __all__ = [
@@ -37,7 +45,6 @@ __all__ = [
     "dims_mul",
     "dims_pow",
     "parse_quantity",
-    "cache_dir",
     "save_cache",
 ]
 
@@ -70,14 +77,6 @@ class UnitInfo:
         return not self.dims
 
 
-def cache_dir() -> Path:
-    """Per-user cache folder for unit facts, compiled closed forms and native builds."""
-    root = os.environ.get("CONCUR_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "concur"
-    )
-    return Path(root)
-
-
 _MEMO: dict[str, UnitInfo] = {}
 _SEEN: set[str] = set()  # every unit text asked for (to build the shipped table)
 _DISK_LOADED = False
@@ -91,45 +90,45 @@ def registry() -> Any:
     if _REGISTRY is None:
         import pint
 
-        reg: Any = pint.UnitRegistry(str(_definitions_with_information_dimension(pint)))
-        reg.load_definitions(str(Path(__file__).with_name("data") / "units.txt"))
+        reg: Any = pint.UnitRegistry(_definitions_with_information_dimension(pint))
+        reg.load_definitions(str(_UNITS_TXT))
         _REGISTRY = reg
     return _REGISTRY
 
 
-def _definitions_with_information_dimension(pint: Any) -> Path:
-    """pint's default definitions with ``bit = [information]`` instead of ``bit = []``.
+def _definitions_with_information_dimension(pint: Any) -> list[str]:
+    """pint's default definitions, as lines, with ``bit = [information]`` instead of ``bit = []``.
 
-    pint ships the bit as dimensionless, which would let ``GiB + s`` pass a unit
-    check. The patched copy lives in the cache folder (a temp folder if that is
-    not writable), next to pint's constants file it imports.
+    pint ships the bit as dimensionless, which would let ``GiB + s`` pass a unit check. The
+    patched text never touches the disk: pint parses the lines given to it, and the one
+    ``@import constants_en.txt`` is replaced by that file's lines (read from pint's package).
     """
-    import tempfile
-
     source = Path(pint.__file__).with_name("default_en.txt")
     text = source.read_text(encoding="utf-8")
-    if "\nbit = []\n" not in text:
+    if "\nbit = []\n" not in text or text.count("@import constants_en.txt") != 1:
         raise UnitError("this pint version defines 'bit' unexpectedly; concur needs pint>=0.24")
-    text = text.replace("\nbit = []\n", "\nbit = [information]\n")
-    for root in (cache_dir() / f"pint-{pint.__version__}", Path(tempfile.gettempdir()) / f"concur-pint-{os.getuid()}"):
-        try:
-            target = root / "default_en.txt"
-            if not target.exists() or target.read_text(encoding="utf-8") != text:
-                root.mkdir(parents=True, exist_ok=True)
-                (root / "constants_en.txt").write_text(
-                    source.with_name("constants_en.txt").read_text(encoding="utf-8"), encoding="utf-8")
-                tmp = root / f"default_en.{os.getpid()}.tmp"
-                tmp.write_text(text, encoding="utf-8")
-                os.replace(tmp, target)
-            return target
-        except OSError:
-            continue
-    raise UnitError("cannot write pint's unit definitions to the cache or temp folder",
-                    hint="set CONCUR_CACHE_DIR to a writable folder")
+    constants = source.with_name("constants_en.txt").read_text(encoding="utf-8")
+    text = text.replace("\nbit = []\n", "\nbit = [information]\n").replace("@import constants_en.txt", constants)
+    return text.splitlines()
+
+
+_UNITS_TXT = Path(__file__).with_name("data") / "units.txt"
+
+
+@lru_cache(maxsize=1)
+def _facts_key() -> str:
+    """Digest of everything a unit fact derives from: pint's version, units.txt, the shipped table."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        pint_version = version("pint")
+    except PackageNotFoundError:
+        pint_version = "?"
+    return digest(pint_version, _UNITS_TXT.read_bytes(), SHIPPED_TABLE.read_bytes())[:24]
 
 
 def _disk_path() -> Path:
-    return cache_dir() / "units-v1.json"
+    return cache_dir() / f"units-{_facts_key()}.json"
 
 
 SHIPPED_TABLE = Path(__file__).with_name("data") / "units-table.json"
@@ -143,23 +142,37 @@ COMMON_UNITS = (
 )
 
 
-def _load_rows(raw: dict[str, Any]) -> None:
-    for text, (factor, dims) in raw.items():
-        _MEMO.setdefault(text, UnitInfo(text, float(factor), tuple((d, float(e)) for d, e in dims)))
+_DIM_RE = re.compile(r"^\[[a-z_]{1,40}\]$")
+
+
+def _rows(raw: Any) -> dict[str, UnitInfo]:
+    """Validated ``{text: [factor, [[dimension, exponent], ...]]}`` rows; ValueError on any odd row."""
+    if not isinstance(raw, dict):
+        raise ValueError("unit table must be an object")
+    out = {}
+    for text, row in raw.items():
+        factor, dims = row
+        if not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor > 0 and isinstance(dims, list)):
+            raise ValueError(f"unit row {text!r}")
+        pairs = []
+        for d, e in dims:
+            if not (isinstance(d, str) and _DIM_RE.match(d) and isinstance(e, (int, float)) and math.isfinite(e)):
+                raise ValueError(f"dimension in unit row {text!r}")
+            pairs.append((d, float(e)))
+        out[text] = UnitInfo(text, float(factor), tuple(pairs))
+    return out
 
 
 def _load_disk() -> None:
     """Unit facts without pint: the table shipped with concur (checked against pint by the
-    tests), then this user's cache of units parsed earlier."""
+    tests), then this user's cache of units parsed earlier (ignored unless every row is valid)."""
     global _DISK_LOADED
     if _DISK_LOADED:
         return
     _DISK_LOADED = True
-    for path in (SHIPPED_TABLE, _disk_path()):
-        try:
-            _load_rows(json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError):
-            pass
+    for table in (_rows(json.loads(SHIPPED_TABLE.read_text())), read_json(_disk_path(), "units", _rows) or {}):
+        for text, info in table.items():
+            _MEMO.setdefault(text, info)
 
 
 def parse_with_pint(text: str) -> UnitInfo:
@@ -185,10 +198,8 @@ def save_cache() -> None:
     global _DISK_DIRTY
     if not _DISK_DIRTY:
         return
-    from ..cache import write_bytes
-
     data = {t: [u.factor, [list(d) for d in u.dims]] for t, u in _MEMO.items()}
-    if write_bytes(_disk_path(), json.dumps(data).encode()):
+    if write_json(_disk_path(), "units", data):
         _DISK_DIRTY = False
 
 

@@ -10,13 +10,22 @@ small C programs in this package measure them:
   work-stealing owner's order) vs FIFO (breadth-first): time and peak length.
 
 They are compiled with the system C compiler (``$CC``, else ``cc``, ``gcc``,
-``clang``) into a per-user cache (``$XDG_CACHE_HOME/concur/native`` or
-``~/.cache/concur/native``; ``$CONCUR_NATIVE_CACHE`` overrides), keyed by a
-hash of the source and the flags so an edited source is rebuilt.  A binary is
-written to a temporary name and renamed into place, so a crashed build never
+``clang``) into ``native/`` of concur's cache folder (:func:`concur.cache.cache_dir`:
+``$CONCUR_CACHE_DIR``, else ``$XDG_CACHE_HOME/concur`` or ``~/.cache/concur``), named by
+the sha256 of the source, the compiler and the flags.  A cached binary is *executed*,
+so it is trusted only when
+
+* its folder is private (owned by this user, writable by no one else:
+  :func:`concur.cache.is_private`) -- otherwise builds go to a private per-user folder in
+  the temp directory, or to a fresh private temp folder for this process;
+* it is a regular file owned by this user that no one else can write, and
+* its record (``NAME-KEY.json``, written after the build) names the same source digest and
+  the sha256 of the binary's bytes: a truncated, swapped or foreign binary is rebuilt.
+
+A binary is written to a temporary name and renamed into place, so a crashed build never
 leaves a half-written executable.  :class:`NativeBuildError` (a
-:class:`~concur.errors.ConcurError`) says what is missing when no compiler
-exists or compilation fails.
+:class:`~concur.errors.ConcurError`) says what is missing when no compiler exists or
+compilation fails.
 
 This module imports nothing heavy; ``statistics`` gives medians.
 """
@@ -26,13 +35,16 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import statistics
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
+from concur import cache
 from concur.errors import ConcurError
 
 __all__ = [
@@ -79,17 +91,55 @@ def find_compiler() -> str:
 
 
 def cache_dir() -> Path:
-    """The per-user directory native binaries are cached in (created on demand)."""
-    override = os.environ.get("CONCUR_NATIVE_CACHE")
-    if override:
-        return Path(override)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "concur" / "native"
+    """Where native binaries are cached: ``native/`` in concur's cache folder (not created here)."""
+    return cache.cache_dir() / "native"
+
+
+_PROCESS_DIR: Path | None = None  # a fresh private folder, when no cached one can be trusted
+
+
+def _build_dir() -> Path:
+    """A private folder to build into and run from (see the module docstring)."""
+    global _PROCESS_DIR
+    preferred = cache_dir()
+    try:
+        preferred.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError:
+        pass
+    if cache.is_private(preferred):
+        return preferred
+    fallback = cache.private_dir("native")
+    if fallback is not None:
+        return fallback
+    if _PROCESS_DIR is None:
+        _PROCESS_DIR = Path(tempfile.mkdtemp(prefix="concur-native-"))
+    return _PROCESS_DIR
+
+
+def _trusted(exe: Path, record: Any, source_digest: str) -> bool:
+    """True when ``exe`` is ours, writable only by us, and the binary its record describes."""
+    try:
+        st = os.lstat(exe)
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        return False
+    if not isinstance(record, dict) or set(record) != {"source_sha256", "binary_sha256"} \
+            or record["source_sha256"] != source_digest:
+        return False
+    return bool(record["binary_sha256"] == hashlib.sha256(exe.read_bytes()).hexdigest())
+
+
+def _record(data: Any) -> dict[str, str]:
+    if not (isinstance(data, dict) and all(isinstance(v, str) for v in data.values())):
+        raise ValueError("native build record")
+    return data
 
 
 def build(name: str) -> Path:
     """Compile the shipped ``NAME.c`` (once per source/flags/compiler) and return the executable.
 
+    A cached binary is reused only when it passes the checks in the module docstring.
     Raises :class:`NativeBuildError` if there is no compiler or compilation fails.
     """
     if name not in FLAGS:
@@ -97,12 +147,12 @@ def build(name: str) -> Path:
     source = resources.files(__package__).joinpath(f"{name}.c").read_bytes()
     cc = find_compiler()
     flags = FLAGS[name]
-    key = hashlib.sha256(source + "\0".join([cc, *flags]).encode()).hexdigest()[:16]
-    target_dir = cache_dir()
-    exe = target_dir / f"{name}-{key}"
-    if exe.exists():
+    source_digest = cache.digest(source, cc, *flags)
+    target_dir = _build_dir()
+    exe = target_dir / f"{name}-{source_digest[:16]}"
+    record_path = exe.with_name(exe.name + ".json")
+    if _trusted(exe, cache.read_json(record_path, "native", _record), source_digest):
         return exe
-    target_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target_dir) as tmp:
         src = Path(tmp) / f"{name}.c"
         src.write_bytes(source)
@@ -116,7 +166,10 @@ def build(name: str) -> Path:
                 f"{proc.stderr.strip()[-800:]}",
                 hint="check that the compiler supports C11 atomics and pthreads, or use --no-native",
             )
+        os.chmod(out, 0o755)
+        binary_digest = hashlib.sha256(out.read_bytes()).hexdigest()
         os.replace(out, exe)
+    cache.write_json(record_path, "native", {"source_sha256": source_digest, "binary_sha256": binary_digest})
     return exe
 
 

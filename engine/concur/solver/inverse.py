@@ -7,10 +7,11 @@ inside floor/ceil/erlang/% or a comparison are never inverted (the solver search
 
 from __future__ import annotations
 
-from ..cache import read_pickle, write_pickle
+from ..cache import cache_dir, read_json, write_json
 from ..lang.expr import Call, Cmp, Node, names_in, to_text, walk
 from ..lang.functions import FUNCTIONS
 from ..lang.model import Model
+from ..lang.serial import decode_inverses, encode_inverses
 from .problem import SpecialisedEq
 
 __all__ = ["symbolic_inverse", "save_inverse_cache", "smooth_in"]
@@ -21,17 +22,15 @@ _INVERSE_DIRTY = False
 
 
 def _inverse_cache_path(model: Model) -> str:
-    from ..lang.units import cache_dir
-
-    return str(cache_dir() / f"inverse-{model.key}.pkl")
+    return str(cache_dir() / f"inverse-{model.key}.json")
 
 
 def _inverse_cache(model: Model) -> dict[tuple[str, str, str], list[Node]]:
     global _INVERSE_CACHE
     if _INVERSE_CACHE is None:
         _INVERSE_CACHE = {}
-        data = read_pickle(_inverse_cache_path(model))
-        if isinstance(data, dict):
+        data = read_json(_inverse_cache_path(model), "inverse", decode_inverses)
+        if data:
             _INVERSE_CACHE.update(data)
     return _INVERSE_CACHE
 
@@ -40,7 +39,7 @@ def save_inverse_cache(model: Model) -> None:
     global _INVERSE_DIRTY
     if not _INVERSE_DIRTY or _INVERSE_CACHE is None:
         return
-    if write_pickle(_inverse_cache_path(model), _INVERSE_CACHE):
+    if write_json(_inverse_cache_path(model), "inverse", encode_inverses(_INVERSE_CACHE)):
         _INVERSE_DIRTY = False
 
 
