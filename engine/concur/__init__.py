@@ -16,16 +16,16 @@ __version__ = "0.1.0"
 __all__ = ["solve", "load_model", "__version__"]
 
 
-def solve(find: Any, given: dict | None = None, packs: Any = None, **kw: Any) -> Any:
-    """Solve the packs in play for ``find`` (a name or list of names) from ``given``.
+def solve(find: Any, given: dict[str, Any] | None = None, packs: Any = None) -> Any:
+    """Solve the packs in play for ``find`` (a name, ``"a,b"`` or a list of names) from ``given``.
 
-    ``given`` maps variable or preset names to numbers (in the variable's declared
-    unit), strings with units (``"8192 token"``) or preset ids. Returns a
-    :class:`concur.solver.question.Solution`; raises a :class:`concur.errors.ConcurError`.
+    ``given`` maps variable or preset names to numbers (in the unit ``concur show`` prints for the
+    variable), strings with units (``"8192 token"``), pint Quantities or preset ids. Returns a
+    :class:`concur.solver.solution.Solution`; raises a :class:`concur.errors.ConcurError`.
     """
     from .api import solve as _solve
 
-    return _solve(find=find, given=given, packs=packs, **kw)
+    return _solve(find=find, given=given, packs=packs)
 
 
 def load_model(packs: Any = None) -> Any:

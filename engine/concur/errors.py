@@ -29,6 +29,7 @@ __all__ = [
     "ContradictionError",
     "InfeasibleError",
     "SolveError",
+    "BudgetError",
     "EXIT_OK",
     "EXIT_CHECK_FAILED",
     "EXIT_USAGE",
@@ -148,3 +149,13 @@ class SolveError(ConcurError, RuntimeError):
     """The solver could not find a root although the system looks well-posed."""
 
     exit_code = EXIT_CHECK_FAILED
+
+
+class BudgetError(ConcurError, TimeoutError):
+    """A numeric search or symbolic step ran past the solve budget: no answer within it (exit 3).
+
+    Raised instead of running on, so every question ends within seconds; the message names what
+    could not be solved and what to give instead (a value, or a tighter bound).
+    """
+
+    exit_code = EXIT_INFEASIBLE

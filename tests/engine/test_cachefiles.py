@@ -19,9 +19,11 @@ import pytest
 
 from concur import cache as cachefiles
 from concur.lang import library
-from concur.lang.serial import Malformed, decode_inverses, decode_pack, encode, encode_inverses
+from concur.lang.serial import Malformed, decode_pack, encode
 
 PACK = "pack: tiny\nvariables:\n  a: {unit: s}\n  b: {unit: s}\nequations:\n  - b = 2 * a\n"
+# a twice in its equation: inverting it needs sympy, so the closed form is cached
+QUADRATIC = "pack: tiny\nvariables:\n  a: {unit: s}\n  b: {unit: s**2}\nequations:\n  - b = a * a + [1 s] * a\n"
 
 
 class Boom:
@@ -139,25 +141,36 @@ def test_hostile_but_valid_json_is_a_miss_and_runs_nothing(tmp_path):
     assert not (tmp_path / "pwned").exists() and not Path("pwned").exists()
 
 
-def test_inverse_rows_are_validated():
-    table = {("k", "eq", "x"): [library.get_pack("littles_law").equations[0].rhs]}
-    assert decode_inverses(json.loads(json.dumps(encode_inverses(table)))) == table
-    for bad in ({"a": 1}, [["k", "eq", "x"]], [["k", "eq", 3, []]], [["k", "eq", "x", [["Call", "eval", []]]]]):
+def test_closed_form_tables_are_validated():
+    from concur.solver.closed_forms import Inversion, LoopForm, _Table, _validate
+
+    root = library.get_pack("littles_law").equations[0].rhs
+    table = _Table({"k": Inversion((root,), True)}, {"l": LoopForm(("a", "b"), ((root, root),), "solved")})
+    assert _validate(json.loads(json.dumps(encode(table)))) == table
+    good = json.loads(json.dumps(encode(table)))
+    bad_node = json.loads(json.dumps(good))
+    bad_node["inversions"]["k"]["roots"] = [["Call", "eval", []]]
+    ragged = json.loads(json.dumps(good))
+    ragged["loops"]["l"]["branches"] = [[ragged["loops"]["l"]["branches"][0][0]]]
+    status = json.loads(json.dumps(good))
+    status["loops"]["l"]["status"] = "maybe"
+    for bad in ({"a": 1}, [], {"inversions": {}, "loops": []}, bad_node, ragged, status):
         with pytest.raises(Malformed):
-            decode_inverses(bad)
+            _validate(bad)
 
 
 def test_planted_files_in_the_cache_run_nothing_and_change_nothing(tmp_path):
     """Warm the cache, then replace every file concur wrote with a pickle that runs a command:
     the next solve ignores them (exit 0, same answer) and the command never runs."""
     cache, marker, pack = tmp_path / "cache", tmp_path / "pwned", tmp_path / "tiny.yaml"
-    pack.write_text(PACK.replace("{unit: s}", "{unit: furlong}"))  # a unit outside the shipped table
-    args = (str(pack), "--find", "a", "--set", "b=6", "--json")  # inverting b = 2 * a: a sympy closed form
+    pack.write_text(QUADRATIC.replace("{unit: s}", "{unit: furlong}").replace("[1 s]", "[1 furlong]")
+                    .replace("s**2", "furlong**2"))  # a unit outside the shipped table
+    args = (str(pack), "--find", "a", "--set", "b=6", "--json")  # inverting b = a * a + a: a sympy closed form
     first = concur("solve", *args, cache=cache)
     assert first.returncode == 0, first.stderr
-    assert json.loads(first.stdout)["results"]["a"]["value"] == 3
+    assert json.loads(first.stdout)["results"]["a"]["value"] == 2
     written = [p for p in cache.rglob("*") if p.is_file()]
-    assert {p.name.split("-")[0] for p in written if p.parent == cache} == {"units", "inverse"}
+    assert {p.name.split("-")[0] for p in written if p.parent == cache} == {"units", "closed"}
     assert any(p.parent.name == "parsed" for p in written)
     bomb = pickle.dumps(Boom(marker))
     for p in written:

@@ -75,10 +75,10 @@ def test_unknown_preset_id_suggests():
 
 def test_trace_orders_equations_and_cites_lines():
     sol = concur.solve("users", T1, packs="llm_memory")
-    order = [s.variable for s in sol.trace if s.method == "equation"]
+    order = [s.variable for s in sol.trace if s.method == "forward"]
     assert order.index("kv_pool") < order.index("kv_blocks") < order.index("users")
     step = next(s for s in sol.trace if s.variable == "users")
-    assert step.where.startswith("formulas/llm_memory.yaml:")
+    assert sol.where(step).startswith("formulas/llm_memory.yaml:")
 
 
 def test_json_shape():
@@ -108,7 +108,7 @@ def test_replicas_inside_the_batch_fixed_point_is_the_smallest_that_suffices():
                          | {"replicas": n - 1}, packs="littles_law")
     assert fewer.value("in_flight") > (n - 1) * 64 * 0.8
     step = next(s for s in sol.trace if s.variable == "replicas")
-    assert step.method == "search" and "loop torn" in step.note
+    assert step.method == "integer tear" and "loop torn" in step.note
 
 
 def test_saturated_fleet_is_an_answer_not_a_crash():

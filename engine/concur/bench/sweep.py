@@ -45,7 +45,7 @@ def command(points: int, runs: int) -> None:
     import numpy as np
 
     from ..lang.model import build_model
-    from ..solver.question import save_inverse_cache, solve_model
+    from ..solver.question import solve_model
     from ..sweep.vector import sweep
 
     if points < 1 or runs < 1:
@@ -53,7 +53,6 @@ def command(points: int, runs: int) -> None:
     model = build_model(["llm_throughput"])
     c = np.linspace(1.0, 1024.0, points)
     sweep(model, {"concurrency": c[:10]}, GIVEN, ["tokens_per_s_per_gpu"])  # warm-up
-    save_inverse_cache(model)
     wanted = ("weights_per_gpu", "active_fraction", "kv_per_token", "avg_context", "active_params_per_gpu",
               "peak_flops", "gpus")  # active_fraction asked for: a preset's active_params does not compute it
     sol = solve_model(model, wanted, {**GIVEN, "concurrency": 1})

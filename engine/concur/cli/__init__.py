@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ..errors import EXIT_USAGE, ConcurError, UsageError
+from ..errors import EXIT_USAGE, ConcurError, UnderdeterminedError, UsageError
 
 __all__ = ["main", "cli", "printable", "echo"]
 
@@ -206,12 +206,12 @@ def render_table(sol: Any, explain: bool) -> str:
         step = by_var.get(name)
         how = ""
         if step is not None:
-            if step.method == "search":
+            if step.method in ("search", "integer tear"):
                 how = step.note
-            elif step.equation:
-                how = f"{step.equation}  [{step.where}]"
+            elif step.eq is not None:
+                how = f"{sol.equation_text(step)}  [{sol.where(step)}]"
             else:
-                how = step.method
+                how = str(step.method)
         rows.append((name, format_value(res["value"], res["unit"]), how))
     lines = _align(rows)
     if explain:
@@ -221,9 +221,9 @@ def render_table(sol: Any, explain: bool) -> str:
         for s in sol.trace:
             var = sol.model.variables[s.variable]
             value = var.choices[int(s.value)] if var.choices else s.value / var.display.factor
-            detail = s.equation or s.note or s.method
+            detail = sol.equation_text(s) or s.note or str(s.method)
             if s.method in ("given", "preset", "default"):
-                detail = s.note if s.method == "preset" and s.note else s.method
+                detail = s.note if s.method == "preset" and s.note else str(s.method)
             elif s.note:
                 detail += f"  ({s.note})"
             steps.append((f"  {s.variable}", format_value(value, var.display.text), detail))
@@ -252,15 +252,13 @@ def solve_question(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[st
     nor a scenario the packs' embedded scenario is used. Throughput questions must fix the
     four variables (:mod:`concur.solver.throughput_inputs`). Caches are saved after a successful solve.
     """
-    from ..api import packs_for
-    from ..solver.throughput_inputs import require_fixed
-    from ..lang.model import build_model
-    from ..solver.question import save_inverse_cache, solve_model
-    from ..lang.units import save_cache
+    from ..api import packs_for, solve
 
     given: dict[str, Any] = {}
     pack_list = list(packs)
     targets = _split(find)
+    if find and not targets:
+        raise UsageError("--find names no variable", hint="e.g. --find users")
     embedded = scenario == "default" or (not sets and not scenario)
     if scenario and scenario != "default":
         s_given, s_packs, s_find = load_scenario(scenario)
@@ -276,12 +274,25 @@ def solve_question(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[st
     if embedded:
         given = default_scenario(pack_list)
     given.update(parse_sets(sets))
-    model = build_model(pack_list)
-    require_fixed(model, set(given), targets)
-    sol = solve_model(model, targets, given)
-    save_inverse_cache(model)
-    save_cache()
-    return sol
+    try:
+        return solve(targets, given, pack_list)
+    except UnderdeterminedError as exc:
+        raise with_flags(exc, scenario_hint=not embedded and bool(default_scenario(pack_list))) from None
+
+
+def with_flags(exc: UnderdeterminedError, *, scenario_hint: bool = False) -> UnderdeterminedError:
+    """The engine's refusal as the command line says it: the ``--set`` that fixes a throughput
+    question, and (where the packs embed a scenario) how to start from it."""
+    from ..solver.throughput_inputs import UnfixedThroughputError
+
+    parts = [exc.hint] if exc.hint else []
+    if isinstance(exc, UnfixedThroughputError):
+        parts.append("give " + " ".join(f"--set {n}=..." for n in exc.missing) + " (or sweep one with --over)")
+    elif scenario_hint:
+        parts.append("or start from the embedded scenario: --scenario default --set NAME=VALUE")
+    else:
+        return exc
+    return type(exc)(exc.message, missing=exc.missing, hint="; ".join(parts), where=exc.where, variable=exc.variable)
 
 
 @with_pack_path
@@ -426,6 +437,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="concur", standalone_mode=False)
     except ConcurError as exc:
+        if isinstance(exc, UnderdeterminedError) and "--" not in (exc.hint or ""):
+            exc = with_flags(exc)
         echo(printable(f"error: {exc}"), err=True)  # one line, whatever the message quotes
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:

@@ -52,18 +52,17 @@ import sympy
 
 from ..errors import UsageError
 from ..lang.expr import If, Node, Var, compile_node, map_tree, names_in
-from ..solver.inverse import symbolic_inverse
 from ..lang.model import Model
 from ..lang.pack import Equation, Variable
-from ..solver.problem import SpecialisedEq
-from ..solver.solution import Solution, Step
+from ..solver.solution import Method, Solution, Step
 from ..solver.symbolic import to_sympy
 from .plan import Derived, Input, PresetChoice, Scenario, SheetVar, Sweep, WorkbookPlan
 
 __all__ = ["plan_from_solution", "sheet_var", "display_value"]
 
-_INPUT_METHODS = ("given", "preset", "default")
-_COMPUTED_METHODS = ("equation", "inverted", "numeric", "loop")
+_INPUT_METHODS = (Method.GIVEN, Method.PRESET, Method.DEFAULT)
+_COMPUTED_METHODS = (Method.FORWARD, Method.INVERTED, Method.NUMERIC, Method.LOOP, Method.TEAR,
+                     Method.INTEGER_TEAR)
 
 
 def sheet_var(var: Variable) -> SheetVar:
@@ -86,14 +85,10 @@ def display_value(var: Variable, base: float) -> Any:
 
 
 def _equation(model: Model, step: Step) -> Equation:
-    for eq in model.equations:
-        if eq.text == step.equation and str(eq.where) == step.where:
-            return eq
-    for eq in model.equations:
-        if eq.text == step.equation:
-            return eq
-    raise UsageError(f"the trace step for '{step.variable}' cites '{step.equation}', which the model lacks",
-                     variable=step.variable, hint="export the solution from the model that produced it")
+    if step.eq is None or not 0 <= step.eq < len(model.equations):
+        raise UsageError(f"the trace step for '{step.variable}' names no equation of the model",
+                         variable=step.variable, hint="export the solution from the model that produced it")
+    return model.equations[step.eq]
 
 
 def _fold(node: Node, known: dict[str, float], available: set[str]) -> Node:
@@ -193,20 +188,22 @@ class _Builder:
             residual = None
             if goal is not None:
                 residual = self.sym(goal) - sympy.Float(self.sol.givens.values[goal], 17)
-            self.derived.append(Derived(sv, None, f"search: {step.note or step.equation}", "search", value,
+            self.derived.append(Derived(sv, None, f"search: {step.note}", "search", value,
                                         implicit=True, residual=residual))
             self.have.add(step.variable)
             return
         eq = _equation(self.model, step)
-        if step.method == "equation":
+        where = str(eq.where)
+        if step.method is Method.FORWARD:
             lhs, rhs = _fold(eq.lhs, self.known, self.available), _fold(eq.rhs, self.known, self.available)
             side = rhs if isinstance(lhs, Var) and lhs.name == step.variable else lhs
             expr = _choice_text(self.expr_of(side, step.variable), self._choices())
-            self.derived.append(Derived(sv, expr, eq.text, step.where, value))
-        elif step.method == "inverted":
-            expr = self._inverse(eq, step)
-            self.derived.append(Derived(sv, expr, eq.text + "  (inverted)", step.where, value))
-        else:  # numeric, loop: implicit, residual lhs - rhs
+            self.derived.append(Derived(sv, expr, eq.text, where, value))
+        elif step.method in (Method.INVERTED, Method.LOOP) and self._closed_form(step) is not None:
+            expr = _choice_text(self.expr_of(self._closed_form(step), step.variable), self._choices())  # type: ignore[arg-type]
+            label = "  (inverted)" if step.method is Method.INVERTED else "  (loop, closed form)"
+            self.derived.append(Derived(sv, expr, eq.text + label, where, value))
+        else:  # numeric, torn loops: implicit, residual lhs - rhs
             from ..solver.problem import fold_known as solver_fold
 
             lhs, rhs = solver_fold(eq.lhs, self.known), solver_fold(eq.rhs, self.known)
@@ -217,41 +214,32 @@ class _Builder:
                     if n not in self.have and n not in self._computed_names():
                         self.add_input(n, "default")
                 residual = to_sympy(lhs, self._all_symbols(lhs)) - to_sympy(rhs, self._all_symbols(rhs))
-            self.derived.append(Derived(sv, None, eq.text + f"  ({step.method})", step.where, value,
+            self.derived.append(Derived(sv, None, eq.text + f"  ({step.method})", where, value,
                                         implicit=True, residual=residual))
         self.have.add(step.variable)
 
+    def _closed_form(self, step: Step) -> Node | None:
+        """The closed form the solver's plan used for ``step`` (the root or loop branch it chose)."""
+        plan = self.sol.plan
+        if plan is None or step.eq is None or step.choice is None:
+            return None
+        block = plan.step_for(step.eq, step.method)
+        if block is None:
+            return None
+        if step.method is Method.INVERTED:
+            return block.forms[step.choice] if step.choice < len(block.forms) else None
+        if step.choice < len(block.branches) and step.variable in block.variables:
+            return block.branches[step.choice][block.variables.index(step.variable)]
+        return None
+
     def _computed_names(self) -> set[str]:
-        return {s.variable for s in self.sol.trace if s.method in _COMPUTED_METHODS + ("search",)}
+        return {s.variable for s in self.sol.trace if s.method in _COMPUTED_METHODS or s.method is Method.SEARCH}
 
     def _all_symbols(self, node: Node) -> dict[str, sympy.Symbol]:
         return {n: self.sym(n) for n in names_in(node)}
 
     def _choices(self) -> dict[str, tuple[str, ...]]:
         return {n: v.choices for n, v in self.model.variables.items() if v.choices}
-
-    def _inverse(self, eq: Equation, step: Step) -> sympy.Expr:
-        """The solver's own closed form for ``step.variable`` from ``eq`` (same specialisation)."""
-        from ..solver.problem import fold_known as solver_fold
-
-        lhs, rhs = solver_fold(eq.lhs, self.known), solver_fold(eq.rhs, self.known)
-        e = SpecialisedEq(eq, lhs, rhs, names_in(lhs) | names_in(rhs))
-        best: tuple[float, Node] | None = None
-        for root in symbolic_inverse(self.model, e, step.variable):
-            try:
-                got = compile_node(root)(self.sol.values)
-            except (ArithmeticError, ValueError, KeyError, TypeError):
-                continue
-            if isinstance(got, complex) or not math.isfinite(got):
-                continue
-            err = abs(got - step.value) / max(abs(step.value), 1e-300)
-            if best is None or err < best[0]:
-                best = (err, root)
-        if best is None or best[0] > 1e-6:
-            raise UsageError(f"no closed form of '{step.variable}' from '{eq.text}' reproduces the solver's value",
-                             where=eq.where, variable=step.variable,
-                             hint="solve for another variable, or report this as a bug")
-        return _choice_text(self.expr_of(best[1], step.variable), self._choices())
 
     def presets(self) -> list[PresetChoice]:
         """One table per preset key that filled an input, over the whole catalog."""

@@ -153,3 +153,11 @@ def _resolve_choices(node: Node, variables: dict[str, Variable], owner: Equation
         if isinstance(n, Str):
             raise PackError(f"text '{n.text}' is only allowed in a choice comparison", where=owner.where)
     return out
+
+
+def pack_index() -> dict[str, frozenset[str]]:
+    """Shipped pack name -> every variable its model declares (its own and those of the packs it
+    uses): how a question names no pack and still finds the smallest one that answers it."""
+    from .library import pack_paths
+
+    return {name: frozenset(build_model([name]).variables) for name in pack_paths()}

@@ -1,104 +1,87 @@
-"""Solving blocks in order: evaluate, invert, tear loops, and record every step.
+"""Running a plan for one set of values: evaluate, choose roots, tear loops, record every step.
 
-A one-equation block is evaluated when its unknown stands alone on one side, inverted with a
-cached closed form otherwise, or root-bracketed within bounds. A loop is solved by sympy, torn
-at an integer ``n = ceil(...)`` (the smallest n that suffices), or torn at a bounded variable and
-root-bracketed. Values leaving their bounds become the variable's ``violation`` message.
+:func:`run_plan` interprets the :class:`~concur.solver.plan.Plan`'s steps in order on a dict of
+base-unit floats and returns the values and the trace. Each :class:`~concur.solver.solution.Method`
+has one interpreter here; none decides *which* method to use (the plan did):
+
+* ``FORWARD``: evaluate the expression;
+* ``INVERTED``: evaluate every closed-form root and choose by :func:`concur.solver.roots.choose_root`;
+  none when the roots are complete means "no value satisfies the equation" (exit 3);
+* ``NUMERIC``: bracket a root of ``lhs - rhs`` within the variable's bounds;
+* ``LOOP``: evaluate each closed-form branch, keep the first whose values are admissible and
+  satisfy every equation of the loop; without branches, sympy on the values (memoised);
+* ``INTEGER_TEAR``: the smallest ``n`` whose requirement ``ceil(...)`` is at most ``n`` (for floor:
+  the largest ``n`` whose capacity is at least ``n``), the rest of the loop solved for each trial;
+* ``TEAR``: bracket the torn equation's residual, the rest solved for each trial.
+
+A value outside its variable's bounds becomes the variable's ``violation`` message (or a generic
+one) as an :class:`~concur.errors.InfeasibleError`; every numeric trial spends budget
+(:mod:`concur.solver.budget`).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+import re
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import ConcurError, InfeasibleError, SolveError
-from ..lang.expr import Call, Var, names_in, to_text
-from .inverse import smooth_in, symbolic_inverse
+from ..lang.expr import Call, Node, compile_node, names_in, to_text
 from ..lang.model import Model
 from ..lang.pack import Variable
-from .problem import Problem, SpecialisedEq, evaluate, fold_known, in_bounds
-from .solution import Step, show_value
-from .structure import blocks_in_order, match
+from . import integers
+from .budget import Interrupted, interruptible, spend
+from .plan import BlockStep, Plan, Tear
+from .problem import SpecialisedEq, fold_known
+from .roots import bracket_root, choose_root, in_bounds, satisfies, snap_integer
+from .solution import Method, Step, show_value
 
-__all__ = ["Executor", "bracket_root", "render_template"]
+__all__ = ["run_plan", "render_template", "value_on_demand"]
 
-
-def bracket_root(f: Callable[[float], float], lo: float, hi: float) -> float | None:
-    """A root of ``f`` in [lo, hi] by scanning (log-spaced when wide) then bisection."""
-    if lo > 0 and hi / lo > 100:
-        points = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-    else:
-        points = [lo + (hi - lo) * i / 200 for i in range(201)]
-    prev_x, prev_f = None, None
-    for x in points:
-        try:
-            fx = f(x)
-        except (ArithmeticError, ValueError):
-            prev_x = None
-            continue
-        if fx == 0:
-            return x
-        if prev_x is not None and prev_f is not None and (fx > 0) != (prev_f > 0):
-            a, b, fa = prev_x, x, prev_f
-            for _ in range(200):
-                mid = 0.5 * (a + b)
-                fm = f(mid)
-                if fm == 0 or abs(b - a) <= 1e-15 * max(abs(mid), 1e-300):
-                    return mid
-                if (fm > 0) == (fa > 0):
-                    a, fa = mid, fm
-                else:
-                    b = mid
-            return 0.5 * (a + b)
-        prev_x, prev_f = x, fx
-    return None
+_COMPILED: dict[int, Any] = {}
 
 
-_LOOP_MEMO: dict[tuple, tuple] = {}
+def _evaluate(node: Node, env: dict[str, float]) -> float:
+    """``node`` on ``env`` through a closure compiled once per node object."""
+    f = _COMPILED.get(id(node))
+    if f is None or f[0] is not node:
+        if len(_COMPILED) > 65536:
+            _COMPILED.clear()
+        f = _COMPILED[id(node)] = (node, compile_node(node))
+    return float(f[1](env))
+
+
+_LOOP_MEMO: dict[tuple[Any, ...], tuple[Any, list[Step]]] = {}
 _LOOP_MEMO_LIMIT = 4096
 
 
-def _remember(key: tuple, value: tuple) -> None:
-    if len(_LOOP_MEMO) >= _LOOP_MEMO_LIMIT:
-        _LOOP_MEMO.clear()
-    _LOOP_MEMO[key] = value
+class _Run:
+    """One interpretation of a plan: ``env`` (base units) and ``trace`` grow step by step."""
 
-
-class Executor:
-    def __init__(self, model: Model, problem: Problem, sources: dict[str, str]) -> None:
-        self.model = model
-        self.p = problem
-        self.env: dict[str, float] = dict(problem.known)
+    def __init__(self, plan: Plan, env: dict[str, float]) -> None:
+        self.plan = plan
+        self.model: Model = plan.model
+        self.env = env
         self.trace: list[Step] = []
-        for name, value in problem.known.items():
-            method = "default" if name in problem.defaults_used else (
-                "preset" if sources.get(name, "").startswith("preset") else "given")
-            self.trace.append(Step(name, value, method, note=sources.get(name, "")
-                                   if method == "preset" else ""))
 
-    def run(self, wanted: set[str]) -> None:
-        m = self.p.matching
-        system = {i: self.p.eqs[i].names for i in m.eq_to_var}
-        for block in blocks_in_order(system, m, wanted):
-            if len(block) == 1:
-                self._single(block[0], m.eq_to_var[block[0]])
-            else:
-                self._loop(block, [m.eq_to_var[i] for i in block])
-
-    def _record(self, var: str, value: float, method: str, e: SpecialisedEq, note: str = "") -> None:
+    # ------------------------------------------------------------ recording
+    def record(self, var: str, value: float, method: Method, eq: int, note: str = "",
+               choice: int | None = None) -> None:
         v = self.model.variables[var]
+        e = self.plan.eqs[eq]
         if not math.isfinite(value):
             raise InfeasibleError(f"{var} has no finite value here ({value}) from '{e.eq.text}'", where=e.eq.where,
                                   variable=var, hint="check the givens for a zero or an overloaded system")
-        if v.integer and abs(value - round(value)) <= 1e-9 * max(1.0, abs(value)):
-            value = float(round(value))
-        if not in_bounds(v, value):
+        if v.integer:
+            value = snap_integer(value)
+        if not in_bounds(v.bounds, value):
             self.env[var] = value
-            raise InfeasibleError(self._violation(v, value), where=e.eq.where, variable=var)
+            raise InfeasibleError(self.violation(v, value), where=e.eq.where, variable=var)
         self.env[var] = value
-        self.trace.append(Step(var, value, method, e.eq.text, str(e.eq.where), note))
+        self.trace.append(Step(var, value, method, eq, note, choice))
 
-    def _violation(self, v: Variable, value: float) -> str:
+    def violation(self, v: Variable, value: float) -> str:
         if v.violation:
             return render_template(v.violation, self.model, self.env)
         lo, hi = v.bounds
@@ -107,196 +90,82 @@ class Executor:
               f"{'inf' if hi is None else f'{hi / v.display.factor:g}'}]"
         return f"{v.name} would be {shown}, outside its admissible range {rng}"
 
-    def _single(self, i: int, var: str) -> None:
-        e = self.p.eqs[i]
+    # ------------------------------------------------------------ steps
+    def run(self, steps: tuple[BlockStep, ...]) -> None:
+        for step in steps:
+            if len(step.variables) == 1 and step.method in (Method.FORWARD, Method.INVERTED, Method.NUMERIC):
+                self.single(step)
+            else:
+                self.loop(step)
+
+    def single(self, step: BlockStep) -> None:
+        i, var = step.equations[0], step.variables[0]
+        e = self.plan.eqs[i]
         try:
-            self._single_unguarded(e, var)
+            if step.method is Method.FORWARD:
+                self.record(var, _evaluate(step.forms[0], self.env), Method.FORWARD, i)
+            elif step.method is Method.INVERTED:
+                self.inverted(step, e, var)
+            else:
+                self.numeric(e, i, var)
         except (ZeroDivisionError, OverflowError, ValueError) as exc:
             if isinstance(exc, ConcurError):
                 raise
             detail = "division by zero" if isinstance(exc, ZeroDivisionError) else str(exc) or type(exc).__name__
-            known = ", ".join(f"{n}={show_value(self.model, n, self.env[n])}" for n in sorted(e.names) if n in self.env)
+            known = ", ".join(f"{n}={show_value(self.model, n, self.env[n])}" for n in sorted(e.names)
+                              if n in self.env)
             raise InfeasibleError(f"cannot compute {var} from '{e.eq.text}': {detail} ({known})", where=e.eq.where,
                                   variable=var, hint="check the givens for a zero or an impossible value") from None
 
-    def _single_unguarded(self, e: SpecialisedEq, var: str) -> None:
-        if isinstance(e.lhs, Var) and e.lhs.name == var and var not in names_in(e.rhs):
-            self._record(var, evaluate(e.rhs, self.env), "equation", e)
-            return
-        if isinstance(e.rhs, Var) and e.rhs.name == var and var not in names_in(e.lhs):
-            self._record(var, evaluate(e.lhs, self.env), "equation", e)
-            return
+    def inverted(self, step: BlockStep, e: SpecialisedEq, var: str) -> None:
+        i = step.equations[0]
         v = self.model.variables[var]
-        if smooth_in(e.lhs, var) and smooth_in(e.rhs, var):
-            candidates = []
-            for root in symbolic_inverse(self.model, e, var):
-                try:
-                    value = evaluate(root, self.env)
-                except (ArithmeticError, ValueError, KeyError, TypeError):
-                    continue
-                if isinstance(value, complex) or not math.isfinite(value):
-                    continue
-                miss = evaluate(e.lhs, {**self.env, var: value}) - evaluate(e.rhs, {**self.env, var: value})
-                scale = max(abs(evaluate(e.lhs, {**self.env, var: value})), abs(value), 1e-300)
-                if abs(miss) > 1e-6 * scale:
-                    continue
-                candidates.append(value)
-            admissible = [c for c in candidates if in_bounds(v, c)]
-            if admissible:
-                self._record(var, min(admissible, key=abs) if len(admissible) > 1 else admissible[0], "inverted", e,
-                             note="" if len(admissible) == 1 else f"{len(admissible)} roots; took the smallest")
-                return
-            if candidates:
-                self.env[var] = candidates[0]
-                raise InfeasibleError(self._violation(v, candidates[0]), where=e.eq.where, variable=var)
-        # numeric fallback within bounds
+        candidates: list[tuple[float, float, float]] = []
+        for root in step.forms:
+            try:
+                x = _evaluate(root, self.env)
+                trial = {**self.env, var: x}
+                candidates.append((x, _evaluate(e.lhs, trial), _evaluate(e.rhs, trial)))
+            except (ArithmeticError, ValueError, KeyError, TypeError):
+                candidates.append((math.nan, math.nan, math.nan))
+        chosen, count = choose_root(candidates, v.bounds)
+        if chosen >= 0:
+            note = "" if count == 1 else f"{count} roots; took the smallest"
+            self.record(var, candidates[chosen][0], Method.INVERTED, i, note, chosen)
+            return
+        valid = [x for x, lhs, rhs in candidates if satisfies(lhs, rhs, x)]
+        if valid:
+            self.env[var] = valid[0]
+            raise InfeasibleError(self.violation(v, valid[0]), where=e.eq.where, variable=var)
+        if step.complete:
+            known = ", ".join(f"{n}={show_value(self.model, n, self.env[n])}" for n in sorted(e.names)
+                              if n in self.env)
+            raise InfeasibleError(f"no value of {var} satisfies '{e.eq.text}' with these givens ({known})",
+                                  where=e.eq.where, variable=var,
+                                  hint="the equation has no solution here: check the givens")
+        self.numeric(e, i, var)
+
+    def numeric(self, e: SpecialisedEq, i: int, var: str) -> None:
+        v = self.model.variables[var]
         low, high = v.bounds
         lo = 1e-12 if low is None or low <= 0 else low
         hi = 1e18 if high is None else high
 
         def residual(x: float) -> float:
-            return evaluate(e.lhs, {**self.env, var: x}) - evaluate(e.rhs, {**self.env, var: x})
+            trial = {**self.env, var: x}
+            return _evaluate(e.lhs, trial) - _evaluate(e.rhs, trial)
 
-        found = bracket_root(residual, lo, hi)
+        found = bracket_root(residual, lo, hi, what=var, hint=f"give {var} directly, or a tighter bound on it")
         if found is None:
-            raise SolveError(f"no value of {var} in its bounds satisfies '{e.eq.text}'", where=e.eq.where,
-                             variable=var, hint="widen the variable's bounds or check the givens")
-        self._record(var, found, "numeric", e, note="bracketed root within bounds")
+            raise InfeasibleError(f"no value of {var} in its bounds satisfies '{e.eq.text}'", where=e.eq.where,
+                                  variable=var, hint="check the givens, or widen the variable's bounds")
+        self.record(var, found, Method.NUMERIC, i, "bracketed root within bounds")
 
-    def _solve_subsystem(self, pairs: list[tuple[int, str]]) -> None:
-        """Solve equations ``pairs`` (id, unknown) in dependency order, with everything else known."""
-        unknowns = {v for _, v in pairs}
-        system = {i: self.p.eqs[i].names for i, _ in pairs}
-        prefer = {i: v for i, v in pairs}
-        m = match(system, unknowns, prefer)
-        if m.free or m.redundant:
-            raise SolveError("the loop cannot be torn at this variable")
-        for sub in blocks_in_order(system, m, unknowns):
-            if len(sub) == 1:
-                self._single(sub[0], m.eq_to_var[sub[0]])
-            else:
-                self._loop(sub, [m.eq_to_var[i] for i in sub])
-
-    def _acyclic(self, pairs: list[tuple[int, str]]) -> bool:
-        """Whether ``pairs`` can be solved one equation at a time once the others are known."""
-        unknowns = {v for _, v in pairs}
-        system = {i: self.p.eqs[i].names for i, _ in pairs}
-        m = match(system, unknowns, {i: v for i, v in pairs})
-        if m.free or m.redundant:
-            return False
-        return all(len(b) == 1 for b in blocks_in_order(system, m, unknowns))
-
-    def _integer_tear(self, block: list[int], vars_: list[str]) -> bool:
-        """Tear a loop at an integer ``n = ceil(...)`` (or ``floor``): search n, solve the rest for each.
-
-        ``replicas = ceil(in_flight / capacity)`` inside the batch fixed point has no smooth inverse;
-        the answer is the smallest n whose requirement ceil(...) is at most n (for floor: the largest
-        n whose capacity floor(...) is at least n). The rest of the loop is solved for each candidate.
-        """
-        for i, v in zip(block, vars_):
-            var = self.model.variables[v]
-            e = self.p.eqs[i]
-            if var.integer and isinstance(e.lhs, Var) and e.lhs.name == v and isinstance(e.rhs, Call) \
-                    and e.rhs.fn in ("ceil", "floor"):
-                self._tear_at(e, var, [(j, w) for j, w in zip(block, vars_) if j != i])
-                return True
-        return False
-
-    def _tear_at(self, e: SpecialisedEq, var: Variable, rest: list[tuple[int, str]]) -> None:
-        v = var.name
-        requirement = isinstance(e.rhs, Call) and e.rhs.fn == "ceil"
-
-        def attempt(n: float) -> tuple[float, dict[str, float], list[Step]] | None:
-            env, mark = dict(self.env), len(self.trace)
-            self.env[v] = n
-            try:
-                self._solve_subsystem(rest)
-                g = evaluate(e.rhs, self.env)
-                return g, dict(self.env), self.trace[mark:]
-            except (ConcurError, ArithmeticError, ValueError):
-                return None
-            finally:
-                self.env, self.trace = env, self.trace[:mark]
-
-        def ok(n: float) -> bool:
-            res = attempt(n)
-            return res is not None and (res[0] <= n if requirement else res[0] >= n)
-
-        lo = int(math.ceil(var.bounds[0])) if var.bounds[0] is not None else 0
-        hi = int(math.floor(var.bounds[1])) if var.bounds[1] is not None else 1 << 40
-        from . import integers as frontier
-
-        goal = lambda n: ok(float(n))  # noqa: E731
-        chosen = frontier.smallest(goal, lo, hi) if requirement else frontier.largest(goal, lo, hi)
-        result = None if chosen is None else attempt(float(chosen))
-        if chosen is None or result is None:
-            word = "enough" if requirement else "any"
-            raise InfeasibleError(f"no {v} in [{lo}, {hi}] is {word} for '{e.eq.text}'", where=e.eq.where,
-                                  variable=v, hint="the load may exceed what any fleet of this kind serves")
-        g, env, steps = result
-        self.env = env
-        self.trace.extend(steps)
-        word = "smallest" if requirement else "largest"
-        rel = "<=" if requirement else ">="
-        self.trace.append(Step(v, float(chosen), "search", e.eq.text, str(e.eq.where),
-                               f"{word} {v} with {to_text(e.rhs)} = {g:.6g} {rel} {v} (loop torn at {v})"))
-
-    def _numeric_tear(self, block: list[int], vars_: list[str]) -> bool:
-        """Tear the loop at one variable and find the root of its equation's residual numerically.
-
-        For each candidate tear variable (bounded ones first), the rest of the loop is solved as a
-        subsystem for a trial value and the torn equation's residual is bracketed within the
-        variable's bounds (log-spaced scan, then bisection). Returns False when no tear works:
-        the caller then reports the loop (or its violation message) as unsolvable.
-        """
-        order = sorted(zip(block, vars_), key=lambda p: self.model.variables[p[1]].bounds == (None, None))
-        for i, v in order:
-            e = self.p.eqs[i]
-            rest = [(j, w) for j, w in zip(block, vars_) if j != i]
-            if not self._acyclic(rest):
-                continue  # tearing here leaves a loop: every trial would need sympy
-            var = self.model.variables[v]
-
-            def residual(x: float, e: SpecialisedEq = e, v: str = v, rest: list[tuple[int, str]] = rest) -> float:
-                env, mark = dict(self.env), len(self.trace)
-                self.env[v] = x
-                try:
-                    self._solve_subsystem(rest)
-                    return evaluate(e.lhs, self.env) - evaluate(e.rhs, self.env)
-                except ConcurError as exc:
-                    raise ValueError(str(exc)) from None
-                finally:
-                    self.env, self.trace = env, self.trace[:mark]
-
-            low, high = var.bounds
-            lo = 1e-9 if low is None or low <= 0 else low
-            hi = 1e15 if high is None else high
-            try:
-                root = bracket_root(residual, lo, hi)
-            except (ArithmeticError, ValueError):
-                root = None
-            if root is None:
-                continue
-            self.env[v] = root
-            mark = len(self.trace)
-            try:
-                self._solve_subsystem(rest)
-            except ConcurError:
-                self.trace = self.trace[:mark]
-                continue
-            self._record(v, root, "numeric", e, note=f"loop torn at {v}, root bracketed within its bounds")
-            return True
-        return False
-
-    def _loop(self, block: list[int], vars_: list[str]) -> None:
-        """Solve an algebraic loop; the outcome is memoised per (model, loop, input values).
-
-        A goal seek evaluates the model hundreds of times, and a loop that does not depend on
-        the searched variable would otherwise be re-solved (sympy, or a numeric tear) each time.
-        """
-        inputs = sorted(set().union(*(self.p.eqs[i].names for i in block)) - set(vars_))
-        key = (self.model.key, tuple(self.p.eqs[i].eq.key for i in block), tuple(vars_),
-               tuple((n, self.env.get(n)) for n in inputs))
+    def loop(self, step: BlockStep) -> None:
+        """A loop, memoised per (model, loop, input values): a goal seek re-solves the same loop
+        for every trial, and most trials leave its inputs unchanged."""
+        inputs = sorted(step.reads)
+        key = (self.model.key, self.plan.key, step.equations, tuple((n, self.env.get(n)) for n in inputs))
         hit = _LOOP_MEMO.get(key)
         if hit is not None:
             outcome, steps = hit
@@ -307,82 +176,227 @@ class Executor:
             return
         mark = len(self.trace)
         try:
-            self._loop_unmemoised(block, vars_)
+            self.loop_unmemoised(step)
         except ConcurError as exc:
             _remember(key, (exc, []))
             raise
-        _remember(key, ({v: self.env[v] for v in vars_ if v in self.env}, self.trace[mark:]))
+        _remember(key, ({v: self.env[v] for v in step.variables if v in self.env}, self.trace[mark:]))
 
-    def _loop_unmemoised(self, block: list[int], vars_: list[str]) -> None:
-        if self._integer_tear(block, vars_):
+    def loop_unmemoised(self, step: BlockStep) -> None:
+        if step.method is Method.INTEGER_TEAR:
+            self.integer_tear(step, step.tears[0])
             return
-        import sympy as sp
-
-        from .symbolic import to_sympy
-
-        eqs = [self.p.eqs[i] for i in block]
-        names: set[str] = set()
-        for e in eqs:
-            names |= e.names
-        symbols = {n: sp.Symbol(n, real=True) for n in names}
-        subs = {symbols[n]: sp.Float(self.env[n], 17) for n in names if n not in vars_}
-        system = [(to_sympy(e.lhs, symbols) - to_sympy(e.rhs, symbols)).subs(subs) for e in eqs]
-        unknown_syms = [symbols[v] for v in vars_]
-        solutions: list[dict[Any, Any]] = []
-        system_is_complete = True  # False when sympy gave up rather than proved "no solution"
-        transcendental = (sp.exp, sp.log, sp.Piecewise, sp.Max, sp.Min, sp.floor, sp.ceiling, sp.Abs)
-        if any(eq.has(*transcendental) for eq in system):
-            # sympy can spend minutes (or recurse out) on these; the numeric tear below is the tool
-            solutions, system_is_complete = [], False
+        if step.method is Method.TEAR:
+            if not self.tear(step):
+                self.no_loop_root(step)
+            return
+        if step.branches:
+            if not self.branches(step):
+                self.no_loop_root(step)
+        elif step.complete:
+            self.no_loop_root(step)
         else:
+            self.sympy_on_values(step)
+
+    def branches(self, step: BlockStep) -> bool:
+        """The first admissible closed-form branch; False when every branch failed to evaluate."""
+        first: dict[str, float] | None = None
+        for b, forms in enumerate(step.branches):
             try:
-                solutions = sp.solve(system, unknown_syms, dict=True)
-            except Exception:  # noqa: BLE001 -- sympy raises anything (RecursionError too) on odd inputs:
-                solutions, system_is_complete = [], False  # that is "no closed form", never a crash
-        for sol in solutions:
-            try:
-                vals = {v: float(sol[symbols[v]]) for v in vars_}
-            except (TypeError, KeyError):
+                values = {v: _evaluate(f, self.env) for v, f in zip(step.variables, forms)}
+            except (ArithmeticError, ValueError, KeyError, TypeError):
                 continue
-            if all(in_bounds(self.model.variables[v], x) for v, x in vals.items()):
-                for v, e in zip(vars_, eqs):
-                    self._record(v, vals[v], "loop", e, note=f"solved with {', '.join(x for x in vars_ if x != v)}")
-                return
-        if solutions:
-            # roots exist but none is admissible: report the variable that leaves its bounds
-            vals = {}
-            for v in vars_:
-                try:
-                    vals[v] = float(solutions[0][symbols[v]])
-                except (TypeError, KeyError):
-                    vals[v] = math.nan
-            self.env.update(vals)
-            bad = [v for v in vars_ if not in_bounds(self.model.variables[v], vals[v])] or vars_
-            worst = next((v for v in bad if self.model.variables[v].violation), bad[0])
-            raise InfeasibleError(self._violation(self.model.variables[worst], vals[worst]),
-                                  where=eqs[vars_.index(worst)].eq.where, variable=worst)
-        # sympy proved there is no solution at all (a fixed point exactly at saturation), or gave up
-        # and no numeric root lies within the bounds: either way an answer, which a variable's
-        # violation message explains when the pack has one.
-        if not system_is_complete and self._numeric_tear(block, vars_):
-            return
-        for v, e in zip(vars_, eqs):
+            trial = {**self.env, **values}
+            try:
+                ok = all(satisfies(_evaluate(self.plan.eqs[i].lhs, trial), _evaluate(self.plan.eqs[i].rhs, trial),
+                                   values[v]) for i, v in zip(step.equations, step.variables))
+            except (ArithmeticError, ValueError, KeyError, TypeError):
+                ok = False
+            if not ok:
+                continue
+            first = first or values
+            if all(in_bounds(self.model.variables[v].bounds, x) for v, x in values.items()):
+                others = ", ".join(step.variables)
+                for i, v in zip(step.equations, step.variables):
+                    self.record(v, values[v], Method.LOOP, i, f"solved together with {others}", b)
+                return True
+        if first is not None:
+            self.report_bounds(step, first)
+        return False
+
+    def report_bounds(self, step: BlockStep, values: dict[str, float]) -> None:
+        self.env.update(values)
+        bad = [v for v in step.variables if not in_bounds(self.model.variables[v].bounds, values[v])] \
+            or list(step.variables)
+        worst = next((v for v in bad if self.model.variables[v].violation), bad[0])
+        i = step.equations[step.variables.index(worst)]
+        raise InfeasibleError(self.violation(self.model.variables[worst], values[worst]),
+                              where=self.plan.eqs[i].eq.where, variable=worst)
+
+    def no_loop_root(self, step: BlockStep) -> None:
+        """No admissible root: the loop's violation message if a variable has one, else say so."""
+        for i, v in zip(step.equations, step.variables):
             var = self.model.variables[v]
             if var.violation:
-                raise InfeasibleError(render_template(var.violation, self.model, self.env), where=e.eq.where,
-                                      variable=v)
-        raise SolveError(f"cannot solve the loop {', '.join(vars_)} ({'; '.join(e.eq.text for e in eqs)})",
+                raise InfeasibleError(render_template(var.violation, self.model, self.env),
+                                      where=self.plan.eqs[i].eq.where, variable=v)
+        texts = "; ".join(self.plan.eqs[i].eq.text for i in step.equations)
+        raise InfeasibleError(f"the loop {', '.join(step.variables)} has no admissible solution ({texts})",
+                              where=self.plan.eqs[step.equations[0]].eq.where,
+                              hint="check the givens: the system may saturate or be impossible")
+
+    def trial(self, tear: Tear, x: float) -> tuple[dict[str, float], list[Step]]:
+        """Solve ``tear.inner`` with the tear variable set to ``x``: (env, steps); raises on failure."""
+        env, mark = dict(self.env), len(self.trace)
+        self.env[tear.variable] = x
+        try:
+            self.run(tear.inner)
+            return dict(self.env), self.trace[mark:]
+        finally:
+            self.env, self.trace = env, self.trace[:mark]
+
+    def tear(self, step: BlockStep) -> bool:
+        for tear in step.tears:
+            e = self.plan.eqs[tear.equation]
+            var = self.model.variables[tear.variable]
+
+            def residual(x: float, tear: Tear = tear, e: SpecialisedEq = e) -> float:
+                try:
+                    env, _ = self.trial(tear, x)
+                except ConcurError as exc:
+                    raise ValueError(str(exc)) from None
+                return _evaluate(e.lhs, env) - _evaluate(e.rhs, env)
+
+            low, high = var.bounds
+            lo = 1e-9 if low is None or low <= 0 else low
+            hi = 1e15 if high is None else high
+            root = bracket_root(residual, lo, hi, what=", ".join(step.variables),
+                                hint=f"give {tear.variable} directly, or a tighter bound on it")
+            if root is None:
+                continue
+            try:
+                env, steps = self.trial(tear, root)
+            except ConcurError:
+                continue
+            self.env, self.trace = env, self.trace + steps
+            self.record(tear.variable, root, Method.TEAR, tear.equation,
+                        f"loop torn at {tear.variable}, root bracketed within its bounds")
+            return True
+        return False
+
+    def integer_tear(self, step: BlockStep, tear: Tear) -> None:
+        e = self.plan.eqs[tear.equation]
+        var = self.model.variables[tear.variable]
+        v = var.name
+        ceil = isinstance(e.rhs, Call) and e.rhs.fn == "ceil"
+
+        def attempt(n: float) -> tuple[float, dict[str, float], list[Step]] | None:
+            spend(v, f"give {v} directly")
+            try:
+                env, steps = self.trial(tear, n)
+                env[v] = n
+                return _evaluate(e.rhs, env), env, steps
+            except (ConcurError, ArithmeticError, ValueError):
+                return None
+
+        def ok(n: int) -> bool:
+            res = attempt(float(n))
+            return res is not None and (res[0] <= n if ceil else res[0] >= n)
+
+        lo = int(math.ceil(var.bounds[0])) if var.bounds[0] is not None else 0
+        hi = int(math.floor(var.bounds[1])) if var.bounds[1] is not None else 1 << 40
+        chosen = integers.smallest(ok, lo, hi) if ceil else integers.largest(ok, lo, hi)
+        result = None if chosen is None else attempt(float(chosen))
+        if chosen is None or result is None:
+            word = "enough" if ceil else "any"
+            raise InfeasibleError(f"no {v} in [{lo}, {hi}] is {word} for '{e.eq.text}'", where=e.eq.where,
+                                  variable=v, hint="the load may exceed what any fleet of this kind serves")
+        g, env, steps = result
+        self.env = env
+        self.trace.extend(steps)
+        word, rel = ("smallest", "<=") if ceil else ("largest", ">=")
+        self.trace.append(Step(v, float(chosen), Method.INTEGER_TEAR, tear.equation,
+                               f"{word} {v} with {to_text(e.rhs)} = {g:.6g} {rel} {v} (loop torn at {v})"))
+
+    def sympy_on_values(self, step: BlockStep) -> None:
+        """The last resort for a loop without closed forms or tears: sympy with the values in."""
+        eqs = [self.plan.eqs[i] for i in step.equations]
+        variables = list(step.variables)
+        solutions: list[dict[str, float]] = []
+        try:
+            with interruptible():
+                import sympy as sp
+
+                from .symbolic import to_sympy
+
+                names: set[str] = set()
+                for e in eqs:
+                    names |= e.names
+                symbols = {n: sp.Symbol(n, real=True) for n in names}
+                subs = {symbols[n]: sp.Float(self.env[n], 17) for n in names if n not in variables}
+                system = [(to_sympy(e.lhs, symbols) - to_sympy(e.rhs, symbols)).subs(subs) for e in eqs]
+                for sol in sp.solve(system, [symbols[v] for v in variables], dict=True):
+                    try:
+                        solutions.append({v: float(sol[symbols[v]]) for v in variables})
+                    except (TypeError, KeyError):
+                        continue
+        except Interrupted:
+            spend(", ".join(variables), f"give one of {', '.join(variables)} directly")
+        except Exception:  # noqa: BLE001 -- sympy raises anything on odd systems: "no closed form"
+            solutions = []
+        for values in solutions:
+            if all(in_bounds(self.model.variables[v].bounds, x) for v, x in values.items()):
+                for i, v in zip(step.equations, variables):
+                    self.record(v, values[v], Method.LOOP, i, f"solved together with {', '.join(variables)}")
+                return
+        if solutions:
+            self.report_bounds(step, solutions[0])
+        for i, v in zip(step.equations, variables):
+            violation = self.model.variables[v].violation
+            if violation:
+                raise InfeasibleError(render_template(violation, self.model, self.env),
+                                      where=self.plan.eqs[i].eq.where, variable=v)
+        raise SolveError(f"cannot solve the loop {', '.join(variables)} ({'; '.join(e.eq.text for e in eqs)})",
                          where=eqs[0].eq.where, hint="give one of these values directly")
+
+
+def _remember(key: tuple[Any, ...], value: tuple[Any, list[Step]]) -> None:
+    if len(_LOOP_MEMO) >= _LOOP_MEMO_LIMIT:
+        _LOOP_MEMO.clear()
+    _LOOP_MEMO[key] = value
+
+
+def run_plan(plan: Plan, values: Mapping[str, float], sources: Mapping[str, str]) -> tuple[dict[str, float],
+                                                                                             list[Step]]:
+    """Run ``plan`` on ``values`` (base units, every name in ``plan.known``): (env, trace).
+
+    The trace starts with the givens, presets and defaults the plan uses, then one step per
+    computed value in dependency order. Raises InfeasibleError/SolveError/BudgetError.
+    """
+    env = {k: v for k, v in values.items() if k in plan.known}
+    env.update((k, v) for k, v in plan.defaults.items() if k not in env)
+    run = _Run(plan, env)
+    for name, value in env.items():
+        if name in plan.defaults and name not in values:
+            run.trace.append(Step(name, value, Method.DEFAULT))
+        else:
+            source = sources.get(name, "")
+            method = Method.PRESET if source.startswith("preset") else Method.GIVEN
+            run.trace.append(Step(name, value, method, note=source if method is Method.PRESET else ""))
+    run.run(plan.steps)
+    return run.env, run.trace
 
 
 def value_on_demand(name: str, model: Model, env: dict[str, float]) -> float | None:
     """A variable a message mentions but the plan did not compute: evaluate its defining equation."""
+    from ..lang.expr import Var
+
     for eq in model.equations:
         if isinstance(eq.lhs, Var) and eq.lhs.name == name:
             rhs = fold_known(eq.rhs, env)
             if names_in(rhs) <= env.keys():
                 try:
-                    return evaluate(rhs, env)
+                    return _evaluate(rhs, env)
                 except (ArithmeticError, ValueError):
                     return None
     return None
@@ -390,9 +404,7 @@ def value_on_demand(name: str, model: Model, env: dict[str, float]) -> float | N
 
 def render_template(text: str, model: Model, env: dict[str, float]) -> str:
     """Fill ``{name}`` with the value in its display unit."""
-    import re
-
-    def sub(m: "re.Match[str]") -> str:
+    def sub(m: re.Match[str]) -> str:
         name = m.group(1)
         var = model.variables.get(name)
         value = env.get(name) if var is not None else None

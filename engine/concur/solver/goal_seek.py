@@ -24,11 +24,12 @@ import math
 from typing import Any
 
 from . import integers as frontier
-from ..errors import ConcurError, InfeasibleError, UsageError
+from ..errors import BudgetError, ConcurError, InfeasibleError, UsageError
 from ..lang.expr import compile_node, names_in
 from ..lang.model import Model
-from .solution import Givens, Solution, Step, show_value
-from .question import forward
+from .solution import Givens, Method, Solution, Step, show_value
+from .budget import spend
+from .question import run_question
 
 __all__ = ["search"]
 
@@ -45,21 +46,24 @@ def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens:
     last_error: list[ConcurError] = []
 
     def evaluate(value: float) -> float | None:
+        spend(x, f"give {x} directly, or a bound on it")
         try:
-            ex = forward(model, {**base_known, x: value}, (goal,), sources, check=False)
+            _plan, env, _trace = run_question(model, {**base_known, x: value}, (goal,), sources, check=False)
         except ConcurError as exc:
+            if isinstance(exc, BudgetError):
+                raise
             last_error[:] = [exc]
             return None
         except (ArithmeticError, ValueError):
             return None
         for con in model.constraints:
-            if x in names_in(con.expr) and names_in(con.expr) <= ex.env.keys():
+            if x in names_in(con.expr) and names_in(con.expr) <= env.keys():
                 try:
-                    if not compile_node(con.expr)(ex.env):
+                    if not compile_node(con.expr)(env):
                         return None
                 except (ArithmeticError, ValueError):
                     return None
-        return ex.env[goal]
+        return env[goal]
 
     def meets(v: float | None) -> bool:
         if v is None:
@@ -86,16 +90,15 @@ def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens:
             f"no {x} within its bounds gives {goal} {word} {show_value(model, goal, target)}{why}", variable=x,
             hint="relax the target, or change another given")
     value, direction = chosen
-    ex = forward(model, {**base_known, x: value}, find + (goal,) if goal not in find else find, sources)
-    achieved = ex.env[goal]
+    plan, env, trace = run_question(model, {**base_known, x: value}, find + (goal,) if goal not in find else find,
+                                    sources)
+    achieved = env[goal]
     word = {"at_least": "at least", "at_most": "at most", "equal": "exactly"}[sense]
     note = (f"{direction} {x} giving {goal} {word} {show_value(model, goal, target)} "
             f"(it gives {show_value(model, goal, achieved)})")
-    trace = [s for s in ex.trace if s.variable != x]
-    trace.insert(0, Step(x, value, "search", f"{goal} {word} {show_value(model, goal, target)}", "", note))
-    values = dict(ex.env)
-    sol = Solution(model, find, values, givens, trace, notes=[note])
-    return sol
+    trace = [s for s in trace if s.variable != x]
+    trace.insert(0, Step(x, value, Method.SEARCH, None, note))
+    return Solution(model, find, dict(env), givens, trace, notes=[note], plan=plan)
 
 
 def _implied_sense(model: Model, goal: str) -> str:

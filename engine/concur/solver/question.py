@@ -1,103 +1,78 @@
-"""The solver: any variable from any sufficient set of givens.
+"""Answering one question: any variable from any sufficient set of givens.
 
-How a question is answered (DESIGN §1):
+How a question is answered:
 
-1. **Givens** are resolved to base-unit floats: presets expand catalog entries,
-   explicit values override presets, choice variables take their code.
-2. ``if_`` whose condition is known is folded away, so the unused branch's
-   variables are not needed (a GQA model needs no ``kv_lora_rank``).
-3. **Defaults** fill in only what the givens leave undetermined, one at a time
-   in declaration order, so a default never contradicts a given.
-4. **Structure** (:mod:`concur.solver.structure`): matching, Dulmage–Mendelsohn,
-   blocks in dependency order. Under-determined questions name what is missing.
-5. **Blocks**: an equation already solved for its unknown is evaluated; otherwise
-   sympy inverts it once (positive assumptions, roots filtered by bounds) and the
-   inverted form is cached on disk keyed by the packs' content; loops are solved
-   by sympy or numerically.
-6. **Targets and integers**: a given with ``limit: at_least/at_most`` (users,
-   budget, service level) is a target to meet, not an equality. When the asked
-   variable lies upstream of such a target, or the path to it goes through
-   ``floor``/``ceil``/an integer, the solver *searches*: it evaluates the model
-   forward for candidate values and returns the smallest (or largest) one that
-   meets the target, saying so in the trace.
-7. **Checks**: redundant equations compare what the givens imply with what was
-   given ("users=60 contradicts llm_memory.yaml:40: the model gives 55"),
-   bounds violations and unmet constraints become clear answers (exit 3).
+1. **Givens** are resolved to base-unit floats (:mod:`concur.solver.givens`): presets expand
+   catalog entries, explicit values override presets, a bare number is in the display unit.
+2. **Search or plan.** A given declared ``limit: at_least/at_most`` (users, budget, service
+   level) is a target to meet, not an equality; when the asked variable lies upstream of such a
+   target, or the path to it goes through ``floor``/``ceil``/an integer, the question is a goal
+   seek (:mod:`concur.solver.goal_seek`). Otherwise it compiles into a
+   :class:`~concur.solver.plan.Plan` (cached) and the plan runs once (:mod:`concur.solver.blocks`).
+3. **Checks**: redundant equations compare what the givens imply with what was given
+   ("users=60 contradicts llm_memory.yaml:40: the model gives 55"); constraints that fail and
+   values out of bounds are answers with exit 3, not crashes.
 
-Every value in the solution carries a trace step: which equation gave it, how.
+Everything runs under the solve budget (:mod:`concur.solver.budget`): an answer or a one-line
+refusal within seconds. Every value carries a trace step: which equation gave it, and how.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from ..errors import (
-    ContradictionError,
-    InfeasibleError,
-    UnderdeterminedError,
-    UsageError,
-)
-from .blocks import Executor, render_template
+from ..errors import ContradictionError, InfeasibleError, UsageError
 from ..lang.expr import Call, Var, compile_node, names_in
-from .givens import resolve_givens
-from .inverse import save_inverse_cache, smooth_in
 from ..lang.model import Model
+from .blocks import render_template, run_plan
+from .budget import budget
+from .closed_forms import save_closed_forms, smooth_in
+from .givens import resolve_givens
+from .plan import Plan, make_plan, plan_key
 from .problem import Problem, SpecialisedEq, evaluate
-from .solution import REL_TOL, Givens, Solution, Step, describe_var, show_value
+from .solution import REL_TOL, Givens, Solution, Step, show_value
+from .throughput_inputs import require_fixed
 
-__all__ = ["Step", "Solution", "Givens", "solve_model", "resolve_givens", "save_inverse_cache", "render_template",
-           "forward", "needs_search"]
+__all__ = ["Step", "Solution", "Givens", "solve_model", "resolve_givens", "flush_caches", "render_template",
+           "run_question", "needs_search"]
 
 
-def forward(model: Model, known: dict[str, float], targets: tuple[str, ...], sources: dict[str, str],
-             check: bool = True) -> Executor:
-    problem = Problem(model, known, targets)
-    missing = [t for t in targets if t not in problem.known and t not in problem.matching.determined]
-    if missing:
-        need = problem.missing()
-        presets = {v for p in model.presets.values() for v in ([p.key])}
-        hint = f"give {', '.join(describe_var(model, n) for n in need[:8])}" if need else \
-            "the equations in play do not determine it"
-        if presets:
-            hint += f" (presets: {', '.join(sorted(presets))} set many at once)"
-        if any(p.scenario for p in model.packs):
-            hint += "; or start from the embedded scenario: --scenario default --set NAME=VALUE"
-        raise UnderdeterminedError(f"cannot determine {', '.join(missing)} from the givens", missing=tuple(need),
-                                   hint=hint)
-    ex = Executor(model, problem, sources)
-    wanted = set(t for t in targets if t not in problem.known)
-    # redundant equations (over-determined givens), including those whose every variable is known
-    fully_known = [i for i, e in problem.eqs.items() if e.names and e.names <= problem.known.keys()]
-    checks = [i for i in problem.matching.redundant if problem.eqs[i].names <= (problem.matching.determined |
-                                                                                 problem.known.keys())]
-    checks += [i for i in fully_known if i not in checks]
-    for i in checks:
-        wanted |= set(problem.eqs[i].names) - problem.known.keys()
-    ex.run(wanted)
-    used = set(targets)
-    for step in ex.trace:
-        if step.equation:
-            used.add(step.variable)
-            for e in problem.eqs.values():
-                if e.eq.text == step.equation:
-                    used |= e.names
-    ex.trace = [s for s in ex.trace if s.variable in used]
+def flush_caches(model: Model) -> None:
+    """Write what this process learnt (closed forms, unit facts) to the cache folder: the one flush,
+    called by :func:`solve_model` and the sweep; a failure only costs recomputation next time."""
+    from ..lang.units import save_cache
+
+    save_closed_forms(model)
+    save_cache()
+
+
+def run_question(model: Model, known: Mapping[str, float], targets: tuple[str, ...], sources: Mapping[str, str],
+                 check: bool = True) -> tuple[Plan, dict[str, float], list[Step]]:
+    """Plan (cached) and run ``targets`` from ``known``: (plan, values, trace kept for display).
+
+    With ``check``, over-determined givens are compared with what the model gives and the packs'
+    constraints are tested (raising Contradiction/InfeasibleError).
+    """
+    plan = make_plan(model, known, targets)
+    env, trace = run_plan(plan, known, sources)
+    trace = [s for s in trace if s.variable in plan.relevant]
     if check:
-        for i in checks:
-            _consistency(model, problem.eqs[i], ex.env, sources)
+        for i in plan.checks:
+            _consistency(model, plan.eqs[i], env, sources)
         for con in model.constraints:
-            if names_in(con.expr) <= ex.env.keys():
+            if names_in(con.expr) <= env.keys():
                 try:
-                    ok = compile_node(con.expr)(ex.env)
+                    ok = compile_node(con.expr)(env)
                 except (ArithmeticError, ValueError):
                     ok = False
                 if not ok:
-                    detail = ", ".join(f"{n}={show_value(model, n, ex.env[n])}" for n in sorted(names_in(con.expr)))
+                    detail = ", ".join(f"{n}={show_value(model, n, env[n])}" for n in sorted(names_in(con.expr)))
                     raise InfeasibleError(f"'{con.text}' does not hold ({detail}): {con.doc}", where=con.where)
-    return ex
+    return plan, env, trace
 
 
-def _consistency(model: Model, e: SpecialisedEq, env: dict[str, float], sources: dict[str, str]) -> None:
+def _consistency(model: Model, e: SpecialisedEq, env: dict[str, float], sources: Mapping[str, str]) -> None:
     try:
         lhs, rhs = evaluate(e.lhs, env), evaluate(e.rhs, env)
     except (ArithmeticError, ValueError) as exc:
@@ -124,36 +99,60 @@ def _consistency(model: Model, e: SpecialisedEq, env: dict[str, float], sources:
                              where=e.eq.where, hint="drop one of the over-determining givens")
 
 
-def solve_model(model: Model, find: tuple[str, ...], given: dict[str, Any]) -> Solution:
-    """Solve ``model`` for ``find`` from ``given`` (raw values or preset ids). See module docstring."""
+def solve_model(model: Model, find: tuple[str, ...], given: Mapping[str, Any]) -> Solution:
+    """Solve ``model`` for ``find`` from ``given`` (raw values or preset ids). See the module essay.
+
+    Raises a :class:`concur.errors.ConcurError`: UsageError/UnderdeterminedError (exit 2),
+    ContradictionError (1), InfeasibleError/BudgetError (3).
+    """
+    if not find:
+        raise UsageError("nothing to solve for", hint="name at least one variable to find")
     for name in find:
         model.variable(name)
-    givens = resolve_givens(model, given)
+    givens = resolve_givens(model, dict(given))
+    require_fixed(model, set(given), find)
     for name in find:
         if name in givens.values and givens.sources.get(name) == "given":
             raise UsageError(f"'{name}' is both given and asked for", variable=name,
                              hint=f"drop --set {name}=... or --find {name}")
     known = {k: v for k, v in givens.values.items() if k not in find}
     sources = dict(givens.sources)
+    with budget():
+        seek = needs_search(model, find, known, givens)
+        if seek is not None:
+            from .goal_seek import search
 
-    seek = needs_search(model, find, known, givens)
-    if seek is not None:
-        target, goal = seek
-        return _search_solution(model, find, known, givens, target, goal)
-    ex = forward(model, known, find, sources)
-    sol = Solution(model, find, ex.env, givens, ex.trace)
+            sol = search(model, find, known, givens, *seek)
+        else:
+            plan, env, trace = run_question(model, known, find, sources)
+            sol = Solution(model, find, env, givens, trace, plan=plan)
+    flush_caches(model)
     return sol
 
 
-def needs_search(model: Model, find: tuple[str, ...], known: dict[str, float],
-                  givens: Givens) -> tuple[str, str] | None:
+_SEARCH: dict[tuple[Any, ...], tuple[str, str] | None] = {}
+
+
+def needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float],
+                 givens: Givens) -> tuple[str, str] | None:
     """(asked variable, given goal) when the answer must be searched for rather than computed.
 
     Two cases: the asked variable lies upstream of a given target (``limit:``), or reaching it
     would invert a floor/ceil or produce an integer from a continuous relation. The goal is the
     given whose removal leaves the asked variable free while the goal follows from it; rounded
-    counts (users, replicas) and integers are preferred as goals.
+    counts (users, replicas) and integers are preferred as goals. Structural: cached per shape.
     """
+    key = (plan_key(model, known, find), tuple(sorted(givens.limits.items())),
+           tuple(sorted(k for k, s in givens.sources.items() if s == "given")))
+    if key in _SEARCH:
+        return _SEARCH[key]
+    answer = _needs_search(model, find, known, givens)
+    _SEARCH[key] = answer
+    return answer
+
+
+def _needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float],
+                  givens: Givens) -> tuple[str, str] | None:
     def drives(x: str, g: str) -> bool:
         without = {k: v for k, v in known.items() if k != g}
         return g in Problem(model, {**without, x: 1.0}, (g,)).matching.determined
@@ -169,7 +168,7 @@ def needs_search(model: Model, find: tuple[str, ...], known: dict[str, float],
                 return x, g
         if model.variables[x].choices:
             continue
-        probe = Problem(model, known, find)
+        probe = Problem(model, dict(known), find)
         if x in probe.matching.determined and not _invertible_path(model, probe, x):
             drivers = sorted((g for g in known if givens.sources.get(g) == "given"),
                              key=lambda g: (not _rounded_output(model, g), not model.variables[g].integer))
@@ -196,10 +195,10 @@ def _invertible_path(model: Model, problem: Problem, x: str) -> bool:
         return True
     if model.variables[x].integer:
         return False
-    return smooth_in(e.lhs, x) and smooth_in(e.rhs, x) and _upstream_smooth(model, problem, x)
+    return smooth_in(e.lhs, x) and smooth_in(e.rhs, x) and _upstream_smooth(problem, x)
 
 
-def _upstream_smooth(model: Model, problem: Problem, x: str) -> bool:
+def _upstream_smooth(problem: Problem, x: str) -> bool:
     """x is computed by inverting equations: every equation on the way must be smooth in what it inverts."""
     m = problem.matching
     seen: set[str] = set()
@@ -218,10 +217,3 @@ def _upstream_smooth(model: Model, problem: Problem, x: str) -> bool:
                 return False
         stack.extend(n for n in e.names if n != v and n not in problem.known)
     return True
-
-
-def _search_solution(model: Model, find: tuple[str, ...], known: dict[str, float], givens: Givens, x: str,
-                     goal: str) -> Solution:
-    from .goal_seek import search
-
-    return search(model, find, known, givens, x, goal)

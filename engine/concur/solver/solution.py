@@ -8,26 +8,48 @@ is a ``pint.Quantity`` in the variable's display unit; ``to_json()`` is the shap
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from ..errors import UnknownNameError, UsageError
 from ..lang.model import Model
+from ..lang.pack import Equation
 
-__all__ = ["Step", "Givens", "Solution", "show_value", "describe_var", "REL_TOL"]
+__all__ = ["Method", "Step", "Givens", "Solution", "show_value", "describe_var", "REL_TOL"]
 
 REL_TOL = 1e-6
 
 
+class Method(str, Enum):
+    """How a value was obtained; the one vocabulary of plans, traces, sweeps and workbooks."""
+
+    GIVEN = "given"  # typed by the user
+    PRESET = "preset"  # filled by a catalog entry (gpu=h100-sxm-80gb)
+    DEFAULT = "default"  # the pack's default, where nothing else determines the variable
+    FORWARD = "forward"  # the unknown stands alone on one side of its equation
+    INVERTED = "inverted"  # a closed form of the equation solved for the unknown
+    NUMERIC = "numeric"  # a bracketed root within the variable's bounds
+    LOOP = "loop"  # an algebraic loop solved together (closed form, or sympy on the values)
+    TEAR = "tear"  # a loop torn at one variable whose residual is bracketed
+    INTEGER_TEAR = "integer tear"  # a loop torn at an integer n = ceil(...): the smallest n that suffices
+    SEARCH = "search"  # a goal seek: the smallest/largest value meeting a target
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Step:
-    """How one value was obtained. ``value`` is in base units."""
+    """How one value was obtained. ``value`` is in base units; ``eq`` indexes ``model.equations``
+    (None for givens, presets and defaults); ``choice`` says which closed form (root, or loop
+    branch) gave the value, so the Excel exporter prints the same one."""
 
     variable: str
     value: float
-    method: str  # given | preset | default | equation | inverted | search | numeric
-    equation: str = ""
-    where: str = ""
+    method: Method
+    eq: int | None = None
     note: str = ""
+    choice: int | None = None
 
 
 @dataclass
@@ -49,9 +71,22 @@ class Solution:
     givens: Givens
     trace: list[Step]
     notes: list[str] = field(default_factory=list)
+    plan: Any = None  # the concur.solver.plan.Plan whose run gave the values (the exporter prints its forms)
 
     def __post_init__(self) -> None:
         self.notes[:0] = [n for n in self.givens.notes if n not in self.notes]
+
+    def equation(self, step: Step) -> Equation | None:
+        """The model equation that gave ``step`` (None for inputs)."""
+        return None if step.eq is None else self.model.equations[step.eq]
+
+    def equation_text(self, step: Step) -> str:
+        eq = self.equation(step)
+        return "" if eq is None else eq.text
+
+    def where(self, step: Step) -> str:
+        eq = self.equation(step)
+        return "" if eq is None else str(eq.where)
 
     def value(self, name: str, unit: str | None = None) -> float:
         """The value of ``name`` in ``unit`` (default: the variable's display unit)."""
@@ -103,13 +138,15 @@ class Solution:
                 continue
             var = self.model.variables[name]
             given[name] = {"value": var.choices[int(base)] if var.choices else base / var.display.factor,
-                           "unit": var.display.text, "source": self.givens.sources.get(name, "given")}
+                           "unit": var.display.text, "source": self.givens.sources.get(name, "given"),
+                           **({"typed": self.givens.texts[name]} if name in self.givens.texts else {})}
         trace = []
         for s in self.trace:
             var = self.model.variables[s.variable]
             trace.append({"variable": s.variable,
                           "value": var.choices[int(s.value)] if var.choices else s.value / var.display.factor,
-                          "unit": var.display.text, "method": s.method, "equation": s.equation, "where": s.where,
+                          "unit": var.display.text, "method": s.method.value, "equation": self.equation_text(s),
+                          "where": self.where(s),
                           **({"note": s.note} if s.note else {})})
         return {"results": self.results(), "given": given, "trace": trace, "notes": list(self.notes)}
 

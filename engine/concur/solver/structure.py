@@ -48,19 +48,33 @@ def match(equations: dict[int, frozenset[str]], unknowns: set[str],
             if v in unknowns and v in adj.get(e, ()) and v not in var_to_eq:
                 eq_to_var[e], var_to_eq[v] = v, e
 
-    def augment(e: int, seen: set[str]) -> bool:
-        for v in adj[e]:
-            if v in seen:
+    def augment(root: int) -> bool:
+        """An augmenting path from equation ``root`` by iterative depth-first search (no recursion,
+        so a 10,000-equation chain solved backwards matches like a short one)."""
+        seen: set[str] = set()
+        frames: list[list] = [[root, 0, ""]]  # [equation, next neighbour to try, variable it takes]
+        while frames:
+            frame = frames[-1]
+            options = adj[frame[0]]
+            while frame[1] < len(options) and options[frame[1]] in seen:
+                frame[1] += 1
+            if frame[1] == len(options):
+                frames.pop()  # a dead end: the parent tries its next neighbour
                 continue
+            v = options[frame[1]]
+            frame[1] += 1
+            frame[2] = v
             seen.add(v)
-            if v not in var_to_eq or augment(var_to_eq[v], seen):
-                eq_to_var[e], var_to_eq[v] = v, e
+            if v not in var_to_eq:
+                for e, _i, w in frames:  # flip the path: every equation on it takes its variable
+                    eq_to_var[e], var_to_eq[w] = w, e
                 return True
+            frames.append([var_to_eq[v], 0, ""])
         return False
 
     for e in adj:
         if e not in eq_to_var:
-            augment(e, set())
+            augment(e)
     # Dulmage–Mendelsohn: alternating reachability from unmatched unknowns.
     var_eqs: dict[str, list[int]] = {}
     for e, vs in adj.items():

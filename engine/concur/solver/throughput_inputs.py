@@ -22,7 +22,11 @@ from typing import Any
 
 from ..errors import UnderdeterminedError
 
-__all__ = ["FIXED_INPUTS", "THROUGHPUT_OUTPUTS", "require_fixed"]
+__all__ = ["FIXED_INPUTS", "THROUGHPUT_OUTPUTS", "UnfixedThroughputError", "require_fixed"]
+
+
+class UnfixedThroughputError(UnderdeterminedError):
+    """A throughput question that leaves one of the four fixed variables open (exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -76,9 +80,9 @@ def require_fixed(model: Any, fixed: Iterable[str], outputs: Sequence[str]) -> N
         if pack in packs:
             missing.extend(n for n in needs if not names & set(n.any_of))
     if missing:
-        what = "; ".join(f"{n.what}: --set {n.any_of[0]}=..." for n in missing)
-        raise UnderdeterminedError(
+        what = "; ".join(n.what if n.any_of[0] in n.what else f"{n.what} ({n.any_of[0]})" for n in missing)
+        raise UnfixedThroughputError(
             "a throughput number is meaningless until input length, output length, offered load and the "
             f"configuration are fixed; missing {what}",
             missing=tuple(n.any_of[0] for n in missing),
-            hint="concur assumes none of them; give each with --set (or sweep it with --over)")
+            hint="concur assumes none of them")

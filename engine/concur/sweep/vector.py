@@ -265,8 +265,8 @@ _PLANS: dict[tuple[Any, ...], _Plan] = {}
 
 def _plan(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: list[str]) -> _Plan:
     from ..lang.expr import compile_node, names_in
-    from ..solver.problem import Problem
-    from ..solver.question import needs_search, resolve_givens, solve_model
+    from ..solver.plan import make_plan
+    from ..solver.question import flush_caches, needs_search, resolve_givens, solve_model
 
     key = (model.key, tuple(sorted((k, repr(v)) for k, v in given.items())), tuple(arrays), tuple(outputs))
     cached = _PLANS.get(key)
@@ -285,21 +285,23 @@ def _plan(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: 
     except InfeasibleError:
         pass  # this point is infeasible; the others may not be
     steps = None
-    problem = None
+    plan = None
     if needs_search(model, find, known, givens) is None:
-        problem = Problem(model, known, find)
-        steps = _vector_plan(model, problem, find)
-    if steps is None or problem is None:
-        plan = _Plan(False, known)
+        plan = make_plan(model, known, find)
+        steps = _vector_plan(model, plan)
+    if steps is None or plan is None:
+        compiled = _Plan(False, known)
     else:
         computed = set(arrays) | {s[0] for s in steps}
+        scalars = {**plan.defaults, **known}
         cons = tuple((con.text, compile_node(con.expr, vector=True)) for con in model.constraints
-                     if names_in(con.expr) <= (problem.known.keys() | computed) and names_in(con.expr) & computed)
+                     if names_in(con.expr) <= (scalars.keys() | computed) and names_in(con.expr) & computed)
         keep = set(outputs).union(*(names_in(con.expr) for con in model.constraints))
-        scalars, folded = _fold_plan(model, dict(problem.known), set(arrays), steps, keep)
-        plan = _Plan(True, scalars, folded, cons)
-    _PLANS[key] = plan
-    return plan
+        scalars, folded = _fold_plan(model, scalars, set(arrays), steps, keep)
+        compiled = _Plan(True, scalars, folded, cons)
+    flush_caches(model)
+    _PLANS[key] = compiled
+    return compiled
 
 
 def _fold_plan(model: Model, known: dict[str, float], swept: set[str], steps: list[_Step],
@@ -475,7 +477,7 @@ def _check_values(model: Model, var: str, value: Any, out: SweepResult | None, e
     if count and out is not None:
         out.violations[var] = out.violations.get(var, 0) + count
         if v.violation and not any(m.startswith(f"{var}: ") for m in out.messages):
-            from ..solver.question import render_template
+            from ..solver.blocks import render_template
 
             j = int(np.flatnonzero(fresh)[0])
             point = {k: float(np.broadcast_to(a, (n,))[j]) for k, a in env.items()}
@@ -494,76 +496,51 @@ def _display_text(model: Model, name: str, value: float) -> Any:
 _Step = tuple[str, Any, Callable, frozenset[str]]  # (variable, expression or None, evaluator, names read)
 
 
-def _vector_plan(model: Model, problem: Any, find: tuple[str, ...]) -> list[_Step] | None:
-    """One step per block in order (only the blocks the outputs depend on), or None when a block
-    needs search or loops. The expression is None for a block solved by a closed-form inverse."""
-    from ..lang.expr import Var, compile_node, names_in
-    from ..solver.inverse import smooth_in, symbolic_inverse
-    from ..solver.structure import blocks_in_order
+def _vector_plan(model: Model, plan: Any) -> list[_Step] | None:
+    """One vector step per plan step, or None when a step is not a closed form (a loop, a numeric
+    root): then the sweep runs the scalar solver per point on the same cached plan. The
+    expression is None for a step solved by a closed-form inverse."""
+    from ..lang.expr import compile_node
+    from ..solver.solution import Method
 
-    m = problem.matching
-    wanted = {t for t in find if t not in problem.known}
-    if any(t not in m.determined for t in wanted):
-        return None
-    system = {i: problem.eqs[i].names for i in m.eq_to_var}
-    plan: list[_Step] = []
-    for block in blocks_in_order(system, m, wanted):
-        if len(block) != 1:
+    out: list[_Step] = []
+    for step in plan.steps:
+        if step.method not in (Method.FORWARD, Method.INVERTED) or len(step.variables) != 1 or not step.forms:
             return None
-        i = block[0]
-        var = m.eq_to_var[i]
-        e = problem.eqs[i]
-        reads = e.names - {var}
-        if isinstance(e.lhs, Var) and e.lhs.name == var and var not in names_in(e.rhs):
-            plan.append((var, e.rhs, compile_node(e.rhs, vector=True), reads))
-        elif isinstance(e.rhs, Var) and e.rhs.name == var and var not in names_in(e.lhs):
-            plan.append((var, e.lhs, compile_node(e.lhs, vector=True), reads))
-        elif smooth_in(e.lhs, var) and smooth_in(e.rhs, var):
-            roots = symbolic_inverse(model, e, var)
-            if not roots:
-                return None
-            plan.append((var, None, _pick_root(model, var, [compile_node(r, vector=True) for r in roots],
-                                               compile_node(e.lhs, vector=True), compile_node(e.rhs, vector=True)),
-                         reads))
+        var, i = step.variables[0], step.equations[0]
+        e = plan.eqs[i]
+        if step.method is Method.FORWARD:
+            out.append((var, step.forms[0], compile_node(step.forms[0], vector=True), step.reads))
         else:
-            return None
-    return plan
+            out.append((var, None, _pick_root(model, var, [compile_node(r, vector=True) for r in step.forms],
+                                              compile_node(e.lhs, vector=True), compile_node(e.rhs, vector=True)),
+                        step.reads))
+    return out
 
 
 def _pick_root(model: Model, var: str, roots: list[Callable], flhs: Callable, frhs: Callable) -> Callable:
-    """Per point, the scalar solver's choice among closed-form roots (NaN when none is admissible;
-    when roots exist but none is in bounds, the first root, so the bounds check flags it)."""
+    """Per point, the scalar solver's choice among closed-form roots (:mod:`concur.solver.roots`)."""
     import numpy as np
 
-    v = model.variables[var]
-    lo, hi = v.bounds
+    from ..solver.roots import choose_root_array
+
+    bounds = model.variables[var].bounds
 
     def evaluate(env: dict[str, Any]) -> Any:
-        cands, valid, inb = [], [], []
+        xs, lhss, rhss = [], [], []
         for f in roots:
             try:
                 x = np.asarray(f(env), dtype=float)
             except (TypeError, ValueError, KeyError):
                 continue
             sub = {**env, var: x}
-            lhs, rhs = np.asarray(flhs(sub), dtype=float), np.asarray(frhs(sub), dtype=float)
-            scale = np.maximum(np.maximum(np.abs(lhs), np.abs(x)), 1e-300)
-            ok = np.isfinite(x) & (np.abs(lhs - rhs) <= 1e-6 * scale)
-            tol = 1e-9 * np.maximum(np.abs(x), 1.0)
-            within = ok & (True if lo is None else x >= lo - tol) & (True if hi is None else x <= hi + tol)
-            cands.append(x)
-            valid.append(ok)
-            inb.append(within)
-        if not cands:
+            xs.append(x)
+            lhss.append(np.asarray(flhs(sub), dtype=float))
+            rhss.append(np.asarray(frhs(sub), dtype=float))
+        if not xs:
             return np.nan
-        shape = np.broadcast_shapes(*[c.shape for c in cands], *[c.shape for c in valid])
-        C = np.stack([np.broadcast_to(c, shape) for c in cands])
-        V = np.stack([np.broadcast_to(c, shape) for c in valid])
-        B = np.stack([np.broadcast_to(c, shape) for c in inb])
-        mag = np.where(B, np.abs(C), np.inf)
-        best = np.take_along_axis(C, np.argmin(mag, axis=0)[None], axis=0)[0]
-        first_valid = np.take_along_axis(C, np.argmax(V, axis=0)[None], axis=0)[0]
-        return np.where(B.any(axis=0), best, np.where(V.any(axis=0), first_valid, np.nan))
+        values, _index = choose_root_array(xs, lhss, rhss, bounds)
+        return values
 
     return evaluate
 

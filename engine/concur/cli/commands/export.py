@@ -226,9 +226,8 @@ def _is_definition(path: Path) -> bool:
 
 
 def _save_caches(model: Any) -> None:
-    from ...solver.question import save_inverse_cache
+    from ...solver.question import flush_caches
     from ...lang.units import save_cache
 
     if model is not None:
-        save_inverse_cache(model)
-    save_cache()
+        flush_caches(model)

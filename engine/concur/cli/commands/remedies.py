@@ -39,7 +39,7 @@ def command(sets: tuple[str, ...], real_context: float | None, shared_prefix: fl
     from .. import parse_sets
     from ...errors import UsageError
     from ...analysis.remedies import remedies
-    from ...solver.question import save_inverse_cache
+    from ...solver.question import flush_caches
     from ...lang.units import save_cache
 
     given = parse_sets(sets)
@@ -49,8 +49,7 @@ def command(sets: tuple[str, ...], real_context: float | None, shared_prefix: fl
                           larger_gpu=larger_gpu)
     from ...analysis.remedies import _model
 
-    save_inverse_cache(_model())
-    save_cache()
+    flush_caches(_model())
     if as_json:
         click.echo(json.dumps({"baseline": {**base.__dict__, "users_per_gpu": base.users_per_gpu},
                                "remedies": [r.to_json(base) for r in rows]}, indent=2))

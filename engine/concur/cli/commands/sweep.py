@@ -174,7 +174,7 @@ def command(packs: tuple[str, ...], overs: tuple[str, ...], log: bool, find: tup
     from .. import parse_sets
     from ...errors import UsageError
     from ...lang.model import build_model
-    from ...solver.question import save_inverse_cache
+    from ...solver.question import flush_caches
     from ...sweep.vector import parse_range, range_values, require_fixed
     from ...lang.units import save_cache
 
@@ -198,8 +198,7 @@ def command(packs: tuple[str, ...], overs: tuple[str, ...], log: bool, find: tup
     if plot_path and "concurrency" in over and len(over) == 1 and "tokens_per_s_per_gpu" in model.variables:
         extra = [c for c in _CURVE if c not in outputs and c not in over]
     runs = run_sweeps(model, over, given, outputs + extra, compare)
-    save_inverse_cache(model)
-    save_cache()
+    flush_caches(model)
     columns = list(over) + [o for o in outputs if o not in over]
     messages = [f"{label}: {m}" if compare else m for label, _g, res in runs for m in res.messages]
     if csv_path:

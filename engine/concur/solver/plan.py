@@ -1,0 +1,271 @@
+"""Plans: a question compiled once into the steps that answer it.
+
+How it is designed, and why
+---------------------------
+*Which* equation gives *which* unknown, and *how* -- forward, through a closed-form inverse, by
+bracketing a root, by solving or tearing a loop -- depends on which variables are known and on
+the branches their values select, never on the other values. So a question (the model, the
+names given, the targets) compiles once into a frozen :class:`Plan`, and every consumer
+*interprets* the same plan instead of deciding dispatch on its own:
+
+* the scalar run (:mod:`concur.solver.blocks`) evaluates it for one set of values;
+* the goal seek (:mod:`concur.solver.goal_seek`) evaluates its inner plan hundreds of times;
+* the sweep (:mod:`concur.sweep.vector`) evaluates it over numpy arrays;
+* the Excel exporter prints the closed forms of the steps the trace says were taken.
+
+Compiling a plan (:func:`make_plan`):
+
+1. :class:`~concur.solver.problem.Problem` folds ``if_`` whose condition is known, applies
+   defaults where nothing else determines a variable, and matches equations to unknowns;
+2. the blocks the targets need come in dependency order (:mod:`concur.solver.structure`);
+3. each block becomes a :class:`BlockStep` with a :class:`~concur.solver.solution.Method`:
+   ``FORWARD`` (the unknown alone on one side), ``INVERTED`` (closed forms from
+   :mod:`concur.solver.closed_forms`, chosen per run by :mod:`concur.solver.roots`),
+   ``NUMERIC`` (bracketed within bounds), ``LOOP`` (closed forms of the whole loop, or sympy on
+   the values as a last resort), ``INTEGER_TEAR`` (a loop torn at ``n = ceil(...)``) or ``TEAR``
+   (a loop torn at one variable, the rest solved one equation at a time).
+
+Plans are cached per process by ``(model key, names given, targets, values of the names that
+fold an if_)``; their closed forms are cached on disk. A plan holds no values of the question,
+so the same plan answers every question of its shape.
+
+Worked example: ``llm_memory --find users`` with model, GPU and tp given compiles to eleven
+``FORWARD`` steps (weights_per_gpu ... users) and no symbolic work at all; asking for
+``gpu_memory`` from ``users`` instead turns ``users = floor(...)`` into a goal seek whose inner
+plan is the forward one.
+
+Non-goals: reordering for numerical stability, common-subexpression elimination.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import UnderdeterminedError
+from ..lang.expr import Call, If, Node, Var, names_in, walk
+from ..lang.model import Model
+from .closed_forms import invert, smooth_in, solve_loop
+from .problem import Problem, SpecialisedEq
+from .solution import Method, describe_var
+from .structure import Matching, blocks_in_order, match
+
+__all__ = ["BlockStep", "Tear", "Plan", "make_plan", "plan_key"]
+
+
+@dataclass(frozen=True)
+class Tear:
+    """One way to tear a loop: guess ``variable``, solve ``inner`` in order, and the residual of
+    equation ``equation`` (TEAR) or the ceil/floor it defines (INTEGER_TEAR) decides."""
+
+    variable: str
+    equation: int
+    inner: tuple[BlockStep, ...]
+
+
+@dataclass(frozen=True)
+class BlockStep:
+    """One block of the plan: ``equations`` (model indices) give ``variables`` by ``method``.
+
+    ``forms``: FORWARD ``(expression,)``; INVERTED the candidate roots (``complete``: they are
+    all the roots, so none proves there is no solution). ``branches``: LOOP closed forms, one
+    expression per variable per branch (empty: solve the loop with sympy on the values).
+    ``tears``: TEAR/INTEGER_TEAR ways to tear the loop, tried in order. ``reads``: the names the
+    block needs.
+    """
+
+    method: Method
+    equations: tuple[int, ...]
+    variables: tuple[str, ...]
+    reads: frozenset[str]
+    forms: tuple[Node, ...] = ()
+    complete: bool = True
+    branches: tuple[tuple[Node, ...], ...] = ()
+    tears: tuple[Tear, ...] = ()
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A compiled question. ``known``: the names whose values a run supplies; ``defaults``: the
+    pack defaults it applies (base units); ``eqs``: the equations specialised to the folded
+    branches; ``checks``: equations to verify after the run (over-determined givens);
+    ``relevant``: the names the trace keeps."""
+
+    model: Model
+    key: tuple[Any, ...]
+    known: frozenset[str]
+    defaults: Mapping[str, float]
+    targets: tuple[str, ...]
+    eqs: Mapping[int, SpecialisedEq]
+    steps: tuple[BlockStep, ...]
+    checks: tuple[int, ...]
+    relevant: frozenset[str]
+    computed: frozenset[str] = field(default=frozenset())
+
+    def step_for(self, eq: int, method: Method) -> BlockStep | None:
+        """The step of ``method`` (inside torn loops too) that solves equation ``eq``."""
+        stack = list(self.steps)
+        while stack:
+            step = stack.pop()
+            if eq in step.equations and step.method is method:
+                return step
+            for tear in step.tears:
+                stack.extend(tear.inner)
+        return None
+
+
+_CONDITION_NAMES: dict[str, frozenset[str]] = {}
+
+
+def _condition_names(model: Model) -> frozenset[str]:
+    """Names whose values fold an ``if_`` (so they shape the plan), per model."""
+    hit = _CONDITION_NAMES.get(model.key)
+    if hit is None:
+        names: set[str] = set()
+        for eq in model.equations:
+            for side in (eq.lhs, eq.rhs):
+                for n in walk(side):
+                    if isinstance(n, If):
+                        names |= names_in(n.cond)
+        hit = _CONDITION_NAMES[model.key] = frozenset(names)
+    return hit
+
+
+def plan_key(model: Model, known: Mapping[str, float], targets: tuple[str, ...]) -> tuple[Any, ...]:
+    """What a plan depends on: the model, the names known, the targets and the folding values."""
+    folds = tuple(sorted((n, known[n]) for n in _condition_names(model) if n in known))
+    return (model.key, frozenset(known), targets, folds)
+
+
+_PLANS: dict[tuple[Any, ...], Plan] = {}
+_PLANS_LIMIT = 2048
+
+
+def make_plan(model: Model, known: Mapping[str, float], targets: tuple[str, ...]) -> Plan:
+    """The plan answering ``targets`` from the names in ``known`` (cached; see the module essay).
+
+    Raises :class:`UnderdeterminedError` naming what to give when a target is not determined,
+    or when a loop determines its variables only together.
+    """
+    key = plan_key(model, known, targets)
+    hit = _PLANS.get(key)
+    if hit is not None:
+        return hit
+    plan = _compile(model, known, targets, key)
+    if len(_PLANS) >= _PLANS_LIMIT:
+        _PLANS.clear()
+    _PLANS[key] = plan
+    return plan
+
+
+def _underdetermined(model: Model, problem: Problem, missing: list[str]) -> UnderdeterminedError:
+    need = problem.missing()
+    hint = f"give {', '.join(describe_var(model, n) for n in need[:8])}" if need else \
+        "the equations in play do not determine it"
+    if model.presets:
+        hint += f" (presets: {', '.join(sorted(model.presets))} set many at once)"
+    return UnderdeterminedError(f"cannot determine {', '.join(missing)} from the givens", missing=tuple(need),
+                                hint=hint)
+
+
+def _compile(model: Model, known: Mapping[str, float], targets: tuple[str, ...], key: tuple[Any, ...]) -> Plan:
+    problem = Problem(model, dict(known), targets)
+    m = problem.matching
+    missing = [t for t in targets if t not in problem.known and t not in m.determined]
+    if missing:
+        raise _underdetermined(model, problem, missing)
+    wanted = {t for t in targets if t not in problem.known}
+    fully_known = [i for i, e in problem.eqs.items() if e.names and e.names <= problem.known.keys()]
+    checks = [i for i in sorted(m.redundant) if problem.eqs[i].names <= (m.determined | problem.known.keys())]
+    checks += [i for i in fully_known if i not in checks]
+    for i in checks:
+        wanted |= set(problem.eqs[i].names) - problem.known.keys()
+    system = {i: problem.eqs[i].names for i in m.eq_to_var}
+    compiler = _Compiler(model, problem.eqs)
+    steps = tuple(compiler.block(block, m) for block in blocks_in_order(system, m, wanted))
+    computed = frozenset(v for s in steps for v in s.variables)
+    relevant = set(targets) | computed
+    for s in steps:
+        for i in s.equations:
+            relevant |= problem.eqs[i].names
+    defaults = {n: problem.known[n] for n in problem.defaults_used}
+    return Plan(model, key, frozenset(known), defaults, targets, dict(problem.eqs), steps, tuple(checks),
+                frozenset(relevant), computed)
+
+
+class _Compiler:
+    """Turns blocks of one problem into steps (recursively for the inside of torn loops)."""
+
+    def __init__(self, model: Model, eqs: Mapping[int, SpecialisedEq]) -> None:
+        self.model = model
+        self.eqs = eqs
+
+    def block(self, block: list[int], m: Matching) -> BlockStep:
+        if len(block) == 1:
+            return self.single(block[0], m.eq_to_var[block[0]])
+        return self.loop(block, [m.eq_to_var[i] for i in block])
+
+    def single(self, i: int, var: str) -> BlockStep:
+        e = self.eqs[i]
+        reads = e.names - {var}
+        if isinstance(e.lhs, Var) and e.lhs.name == var and var not in names_in(e.rhs):
+            return BlockStep(Method.FORWARD, (i,), (var,), reads, (e.rhs,))
+        if isinstance(e.rhs, Var) and e.rhs.name == var and var not in names_in(e.lhs):
+            return BlockStep(Method.FORWARD, (i,), (var,), reads, (e.lhs,))
+        if smooth_in(e.lhs, var) and smooth_in(e.rhs, var):
+            inv = invert(self.model, e, var)
+            if inv.roots or inv.complete:
+                return BlockStep(Method.INVERTED, (i,), (var,), reads, inv.roots, inv.complete)
+        return BlockStep(Method.NUMERIC, (i,), (var,), reads)
+
+    def subsystem(self, pairs: list[tuple[int, str]]) -> tuple[BlockStep, ...] | None:
+        """Steps solving ``pairs`` (equation, unknown) with everything else known; None when they
+        do not determine their unknowns."""
+        unknowns = {v for _, v in pairs}
+        system = {i: self.eqs[i].names for i, _ in pairs}
+        m = match(system, unknowns, {i: v for i, v in pairs})
+        if m.free or m.redundant:
+            return None
+        return tuple(self.block(b, m) for b in blocks_in_order(system, m, unknowns))
+
+    def loop(self, block: list[int], variables: list[str]) -> BlockStep:
+        reads = frozenset().union(*(self.eqs[i].names for i in block)) - set(variables)
+        pairs = list(zip(block, variables))
+        for i, v in pairs:  # an integer n = ceil(...)/floor(...) inside the loop: tear there
+            e = self.eqs[i]
+            if self.model.variables[v].integer and isinstance(e.lhs, Var) and e.lhs.name == v \
+                    and isinstance(e.rhs, Call) and e.rhs.fn in ("ceil", "floor"):
+                inner = self.subsystem([p for p in pairs if p[0] != i])
+                if inner is not None:
+                    return BlockStep(Method.INTEGER_TEAR, tuple(block), tuple(variables), reads,
+                                     tears=(Tear(v, i, inner),))
+        form = solve_loop(self.model, [self.eqs[i] for i in block], variables)
+        if form.status == "free":
+            texts = "; ".join(self.eqs[i].eq.text for i in block)
+            raise UnderdeterminedError(
+                f"the equations '{texts}' fix {', '.join(variables)} only together: they leave "
+                f"{', '.join(form.free)} free", missing=form.free,
+                hint=f"give one of {', '.join(describe_var(self.model, n) for n in form.free)}",
+                where=self.eqs[block[0]].eq.where)
+        if form.status == "solved":
+            return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, branches=form.branches)
+        if form.status == "none":
+            return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, complete=True)
+        tears = self.tears(pairs)
+        if tears:
+            return BlockStep(Method.TEAR, tuple(block), tuple(variables), reads, tears=tears)
+        return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, complete=False)
+
+    def tears(self, pairs: list[tuple[int, str]]) -> tuple[Tear, ...]:
+        """Ways to tear the loop at one variable so that the rest is solved one equation at a
+        time; bounded variables first (their bounds bracket the root)."""
+        order = sorted(pairs, key=lambda p: self.model.variables[p[1]].bounds == (None, None))
+        out: list[Tear] = []
+        for i, v in order:
+            rest = [p for p in pairs if p[0] != i]
+            inner = self.subsystem(rest)
+            if inner is None or any(s.method in (Method.LOOP, Method.TEAR, Method.INTEGER_TEAR) for s in inner):
+                continue
+            out.append(Tear(v, i, inner))
+        return tuple(out)

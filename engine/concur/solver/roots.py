@@ -1,0 +1,156 @@
+"""What counts as a root: one admissibility rule, on floats and on numpy arrays alike.
+
+The scalar solver, the vectorised sweep and the Excel exporter all choose among closed-form roots
+(``x**2 = a`` has two) and accept or refuse numeric roots. They must choose the same way, or a
+sweep point would disagree with ``concur solve`` at the same givens. The rule:
+
+1. a candidate is finite and satisfies its equation: ``|lhs - rhs| <= RESIDUAL_REL * scale``,
+   where ``scale`` is the largest magnitude among the two sides and the candidate;
+2. it lies within the variable's bounds, with a relative slack of :data:`BOUNDS_SLACK`;
+3. among admissible candidates the smallest in magnitude wins (the physical branch of a
+   quadratic is the small one in every shipped pack); ties keep the first.
+
+A numeric root from bracketing is accepted only where the residual *changes sign*, or is exactly
+zero at an isolated point (its neighbours on the scan are both non-zero). This is what refuses
+``c = c + a``: the residual ``-a`` vanishes only where ``c`` is so large that ``a`` is absorbed in
+rounding (``c > 1e16`` for ``a = 1``), and there it is zero on a whole run of scan points -- an
+artefact, not a root.
+
+Named tolerances (not scattered literals): :data:`RESIDUAL_REL`, :data:`BOUNDS_SLACK`,
+:data:`INTEGER_SNAP`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .budget import spend
+
+__all__ = ["RESIDUAL_REL", "BOUNDS_SLACK", "INTEGER_SNAP", "in_bounds", "satisfies", "choose_root",
+           "choose_root_array", "bracket_root", "snap_integer"]
+
+RESIDUAL_REL = 1e-6
+"""A candidate satisfies ``lhs = rhs`` when the residual is within this fraction of the scale."""
+BOUNDS_SLACK = 1e-9
+"""Relative slack when testing bounds (rounding in closed forms must not push 0 to -1e-17)."""
+INTEGER_SNAP = 1e-9
+"""A value this close (relative) to a whole number is that whole number."""
+
+Bounds = tuple[float | None, float | None]
+
+
+def in_bounds(bounds: Bounds, value: float, slack: float = BOUNDS_SLACK) -> bool:
+    """Whether ``value`` lies in ``bounds`` (None = open end), with relative ``slack``."""
+    lo, hi = bounds
+    tol = slack * max(abs(value), 1.0)
+    return (lo is None or value >= lo - tol) and (hi is None or value <= hi + tol)
+
+
+def snap_integer(value: float) -> float:
+    """``value`` rounded when it is within :data:`INTEGER_SNAP` (relative) of a whole number."""
+    r = round(value)
+    return float(r) if abs(value - r) <= INTEGER_SNAP * max(1.0, abs(value)) else value
+
+
+def satisfies(lhs: float, rhs: float, x: float) -> bool:
+    """Rule 1: finite, and the residual is small against the sides and the candidate."""
+    if not (math.isfinite(lhs) and math.isfinite(rhs) and math.isfinite(x)):
+        return False
+    scale = max(abs(lhs), abs(rhs), abs(x), 1e-300)
+    return abs(lhs - rhs) <= RESIDUAL_REL * scale
+
+
+def choose_root(candidates: Sequence[tuple[float, float, float]], bounds: Bounds) -> tuple[int, int]:
+    """Rules 1-3 on ``(x, lhs(x), rhs(x))`` candidates: ``(index chosen, how many admissible)``.
+
+    The index is -1 when none is admissible; then the caller reports the first valid candidate's
+    bounds violation (``first_valid``) or that no candidate satisfies the equation.
+    """
+    best, best_mag, count = -1, math.inf, 0
+    for i, (x, lhs, rhs) in enumerate(candidates):
+        if not satisfies(lhs, rhs, x) or not in_bounds(bounds, x):
+            continue
+        count += 1
+        if abs(x) < best_mag:
+            best, best_mag = i, abs(x)
+    return best, count
+
+
+def choose_root_array(xs: Sequence[Any], lhss: Sequence[Any], rhss: Sequence[Any], bounds: Bounds) -> tuple[Any, Any]:
+    """The same rules per point of numpy arrays: ``(chosen values, index chosen)``.
+
+    Where no candidate is admissible the value is the first candidate that satisfies the equation
+    (so the caller's bounds check flags it), else NaN; the index is -1 there.
+    """
+    import numpy as np
+
+    shape = np.broadcast_shapes(*[np.shape(x) for x in xs], *[np.shape(v) for v in lhss], *[np.shape(v) for v in rhss])
+    X = np.stack([np.broadcast_to(np.asarray(x, dtype=float), shape) for x in xs])
+    L = np.stack([np.broadcast_to(np.asarray(v, dtype=float), shape) for v in lhss])
+    R = np.stack([np.broadcast_to(np.asarray(v, dtype=float), shape) for v in rhss])
+    with np.errstate(all="ignore"):
+        finite = np.isfinite(X) & np.isfinite(L) & np.isfinite(R)
+        scale = np.maximum(np.maximum(np.abs(L), np.abs(R)), np.maximum(np.abs(X), 1e-300))
+        valid = finite & (np.abs(L - R) <= RESIDUAL_REL * scale)
+        lo, hi = bounds
+        tol = BOUNDS_SLACK * np.maximum(np.abs(X), 1.0)
+        within = valid.copy()
+        if lo is not None:
+            within &= X >= lo - tol
+        if hi is not None:
+            within &= X <= hi + tol
+        magnitude = np.where(within, np.abs(X), np.inf)
+        index = np.argmin(magnitude, axis=0)
+        chosen = np.take_along_axis(X, index[None], axis=0)[0]
+        first_valid = np.take_along_axis(X, np.argmax(valid, axis=0)[None], axis=0)[0]
+        any_within = within.any(axis=0)
+        values = np.where(any_within, chosen, np.where(valid.any(axis=0), first_valid, np.nan))
+    return values, np.where(any_within, index, -1)
+
+
+def bracket_root(f: Callable[[float], float], lo: float, hi: float, *, what: str = "a root",
+                 hint: str = "") -> float | None:
+    """A root of ``f`` in [lo, hi]: scan 201 points (log-spaced when wide), then bisect a sign change.
+
+    Only a sign change or an isolated exact zero counts (see the module essay). Evaluations that
+    raise ``ArithmeticError``/``ValueError`` are skipped. Each evaluation spends budget
+    (:func:`concur.solver.budget.spend`, raising :class:`~concur.errors.BudgetError` past it).
+    """
+    if lo > 0 and hi / lo > 100:
+        points = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    else:
+        points = [lo + (hi - lo) * i / 200 for i in range(201)]
+    values: list[float | None] = []
+    for x in points:
+        spend(what, hint)
+        try:
+            fx = f(x)
+        except (ArithmeticError, ValueError):
+            fx = None
+        values.append(fx if fx is None or math.isfinite(fx) else None)
+    for i, (x, fx) in enumerate(zip(points, values)):
+        if fx is None:
+            continue
+        if fx == 0:
+            before = values[i - 1] if i > 0 else None
+            after = values[i + 1] if i + 1 < len(values) else None
+            if (before is None or before != 0) and (after is None or after != 0) and (before or after):
+                return x  # an isolated zero on the scan
+            continue
+        prev = values[i - 1] if i > 0 else None
+        if prev is not None and prev != 0 and (fx > 0) != (prev > 0):
+            a, b, fa = points[i - 1], x, prev
+            for _ in range(200):
+                spend(what, hint)
+                mid = 0.5 * (a + b)
+                fm = f(mid)
+                if fm == 0 or abs(b - a) <= 1e-15 * max(abs(mid), 1e-300):
+                    return mid
+                if (fm > 0) == (fa > 0):
+                    a, fa = mid, fm
+                else:
+                    b = mid
+            return 0.5 * (a + b)
+    return None
