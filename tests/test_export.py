@@ -252,7 +252,7 @@ def test_plan_has_closed_forms_and_live_choice() -> None:
     assert inputs["attention"].var.choices == ("gqa", "mla") and inputs["attention"].value == "gqa"
     derived = {d.var.name: d for d in plan.derived}
     assert [d.var.name for d in plan.derived][-1] == "users"
-    assert str(derived["users"].expr) == "floor(kv_tokens/effective_context)"
+    assert str(derived["users"].expr) == "floor((kv_tokens - prefix_held)/(effective_context - prefix_held))"
     assert "mla" in str(derived["kv_per_token"].expr)  # if_ on the choice stays live
     gpu = next(p for p in plan.presets if p.key == "gpu")
     assert "h200-sxm-141gb" in gpu.ids and gpu.table["gpu_memory"]["h100-sxm-80gb"] == pytest.approx(79.18)

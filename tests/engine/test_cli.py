@@ -84,7 +84,7 @@ def test_explain_prints_derivation():
 def test_list_and_show():
     assert "llm_memory" in run("list").stdout
     shown = run("show", "llm_memory").stdout
-    assert "kv_per_token" in shown and "users = floor(kv_tokens / effective_context)" in shown
+    assert "kv_per_token" in shown and "users = floor((kv_tokens - prefix_held) / (effective_context - prefix_held / [user]))" in shown
 
 
 def test_default_replicas_scenario():

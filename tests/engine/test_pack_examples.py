@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import math
+import subprocess
+import sys
 
 import pytest
 
-import concur
 from concur.errors import ConcurError
 from concur.lang.library import get_pack, pack_paths
+from concur.lang.model import build_model
+from concur.solver.examples import run_example
 from concur.lang.units import unit_info
 
 
@@ -25,27 +27,32 @@ def _cases():
 
 @pytest.mark.parametrize("pack_name, example", list(_cases()))
 def test_example(pack_name, example):
+    """The same check ``concur check`` runs (concur.solver.examples): expectations in display units."""
     if isinstance(example, ConcurError):
         pytest.fail(f"pack {pack_name} does not load: {example}")
-    if example.error:
-        with pytest.raises(ConcurError) as info:
-            concur.solve(find=list(example.find), given=example.given, packs=[pack_name])
-        assert type(info.value).__name__ == example.error or any(
-            c.__name__ == example.error for c in type(info.value).__mro__)
-        return
-    sol = concur.solve(find=list(example.find), given=example.given, packs=[pack_name])
-    for name, exp in example.expect.items():
-        var = sol.model.variable(name)
-        if var.choices:
-            assert var.choices[int(sol.values[name])] == exp.value
-            continue
-        got = sol.value(name, exp.unit) if exp.unit else sol.values[name] / var.unit.factor
-        want = float(exp.value)
-        if exp.abs is not None:
-            assert abs(got - want) <= exp.abs, f"{name}: got {got}, expected {want} ± {exp.abs}"
-        else:
-            assert math.isclose(got, want, rel_tol=exp.rel, abs_tol=1e-12), \
-                f"{name}: got {got}, expected {want} (rel {exp.rel})"
+    problems = run_example(build_model([pack_name]), example)
+    assert not problems, f"{example.where}: {problems}"
+
+
+def test_a_wrong_example_fails_concur_check(tmp_path):
+    """Regression: check used to pass a pack whose example expects 21 for b = 2 a with a = 10 s."""
+    pack = tmp_path / "wrong.yaml"
+    pack.write_text("pack: wrong\nvariables:\n  a: {unit: s}\n  b: {unit: s}\nequations:\n  - b = 2 * a\n"
+                    "examples:\n  - name: twice ten\n    given: {a: 10 s}\n    find: [b]\n    expect:\n      b: 21\n")
+    out = subprocess.run([sys.executable, "-m", "concur.cli", "check", str(pack)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 1
+    assert f"{pack}:12:7: error: example 'twice ten': b: expected 21 (rel 1e-06), got 20 s" in out.stdout
+
+
+def test_shipped_closed_forms_are_current(tmp_path, monkeypatch):
+    """The closed forms shipped for the examples (so check runs them without sympy) match the packs."""
+    from concur.solver import closed_forms
+
+    shipped = closed_forms.SHIPPED.read_text()
+    monkeypatch.setattr(closed_forms, "SHIPPED", tmp_path / "closed-forms.json")
+    assert closed_forms.write_shipped_table().read_text() == shipped, \
+        "stale: run python -m concur.solver.closed_forms and commit engine/concur/solver/data/closed-forms.json"
 
 
 def test_every_shipped_pack_has_examples():

@@ -16,8 +16,8 @@ The six, in cost order (DESIGN §3 T3):
 2. fp8 KV cache (``kv_dtype=fp8``): a flag, halves ``kv_per_token``; check accuracy;
 3. higher memory utilization (``mem_util``, 0.95 by default): a flag, less headroom;
 4. prefix caching / shorter prompts (``--shared-prefix``): tokens every request shares are stored
-   once, so a user costs ``context - prefix`` and the pool loses one copy of the prefix:
-   ``users = floor((kv_tokens - prefix) / (context - prefix))`` with ``kv_tokens`` re-solved;
+   once, so a user costs ``context - prefix`` and the pool loses one copy of the prefix
+   (``llm_memory``'s ``shared_prefix``; sliding-window layers keep only their window);
 5. fp8 weights (``weight_dtype=fp8``): frees half the weight memory; a quantised checkpoint and
    an accuracy evaluation;
 6. more GPUs per replica (the next TP that divides the attention heads) -- watching KV-head
@@ -36,7 +36,6 @@ caveats, not modelled; combinations of remedies are one ``concur solve`` away.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -92,27 +91,21 @@ def _model() -> Any:
     return build_model(["llm_throughput"])
 
 
-def evaluate(given: dict[str, Any], *, prefix: float = 0.0) -> Scenario:
+def evaluate(given: dict[str, Any]) -> Scenario:
     """Solve ``given`` for users (and throughput at that concurrency when input/output tokens are
-    given). A model that does not fit gives 0 users. ``prefix``: shared tokens stored once."""
+    given), every number from the packs. A model that does not fit gives 0 users."""
     from ..solver.question import solve_model
 
     model = _model()
     g = {k: v for k, v in given.items() if k != "concurrency"}
     try:
-        sol = solve_model(model, ("kv_tokens", "gpus"), g)
+        sol = solve_model(model, ("users", "kv_tokens", "gpus"), g)
     except InfeasibleError:
         sol = None
     if sol is None:
         gpus = int(float(g.get("tp", 1)) * float(g.get("pp", 1)))
         return Scenario(0, gpus, 0.0)
-    kv_tokens, gpus, context = sol.value("kv_tokens"), int(sol.value("gpus")), sol.value("context")
-    if prefix:
-        if prefix >= context:
-            raise UsageError(f"--shared-prefix {prefix:g} must be shorter than the context {context:g}")
-        users = max(0, math.floor((kv_tokens - prefix) / (context - prefix) + 1e-9))
-    else:
-        users = math.floor(kv_tokens / context + 1e-9)
+    users, kv_tokens, gpus = int(sol.value("users")), sol.value("kv_tokens"), int(sol.value("gpus"))
     tps = tpg = None
     if users and "input_tokens" in g and "output_tokens" in g:
         try:
@@ -155,10 +148,8 @@ def remedies(given: dict[str, Any], *, real_context: float | None = None, shared
     out: list[Remedy] = []
     context = float(_value(given, "context"))
 
-    def row(rank: int, name: str, change: dict[str, Any], cost: str, caveat: str, reason: str = "",
-            prefix: float = 0.0) -> None:
-        applied = {k: v for k, v in change.items() if k != "shared_prefix"}  # the prefix is not a pack variable
-        res = None if reason else evaluate({**given, **applied}, prefix=prefix)
+    def row(rank: int, name: str, change: dict[str, Any], cost: str, caveat: str, reason: str = "") -> None:
+        res = None if reason else evaluate({**given, **change})
         out.append(Remedy(rank, name, change, cost, caveat, res, reason))
 
     # 1. real context
@@ -185,10 +176,9 @@ def remedies(given: dict[str, Any], *, real_context: float | None = None, shared
         reason = "give --shared-prefix (system prompt / few-shot tokens every request shares)"
     elif not 0 < shared_prefix < context:
         reason = f"--shared-prefix must lie between 0 and the context {context:g}"
-    row(4, "prefix caching / shorter prompts", {} if reason else {"shared_prefix": shared_prefix},
+    row(4, "prefix caching / shorter prompts", {} if reason else {"shared_prefix": f"{shared_prefix!r} token"},
         "engineering (enable prefix caching; restructure prompts)",
-        "only a prefix identical across requests is shared; a cache miss costs a full prefill", reason,
-        prefix=0.0 if reason else float(shared_prefix or 0))
+        "only a prefix identical across requests is shared; a cache miss costs a full prefill", reason)
     # 5. fp8 weights
     wb = _value(given, "weight_bytes")
     row(5, "fp8 weights", {"weight_dtype": "fp8"}, "an fp8 checkpoint and an accuracy evaluation",

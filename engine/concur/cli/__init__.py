@@ -394,6 +394,10 @@ def check(paths: tuple[str, ...]) -> None:
     targets = list(paths) or [str(formulas_dir())]
     diags, count = check_paths(targets)
     diags += check_catalogs(targets)
+    if not diags:  # the examples need packs that load and check
+        from ..solver.examples import example_diagnostics
+
+        diags += example_diagnostics(targets)
     save_cache()
     for d in diags:
         echo(printable(str(d)))  # one diagnostic, one line

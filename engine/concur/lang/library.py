@@ -205,13 +205,18 @@ def catalog_names() -> list[str]:
     return [p.stem for p in sorted((formulas_dir() / "catalogs").glob("*.yaml"))]
 
 
-def get_catalog(name: str) -> Catalog:
-    """The shipped catalog ``name`` (an identifier, never a path)."""
+def load_catalog_file(path: Path) -> Catalog:
+    """The catalog in ``path`` (cached by content)."""
     from .serial import decode_catalog
 
-    path = formulas_dir() / "catalogs" / f"{name}.yaml"
-    if name_problem(name) is not None or not path.is_file():
-        raise UnknownNameError(f"unknown catalog '{name}'", hint=f"known catalogs: {', '.join(catalog_names())}")
     catalog: Catalog = _cached("catalog", path,
                                lambda label, source: load_catalog(path, label=label, content=source), decode_catalog)
     return catalog
+
+
+def get_catalog(name: str) -> Catalog:
+    """The shipped catalog ``name`` (an identifier, never a path)."""
+    path = formulas_dir() / "catalogs" / f"{name}.yaml"
+    if name_problem(name) is not None or not path.is_file():
+        raise UnknownNameError(f"unknown catalog '{name}'", hint=f"known catalogs: {', '.join(catalog_names())}")
+    return load_catalog_file(path)

@@ -67,6 +67,7 @@ class Variable:
     choices: tuple[str, ...] = ()
     limit: str | None = None
     violation: str | None = None
+    stated: bool = False  # an answer that leans on this variable's default says so (headroom, utilization)
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,8 @@ class Pack:
 
 _PACK_KEYS = {"pack", "doc", "uses", "presets", "variables", "equations", "constraints", "examples", "scenario",
               "version", "references"}
-_VAR_KEYS = {"unit", "doc", "default", "bounds", "integer", "display", "choices", "limit", "violation", "source"}
+_VAR_KEYS = {"unit", "doc", "default", "bounds", "integer", "display", "choices", "limit", "violation", "source",
+             "stated"}
 
 
 def _require(cond: bool, message: str, where: Location, hint: str | None = None, variable: str | None = None) -> None:
@@ -247,6 +249,10 @@ def _variable(name: str, spec: Any, pack: str, where: Location) -> Variable:
              spec.where("limit"))
     integer = spec.get("integer", False)
     _require(isinstance(integer, bool), f"integer of '{name}' must be true or false", spec.where("integer"))
+    stated = spec.get("stated", False)
+    _require(isinstance(stated, bool), f"stated of '{name}' must be true or false", spec.where("stated"))
+    _require(not stated or "default" in spec, f"'{name}' is stated but has no default", spec.where("stated"),
+             "stated: true makes answers mention the default they used; give the variable a default")
     proto = Variable(name, unit, display, str(spec.get("doc", "") or ""), where, pack, choices=choices)
     default = None
     default_text = None
@@ -264,7 +270,7 @@ def _variable(name: str, spec: Any, pack: str, where: Location) -> Variable:
     violation = spec.get("violation")
     return Variable(name, unit, display, proto.doc, where, pack, default, default_text, bounds, integer,
                     choices, limit, None if violation is None else _text(violation, "violation",
-                                                                           spec.where("violation")))
+                                                                           spec.where("violation")), stated)
 
 
 def _loc_of(container: Any, key: Any) -> Location:

@@ -31,7 +31,9 @@ does that).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..cache import cache_dir, read_json, write_json
@@ -92,10 +94,29 @@ def _validate(data: Any) -> _Table:
     return table
 
 
+SHIPPED = Path(__file__).with_name("data") / "closed-forms.json"
+"""Closed forms of the shipped packs' examples, so ``concur check`` runs them without sympy on a
+fresh install (``python -m concur.solver.closed_forms`` regenerates it; a test keeps it current)."""
+
+
+def _shipped(key: str) -> _Table | None:
+    try:
+        data = json.loads(SHIPPED.read_text(encoding="utf-8"))
+        return _validate(data[key]) if isinstance(data, dict) and key in data else None
+    except (OSError, ValueError, Malformed):
+        return None
+
+
 def _table(model: Model) -> _Table:
     global _TABLE, _TABLE_MODEL
     if _TABLE is None or _TABLE_MODEL != model.key:
         _TABLE = read_json(_path(model), "closed-forms", _validate) or _Table({}, {})
+        shipped = _shipped(model.key)
+        if shipped is not None:
+            for k, v in shipped.inversions.items():
+                _TABLE.inversions.setdefault(k, v)
+            for k, f in shipped.loops.items():
+                _TABLE.loops.setdefault(k, f)
         _TABLE_MODEL = model.key
     return _TABLE
 
@@ -297,3 +318,31 @@ def _sympy_loop(eqs: list[SpecialisedEq], variables: list[str]) -> LoopForm:
         return LoopForm(tuple(variables), (), "gave up")
     except Exception:  # noqa: BLE001 -- sympy raises anything on odd systems: "no closed form"
         return LoopForm(tuple(variables), (), "gave up")
+
+
+def write_shipped_table() -> Path:
+    """Solve every shipped pack's examples from scratch and write the closed forms they needed."""
+    global _TABLE, _TABLE_MODEL
+    from ..lang.library import get_pack, pack_paths
+    from ..lang.model import build_model
+    from .examples import failures_in
+    from .plan import forget_plans
+
+    forget_plans()  # a cached plan would skip the closed forms this table must record
+    out: dict[str, Any] = {}
+    for name in pack_paths():
+        model = build_model([name])
+        _TABLE, _TABLE_MODEL = _Table({}, {}), model.key
+        list(failures_in(get_pack(name), model))
+        if _TABLE.inversions or _TABLE.loops:
+            out[model.key] = encode(_TABLE)
+    SHIPPED.parent.mkdir(exist_ok=True)
+    SHIPPED.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    _TABLE = None
+    return SHIPPED
+
+
+if __name__ == "__main__":
+    import concur.solver.closed_forms  # the module the solver uses (this file runs as __main__, a second copy)
+
+    print(f"wrote {concur.solver.closed_forms.write_shipped_table()}")

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 from ..errors import ConcurError, Location
 from ..lang.model import Model, build_model
 from ..lang.pack import Example, Expectation, Pack
 from .question import solve_model
 
-__all__ = ["ExampleFailure", "run_example", "failures_in"]
+__all__ = ["ExampleFailure", "run_example", "failures_in", "example_diagnostics"]
 
 
 class ExampleFailure(ConcurError, AssertionError):
@@ -75,3 +77,25 @@ def failures_in(pack: Pack, model: Model | None = None) -> Iterator[tuple[Locati
     for example in pack.examples:
         for problem in run_example(model, example):
             yield example.where, f"example '{example.name}': {problem}"
+
+
+def example_diagnostics(paths: list[str]) -> list[Any]:
+    """``concur check``'s second pass: a Diagnostic for every failing example of the pack files (or
+    folders of them) in ``paths``. Packs that do not load are left to the unit check's diagnostics."""
+    from ..lang.check import Diagnostic
+    from ..lang.library import load_pack_file
+
+    out: list[Diagnostic] = []
+    files: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        files.extend(sorted(path.glob("*.yaml")) if path.is_dir() else [path])
+    for f in files:
+        try:
+            pack = load_pack_file(f)
+            model = build_model([str(f)])
+        except ConcurError:
+            continue
+        for where, message in failures_in(pack, model):
+            out.append(Diagnostic(where, message))
+    return out

@@ -104,13 +104,14 @@ def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens:
 def _implied_sense(model: Model, goal: str) -> str:
     """A goal without a declared limit: a ``ceil`` output is a requirement (at most the given count:
     the replicas you have), a ``floor`` output a capacity (at least: the users you need)."""
-    from ..lang.expr import Call, Var
+    from ..lang.expr import Call, Var, walk
 
     for eq in model.equations:
-        if isinstance(eq.lhs, Var) and eq.lhs.name == goal and isinstance(eq.rhs, Call):
-            if eq.rhs.fn == "ceil":
+        if isinstance(eq.lhs, Var) and eq.lhs.name == goal:
+            rounding = {n.fn for n in walk(eq.rhs) if isinstance(n, Call) and n.fn in ("ceil", "floor")}
+            if rounding == {"ceil"}:
                 return "at_most"
-            if eq.rhs.fn == "floor":
+            if rounding == {"floor"}:
                 return "at_least"
     return "equal"
 

@@ -51,7 +51,7 @@ from .problem import Problem, SpecialisedEq
 from .solution import Method, describe_var
 from .structure import Matching, blocks_in_order, match
 
-__all__ = ["BlockStep", "Tear", "Plan", "make_plan", "plan_key"]
+__all__ = ["BlockStep", "Tear", "Plan", "make_plan", "plan_key", "forget_plans"]
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,11 @@ _PLANS: dict[tuple[Any, ...], Plan] = {}
 _PLANS_LIMIT = 2048
 
 
+def forget_plans() -> None:
+    """Drop every compiled plan of this process (the next question compiles afresh)."""
+    _PLANS.clear()
+
+
 def make_plan(model: Model, known: Mapping[str, float], targets: tuple[str, ...]) -> Plan:
     """The plan answering ``targets`` from the names in ``known`` (cached; see the module essay).
 
@@ -219,12 +224,12 @@ class _Compiler:
                 return BlockStep(Method.INVERTED, (i,), (var,), reads, inv.roots, inv.complete)
         return BlockStep(Method.NUMERIC, (i,), (var,), reads)
 
-    def subsystem(self, pairs: list[tuple[int, str]]) -> tuple[BlockStep, ...] | None:
-        """Steps solving ``pairs`` (equation, unknown) with everything else known; None when they
+    def subsystem(self, equations: list[int], unknowns: set[str]) -> tuple[BlockStep, ...] | None:
+        """Steps solving ``equations`` for ``unknowns`` with everything else known; None when they
         do not determine their unknowns."""
-        unknowns = {v for _, v in pairs}
-        system = {i: self.eqs[i].names for i, _ in pairs}
-        m = match(system, unknowns, {i: v for i, v in pairs})
+        system = {i: self.eqs[i].names for i in equations}
+        prefer = {i: lhs.name for i in equations if isinstance(lhs := self.eqs[i].lhs, Var) and lhs.name in unknowns}
+        m = match(system, unknowns, prefer)
         if m.free or m.redundant:
             return None
         return tuple(self.block(b, m) for b in blocks_in_order(system, m, unknowns))
@@ -232,14 +237,15 @@ class _Compiler:
     def loop(self, block: list[int], variables: list[str]) -> BlockStep:
         reads = frozenset().union(*(self.eqs[i].names for i in block)) - set(variables)
         pairs = list(zip(block, variables))
-        for i, v in pairs:  # an integer n = ceil(...)/floor(...) inside the loop: tear there
+        for i in block:  # an integer n = ceil(...)/floor(...) inside the loop: tear there
             e = self.eqs[i]
-            if self.model.variables[v].integer and isinstance(e.lhs, Var) and e.lhs.name == v \
-                    and isinstance(e.rhs, Call) and e.rhs.fn in ("ceil", "floor"):
-                inner = self.subsystem([p for p in pairs if p[0] != i])
+            n = e.lhs.name if isinstance(e.lhs, Var) else ""
+            if n in variables and self.model.variables[n].integer and isinstance(e.rhs, Call) \
+                    and e.rhs.fn in ("ceil", "floor"):
+                inner = self.subsystem([j for j in block if j != i], {v for v in variables if v != n})
                 if inner is not None:
                     return BlockStep(Method.INTEGER_TEAR, tuple(block), tuple(variables), reads,
-                                     tears=(Tear(v, i, inner),))
+                                     tears=(Tear(n, i, inner),))
         form = solve_loop(self.model, [self.eqs[i] for i in block], variables)
         if form.status == "free":
             texts = "; ".join(self.eqs[i].eq.text for i in block)
@@ -263,8 +269,7 @@ class _Compiler:
         order = sorted(pairs, key=lambda p: self.model.variables[p[1]].bounds == (None, None))
         out: list[Tear] = []
         for i, v in order:
-            rest = [p for p in pairs if p[0] != i]
-            inner = self.subsystem(rest)
+            inner = self.subsystem([j for j, _ in pairs if j != i], {w for _, w in pairs if w != v})
             if inner is None or any(s.method in (Method.LOOP, Method.TEAR, Method.INTEGER_TEAR) for s in inner):
                 continue
             out.append(Tear(v, i, inner))

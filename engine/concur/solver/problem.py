@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..lang.expr import If, Node, Var, compile_node, map_tree, names_in
+from ..lang.expr import If, Node, Var, compile_node, map_tree, names_in, walk
 from ..lang.model import Model
 from ..lang.pack import Equation, Variable
 from .structure import Matching, match
@@ -39,6 +39,25 @@ class SpecialisedEq:
     names: frozenset[str]
 
 
+_CONDITIONS: dict[str, list[frozenset[str]]] = {}
+
+
+def _conditions(model: Model) -> list[frozenset[str]]:
+    """Per equation, the names its ``if_`` conditions read (what can change its folding)."""
+    hit = _CONDITIONS.get(model.key)
+    if hit is None:
+        hit = []
+        for eq in model.equations:
+            names: set[str] = set()
+            for side in (eq.lhs, eq.rhs):
+                for n in walk(side):
+                    if isinstance(n, If):
+                        names |= names_in(n.cond)
+            hit.append(frozenset(names))
+        _CONDITIONS[model.key] = hit
+    return hit
+
+
 # ---------------------------------------------------------------- the solver
 
 class Problem:
@@ -57,9 +76,15 @@ class Problem:
         self._specialise()
         self._apply_defaults()
 
-    def _specialise(self) -> None:
-        self.eqs: dict[int, SpecialisedEq] = {}
+    def _specialise(self, changed: str | None = None) -> None:
+        """Fold every equation (``changed`` None), or only those whose ``if_`` conditions read
+        ``changed`` (a default just applied): the others cannot change."""
+        if changed is None:
+            self.eqs: dict[int, SpecialisedEq] = {}
+        conditions = _conditions(self.model)
         for i, eq in enumerate(self.model.equations):
+            if changed is not None and changed not in conditions[i]:
+                continue
             lhs, rhs = fold_known(eq.lhs, self.known), fold_known(eq.rhs, self.known)
             self.eqs[i] = SpecialisedEq(eq, lhs, rhs, names_in(lhs) | names_in(rhs))
 
@@ -78,7 +103,7 @@ class Problem:
                 continue
             self.known[name] = var.default
             self.defaults_used.append(name)
-            self._specialise()
+            self._specialise(name)
             m = self._match()
         self.matching = m
 

@@ -23,7 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ContradictionError, InfeasibleError, UsageError
-from ..lang.expr import Call, Var, compile_node, names_in
+from ..lang.check import require_checked
+from ..lang.expr import Call, Var, compile_node, names_in, walk
 from ..lang.model import Model
 from .blocks import render_template, run_plan
 from .budget import budget
@@ -107,6 +108,7 @@ def solve_model(model: Model, find: tuple[str, ...], given: Mapping[str, Any]) -
     """
     if not find:
         raise UsageError("nothing to solve for", hint="name at least one variable to find")
+    require_checked(model)
     for name in find:
         model.variable(name)
     givens = resolve_givens(model, dict(given))
@@ -153,35 +155,45 @@ def needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float]
 
 def _needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float],
                   givens: Givens) -> tuple[str, str] | None:
-    def drives(x: str, g: str) -> bool:
-        without = {k: v for k, v in known.items() if k != g}
-        return g in Problem(model, {**without, x: 1.0}, (g,)).matching.determined
+    limits = [g for g in givens.limits if g in known]
 
-    goals = [g for g in givens.limits if g in known]
+    def determined(names: Mapping[str, float], target: str) -> bool:
+        return target in names or target in Problem(model, dict(names), (target,)).matching.determined
+
+    def without(*drop: str) -> dict[str, float]:
+        return {k: v for k, v in known.items() if k not in drop}
+
+    computed = {eq.lhs.name for eq in model.equations if isinstance(eq.lhs, Var)}
     for x in find:
-        for g in goals:
-            without = {k: v for k, v in known.items() if k != g}
-            probe = Problem(model, without, find)
-            if x in probe.known or x in probe.matching.determined:
-                continue  # x follows forward without the goal
-            if drives(x, g):
-                return x, g
+        for g in limits:  # x upstream of a target: search the input that drives it
+            base = without(g)
+            if determined(base, x):
+                continue
+            free = Problem(model, base, find).matching.undetermined - {g}
+            candidates = sorted(
+                (s for s in free | {x} if not model.variables[s].choices and (s == x or s not in computed)),
+                key=lambda s: (not (model.variables[s].integer and s not in computed), s != x, s))
+            for s in candidates:
+                probe = {**base, s: 1.0}
+                if determined(probe, g) and determined(probe, x):
+                    return s, g
         if model.variables[x].choices:
             continue
-        probe = Problem(model, dict(known), find)
-        if x in probe.matching.determined and not _invertible_path(model, probe, x):
-            drivers = sorted((g for g in known if givens.sources.get(g) == "given"),
+        whole = Problem(model, dict(known), find)
+        if x in whole.matching.determined and not _invertible_path(model, whole, x):
+            drivers = sorted((g for g in known if givens.sources.get(g) == "given" and g not in limits),
                              key=lambda g: (not _rounded_output(model, g), not model.variables[g].integer))
-            for g in drivers:
-                if drives(x, g):
+            for g in drivers:  # the given whose removal frees x, and that x drives
+                if not determined(without(g, *limits), x) and determined({**without(g), x: 1.0}, g):
                     return x, g
     return None
 
 
 def _rounded_output(model: Model, name: str) -> bool:
-    """``name = floor(...)`` or ``name = ceil(...)``: a count the model rounds (users, replicas)."""
-    return any(isinstance(eq.lhs, Var) and eq.lhs.name == name and isinstance(eq.rhs, Call)
-               and eq.rhs.fn in ("floor", "ceil") for eq in model.equations)
+    """``name = floor(...)`` or ``name = ceil(...) + 1``: a count the model rounds (users, replicas)."""
+    return any(isinstance(eq.lhs, Var) and eq.lhs.name == name
+               and any(isinstance(n, Call) and n.fn in ("floor", "ceil") for n in walk(eq.rhs))
+               for eq in model.equations)
 
 
 def _invertible_path(model: Model, problem: Problem, x: str) -> bool:

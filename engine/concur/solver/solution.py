@@ -74,7 +74,10 @@ class Solution:
     plan: Any = None  # the concur.solver.plan.Plan whose run gave the values (the exporter prints its forms)
 
     def __post_init__(self) -> None:
-        self.notes[:0] = [n for n in self.givens.notes if n not in self.notes]
+        stated = [f"assumed {s.variable} = {show_value(self.model, s.variable, s.value)} (the pack's default; "
+                  f"give {s.variable} to change it)" for s in self.trace
+                  if s.method is Method.DEFAULT and self.model.variables[s.variable].stated]
+        self.notes[:0] = [n for n in self.givens.notes + stated if n not in self.notes]
 
     def equation(self, step: Step) -> Equation | None:
         """The model equation that gave ``step`` (None for inputs)."""

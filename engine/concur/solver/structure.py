@@ -50,12 +50,20 @@ def match(equations: dict[int, frozenset[str]], unknowns: set[str],
 
     def augment(root: int) -> bool:
         """An augmenting path from equation ``root`` by iterative depth-first search (no recursion,
-        so a 10,000-equation chain solved backwards matches like a short one)."""
+        so a 10,000-equation chain solved backwards matches like a short one). At each equation a
+        free unknown is taken before any matched one is displaced (MC21's cheap assignment), so
+        the preferred assignments survive wherever they can."""
         seen: set[str] = set()
         frames: list[list] = [[root, 0, ""]]  # [equation, next neighbour to try, variable it takes]
         while frames:
             frame = frames[-1]
             options = adj[frame[0]]
+            free = next((v for v in options if v not in var_to_eq and v not in seen), None)
+            if free is not None:
+                frame[2] = free
+                for e, _i, w in frames:  # flip the path: every equation on it takes its variable
+                    eq_to_var[e], var_to_eq[w] = w, e
+                return True
             while frame[1] < len(options) and options[frame[1]] in seen:
                 frame[1] += 1
             if frame[1] == len(options):
@@ -65,10 +73,6 @@ def match(equations: dict[int, frozenset[str]], unknowns: set[str],
             frame[1] += 1
             frame[2] = v
             seen.add(v)
-            if v not in var_to_eq:
-                for e, _i, w in frames:  # flip the path: every equation on it takes its variable
-                    eq_to_var[e], var_to_eq[w] = w, e
-                return True
             frames.append([var_to_eq[v], 0, ""])
         return False
 

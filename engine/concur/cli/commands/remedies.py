@@ -39,17 +39,12 @@ def command(sets: tuple[str, ...], real_context: float | None, shared_prefix: fl
     from .. import parse_sets
     from ...errors import UsageError
     from ...analysis.remedies import remedies
-    from ...solver.question import flush_caches
-    from ...lang.units import save_cache
 
     given = parse_sets(sets)
     if not 0 < mem_util <= 1:
         raise UsageError(f"--mem-util must lie in (0, 1], got {mem_util:g}")
     base, rows = remedies(given, real_context=real_context, shared_prefix=shared_prefix, mem_util=mem_util,
                           larger_gpu=larger_gpu)
-    from ...analysis.remedies import _model
-
-    flush_caches(_model())
     if as_json:
         click.echo(json.dumps({"baseline": {**base.__dict__, "users_per_gpu": base.users_per_gpu},
                                "remedies": [r.to_json(base) for r in rows]}, indent=2))
