@@ -1,4 +1,4 @@
-"""LibreOffice availability for the Excel tests: skip locally, fail under CI=true.
+"""LibreOffice and poppler availability for the Excel tests: skip locally, fail under CI=true.
 
 A plain module (not conftest.py) so that its name cannot clash with tests/conftest.py.
 """
@@ -23,4 +23,14 @@ def require_soffice() -> None:
     message = "LibreOffice (soffice) is not on PATH"
     if ci_enabled():
         pytest.fail(message + " and CI=true: install libreoffice-calc-nogui")
+    pytest.skip(message)
+
+
+def require_poppler() -> None:
+    """Skip (locally) or fail (CI=true) when pdftotext/pdftoppm (poppler-utils) are missing."""
+    if shutil.which("pdftotext") and shutil.which("pdftoppm"):
+        return
+    message = "pdftotext/pdftoppm (poppler-utils) are not on PATH"
+    if ci_enabled():
+        pytest.fail(message + " and CI=true: install poppler-utils")
     pytest.skip(message)
