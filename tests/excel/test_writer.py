@@ -98,7 +98,7 @@ def test_inputs_have_a_style_of_their_own_and_a_legend(t1_book):
     assert computed.fill.fill_type is None and computed.font.color.type == "theme"  # plain text colour
     legend = _row_of(ws, "Legend")
     assert ws.cell(legend, 2).fill.fgColor.rgb == typed.fill.fgColor.rgb
-    assert "input" in ws.cell(legend, 2).value
+    assert "input" in ws.cell(legend, 2).value and "catalog" in ws.cell(legend, 3).value
 
 
 def test_summary_block_shows_the_answer_and_a_live_scenario_line(t1_book):

@@ -147,11 +147,29 @@ def exact(x: float) -> sympy.Number:
 
 
 def tidy(expr: Any) -> Any:
-    """``expr`` with every float replaced by :func:`exact`, so rational factors cancel."""
-    floats = expr.atoms(sympy.Float) if isinstance(expr, sympy.Basic) else set()
-    if not floats:
+    """``expr`` with every float replaced by :func:`exact`, so rational factors cancel.
+
+    A number multiplying an ``if_`` moves into its branches, where it can cancel the unit
+    factor each branch carries (``1E-12*IF(c,1E12*a,...)`` becomes ``IF(c,a,...)``).
+    """
+    if not isinstance(expr, sympy.Basic):
         return expr
-    return expr.xreplace({f: exact(float(f)) for f in floats})
+    floats = expr.atoms(sympy.Float)
+    if floats:
+        expr = expr.xreplace({f: exact(float(f)) for f in floats})
+    if expr.has(sympy.Piecewise):
+        expr = expr.replace(_number_times_piecewise, _into_branches)
+    return expr
+
+
+def _number_times_piecewise(e: Any) -> bool:
+    return (isinstance(e, sympy.Mul) and len(e.args) == 2 and e.args[0].is_Number
+            and isinstance(e.args[1], sympy.Piecewise))
+
+
+def _into_branches(e: Any) -> Any:
+    c, pw = e.args
+    return sympy.Piecewise(*[(c * value, cond) for value, cond in pw.args])
 
 
 def _decimal_text(v: float) -> str:
@@ -232,8 +250,13 @@ class ExcelPrinter(Printer):
             ) from None
 
     def _print_Integer(self, expr: sympy.Integer) -> str:
-        if len(str(abs(int(expr)))) > MAX_DIGITS:
+        digits = str(abs(int(expr)))
+        if len(digits) > MAX_DIGITS:
             return self._print_Float(sympy.Float(float(expr)))
+        zeros = len(digits) - len(digits.rstrip("0"))
+        if len(digits) >= 9 and zeros >= 6:  # 1E+12, not 1000000000000 (count the zeros...)
+            text = f"{digits.rstrip('0')}E+{zeros:02d}"
+            return f"(-{text})" if expr < 0 else text
         return f"(-{-int(expr)})" if expr < 0 else str(int(expr))
 
     def _print_Rational(self, expr: sympy.Rational) -> str:

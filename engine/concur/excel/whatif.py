@@ -241,7 +241,10 @@ def _write_sweep(wb: Any, layout: Layout, sw: Sweep, derived: dict[str, Derived]
         printed += 1
         widths[printed] = 12.0
         ws.column_dimensions[get_column_letter(printed)].width = 12.0
-    chart_cols = _chart_data(ws, sw, labels, col_of, first, last, printed + 2)
+    if may_fail & set(sw.outputs):
+        chart_cols = _chart_data(ws, sw, labels, col_of, first, last, printed + 2)
+    else:  # every point is a number: the chart reads the table itself
+        chart_cols = [col_of[name] for name in sw.outputs]
     chart_row = last + 2
     _chart(ws, sw, first, last, chart_cols, f"A{chart_row}", labels)
     style.page_setup(ws, printed, chart_row + _CHART_ROWS, title_rows=f"{_HEAD}:{_HEAD}")

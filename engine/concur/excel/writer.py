@@ -92,6 +92,7 @@ class Layout:
     scales: dict[str, sympy.Rational] = field(default_factory=dict)
     vars: dict[str, SheetVar] = field(default_factory=dict)
     formats: dict[str, str] = field(default_factory=dict)  # var -> number format of its cell
+    inputs_rows: tuple[int, int, int] = (0, 0, 0)  # Inputs sheet: first answer, table header, last row
     inlined: dict[str, sympy.Expr] = field(default_factory=dict)  # derived -> display expr over inputs
 
     def ref(self, name: str, absolute: bool = True) -> str:
@@ -369,7 +370,9 @@ def _write_inputs(wb: Workbook, layout: Layout, lookups: dict[str, dict[str, str
     first_answer = 5
     row = first_answer + len(answers) + 1
     put_text(ws, row, 1, "Legend").font = style.BOLD
-    legend = [(2, "input: type over it", style.INPUT_FONT), (3, "from a catalog", style.LOOKUP_FONT)]
+    legend = [(2, "typed input", style.INPUT_FONT)]
+    if plan.presets:
+        legend.append((3, "from catalog", style.LOOKUP_FONT))
     for col, text, font in legend:
         cell = put_text(ws, row, col, text)
         cell.font, cell.fill, cell.border = font, style.INPUT_FILL, style.BOX
@@ -437,8 +440,8 @@ def _write_inputs(wb: Workbook, layout: Layout, lookups: dict[str, dict[str, str
     _widths(ws, {
         1: style.fit_width([p.key for p in plan.presets] + [i.var.name for i in plan.inputs] + answers,
                            minimum=14, maximum=30),
-        2: style.fit_width(value_texts, minimum=14, maximum=24),
-        3: style.fit_width(units + ["Unit"], minimum=8, maximum=20),
+        2: style.fit_width(value_texts + ["typed input"], minimum=12, maximum=24),
+        3: style.fit_width(units + ["Unit", "from catalog" if plan.presets else ""], minimum=8, maximum=20),
         5: style.fit_width([_short_source(i) for i in plan.inputs] + ["Source"], minimum=10, maximum=26),
     })
     for r in range(header_row + 1, row):  # heights again now that the widths are final
@@ -446,7 +449,7 @@ def _write_inputs(wb: Workbook, layout: Layout, lookups: dict[str, dict[str, str
         if isinstance(text, str):
             _wrap_height(ws, r, {4: text})
     ws.protection.sheet = True
-    style.page_setup(ws, 5, row - 1, title_rows=f"{header_row}:{header_row}")
+    layout.inputs_rows = (first_answer, header_row, row - 1)
     return first_answer
 
 
@@ -472,6 +475,18 @@ def _write_summary(ws: Any, layout: Layout, first_row: int) -> None:
         put_text(ws, r, 3, unit_label(var))
         put_text(ws, r, 4, var.doc).alignment = style.WRAP
         ws.row_dimensions[r].height = max(26.0, ws.row_dimensions[r].height or 0)
+    answers = [style.shown(_value_of(layout, n), layout.formats.get(n, "General")) for n in _answers(layout)]
+    width = max(ws.column_dimensions["B"].width or 9.0, style.fit_width(answers, size=16, maximum=40))
+    ws.column_dimensions["B"].width = width
+    _, header_row, last_row = layout.inputs_rows
+    style.page_setup(ws, 5, last_row, title_rows=f"{header_row}:{header_row}")
+
+
+def _value_of(layout: Layout, name: str) -> Any:
+    for d in layout.plan.derived:
+        if d.var.name == name:
+            return d.value
+    return next((i.value for i in layout.plan.inputs if i.var.name == name), None)
 
 
 # ---------------------------------------------------------------- Model
