@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from openpyxl.cell.cell import Cell
     from openpyxl.worksheet.worksheet import Worksheet
 
-__all__ = ["FIXED_TIME", "clean_text", "put_formula", "put_number", "put_text", "reproducible", "save_atomically"]
+__all__ = ["FIXED_TIME", "clean_text", "put_formula", "put_number", "put_text", "reproducible", "require_folder",
+           "save_atomically"]
 
 _ILLEGAL_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 _MAX_CELL_TEXT = 32767  # Excel's limit on characters in one cell
@@ -102,10 +103,7 @@ def save_atomically(wb: Any, target: Path) -> Path:
     existing file's, when replacing one), flushed, then renamed over ``target``. A folder that
     does not exist is a :class:`UsageError`, not created.
     """
-    target = Path(target)
-    if not target.parent.is_dir():
-        raise UsageError(f"cannot write '{target}': folder '{target.parent}' does not exist",
-                         hint="create the folder first, or give another path")
+    target = require_folder(target)
     buffer = io.BytesIO()
     wb.save(buffer)
     data = reproducible(buffer.getvalue())
@@ -121,6 +119,15 @@ def save_atomically(wb: Any, target: Path) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def require_folder(target: str | os.PathLike[str]) -> Path:
+    """``target`` as a Path; a :class:`UsageError` when its folder does not exist (never created)."""
+    path = Path(target)
+    if not path.parent.is_dir():
+        raise UsageError(f"cannot write '{path}': folder '{path.parent}' does not exist",
+                         hint="create the folder first, or give another path")
+    return path
 
 
 def _umask() -> int:

@@ -25,8 +25,8 @@ Worked example (T1, one derived variable)::
 
 The writer rescales each symbol to base units (``2**30*gpu_memory``) and
 divides the result by the derived variable's scale (``2**30``); the factors
-cancel, so the cell reads ``=gpu_memory*mem_util`` and shows 71.26 with the
-number format ``0.00" GiB"``.
+cancel, so the cell reads ``=gpu_memory*mem_util`` and shows 71.26 (number format
+``#,##0.00``) with GiB in the unit column beside it.
 """
 
 from __future__ import annotations

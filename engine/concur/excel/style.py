@@ -83,6 +83,8 @@ RESULT_FILL = PatternFill("solid", start_color="DDEBF7")
 HEADER_FILL = PatternFill("solid", start_color="D9D9D9")
 WRAP = Alignment(wrap_text=True, vertical="top")
 TOP = Alignment(vertical="top")
+MIDDLE = Alignment(vertical="center")
+MIDDLE_WRAP = Alignment(wrap_text=True, vertical="center")
 _THIN = Side(style="thin", color="BFBFBF")
 BOX = Border(left=_THIN, right=_THIN, top=_THIN, bottom=_THIN)
 

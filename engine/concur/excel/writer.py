@@ -71,7 +71,7 @@ from openpyxl.worksheet.datavalidation import DataValidation
 
 from ..errors import UsageError
 from . import style
-from .cells import put_formula, put_number, put_text, save_atomically
+from .cells import put_formula, put_number, put_text, require_folder, save_atomically
 from .names import mangle_all
 from .plan import Derived, Input, SheetVar, WorkbookPlan
 from .printer import exact, excel_formula, tidy
@@ -473,7 +473,9 @@ def _write_summary(ws: Any, layout: Layout, first_row: int) -> None:
         cell.font, cell.fill, cell.border = style.BIG_FONT, style.RESULT_FILL, style.BOX
         cell.number_format = layout.formats.get(name, "General")
         put_text(ws, r, 3, unit_label(var))
-        put_text(ws, r, 4, var.doc).alignment = style.WRAP
+        put_text(ws, r, 4, var.doc)
+        for col in (1, 2, 3, 4):
+            ws.cell(r, col).alignment = style.MIDDLE_WRAP if col == 4 else style.MIDDLE
         ws.row_dimensions[r].height = max(26.0, ws.row_dimensions[r].height or 0)
     answers = [style.shown(_value_of(layout, n), layout.formats.get(n, "General")) for n in _answers(layout)]
     width = max(ws.column_dimensions["B"].width or 9.0, style.fit_width(answers, size=16, maximum=40))
@@ -621,10 +623,7 @@ def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str]) -> Path:
     """
     from .whatif import write_scenarios, write_sweeps
 
-    target = Path(path)
-    if not target.parent.is_dir():
-        raise UsageError(f"cannot write '{target}': folder '{target.parent}' does not exist",
-                         hint="create the folder first, or give another path")
+    target = require_folder(path)  # before the work, not after it
     layout = build_layout(plan)
     wb = Workbook()
     wb.active.title = "Inputs"
