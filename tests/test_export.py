@@ -1,14 +1,18 @@
 """``concur export`` and :func:`plan_from_solution`, verified by LibreOffice.
 
-Every LibreOffice check runs in ONE soffice start (module fixture ``recalculated``):
-the DESIGN T1 workbook and its tp=8 edit, one workbook per pack example, three
-random input perturbations of every standard workbook, and the hostile-pack
-workbook. Without soffice these tests skip, except under CI=true where they fail.
+The LibreOffice checks run in TWO soffice starts (module fixture ``recalculated``): one
+recalculates the T1 workbook and its tp=8 edit, one workbook per pack example, every
+standard workbook and three random input perturbations of each, and the hostile-pack
+workbook; the other prints the examples' and the standard workbooks to PDF, whose text
+must show no ``###`` and no error value. Without soffice (or poppler's pdftotext) these
+tests skip, except under CI=true where they fail.
 """
 
 from __future__ import annotations
 
+import os
 import random
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,7 +31,7 @@ from concur.lang.model import build_model  # noqa: E402
 from concur.solver.question import solve_model  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent / "excel"))
-from lo_support import require_soffice  # noqa: E402
+from lo_support import require_poppler, require_soffice  # noqa: E402
 
 WORKBOOKS = Path(__file__).resolve().parent.parent / "workbooks"
 T1_ARGS = ["export", "llm_memory", "--find", "users", "--set", "model=llama-3.1-70b", "--set", "gpu=h100-sxm-80gb",
@@ -117,7 +121,9 @@ def fresh_solve(defn: Any, model: Any, edit: dict[str, float]) -> Any:
 def recalculated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Write every workbook, recalculate all of them in one LibreOffice run."""
     require_soffice()
+    require_poppler()
     from concur.excel.recalc import recalculate_many, set_inputs
+    from concur.excel.render import render_pdfs
 
     tmp = tmp_path_factory.mktemp("export")
     jobs: dict[str, Path] = {}
@@ -141,6 +147,7 @@ def recalculated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         model, sol = solve_definition(defn)
         plan = plan_for(model, sol, defn.title, defn.sweeps, defn.scenarios, doc=defn.doc)
         base = export_definition(definition, tmp / f"wb_{definition.stem}.xlsx")
+        jobs[f"wb_{definition.stem}"] = base
         for j, edit in enumerate(perturbations(defn, model, plan, seed=1000 + k)):
             key = f"wb_{definition.stem}_{j}"
             jobs[key] = set_inputs(base, edit, tmp / f"{key}.xlsx")
@@ -153,7 +160,10 @@ def recalculated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert code == 0
     jobs["hostile"] = tmp / "hostile.xlsx"
     outs = recalculate_many(list(jobs.values()), tmp / "recalc")
-    return {"out": dict(zip(jobs, outs)), "src": jobs, "meta": meta}
+    printed = [p for k, p in jobs.items() if k.startswith("ex_")]
+    printed += sorted(WORKBOOKS.glob("*.xlsx"))  # the committed files, as handed over
+    pdfs = dict(zip(printed, render_pdfs(printed, tmp / "pdf")))
+    return {"out": dict(zip(jobs, outs)), "src": jobs, "meta": meta, "pdf": pdfs}
 
 
 def main_quiet(args: list[str]) -> int:
@@ -210,6 +220,57 @@ def test_changed_inputs_equal_a_fresh_solve(stem: str, j: int, recalculated: dic
         want = sol.value(d.var.name)
         assert close(values[d.var.name], want, d.var.integer), \
             f"{stem} {edit}: {d.var.name} sheet {values[d.var.name]!r}, fresh solve {want!r}"
+
+
+def test_printed_workbooks_show_no_hashes_or_errors(recalculated: dict[str, Any]) -> None:
+    from concur.excel.render import pdf_text, print_problems
+
+    assert len(recalculated["pdf"]) >= len(EXAMPLES) // 2 + 6
+    bad = {src.name: print_problems(pdf_text(pdf))[:3] for src, pdf in recalculated["pdf"].items()}
+    assert {k: v for k, v in bad.items() if v} == {}
+    first = pdf_text(recalculated["pdf"][WORKBOOKS / "llm_capacity.xlsx"]).split("\f")[0]
+    assert "$87,600" in first and "$3.16" in first and "does not fit" not in first
+    assert re.search(r"replicas\s+12\b", first) and re.search(r"users\s+55\b", first)
+
+
+def test_infeasible_sweep_point_reads_does_not_fit(recalculated: dict[str, Any]) -> None:
+    import openpyxl
+
+    ws = openpyxl.load_workbook(recalculated["out"]["wb_llm_capacity"], data_only=True)["Sweep tp"]
+    head = next(c.row for c in ws["A"] if c.value == "tp")
+    users = {ws.cell(r, 1).value: ws.cell(r, 2).value for r in range(head + 1, head + 5)}
+    assert users == {1: "does not fit", 2: 1, 4: 55, 8: 162}
+    charted = [c.value for c in ws[head + 1] if c.data_type == "e"]
+    assert charted == ["#N/A"]  # a gap in the chart, not a point at 0 or -26
+
+
+def _literals(formula: str) -> list[str]:
+    """Numeric literals in a formula (not in strings, names or cell references)."""
+    return [m.group(1) for m in _NUMBER.finditer(formula) if m.group(1)]
+
+
+_NUMBER = re.compile(r'"[^"]*"|(?<![A-Za-z_$.\d])(\d+(?:\.\d*)?|\.\d+)(?:E[-+]?\d+)?', re.IGNORECASE)
+
+
+def test_no_formula_holds_a_long_literal(recalculated: dict[str, Any]) -> None:
+    import openpyxl
+
+    assert _literals('=1056269593800965053637369973213*a/3600+POWER(x,2)+A1+"12345678901234567"') == [
+        "1056269593800965053637369973213", "3600", "2"]
+    books = sorted(WORKBOOKS.glob("*.xlsx")) + [p for k, p in recalculated["src"].items() if k.startswith("ex_")]
+    longest = (0, "")
+    for book in books:
+        for ws in openpyxl.load_workbook(book).worksheets:
+            for row in ws.iter_rows():
+                for cell in row:
+                    if cell.data_type != "f":
+                        continue
+                    for lit in _literals(cell.value):
+                        digits = len(lit.replace(".", "").lstrip("0"))
+                        if digits > longest[0]:
+                            longest = (digits, f"{book.name} {ws.title}!{cell.coordinate}: {cell.value[:200]}")
+    assert longest[0] < 16, longest
+    assert len(books) > 30
 
 
 def test_hostile_text_stays_text_and_names_are_valid(recalculated: dict[str, Any]) -> None:
@@ -292,3 +353,41 @@ def test_export_definition_writes_beside_it(tmp_path: Path, capsys: pytest.Captu
     definition.write_text((WORKBOOKS / "data_loader.yaml").read_text())
     code, out, _ = run_cli(["export", str(definition)], capsys)
     assert code == 0 and (tmp_path / "dl.xlsx").is_file() and "dl.xlsx" in out
+
+
+def test_given_keeps_the_unit_it_was_typed_in() -> None:
+    model = build_model(["queueing"])
+    sol = solve_model(model, ("p_wait",), {"arrival_rate": "300 request/hour", "service_time": "4 min",
+                                            "servers": 30})
+    plan = plan_from_solution(sol, "call centre")
+    inputs = {i.var.name: i for i in plan.inputs}
+    assert (inputs["arrival_rate"].value, inputs["arrival_rate"].var.unit) == (300, "request/hour")
+    assert (inputs["service_time"].value, inputs["service_time"].var.unit) == (4, "min")
+    assert plan.found == ("p_wait",)
+
+
+def test_exports_are_reproducible_and_readable_by_the_group(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    old = os.umask(0o022)
+    try:
+        a, b = tmp_path / "a.xlsx", tmp_path / "b.xlsx"
+        assert run_cli(T1_ARGS + ["-o", str(a)], capsys)[0] == 0
+        assert run_cli(T1_ARGS + ["-o", str(b)], capsys)[0] == 0
+    finally:
+        os.umask(old)
+    assert a.read_bytes() == b.read_bytes()
+    assert a.stat().st_mode & 0o777 == 0o644
+    import zipfile
+
+    with zipfile.ZipFile(a) as z:
+        assert {i.date_time for i in z.infolist()} == {(1980, 1, 1, 0, 0, 0)}
+        assert b"1980-01-01T00:00:00Z" in z.read("docProps/core.xml")
+
+
+def test_export_into_a_missing_folder_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "no" / "such" / "x.xlsx"
+    code, _, err = run_cli(T1_ARGS + ["-o", str(target)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "does not exist" in err
+    assert not (tmp_path / "no").exists()
+    code, _, err = run_cli(["export", str(WORKBOOKS / "rate_limit.yaml"), "-o", str(target)], capsys)
+    assert code == 2 and err.count("\n") == 1 and not (tmp_path / "no").exists()

@@ -2,8 +2,9 @@
 
 Each definition is exported again into a temporary directory and compared with
 the committed file cell by cell (formula text or value, every sheet) and name by
-name: not byte by byte, since zip timestamps differ. A failure means: run
-``concur export workbooks/NAME.yaml`` and commit the result.
+name: not byte by byte, since the compressed bytes depend on the zlib and openpyxl
+versions (exports are byte-identical on one machine: tests/test_export.py). A failure
+means: run ``concur export workbooks/NAME.yaml`` and commit the result.
 """
 
 from __future__ import annotations

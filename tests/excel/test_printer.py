@@ -55,12 +55,30 @@ def test_subtraction_and_negative_terms():
 
 
 def test_numbers_rationals_and_floats():
-    assert xl(sp.Rational(3, 4) * x) == "3*x/4"
+    assert xl(sp.Rational(3, 4) * x) == "0.75*x"  # a short decimal reads better than 3*x/4
+    assert xl(sp.Rational(2, 3) * x) == "2*x/3" and xl(x / 3600) == "x/3600"
     assert xl(sp.Rational(-1, 3) + x) in ("(-1/3)+x", "x-(1/3)", "x-1/3")
     assert xl(sp.Float(2.5e-7) * x) == "2.5E-07*x"
     assert xl(sp.Float(0.1) + x) == "x+0.1"
     assert xl(sp.Integer(-5) + x) == "x-5"
     assert xl(sp.pi * x) == "PI()*x"
+
+
+def test_unit_factors_cancel_and_no_literal_is_longer_than_what_it_stands_for():
+    from concur.excel.printer import exact, tidy
+
+    hour, month = 1 / 3600, 1 / 2629800  # what pint hands over for usd/hour and usd/month
+    assert exact(hour) == sp.Rational(1, 3600) and exact(0.0013689253935660506) == sp.Rational(2, 1461)
+    assert exact(0.7) == sp.Rational(7, 10) and exact(2.0**30) == 2**30
+    assert exact(0.123456789) == sp.Rational(123456789, 10**9)  # no short rational: the decimal stays
+    # cost_per_month = cost_per_hour * hours_per_month, shown in usd/month: the factor is exactly 1
+    c, h = sp.symbols("c h")
+    scaled = tidy(sp.Float(hour) * c * sp.Float(0.0013689253935660506) * h / sp.Float(month))
+    assert excel_formula(scaled, {"c": "c", "h": "h"}) == "c*h"
+    assert excel_formula(sp.Float(hour) * c * 1_000_000, {"c": "c"}) == "2500*c/9"
+    assert xl(sp.Float(1 / 3) * x) == "x/3"
+    assert xl(sp.Float(0.1234567890123456789) * x) == "0.123456789012346*x"  # 15 digits at most
+    assert xl(sp.Rational(10**20 + 1, 3) * x).count("E") == 1
 
 
 def test_log_is_ln_never_log10():

@@ -115,7 +115,8 @@ def test_t1_users_is_55_and_tp8_is_162(batch):
 def test_sweeps_and_scenarios_recalculate(batch):
     wb = openpyxl.load_workbook(batch["paths"]["base"], data_only=True)
     ws = wb["Sweep tp"]
-    users_by_tp = {ws.cell(r, 1).value: ws.cell(r, 2).value for r in range(2, 7)}
+    head = next(c.row for c in ws["A"] if c.value == "tp [gpu]")
+    users_by_tp = {ws.cell(r, 1).value: ws.cell(r, 2).value for r in range(head + 1, head + 6)}
     assert users_by_tp[4] == 55 and users_by_tp[8] == 162 and users_by_tp[16] == 188
     sc = wb["Scenarios"]
     last = [sc.cell(sc.max_row, col).value for col in range(3, 7)]
@@ -166,7 +167,8 @@ def test_awkward_names_were_mangled_and_resolve(batch):
 
 def test_injection_text_survives_libreoffice_as_text(batch):
     ws = openpyxl.load_workbook(batch["paths"]["traps"], data_only=True)["Inputs"]
-    descriptions = [ws.cell(r, 4) for r in range(2, ws.max_row + 1)]
+    head = next(c.row for c in ws["A"] if c.value == "Name")
+    descriptions = [ws.cell(r, 4) for r in range(head + 1, ws.max_row + 1)]
     texts = {c.value for c in descriptions}
     assert set(INJECTIONS) <= texts
     assert all(c.data_type == "s" for c in descriptions)

@@ -1,4 +1,4 @@
-"""Workbook structure, injection safety, plan errors and atomic writes (no LibreOffice needed)."""
+"""Workbook structure, looks, injection safety, plan errors and atomic writes (no LibreOffice needed)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import pytest
 import sympy as sp
 from concur.errors import UsageError
 from concur.excel import writer as writer_mod
-from concur.excel.cells import put_text, unit_format
+from concur.excel import style
+from concur.excel.cells import put_text
 from concur.excel.plan import (
     Derived,
     Input,
@@ -17,7 +18,7 @@ from concur.excel.plan import (
     WorkbookPlan,
 )
 from concur.excel.writer import write_workbook
-from excel_plans import V, t1_plan
+from excel_plans import GIB, V, t1_plan
 
 INJECTION = "=cmd|'/c calc'!A1"
 
@@ -29,16 +30,22 @@ def t1_book(tmp_path_factory):
     return path, openpyxl.load_workbook(path)
 
 
-def _row_of(ws, name):
-    for row in ws.iter_rows(min_col=1, max_col=1):
+def _row_of(ws, name, first=1):
+    for row in ws.iter_rows(min_col=1, max_col=1, min_row=first):
         if row[0].value == name:
             return row[0].row
     raise AssertionError(f"{name} not on {ws.title}")
 
 
+def _input_row(ws, name):
+    """The row of ``name`` in the Inputs table (below the summary, which may repeat a name)."""
+    return _row_of(ws, name, first=_row_of(ws, "Name") + 1)
+
+
 def test_sheets_and_defined_names(t1_book):
     _, wb = t1_book
-    assert wb.sheetnames == ["Inputs", "Catalogs", "Model", "Sweep tp", "Sweep context", "Scenarios", "Notes"]
+    assert wb.sheetnames == ["Inputs", "Model", "Sweep tp", "Sweep context", "Scenarios", "Catalogs", "Sources",
+                             "Notes"]
     for name in ("users", "tp", "kv_pool", "model", "gpu", "gpu_memory"):
         assert name in wb.defined_names
     assert wb.defined_names["users"].attr_text == "Model!$B$8"
@@ -54,17 +61,19 @@ def test_model_cells_are_formulas_over_defined_names(t1_book):
     kv_pool = ws.cell(_row_of(ws, "kv_pool"), 2).value
     assert kv_pool == "=gpu_memory*mem_util-overhead-weights_per_gpu"  # GiB scales cancel
     assert ws.protection.sheet and users.protection.locked
-    assert ws.cell(_row_of(ws, "kv_pool"), 2).number_format == '0.00" GiB"'
-    assert ws.cell(_row_of(ws, "users"), 6).value == "users = ..."
+    assert ws.cell(_row_of(ws, "kv_pool"), 2).number_format == "#,##0.00"  # the unit is in its own column
+    assert ws.cell(_row_of(ws, "kv_pool"), 3).value == "GiB"
+    assert ws.cell(_row_of(ws, "users"), 4).value == "users = ..."
+    assert ws.cell(_row_of(ws, "users"), 5).value.startswith("formulas/llm_memory.yaml:")
 
 
 def test_inputs_unlocked_validated_and_preset_driven(t1_book):
     _, wb = t1_book
     ws = wb["Inputs"]
     assert ws.protection.sheet
-    tp = ws.cell(_row_of(ws, "tp"), 2)
+    tp = ws.cell(_input_row(ws, "tp"), 2)
     assert tp.value == 4 and not tp.protection.locked
-    params = ws.cell(_row_of(ws, "params"), 2).value
+    params = ws.cell(_input_row(ws, "params"), 2).value
     assert params.startswith("=INDEX(Catalogs!") and "MATCH(model," in params
     by_cell = {}
     for dv in ws.data_validations.dataValidation:
@@ -72,16 +81,64 @@ def test_inputs_unlocked_validated_and_preset_driven(t1_book):
             by_cell[rng.coord] = dv
     assert by_cell[tp.coordinate].type == "whole"
     assert by_cell[tp.coordinate].operator == "between"
-    model_cell = ws.cell(_row_of(ws, "model"), 2)
+    model_cell = ws.cell(_input_row(ws, "model"), 2)
     assert by_cell[model_cell.coordinate].type == "list"
     assert by_cell[model_cell.coordinate].formula1.startswith("Catalogs!")
-    assert ws.cell(_row_of(ws, "mem_util"), 2).number_format in ("General", "0.00")
+    assert ws.cell(_input_row(ws, "mem_util"), 2).number_format == "0.0##%"  # a fraction in [0, 1]
+
+
+def test_inputs_have_a_style_of_their_own_and_a_legend(t1_book):
+    _, wb = t1_book
+    ws = wb["Inputs"]
+    typed, looked_up = ws.cell(_input_row(ws, "tp"), 2), ws.cell(_input_row(ws, "params"), 2)
+    computed = wb["Model"].cell(_row_of(wb["Model"], "users"), 2)
+    for cell in (typed, looked_up):
+        assert cell.fill.fgColor.rgb.endswith("FFF2CC")
+    assert typed.font.color.rgb.endswith("0000FF") and looked_up.font.color.rgb.endswith("00803C")
+    assert computed.fill.fill_type is None and computed.font.color.type == "theme"  # plain text colour
+    legend = _row_of(ws, "Legend")
+    assert ws.cell(legend, 2).fill.fgColor.rgb == typed.fill.fgColor.rgb
+    assert "input" in ws.cell(legend, 2).value and "catalog" in ws.cell(legend, 3).value
+
+
+def test_summary_block_shows_the_answer_and_a_live_scenario_line(t1_book):
+    _, wb = t1_book
+    ws = wb["Inputs"]
+    assert ws["A1"].value == "T1 KV cache -> users" and ws["A1"].font.sz >= 14
+    line = ws["A2"].value
+    assert line.startswith('="model "&model') and 'TEXT(tp,"#,##0")' in line and "TEXT(context," in line
+    answer = ws.cell(_row_of(ws, "users"), 2)  # the summary comes before the input table
+    assert answer.row < _row_of(ws, "Name")
+    assert answer.value == "=users" and answer.font.sz >= 14 and answer.font.b
+
+
+def test_number_formats_follow_the_unit():
+    def fmt(unit, value, typed=False, **kw):
+        return style.number_format(SheetVar("x", unit, 1, "", **kw), value, typed)
+
+    assert fmt("user", 55, integer=True) == "#,##0"
+    assert fmt("token/user", 1024.0) == "#,##0"  # a count shows no decimals
+    assert fmt("usd/month", 87600.0) == "$#,##0" and fmt("usd", 3.16) == "$#,##0.00"
+    assert fmt("", 0.2091028265988366, bounds=(0, 1)) == "0.0%"
+    assert fmt("GiB", 79.18) == "#,##0.00" and fmt("GiB", 4.0, typed=True) == "#,##0.0###"
+    assert fmt("s", 0.00487) == "0.000##" and fmt("s", 2e-6) == "0.00E+00"
+    assert style.shown(87600.0, "$#,##0") == "$87,600" and style.shown(0.2091, "0.0%") == "20.9%"
+    assert style.shown(4.5, "#,##0.0###") == "4.5" and style.shown(4.0, "#,##0.0###") == "4.0"
+    assert '"' not in fmt('we"ird', 5000)  # formats are quote-free: TEXT(x,"...") reuses them
+
+
+def test_pages_are_readable_sizes(t1_book):
+    _, wb = t1_book
+    for ws in wb.worksheets:
+        assert ws.print_area, ws.title
+        assert not ws.sheet_properties.pageSetUpPr.fitToPage, ws.title
+        assert ws.page_setup.scale >= style.MIN_SCALE, ws.title
 
 
 def test_injection_text_stays_text(t1_book):
     _, wb = t1_book
     ws = wb["Inputs"]
-    cell = ws.cell(_row_of(ws, "overhead"), 4)
+    cell = ws.cell(_input_row(ws, "overhead"), 4)
     assert cell.value == INJECTION
     assert cell.data_type == "s"
 
@@ -100,18 +157,28 @@ def test_put_text_never_makes_formulas_or_errors(tmp_path, text):
 def test_sweep_sheet_has_row_formulas_and_a_chart(t1_book):
     _, wb = t1_book
     ws = wb["Sweep tp"]
-    assert [ws.cell(r, 1).value for r in range(2, 7)] == [1, 2, 4, 8, 16]
-    assert ws.cell(1, 2).value == "users [user]"
-    assert "$A5" in "".join(str(ws.cell(5, c).value) for c in range(2, 9))
+    head = _row_of(ws, "tp [gpu]")
+    assert [ws.cell(r, 1).value for r in range(head + 1, head + 6)] == [1, 2, 4, 8, 16]
+    assert ws.cell(head, 2).value == "users [user]"
+    assert "$A" in "".join(str(ws.cell(head + 4, c).value) for c in range(2, 9))
     assert len(ws._charts) == 1
 
 
-def test_units_in_number_formats():
-    assert unit_format("GiB", 79.18) == '0.00" GiB"'
-    assert unit_format("user", 55, integer=True) == '#,##0" user"'
-    assert unit_format("s", 0.00487) == 'General" s"'
-    assert unit_format('we"ird', 5000) == '#,##0.0" weird"'
-    assert unit_format("", 0.9) == "General"
+def test_sweep_point_outside_bounds_says_does_not_fit(tmp_path):
+    a = SheetVar("a", "GiB", GIB, "memory")
+    left = SheetVar("left", "GiB", GIB, "memory left", bounds=(0, None))
+    users = SheetVar("users", "user", 1, "users", integer=True)
+    plan = WorkbookPlan("fit", "", inputs=[Input(a, 10)],
+                        derived=[Derived(left, sp.Symbol("a") - 4 * GIB, "left = a - 4 GiB", "p:1", 6),
+                                 Derived(users, sp.floor(sp.Symbol("left") / GIB), "users = ...", "p:2", 6)],
+                        sweeps=[Sweep("a", "a", (2, 10), ("users",), "a", "users", "t")])
+    ws = openpyxl.load_workbook(write_workbook(plan, tmp_path / "f.xlsx"))["Sweep a"]
+    row = _row_of(ws, "a [GiB]") + 1
+    assert ws.cell(row, 3).value == f'=IF($A{row}-4<0,"does not fit",$A{row}-4)'
+    users_cell = ws.cell(row, 2).value
+    assert users_cell.startswith(f"=IF(ISNUMBER(C{row}),") and users_cell.endswith(',"does not fit")')
+    charted = [c.value for c in ws[row] if isinstance(c.value, str) and "NA()" in c.value]
+    assert charted == [f"=IF(ISNUMBER(B{row}),B{row},NA())"]
 
 
 def test_excel_misread_names_are_renamed_and_listed(tmp_path):
@@ -159,8 +226,7 @@ def test_failed_write_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):
     target.write_bytes(b"previous contents")
 
     def boom(self, filename):
-        with open(filename, "wb") as fh:
-            fh.write(b"half a zip")
+        filename.write(b"half a zip")
         raise OSError("disk full")
 
     monkeypatch.setattr(writer_mod.Workbook, "save", boom)
@@ -180,5 +246,5 @@ def test_implicit_block_gets_value_residual_and_goal_seek_note(tmp_path):
     wb = openpyxl.load_workbook(write_workbook(plan, tmp_path / "i.xlsx"))
     ws = wb["Model"]
     assert ws["B2"].value == pytest.approx(2**0.5) and not ws["B2"].protection.locked
-    assert ws["H2"].value == "=POWER(x,2)-a" or ws["H2"].value == "=(-a)+POWER(x,2)"
+    assert ws["H2"].value == "=POWER(x,2)-a"
     assert "Goal Seek" in ws["I2"].value

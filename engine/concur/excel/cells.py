@@ -15,16 +15,26 @@ Formulas the writer itself prints go through :func:`put_formula`, which is the
 only place a ``data_type = "f"`` cell is created; numbers go through
 :func:`put_number`.
 
+Saving (:func:`save_atomically`): the file appears whole or not at all (temporary file and
+rename), with the permissions any new file gets under the umask -- a temporary file is
+private (0600) by default, which would lock colleagues on a shared drive out -- and with the
+same bytes every time for the same workbook (:func:`reproducible`), so a committed workbook
+changes only when its content does.
+
 Non-goals: sanitising text for CSV export (strings here never leave the xlsx
 cell type) and hiding formulas.
 """
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import re
+import stat
 import tempfile
+import time
+import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +44,8 @@ if TYPE_CHECKING:
     from openpyxl.cell.cell import Cell
     from openpyxl.worksheet.worksheet import Worksheet
 
-__all__ = ["clean_text", "put_formula", "put_number", "put_text", "unit_format"]
+__all__ = ["FIXED_TIME", "clean_text", "put_formula", "put_number", "put_text", "reproducible", "require_folder",
+           "save_atomically"]
 
 _ILLEGAL_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 _MAX_CELL_TEXT = 32767  # Excel's limit on characters in one cell
@@ -84,35 +95,89 @@ def put_number(ws: Worksheet, row: int, col: int, value: float) -> Cell:
     return cell
 
 
-def unit_format(unit: str, value: float | None = None, integer: bool = False) -> str:
-    """A number format that shows ``unit`` after the number and keeps the cell numeric.
-
-    Integers get ``#,##0``; other values ``#,##0.0`` from 100 up, ``0.00`` from 1 up and
-    ``General`` below (so 0.00487 s is not shown as 0.00). Quotes in the unit are dropped.
-
-        >>> unit_format("GiB", 79.18)
-        '0.00" GiB"'
-    """
-    if integer:
-        body = "#,##0"
-    elif value is not None and math.isfinite(value) and abs(value) >= 100:
-        body = "#,##0.0"
-    elif value is not None and math.isfinite(value) and abs(value) >= 1:
-        body = "0.00"
-    else:
-        body = "General"
-    text = clean_text(unit).replace('"', "").replace("\n", " ").strip()
-    return f'{body}" {text}"' if text else body
-
-
 def save_atomically(wb: Any, target: Path) -> Path:
-    """Save ``wb`` to a temp file beside ``target``, then rename: readers never see half a workbook."""
+    """Save ``wb`` reproducibly and atomically at ``target``; readers never see half a workbook.
+
+    The bytes are :func:`reproducible` (same workbook, same bytes), written to a temporary
+    file beside ``target`` with the permissions a new file would get under the umask (or the
+    existing file's, when replacing one), flushed, then renamed over ``target``. A folder that
+    does not exist is a :class:`UsageError`, not created.
+    """
+    target = require_folder(target)
+    buffer = io.BytesIO()
+    wb.save(buffer)
+    data = reproducible(buffer.getvalue())
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
     try:
-        wb.save(tmp)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, _mode_for(target))
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def require_folder(target: str | os.PathLike[str]) -> Path:
+    """``target`` as a Path; a :class:`UsageError` when its folder does not exist (never created)."""
+    path = Path(target)
+    if not path.parent.is_dir():
+        raise UsageError(f"cannot write '{path}': folder '{path.parent}' does not exist",
+                         hint="create the folder first, or give another path")
+    return path
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where the platform allows."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # no way to read it without setting it: put it straight back
+    os.umask(mask)
+    return mask
+
+
+def _mode_for(target: Path) -> int:
+    """Permission bits for ``target``: the existing file's, else 0666 less the umask (0644 under 022)."""
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
+FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the zip epoch: entry times and document dates
+_CORE_DATES = re.compile(rb"(<dcterms:(created|modified)[^>]*>)[^<]*(</dcterms:)")
+
+
+def reproducible(data: bytes) -> bytes:
+    """The xlsx ``data`` with nothing that depends on when it was written.
+
+    openpyxl stamps the core properties' ``modified`` with the clock and the zip entries with
+    the local time; both become :data:`FIXED_TIME` (``SOURCE_DATE_EPOCH`` overrides it, as for
+    reproducible builds). Entries keep their order and are recompressed with fixed metadata,
+    so two exports of the same question are byte-identical.
+    """
+    stamp = FIXED_TIME
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if epoch.isdigit():
+        stamp = time.gmtime(max(int(epoch), 315532800))[:6]  # zip cannot hold dates before 1980
+    iso = "%04d-%02d-%02dT%02d:%02d:%02dZ" % stamp
+    src = zipfile.ZipFile(io.BytesIO(data))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            body = src.read(info.filename)
+            if info.filename == "docProps/core.xml":
+                body = _CORE_DATES.sub(lambda m: m.group(1) + iso.encode() + m.group(3), body)
+            entry = zipfile.ZipInfo(info.filename, date_time=stamp)
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            entry.create_system = 0
+            entry.external_attr = 0
+            dst.writestr(entry, body)
+    return out.getvalue()

@@ -32,6 +32,9 @@ gpu presets, tp 4, context 8192 token/user, attention gqa, block_size 16 from
 defaults) and 8 derived rows ending in ``users = floor(kv_tokens/context)``;
 LibreOffice recalculates ``users`` to 55, and to 162 after typing 8 into tp.
 
+A given keeps the unit it was typed in (:func:`typed_input`): ``arrival_rate: 300
+request/hour`` shows 300 with unit request/hour, not 0.0833 request/s.
+
 Consequences: the workbook answers *the same question* for other inputs; it
 does not re-plan. If an edit makes a different equation direction or a
 different branch of a folded ``if_`` necessary, re-export. A searched value
@@ -58,7 +61,7 @@ from ..solver.solution import Method, Solution, Step
 from ..solver.symbolic import to_sympy
 from .plan import Derived, Input, PresetChoice, Scenario, SheetVar, Sweep, WorkbookPlan
 
-__all__ = ["plan_from_solution", "sheet_var", "display_value"]
+__all__ = ["plan_from_solution", "sheet_var", "display_value", "typed_input"]
 
 _INPUT_METHODS = (Method.GIVEN, Method.PRESET, Method.DEFAULT)
 _COMPUTED_METHODS = (Method.FORWARD, Method.INVERTED, Method.NUMERIC, Method.LOOP, Method.TEAR,
@@ -320,6 +323,34 @@ def _stable_order(rows: list[Derived], declared: list[str]) -> list[Derived]:
     return out
 
 
+def typed_input(inp: Input, var: Variable, base: float, typed: str | None) -> Input:
+    """``inp`` shown in the unit the user typed: ``"300 request/hour"`` -> 300 request/hour.
+
+    The sheet keeps what was typed (the formulas convert through the scale); the model's
+    display unit stays when nothing was typed, the text has no unit, or its unit leaves a
+    count implied (``"8192 token"`` for token/user) -- then the two units differ in name only.
+    """
+    from ..errors import ConcurError
+    from ..lang.units import parse_quantity
+
+    if typed is None or var.choices or inp.preset is not None or isinstance(inp.value, str):
+        return inp
+    try:
+        number, info = parse_quantity(typed, variable=var.name)
+    except (ValueError, ConcurError):
+        return inp
+    if not info.text or info.text == var.display.text or info.dims != var.unit.dims or info.factor <= 0:
+        return inp
+    value = base / info.factor
+    if math.isclose(number, value, rel_tol=1e-9):
+        value = number
+    lo, hi = var.bounds
+    same = math.isclose(info.factor, var.display.factor, rel_tol=1e-12)
+    sv = SheetVar(var.name, info.text, info.factor, var.doc, integer=var.integer and same,
+                  bounds=(None if lo is None else lo / info.factor, None if hi is None else hi / info.factor))
+    return Input(sv, value, preset=inp.preset, source=inp.source)
+
+
 def plan_from_solution(sol: Solution, title: str, sweeps: Iterable[Sweep] = (),
                        scenarios: Iterable[Scenario] = (), doc: str | None = None) -> WorkbookPlan:
     """A live-workbook plan reproducing ``sol``: its inputs, presets and every computed step.
@@ -342,11 +373,12 @@ def plan_from_solution(sol: Solution, title: str, sweeps: Iterable[Sweep] = (),
     derived = _stable_order(b.derived, list(sol.model.variables))
     order = [s.variable for s in sol.trace if s.variable in b.inputs]
     order += [n for n in b.inputs if n not in order]
-    inputs = [b.inputs[n] for n in order]
+    inputs = [typed_input(b.inputs[n], sol.model.variables[n], sol.values[n], sol.givens.texts.get(n))
+              for n in order]
     notes = list(sol.notes)
     if sol.model.constraints:
         notes.append("not checked in the sheet: " + "; ".join(c.text for c in sol.model.constraints))
     pack_doc = " ".join(sol.model.packs[0].doc.split()) if sol.model.packs else ""
     return WorkbookPlan(title=title, doc=doc if doc is not None else pack_doc, inputs=inputs, presets=presets,
                         derived=derived, sweeps=list(sweeps), scenarios=list(scenarios), notes=notes,
-                        givens_text=dict(sol.givens.texts))
+                        givens_text=dict(sol.givens.texts), found=tuple(sol.find))

@@ -25,8 +25,8 @@ Worked example (T1, one derived variable)::
 
 The writer rescales each symbol to base units (``2**30*gpu_memory``) and
 divides the result by the derived variable's scale (``2**30``); the factors
-cancel, so the cell reads ``=gpu_memory*mem_util`` and shows 71.26 with the
-number format ``0.00" GiB"``.
+cancel, so the cell reads ``=gpu_memory*mem_util`` and shows 71.26 (number format
+``#,##0.00``) with GiB in the unit column beside it.
 """
 
 from __future__ import annotations
@@ -171,6 +171,8 @@ class WorkbookPlan:
     ``derived`` is topologically ordered: each expression refers only to
     inputs or earlier derived variables. ``givens_text`` maps a given's name to
     the text the user typed (``"8192 token"``), shown on the Notes sheet.
+    ``found`` names the variables the question asked for: the summary block at the
+    top of the first sheet shows them in large type (the last derived row when empty).
     """
 
     title: str
@@ -182,6 +184,7 @@ class WorkbookPlan:
     scenarios: list[Scenario] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     givens_text: dict[str, str] = field(default_factory=dict)
+    found: tuple[str, ...] = ()
 
     def variables(self) -> dict[str, SheetVar]:
         """Every input and derived variable by name (inputs first, plan order)."""

@@ -21,8 +21,12 @@ subclass with one method per construct and a fixed set of rules:
 * ``floor``/``ceiling`` are ``_xlfn.FLOOR.MATH(SNAP(x),1)`` and
   ``_xlfn.CEILING.MATH(SNAP(x),1)`` -- the ``_xlfn.`` prefix is required, or
   Excel and LibreOffice show ``#NAME?``; the significance is explicit;
-* floats print at ``repr`` precision (shortest round-trip), rationals as
-  ``(p/q)``; ``pi`` is ``PI()``;
+* numbers are *tidied* before printing (:func:`tidy`): a float becomes the shortest exact
+  rational that rounds to it (``0.0002777777777777778`` is ``1/3600``, ``0.7`` is ``7/10``), so
+  unit factors cancel exactly instead of leaving ``1056269593800965053637369973213/10...``;
+  a rational coefficient prints as a division (``x/3600``, ``2500*cost/(9*tokens)``), or as a
+  short decimal when it has one (``0.75*x``, ``2.5E-07*x``); no printed literal has more
+  than 15 significant digits (a spreadsheet keeps no more), ``pi`` is ``PI()``;
 * ``erlang_b(c, A)`` uses the identity B = P(c; A) / F(c; A) with the Poisson
   probability and distribution functions, ``_xlfn.POISSON.DIST`` (measured in
   LibreOffice 7.4 against the Python recurrence: relative error <= 3e-13 for
@@ -62,18 +66,24 @@ from ..errors import UsageError
 from ..lang.functions import SNAP_DIGITS, snap  # one snapping rule for Python and the sheet
 
 __all__ = [
+    "MAX_DIGITS",
     "MAX_FORMULA_LENGTH",
     "ExcelPrinter",
     "UnprintableError",
     "erlang_b_value",
     "erlang_c_value",
+    "exact",
     "excel_formula",
     "py_eval",
     "snap",
     "snap_formula",
+    "tidy",
 ]
 
 MAX_FORMULA_LENGTH = 8192
+MAX_DIGITS = 15  # significant digits a spreadsheet keeps; no printed literal has more
+_REL_TOL = 1e-14  # a float "is" a rational this close to it (unit factors are a few ulps off)
+_SHORT_RATIONAL = 10  # digits of p and q together: 1/2629800 is a unit factor, 4115227/33333339 noise
 
 # Precedence levels of printed text (higher binds tighter).
 _REL = 10
@@ -84,6 +94,104 @@ _ATOM = 100
 
 class UnprintableError(UsageError):
     """An expression uses a construct with no faithful Excel formula."""
+
+
+def _digits(r: sympy.Rational) -> int:
+    p, q = abs(int(r.p)), int(r.q)
+    return len(str(p)) + (len(str(q)) if q != 1 else 0)
+
+
+def _simplest(x: float) -> sympy.Rational | None:
+    """The first continued-fraction convergent of ``x`` within ``_REL_TOL`` (None if none is short)."""
+    from fractions import Fraction
+
+    target = Fraction(x)
+    h0, h1, k0, k1 = 0, 1, 1, 0
+    rest = target
+    for _ in range(40):
+        a = rest.numerator // rest.denominator
+        h0, h1 = h1, a * h1 + h0
+        k0, k1 = k1, a * k1 + k0
+        if abs(Fraction(h1, k1) - target) <= abs(target) * Fraction(_REL_TOL):
+            return sympy.Rational(h1, k1)
+        frac = rest - a
+        if frac == 0:
+            return sympy.Rational(h1, k1)
+        rest = 1 / frac
+    return None
+
+
+def exact(x: float) -> sympy.Number:
+    """The number a float stands for: an integer, the shortest nearby rational, or the float.
+
+    Unit factors are rationals that pint computed in floating point (``1/3600`` arrives as
+    ``0.0002777777777777778``); pack constants are short decimals (``0.7``). Whichever of the
+    decimal the float prints as and the simplest rational within 1e-14 has fewer digits wins
+    (``0.123456789`` stays that decimal),
+    so exact arithmetic can cancel them; a float with no short form stays a float.
+
+        >>> exact(1 / 3600), exact(0.7), exact(2.0**30)
+        (1/3600, 7/10, 1073741824)
+    """
+    v = float(x)
+    if not math.isfinite(v):
+        return sympy.Float(v)
+    if v.is_integer() and abs(v) < 2**63:
+        return sympy.Integer(int(v))
+    decimal = sympy.Rational(repr(v))
+    significant = len(repr(abs(v)).lower().split("e")[0].replace(".", "").strip("0"))
+    simple = _simplest(v)
+    if simple is not None and _digits(simple) < significant and _digits(simple) <= _SHORT_RATIONAL:
+        return simple
+    return decimal if significant <= MAX_DIGITS else sympy.Float(v)
+
+
+def tidy(expr: Any) -> Any:
+    """``expr`` with every float replaced by :func:`exact`, so rational factors cancel.
+
+    A number multiplying an ``if_`` moves into its branches, where it can cancel the unit
+    factor each branch carries (``1E-12*IF(c,1E12*a,...)`` becomes ``IF(c,a,...)``).
+    """
+    if not isinstance(expr, sympy.Basic):
+        return expr
+    floats = expr.atoms(sympy.Float)
+    if floats:
+        expr = expr.xreplace({f: exact(float(f)) for f in floats})
+    if expr.has(sympy.Piecewise):
+        expr = expr.replace(_number_times_piecewise, _into_branches)
+    return expr
+
+
+def _number_times_piecewise(e: Any) -> bool:
+    return (isinstance(e, sympy.Mul) and len(e.args) == 2 and e.args[0].is_Number
+            and isinstance(e.args[1], sympy.Piecewise))
+
+
+def _into_branches(e: Any) -> Any:
+    c, pw = e.args
+    return sympy.Piecewise(*[(c * value, cond) for value, cond in pw.args])
+
+
+def _decimal_text(v: float) -> str:
+    """``v`` with at most ``MAX_DIGITS`` significant digits, Excel style (``1.5E-07``)."""
+    text = repr(v)
+    mantissa = text.lower().split("e")[0].replace("-", "").replace(".", "").lstrip("0")
+    if len(mantissa) > MAX_DIGITS:
+        text = format(v, f".{MAX_DIGITS}g")
+    return text.replace("e", "E")
+
+
+def _short_decimal(r: sympy.Rational) -> str | None:
+    """``r`` as a decimal when that is exact and short (``3/2`` -> ``1.5``), else None."""
+    q = int(r.q)
+    while q % 2 == 0:
+        q //= 2
+    while q % 5 == 0:
+        q //= 5
+    if q != 1:
+        return None
+    text = _decimal_text(float(r))
+    return text if len(text.lstrip("-")) <= 7 else None
 
 
 def snap_formula(body: str) -> str:
@@ -142,17 +250,29 @@ class ExcelPrinter(Printer):
             ) from None
 
     def _print_Integer(self, expr: sympy.Integer) -> str:
+        digits = str(abs(int(expr)))
+        if len(digits) > MAX_DIGITS:
+            return self._print_Float(sympy.Float(float(expr)))
+        zeros = len(digits) - len(digits.rstrip("0"))
+        if len(digits) >= 9 and zeros >= 6:  # 1E+12, not 1000000000000 (count the zeros...)
+            text = f"{digits.rstrip('0')}E+{zeros:02d}"
+            return f"(-{text})" if expr < 0 else text
         return f"(-{-int(expr)})" if expr < 0 else str(int(expr))
 
     def _print_Rational(self, expr: sympy.Rational) -> str:
         p, q = int(expr.p), int(expr.q)
+        if _digits(expr) > MAX_DIGITS:
+            return self._print_Float(sympy.Float(float(expr)))
+        short = _short_decimal(expr)
+        if short is not None:
+            return f"(-{short.lstrip('-')})" if p < 0 else short
         return f"(-{-p}/{q})" if p < 0 else f"({p}/{q})"
 
     def _print_Float(self, expr: sympy.Float) -> str:
         v = float(expr)
         if not math.isfinite(v):
             raise UnprintableError(f"cannot print the non-finite number {v!r} in a formula")
-        text = repr(abs(v)).replace("e", "E")
+        text = _decimal_text(abs(v))
         return f"(-{text})" if v < 0 else text
 
     def _print_Infinity(self, expr: Any) -> str:
@@ -180,6 +300,10 @@ class ExcelPrinter(Printer):
     # -- arithmetic ----------------------------------------------------
     def _print_Add(self, expr: sympy.Add) -> str:
         terms = self._as_ordered_terms(expr, order=None)
+        # a - b reads better than (-b)+a: start with the first term that is not negative
+        lead = next((t for t in terms if not t.could_extract_minus_sign()), None)
+        if lead is not None:
+            terms = [lead] + [t for t in terms if t is not lead]
         out = []
         for i, term in enumerate(terms):
             if i and term.could_extract_minus_sign():
@@ -196,7 +320,8 @@ class ExcelPrinter(Printer):
             return "(-" + self._print(-expr) + ")"
         num: list[Any] = []
         den: list[Any] = []
-        if coeff.is_Rational and not coeff.is_Integer:
+        if coeff.is_Rational and not coeff.is_Integer and _digits(coeff) <= MAX_DIGITS \
+                and ((coeff.p == 1 and coeff.q <= 10000) or _short_decimal(coeff) is None):
             if coeff.p != 1:
                 num.append(sympy.Integer(coeff.p))
             den.append(sympy.Integer(coeff.q))
@@ -322,7 +447,8 @@ def excel_formula(expr: Any, names: Mapping[str, str]) -> str:
         >>> excel_formula(-x**2, {"x": "x"})
         '(-POWER(x,2))'
     """
-    text = ExcelPrinter(names).doprint(sympy.sympify(expr) if not isinstance(expr, sympy.Basic) else expr)
+    expr = tidy(sympy.sympify(expr) if not isinstance(expr, sympy.Basic) else expr)
+    text = ExcelPrinter(names).doprint(expr)
     if len(text) + 1 > MAX_FORMULA_LENGTH:
         raise UnprintableError(
             f"formula is {len(text) + 1} characters, over Excel's limit of {MAX_FORMULA_LENGTH}",

@@ -40,6 +40,7 @@ from ..errors import ConcurError, UnknownNameError, UsageError
 __all__ = [
     "ERROR_CODES",
     "RecalcError",
+    "convert_many",
     "find_soffice",
     "read_names",
     "recalculate",
@@ -86,10 +87,20 @@ def recalculate_many(paths: Iterable[str | os.PathLike[str]], outdir: str | os.P
     Raises :class:`RecalcError` when LibreOffice is missing, times out, or
     does not write a file.
     """
+    return convert_many(paths, outdir, "xlsx", timeout)
+
+
+def convert_many(paths: Iterable[str | os.PathLike[str]], outdir: str | os.PathLike[str], fmt: str,
+                 timeout: float = 180.0) -> list[Path]:
+    """Open every workbook in one recalculating LibreOffice run and save it as ``fmt`` (xlsx, pdf).
+
+    Returns ``outdir/<stem>.<fmt>`` for each input; raises :class:`RecalcError` as
+    :func:`recalculate_many` does.
+    """
     sources = [Path(p).resolve() for p in paths]
-    if len({p.name for p in sources}) != len(sources):
-        raise UsageError("workbooks recalculated together need distinct file names",
-                         hint="rename or recalculate them separately")
+    if len({p.stem for p in sources}) != len(sources):
+        raise UsageError("workbooks converted together need distinct file names",
+                         hint="rename or convert them separately")
     for src in sources:
         if not src.is_file():
             raise UsageError(f"workbook '{src}' does not exist", hint="write it first")
@@ -102,18 +113,18 @@ def recalculate_many(paths: Iterable[str | os.PathLike[str]], outdir: str | os.P
         (user / "registrymodifications.xcu").write_text(_PROFILE, encoding="utf-8")
         cmd = [exe, "--headless", "--norestore", "--nolockcheck",
                f"-env:UserInstallation={Path(profile).as_uri()}",
-               "--convert-to", "xlsx", "--outdir", str(out), *map(str, sources)]
+               "--convert-to", fmt, "--outdir", str(out), *map(str, sources)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                                   stdin=subprocess.DEVNULL, check=False)  # success = file written
         except subprocess.TimeoutExpired:
-            raise RecalcError(f"LibreOffice did not finish recalculating within {timeout:g} s",
+            raise RecalcError(f"LibreOffice did not finish converting within {timeout:g} s",
                               hint="is another soffice hanging? raise the timeout for big workbooks") from None
-    results = [out / src.name for src in sources]
+    results = [out / f"{src.stem}.{fmt}" for src in sources]
     missing = [str(r) for r in results if not r.is_file()]
     if missing:
         detail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise RecalcError(f"LibreOffice wrote no recalculated file for {', '.join(missing)} "
+        raise RecalcError(f"LibreOffice wrote no {fmt} file for {', '.join(missing)} "
                           f"(exit {proc.returncode}: {detail[0]})",
                           hint="open the workbook in LibreOffice to see why")
     return results

@@ -24,6 +24,14 @@ Worked example (T1, sweep over ``tp``): the columns are ``users``,
 ``kv_heads_per_gpu``, ``kv_blocks``, ``kv_tokens``. The row with tp = 8 has
 ``kv_heads_per_gpu`` 1, ``kv_per_token`` 40,960 B/token and ``users`` 162.
 
+"Does not fit": the engine refuses a point where a variable leaves its bounds (tp = 1 leaves
+no KV pool for Llama-3.1-70B on an H100). A column whose variable has bounds tests its own
+value (``IF(kv_pool<0,"does not fit",kv_pool)``) and a column reading one that may fail tests
+it with ``ISNUMBER``, so the row says "does not fit" from the first failing variable on, never
+"-26 user". The chart does not read those cells (a spreadsheet plots text as 0): it reads
+columns right of the printed area holding the value or ``NA()``, which charts leave out as a
+gap. The chart sits below the table, inside the print area.
+
 Scenarios are side-by-side columns: inputs either follow the Inputs sheet
 (``=$C5``) or carry the scenario's override (an unlocked number), and derived
 rows are the variable's own formula with names mapped to cells of the *same*
@@ -39,18 +47,21 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import sympy
 from openpyxl.chart import Reference, ScatterChart, Series
-from openpyxl.styles import Font, Protection
+from openpyxl.styles import Alignment, Protection
 from openpyxl.utils import get_column_letter
 
 from ..errors import UsageError
-from .cells import put_formula, put_number, put_text, unit_format
-from .plan import Scenario
-from .writer import Layout, display_expr, print_formula
+from . import style
+from .cells import put_formula, put_number, put_text
+from .plan import Derived, Scenario, SheetVar, Sweep
+from .printer import excel_formula
+from .writer import Layout, display_expr, print_formula, unit_label
 
 __all__ = ["moving", "write_scenarios", "write_sweeps"]
 
-_BOLD = Font(bold=True)
+_RIGHT = Alignment(horizontal="right")
 _ROW = "@@ROW@@"  # cannot occur in a defined name or a printed number
 _BAD_SHEET_CHARS = re.compile(r"[\[\]:*?/\\']")
 
@@ -99,8 +110,32 @@ def _sheet_title(wb: Any, wanted: str) -> str:
     return title
 
 
+DOES_NOT_FIT = "does not fit"
+_HEAD = 4  # header row of a sweep table; title and notes above it
+_CHART_CM = (16.0, 8.5)  # chart width and height
+_CHART_UNITS = 88  # column width units covering 16 cm in Excel (0.185 cm per unit)
+_CHART_ROWS = 18  # rows of default height covering 8.5 cm
+
+
+def _bounds_test(var: SheetVar, body: str) -> str | None:
+    """``OR(body<lo,body>hi)`` for ``var``'s display-unit bounds (None when unbounded)."""
+    tests = []
+    lo, hi = var.bounds
+    if lo is not None:
+        tests.append(f"{body}<{_number(lo)}")
+    if hi is not None:
+        tests.append(f"{body}>{_number(hi)}")
+    if not tests:
+        return None
+    return tests[0] if len(tests) == 1 else f"OR({','.join(tests)})"
+
+
+def _number(value: float) -> str:
+    return excel_formula(sympy.Float(value), {}) if not float(value).is_integer() else str(int(value))
+
+
 def write_sweeps(wb: Any, layout: Layout) -> None:
-    """One sheet per :class:`~concur.excel.plan.Sweep`, with a scatter chart."""
+    """One sheet per :class:`~concur.excel.plan.Sweep`, with a scatter chart below the table."""
     inputs = {inp.var.name for inp in layout.plan.inputs}
     derived = {d.var.name: d for d in layout.plan.derived}
     for sw in layout.plan.sweeps:
@@ -113,45 +148,143 @@ def write_sweeps(wb: Any, layout: Layout) -> None:
         if missing:
             raise UsageError(f"sweep '{sw.name}' charts {', '.join(missing)}, not derived variables",
                              variable=missing[0], hint="outputs must be Model sheet variables")
-        movers = moving(layout, sw.over)
-        columns = _needed(layout, sw.outputs, movers)
-        col_of = {name: j for j, name in enumerate(columns, start=2)}
-        ws = wb.create_sheet(_sheet_title(wb, f"Sweep {sw.name}"))
-        over_var = layout.vars[sw.over]
-        put_text(ws, 1, 1, f"{sw.over} [{over_var.unit}]" if over_var.unit else sw.over).font = _BOLD
-        ws.column_dimensions["A"].width = 22
-        names = dict(layout.names)
-        names[sw.over] = f"$A{_ROW}"
-        names.update({name: f"{get_column_letter(j)}{_ROW}" for name, j in col_of.items()})
-        templates: list[tuple[str, str]] = []
-        for name, j in col_of.items():
-            var, d = layout.vars[name], derived[name]
-            label = f"{name} [{var.unit}]" if var.unit else name
-            put_text(ws, 1, j, label if name in sw.outputs else f"({label})").font = _BOLD
-            ws.column_dimensions[get_column_letter(j)].width = max(16, len(label) + 3)
-            if name in col_of and name not in movers:  # an output that does not move
-                body = layout.names[name]
-            else:
-                body = print_formula(layout, display_expr(layout, d), f"sweep '{sw.name}', '{name}'", names)
-            templates.append((body, unit_format(var.unit, d.value, var.integer)))
-        for i, value in enumerate(sw.values):
-            row = i + 2
-            put_number(ws, row, 1, value).number_format = unit_format(over_var.unit, value, over_var.integer)
-            for j, (body, fmt) in enumerate(templates, start=2):
-                put_formula(ws, row, j, body.replace(_ROW, str(row))).number_format = fmt
-        note_col = len(columns) + 3
-        put_text(ws, 1, note_col, sw.title).font = _BOLD
-        put_text(ws, 2, note_col, f"Column A replaces {sw.over}; every other input is read from the "
-                                  "Inputs sheet, so the curve follows your edits. Columns in "
-                                  "(parentheses) are intermediate values.")
-        held = sorted(d.var.name for d in layout.plan.derived if d.implicit)
-        if held:
-            put_text(ws, 3, note_col, "Held at the solved value (implicit, no closed form): " + ", ".join(held))
-        ws.freeze_panes = "B2"
-        _chart(ws, sw, len(sw.values), note_col)
+        _write_sweep(wb, layout, sw, derived)
 
 
-def _chart(ws: Any, sw: Any, n: int, note_col: int) -> None:
+def _write_sweep(wb: Any, layout: Layout, sw: Sweep, derived: dict[str, Derived]) -> None:
+    movers = moving(layout, sw.over)
+    columns = _needed(layout, sw.outputs, movers)
+    col_of = {name: j for j, name in enumerate(columns, start=2)}
+    ws = wb.create_sheet(_sheet_title(wb, f"Sweep {sw.name}"))
+    over_var = layout.vars[sw.over]
+    names = dict(layout.names)
+    names[sw.over] = f"$A{_ROW}"
+    names.update({name: f"{get_column_letter(j)}{_ROW}" for name, j in col_of.items()})
+    labels = {sw.over: _label(sw.over, over_var)}
+    # A column may show "does not fit" when its variable has bounds, or when a column it reads may
+    # (decided in plan order, where every column comes after the columns it reads).
+    may_fail: set[str] = set()
+    for name in movers:
+        if name not in col_of:
+            continue
+        expr = derived[name].expr
+        assert expr is not None
+        reads = {s.name for s in expr.free_symbols}
+        if any(b is not None for b in layout.vars[name].bounds) or reads & may_fail:
+            may_fail.add(name)
+    templates: list[tuple[str, str]] = []
+    for name in columns:
+        var, d = layout.vars[name], derived[name]
+        labels[name] = _label(name, var) if name in sw.outputs else f"({_label(name, var)})"
+        if name not in movers:  # an output that does not move
+            templates.append((layout.names[name], layout.formats.get(name, "General")))
+            continue
+        raw = print_formula(layout, display_expr(layout, d), f"sweep '{sw.name}', '{name}'", names)
+        body = raw
+        test = _bounds_test(var, raw)
+        if test is not None:
+            body = f'IF({test},"{DOES_NOT_FIT}",{raw})'
+        assert d.expr is not None
+        deps = sorted({s.name for s in d.expr.free_symbols} & may_fail, key=columns.index)
+        if deps:
+            checks = [f"ISNUMBER({names[n]})" for n in deps]
+            check = checks[0] if len(checks) == 1 else f"AND({','.join(checks)})"
+            body = f'IF({check},{body},"{DOES_NOT_FIT}")'
+        templates.append((body, layout.formats.get(name, "General")))
+    last_col = len(columns) + 1
+    title = put_text(ws, 1, 1, sw.title)
+    title.font = style.TITLE_FONT
+    ws.row_dimensions[1].height = 24
+    note = (f"Column A replaces {sw.over}; every other input is read from the Inputs sheet, so the "
+            "table and the chart follow your edits. Columns in (parentheses) are intermediate values.")
+    if may_fail & set(sw.outputs):
+        note += (f' "{DOES_NOT_FIT}" marks a point concur refuses (a value outside its bounds); '
+                 "the chart leaves a gap there.")
+    held = sorted(d.var.name for d in layout.plan.derived if d.implicit)
+    if held:
+        note += " Held at the solved value (implicit, no closed form): " + ", ".join(held) + "."
+    put_text(ws, 2, 1, note).alignment = style.WRAP
+    ws.cell(2, 1).font = style.NOTE_FONT
+    if last_col > 1:
+        ws.merge_cells(start_row=2, start_column=1, end_row=2, end_column=max(2, last_col))
+    for j, name in enumerate([sw.over, *columns], start=1):
+        put_text(ws, _HEAD, j, labels[name])
+    style.style_header(ws, _HEAD, 1, last_col)
+    over_fmt = style.number_format(over_var, max(sw.values, key=abs), typed=True)
+    if all(float(v).is_integer() for v in sw.values) and style.value_kind(over_var) != "fraction":
+        over_fmt = "#,##0" if over_var.integer or style.value_kind(over_var) == "count" else over_fmt
+    first = _HEAD + 1
+    for i, value in enumerate(sw.values):
+        row = first + i
+        cell = put_number(ws, row, 1, value)
+        cell.number_format = over_fmt
+        cell.font, cell.fill, cell.border = style.INPUT_FONT, style.INPUT_FILL, style.BOX
+        for j, (body, fmt) in enumerate(templates, start=2):
+            cell = put_formula(ws, row, j, body.replace(_ROW, str(row)))
+            cell.number_format = fmt
+            cell.alignment = _RIGHT
+    last = first + len(sw.values) - 1
+    widths = {1: style.fit_width([labels[sw.over]] + [style.shown(v, over_fmt) for v in sw.values],
+                                 minimum=12, maximum=26)}
+    for j, name in enumerate(columns, start=2):  # headers wrap; values and "does not fit" fit
+        widths[j] = style.fit_width([DOES_NOT_FIT, "-" + "8" * 10] + labels[name].split(), minimum=13, maximum=20)
+    for col, width in widths.items():
+        ws.column_dimensions[get_column_letter(col)].width = width
+    _wrap_height_merged(ws, 2, note, sum(widths.values()))
+    ws.row_dimensions[_HEAD].height = style.line_height(max(
+        style.wrapped_lines(labels[n], widths[j]) for j, n in enumerate([sw.over, *columns], start=1)))
+    ws.freeze_panes = f"B{first}"
+    # The printed area spans the chart too: pad with plain columns up to its width (in Excel's
+    # narrower width unit, so it is covered in both programs); the chart's series come after.
+    printed = last_col
+    while sum(widths.values()) < _CHART_UNITS:
+        printed += 1
+        widths[printed] = 12.0
+        ws.column_dimensions[get_column_letter(printed)].width = 12.0
+    if may_fail & set(sw.outputs):
+        chart_cols = _chart_data(ws, sw, labels, col_of, first, last, printed + 2)
+    else:  # every point is a number: the chart reads the table itself
+        chart_cols = [col_of[name] for name in sw.outputs]
+    chart_row = last + 2
+    _chart(ws, sw, first, last, chart_cols, f"A{chart_row}", labels)
+    style.page_setup(ws, printed, chart_row + _CHART_ROWS, title_rows=f"{_HEAD}:{_HEAD}")
+
+
+def _label(name: str, var: SheetVar) -> str:
+    from .writer import unit_label
+
+    unit = unit_label(var)
+    return f"{name} [{unit}]" if unit else name
+
+
+def _wrap_height_merged(ws: Any, row: int, text: str, width: float) -> None:
+    ws.row_dimensions[row].height = style.line_height(style.wrapped_lines(text, width))
+
+
+def _chart_data(ws: Any, sw: Sweep, labels: dict[str, str], col_of: dict[str, int], first: int, last: int,
+                start: int) -> list[int]:
+    """Columns the chart reads, right of the printed table: the value, or #N/A (a gap) where it does not fit.
+
+    Spreadsheets plot text as 0 but leave #N/A out, so the table shows "does not fit" while
+    the chart shows a gap; these columns sit outside the print area.
+    """
+    put_text(ws, _HEAD - 1, start, "chart series (#N/A: no point plotted)").font = style.NOTE_FONT
+    out = []
+    for k, name in enumerate(sw.outputs):
+        col = start + k
+        src = get_column_letter(col_of[name])
+        put_text(ws, _HEAD, col, labels[name]).font = style.NOTE_FONT
+        for row in range(first, last + 1):
+            cell = put_formula(ws, row, col, f"IF(ISNUMBER({src}{row}),{src}{row},NA())")
+            cell.font = style.NOTE_FONT
+            cell.number_format = ws.cell(row, col_of[name]).number_format
+        ws.column_dimensions[get_column_letter(col)].width = max(14, len(labels[name]) + 2)
+        out.append(col)
+    return out
+
+
+def _chart(ws: Any, sw: Sweep, first: int, last: int, cols: list[int], anchor: str,
+           labels: dict[str, str]) -> None:
     chart = ScatterChart()
     chart.title = sw.title
     chart.style = 13
@@ -159,17 +292,18 @@ def _chart(ws: Any, sw: Any, n: int, note_col: int) -> None:
     chart.y_axis.title = sw.y
     chart.x_axis.delete = False  # openpyxl 3.1 otherwise hides axes in recent Excel
     chart.y_axis.delete = False
+    chart.display_blanks = "gap"
     if sw.log_x:
         chart.x_axis.scaling.logBase = 10
-    xs = Reference(ws, min_col=1, min_row=2, max_row=n + 1)
-    for j in range(len(sw.outputs)):
-        ys = Reference(ws, min_col=j + 2, min_row=1, max_row=n + 1)
-        series = Series(ys, xs, title_from_data=True)
+    xs = Reference(ws, min_col=1, min_row=first, max_row=last)
+    for name, col in zip(sw.outputs, cols):
+        ys = Reference(ws, min_col=col, min_row=first, max_row=last)
+        series = Series(ys, xs, title=labels[name])
         series.marker.symbol = "circle"
         series.smooth = False  # straight segments: the values are exact points
         chart.series.append(series)
-    chart.width, chart.height = 18, 10
-    ws.add_chart(chart, f"{get_column_letter(note_col)}5")
+    chart.width, chart.height = _CHART_CM
+    ws.add_chart(chart, anchor)
 
 
 def write_scenarios(wb: Any, layout: Layout) -> None:
@@ -185,14 +319,12 @@ def write_scenarios(wb: Any, layout: Layout) -> None:
             raise UsageError(f"scenario '{sc.name}' overrides {', '.join(bad)}, which are not inputs",
                              variable=bad[0], hint="override Inputs sheet variables only")
     ws = wb.create_sheet("Scenarios")
-    put_text(ws, 1, 1, "Variable").font = _BOLD
-    put_text(ws, 1, 2, "Unit").font = _BOLD
-    put_text(ws, 1, 3, "Current inputs").font = _BOLD
-    put_text(ws, 2, 1, "what changes").font = _BOLD
-    put_text(ws, 2, 3, "as on the Inputs sheet")
-    ws.column_dimensions["A"].width = 22
-    ws.column_dimensions["B"].width = 14
-    ws.column_dimensions["C"].width = 18
+    labels = ["Variable", "Unit", "Current inputs", *(sc.name for sc in scenarios)]
+    for col, label in enumerate(labels, start=1):
+        put_text(ws, 1, col, label)
+    style.style_header(ws, 1, 1, len(labels))
+    put_text(ws, 2, 1, "what changes").font = style.BOLD
+    put_text(ws, 2, 3, "as on the Inputs sheet").alignment = style.WRAP
     rows: dict[str, int] = {}
     row = 3
     for inp in inputs:
@@ -201,37 +333,55 @@ def write_scenarios(wb: Any, layout: Layout) -> None:
     for d in layout.plan.derived:
         rows[d.var.name] = row
         row += 1
+    texts: dict[int, list[str]] = {}
     column: Scenario | None
     for col, column in enumerate([None, *scenarios], start=3):
-        letter = get_column_letter(col)
         if column is not None:
-            put_text(ws, 1, col, column.name).font = _BOLD
-            put_text(ws, 2, col, column.doc or ", ".join(f"{k}={v:g}" for k, v in column.overrides.items()))
-            ws.column_dimensions[letter].width = max(18, len(column.name) + 2)
-        cells = {name: f"{letter}{r}" for name, r in rows.items()}
+            what = column.doc or ", ".join(f"{k}={v:g}" for k, v in column.overrides.items())
+            put_text(ws, 2, col, what).alignment = style.WRAP
+        cells = {name: f"{get_column_letter(col)}{r}" for name, r in rows.items()}
         names = {**layout.names, **cells}
+        shown = texts.setdefault(col, [labels[col - 1]])
         for inp in inputs:
             var, r = inp.var, rows[inp.var.name]
-            fmt = unit_format(var.unit, inp.value, var.integer)
+            fmt = layout.formats.get(var.name, "General")
             if column is None:
                 cell = put_formula(ws, r, col, layout.names[var.name])
+                value = inp.value
             elif var.name in column.overrides:
-                cell = put_number(ws, r, col, column.overrides[var.name])
+                value = column.overrides[var.name]
+                cell = put_number(ws, r, col, value)
                 cell.protection = Protection(locked=False)
+                cell.font, cell.fill, cell.border = style.INPUT_FONT, style.INPUT_FILL, style.BOX
+                fmt = style.number_format(var, value, typed=True)
             else:
                 cell = put_formula(ws, r, col, f"$C{r}")
+                value = inp.value
             cell.number_format = fmt
+            shown.append(style.shown(value, fmt))
         for d in layout.plan.derived:
             var, r = d.var, rows[d.var.name]
-            fmt = unit_format(var.unit, d.value, var.integer)
             if column is None or d.implicit:
                 cell = put_formula(ws, r, col, layout.names[var.name])
             else:
                 body = print_formula(layout, display_expr(layout, d),
                                      f"scenario '{column.name}', '{var.name}'", names)
                 cell = put_formula(ws, r, col, body)
-            cell.number_format = fmt
+            cell.number_format = layout.formats.get(var.name, "General")
+            shown.append(style.shown(d.value, cell.number_format))
     for name, r in rows.items():
         put_text(ws, r, 1, name)
-        put_text(ws, r, 2, layout.vars[name].unit)
+        put_text(ws, r, 2, unit_label(layout.vars[name]))
+    ws.column_dimensions["A"].width = style.fit_width(list(rows) + ["Variable"], minimum=12, maximum=28)
+    ws.column_dimensions["B"].width = style.fit_width([unit_label(layout.vars[n]) for n in rows] + ["Unit"],
+                                                      minimum=8, maximum=18)
+    for col, col_texts in texts.items():
+        # numbers of other scenarios can be ten times larger: one spare digit and separator
+        ws.column_dimensions[get_column_letter(col)].width = style.fit_width(col_texts + ["8" * 12],
+                                                                             minimum=14, maximum=24)
+    lines = max(style.wrapped_lines(str(ws.cell(2, c).value or ""),
+                                    ws.column_dimensions[get_column_letter(c)].width or 14.0)
+                for c in range(3, 4 + len(scenarios)))
+    ws.row_dimensions[2].height = style.line_height(lines)
     ws.freeze_panes = "D3"
+    style.page_setup(ws, len(labels), row - 1, title_rows="1:1")

@@ -8,38 +8,50 @@ Python and no macros. So every result is a *formula*, printed from the
 solver's closed form by :mod:`concur.excel.printer`, over *workbook-scoped
 defined names* that equal the variable names (``=FLOOR.MATH(kv_tokens/context)``
 reads like the pack; :mod:`concur.excel.names` renames the few names Excel
-would misread).
+would misread). And it must read like finance's own sheets before anyone types
+into it (:mod:`concur.excel.style` holds the formats, fills and page setup).
 
 Sheets, in order:
 
-* **Inputs** -- one row per preset (a dropdown of catalog ids) and per input:
-  name, value (unlocked, data-validated, number format showing the unit),
-  unit, description, source. Preset-driven inputs are ``INDEX/MATCH`` lookups
-  into Catalogs on the chosen id, so picking another GPU changes every
-  dependent cell; typing a number over one overrides the catalog.
-* **Catalogs** -- each preset's table (variables x ids) and the citations.
-* **Model** -- every derived variable: live formula, unit, the engine's value
-  for comparison, description, equation text, ``file:line``. Implicit blocks
-  hold the solved value plus a residual cell that shows about 0 while the value
-  is right (Goal Seek the residual to 0 by changing the value after editing
-  inputs). Sheet protected without a password: a guard against slips.
-* **Sweep** sheets and **Scenarios** (:mod:`concur.excel.whatif`), **Notes**.
+* **Inputs** -- first the *summary*: the title, the scenario in one live line
+  (``model llama-3.1-70b, tp 4, context 8,192 token/user, ...``, a formula over
+  the input cells, so it follows edits) and the answers in large type
+  (``replicas 12``, ``cost_per_month $87,600``, each ``=name``); then a legend
+  and one row per preset (a dropdown of catalog ids) and per input: name, value
+  (unlocked, data-validated, in the input style: yellow fill, blue font typed,
+  green font looked up from a catalog), unit, description, a short source.
+* **Model** -- every derived variable: live formula, unit, the pack's equation
+  text and ``file:line`` beside it, description, and (off the printed area) the
+  engine's value for comparison. Implicit blocks hold the solved value plus a
+  residual cell that shows about 0 while the value is right (Goal Seek the
+  residual to 0 by changing the value after editing inputs). Sheet protected
+  without a password: a guard against slips.
+* **Sweep** sheets and **Scenarios** (:mod:`concur.excel.whatif`).
+* **Catalogs** -- each preset's table, one row per catalog id, one column per
+  variable; preset-driven inputs are ``INDEX/MATCH`` lookups into it on the
+  chosen id, so picking another GPU changes every dependent cell; typing a
+  number over one overrides the catalog.
+* **Sources** -- the citation of every input and catalog number (long text, on
+  its own sheet so the other sheets print in readable type), and **Notes**.
 
-Units: a defined name holds its variable in *display* units; expressions are
-in base units. For a derived variable ``d`` the writer prints
-``expr.xreplace({s: scale_s * s}) / scale_d`` with exact rational scales, so
-the factors cancel symbolically where they can. Worked example (T1):
-``kv_pool = gpu_memory*mem_util - weights_per_gpu - overhead`` with all three
-memories shown in GiB (scale 2**30) prints as
-``gpu_memory*mem_util-overhead-weights_per_gpu`` -- the scales cancel -- and the
-cell shows 34.41 GiB for Llama-3.1-70B TP4 on an H100.
+Units: a defined name holds its variable in its *display* unit (the unit the
+user typed, else the model's); expressions are in base units. For a derived
+variable ``d`` the writer prints ``expr.xreplace({s: scale_s * s}) / scale_d``
+with exact rational scales (:func:`concur.excel.printer.exact`), so the factors
+cancel symbolically. Worked example (T1): ``kv_pool = gpu_memory*mem_util -
+weights_per_gpu - overhead`` with all memories shown in GiB prints as
+``gpu_memory*mem_util-overhead-weights_per_gpu`` -- the 2**30 scales cancel --
+and ``cost_per_month = cost_per_hour * hours_per_month`` in usd/month, usd/hour
+and hour/month prints as ``cost_per_hour*hours_per_month`` (1/3600 x 2/1461 x
+2629800 = 1).
 
-Writing is atomic: the workbook is saved to a temporary file in the target
-directory and moved into place with :func:`os.replace`, so a failure never
-leaves a half-written file. ``fullCalcOnLoad`` makes Excel recompute on open.
+Writing is atomic and reproducible (:func:`concur.excel.cells.save_atomically`):
+a failure never leaves a half-written file, the file gets the umask's
+permissions, and the same plan gives the same bytes. ``fullCalcOnLoad`` makes
+Excel recompute on open.
 
-Non-goals: styling beyond widths, formats and frozen headers; hiding formulas;
-password protection (sheet protection is a guard, not security).
+Non-goals: hiding formulas; password protection (sheet protection is a guard,
+not security); themes.
 """
 
 from __future__ import annotations
@@ -52,32 +64,35 @@ from typing import Any
 
 import sympy
 from openpyxl import Workbook
-from openpyxl.styles import Font, Protection
+from openpyxl.styles import Protection
 from openpyxl.utils import get_column_letter, quote_sheetname
 from openpyxl.workbook.defined_name import DefinedName
 from openpyxl.worksheet.datavalidation import DataValidation
 
 from ..errors import UsageError
-from .cells import put_formula, put_number, put_text, save_atomically, unit_format
+from . import style
+from .cells import put_formula, put_number, put_text, require_folder, save_atomically
 from .names import mangle_all
-from .plan import Derived, SheetVar, WorkbookPlan
-from .printer import excel_formula
+from .plan import Derived, Input, SheetVar, WorkbookPlan
+from .printer import exact, excel_formula, tidy
 
-__all__ = ["Layout", "build_layout", "display_expr", "print_formula", "write_workbook"]
+__all__ = ["Layout", "build_layout", "display_expr", "print_formula", "unit_label", "write_workbook"]
 
-_BOLD = Font(bold=True)
 _UNLOCKED = Protection(locked=False)
+_SCENARIO_LINE_LIMIT = 4000  # characters of the live scenario formula before it falls back to text
 
 
 @dataclass
 class Layout:
-    """Where each variable lives: defined names, cells, scales (filled while writing)."""
+    """Where each variable lives: defined names, cells, scales, formats (filled while writing)."""
 
     plan: WorkbookPlan
     names: dict[str, str] = field(default_factory=dict)  # variable -> defined name
     cells: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # var -> (sheet, row, col)
     scales: dict[str, sympy.Rational] = field(default_factory=dict)
     vars: dict[str, SheetVar] = field(default_factory=dict)
+    formats: dict[str, str] = field(default_factory=dict)  # var -> number format of its cell
+    inputs_rows: tuple[int, int, int] = (0, 0, 0)  # Inputs sheet: first answer, table header, last row
     inlined: dict[str, sympy.Expr] = field(default_factory=dict)  # derived -> display expr over inputs
 
     def ref(self, name: str, absolute: bool = True) -> str:
@@ -99,9 +114,9 @@ def sheet_ref(title: str) -> str:
     return quote_sheetname(title)
 
 
-def _exact(scale: float) -> sympy.Rational:
-    """Exact rational of the shortest decimal of ``scale`` (2**30 stays an integer)."""
-    return sympy.Rational(repr(float(scale)))
+def unit_label(var: SheetVar) -> str:
+    """The unit column's text: the display unit (a fraction's ``%`` is in its number format)."""
+    return var.unit
 
 
 def display_expr(layout: Layout, d: Derived, expr: sympy.Expr | None = None,
@@ -109,10 +124,12 @@ def display_expr(layout: Layout, d: Derived, expr: sympy.Expr | None = None,
     """``expr`` (default ``d.expr``) over display-unit symbols, divided by ``out_scale``.
 
     ``out_scale`` defaults to ``d``'s scale, so the result is in ``d``'s display unit;
-    pass 1 to keep base units (residuals).
+    pass 1 to keep base units (residuals). Floats become exact rationals first
+    (:func:`concur.excel.printer.tidy`) so unit factors cancel instead of piling up.
     """
     expr = d.expr if expr is None else expr
     assert expr is not None, "a derived row always has a closed form or a residual"
+    expr = tidy(expr)
     subs = {}
     for s in expr.free_symbols:
         if s.name not in layout.scales:
@@ -145,11 +162,31 @@ def _define(wb: Workbook, layout: Layout, var: str) -> None:
     wb.defined_names[name] = DefinedName(name, attr_text=layout.ref(var))
 
 
-def _header(ws: Any, labels: list[str], widths: list[int]) -> None:
-    for col, (label, width) in enumerate(zip(labels, widths), start=1):
-        put_text(ws, 1, col, label).font = _BOLD
+def _header(ws: Any, row: int, labels: list[str]) -> None:
+    for col, label in enumerate(labels, start=1):
+        put_text(ws, row, col, label)
+    style.style_header(ws, row, 1, len(labels))
+
+
+def _widths(ws: Any, widths: dict[int, float]) -> None:
+    for col, width in widths.items():
         ws.column_dimensions[get_column_letter(col)].width = width
-    ws.freeze_panes = "A2"
+
+
+def _wrap_height(ws: Any, row: int, texts: dict[int, str], size: float = 11.0) -> None:
+    """Row height that shows every wrapped text of ``row`` whole (``texts``: column -> text)."""
+    lines = 1
+    for col, text in texts.items():
+        width = ws.column_dimensions[get_column_letter(col)].width or 9.0
+        lines = max(lines, style.wrapped_lines(str(text), width, size))
+    if lines > 1 or size > 11:
+        ws.row_dimensions[row].height = style.line_height(lines, size)
+
+
+def _top(ws: Any, row: int, cols: tuple[int, ...]) -> None:
+    """Align the short cells of a row with wrapped text to its first line."""
+    for col in cols:
+        ws.cell(row, col).alignment = style.TOP
 
 
 def _validation(var: SheetVar) -> DataValidation | None:
@@ -177,70 +214,199 @@ def _validation(var: SheetVar) -> DataValidation | None:
     return dv
 
 
+# ---------------------------------------------------------------- catalogs and sources
+
 def _write_catalogs(wb: Workbook, layout: Layout) -> dict[str, dict[str, str]]:
-    """Catalogs sheet; returns preset key -> {var -> INDEX/MATCH formula body}."""
+    """Catalogs sheet (one row per id); returns preset key -> {var -> INDEX/MATCH formula body}.
+
+    Each table's citations sit in columns right of the printed area (``source of gpu_memory``),
+    so the Sources sheet can look up the citation of whichever id the dropdown shows;
+    ``lookups[key]["source:" + var]`` is that lookup.
+    """
     ws = wb.create_sheet("Catalogs")
-    _header(ws, ["Variable", "Unit"], [22, 14])
     lookups: dict[str, dict[str, str]] = {}
+    put_text(ws, 1, 1, "Catalog tables: the dropdowns on Inputs look their rows up here").font = style.BOLD
     row = 3
-    for p in layout.plan.presets:
-        n = len(p.ids)
-        last = get_column_letter(2 + n)
-        put_text(ws, row, 1, f"{p.key} (catalog {p.catalog})").font = _BOLD
-        id_row = row + 1
-        put_text(ws, id_row, 1, "id").font = _BOLD
-        for j, ident in enumerate(p.ids):
-            put_text(ws, id_row, 3 + j, ident).font = _BOLD
-            ws.column_dimensions[get_column_letter(3 + j)].width = max(14, len(ident) + 2)
-        ids_range = f"Catalogs!$C${id_row}:${last}${id_row}"
+    widths: dict[int, list[str]] = {1: ["id"]}
+    tables = [(p, list(p.table)) for p in layout.plan.presets]
+    last_col = max([len(v) + 1 for _, v in tables] + [1])
+    cite_col = last_col + 2  # citations start here, outside the print area
+    for p, variables in tables:
+        put_text(ws, row, 1, f"{p.key} (catalog {p.catalog})").font = style.BOLD
+        head = row + 1
+        put_text(ws, head, 1, "id")
+        for j, var in enumerate(variables, start=2):
+            unit = unit_label(layout.vars[var]) if var in layout.vars else ""
+            label = f"{var} [{unit}]" if unit else var
+            put_text(ws, head, j, label)
+            widths.setdefault(j, []).append(label)
+            put_text(ws, head, cite_col + j - 2, f"source of {var}").font = style.BOLD
+        style.style_header(ws, head, 1, len(variables) + 1)
+        first, last = head + 1, head + len(p.ids)
+        ids_range = f"Catalogs!$A${first}:$A${last}"
         lookups[p.key] = {"__ids__": ids_range}
-        r = id_row + 1
-        for var, by_id in p.table.items():
-            put_text(ws, r, 1, var)
-            unit = layout.vars[var].unit if var in layout.vars else ""
-            put_text(ws, r, 2, unit)
-            for j, ident in enumerate(p.ids):
-                if ident in by_id:
-                    put_number(ws, r, 3 + j, by_id[ident])
-                else:
-                    put_formula(ws, r, 3 + j, "NA()")
-            key = layout.names.get(p.key, p.key)
-            lookups[p.key][var] = f"INDEX(Catalogs!$C${r}:${last}${r},MATCH({key},{ids_range},0))"
-            r += 1
-        if p.sources:
-            put_text(ws, r, 1, "sources").font = _BOLD
-            r += 1
-            for var, cites in p.sources.items():
-                put_text(ws, r, 1, var)
-                for j, ident in enumerate(p.ids):
-                    if ident in cites:
-                        put_text(ws, r, 3 + j, cites[ident])
-                r += 1
-        row = r + 1
+        key = layout.names.get(p.key, p.key)
+        for i, ident in enumerate(p.ids):
+            r = first + i
+            put_text(ws, r, 1, ident)
+            widths[1].append(ident)
+            for j, var in enumerate(variables, start=2):
+                put_text(ws, r, cite_col + j - 2, p.sources.get(var, {}).get(ident, ""))
+                value = p.table[var].get(ident)
+                if value is None:
+                    put_formula(ws, r, j, "NA()")
+                    widths.setdefault(j, []).append("#N/A")
+                    continue
+                sv = layout.vars.get(var)
+                fmt = style.number_format(sv, value, typed=True) if sv is not None else "General"
+                put_number(ws, r, j, value).number_format = fmt
+                widths.setdefault(j, []).append(style.shown(value, fmt))
+        for j, var in enumerate(variables, start=2):
+            letter = get_column_letter(j)
+            cites = get_column_letter(cite_col + j - 2)
+            match = f"MATCH({key},{ids_range},0)"
+            lookups[p.key][var] = f"INDEX(Catalogs!${letter}${first}:${letter}${last},{match})"
+            lookups[p.key]["source:" + var] = f"INDEX(Catalogs!${cites}${first}:${cites}${last},{match})"
+        row = last + 2
+    _widths(ws, {c: style.fit_width(t, minimum=12, maximum=30) for c, t in widths.items()})
+    ws.column_dimensions["A"].width = max(ws.column_dimensions["A"].width or 0, 18)
+    for c in range(cite_col, cite_col + last_col):
+        ws.column_dimensions[get_column_letter(c)].width = 40
+    style.page_setup(ws, last_col, row, portrait=True)
     return lookups
 
 
-def _write_inputs(wb: Workbook, layout: Layout, lookups: dict[str, dict[str, str]]) -> None:
-    ws = wb["Inputs"]
-    _header(ws, ["Name", "Value", "Unit", "Description", "Source"], [22, 18, 14, 60, 40])
+def _write_sources(wb: Workbook, layout: Layout, lookups: dict[str, dict[str, str]]) -> None:
+    """Sources sheet: where every input comes from, in full; a catalog row follows the dropdown."""
+    ws = wb.create_sheet("Sources")
+    _widths(ws, {1: 24, 2: 86})
+    _header(ws, 1, ["Input", "Source"])
     row = 2
-    for p in layout.plan.presets:
-        put_text(ws, row, 1, p.key).font = _BOLD
+    for inp in layout.plan.inputs:
+        put_text(ws, row, 1, inp.var.name).alignment = style.TOP
+        lookup = lookups.get(inp.preset or "", {}).get("source:" + inp.var.name)
+        if lookup is not None:
+            key = layout.names.get(inp.preset or "", inp.preset or "")
+            cell = put_formula(ws, row, 2, f'{key}&": "&{lookup}')
+            text = inp.source
+        else:
+            text = inp.source or "given"
+            cell = put_text(ws, row, 2, text)
+        cell.alignment = style.WRAP
+        _wrap_height(ws, row, {2: text})
+        row += 1
+    if layout.plan.presets:
+        note = ("Every catalog entry's citation is on the Catalogs sheet, right of its table; "
+                "the rows above follow the dropdowns on Inputs.")
+        put_text(ws, row + 1, 1, note).font = style.NOTE_FONT
+        ws.merge_cells(start_row=row + 1, start_column=1, end_row=row + 1, end_column=2)
+        ws.cell(row + 1, 1).alignment = style.WRAP
+        row += 2
+    ws.freeze_panes = "A2"
+    style.page_setup(ws, 2, row - 1, title_rows="1:1")
+
+
+# ---------------------------------------------------------------- Inputs with the summary
+
+def _short_source(inp: Input) -> str:
+    if inp.preset is not None:
+        return "catalog"
+    text = inp.source or "given"
+    return text if len(text) <= 24 else text[:22].rstrip() + "..."
+
+
+def _scenario_formula(layout: Layout) -> str | None:
+    """A formula spelling out the givens from their live cells: ``"tp "&TEXT(tp,"#,##0")&...``."""
+    parts = [f'"{p.key} "&{layout.names[p.key]}' for p in layout.plan.presets]
+    keys = {p.key for p in layout.plan.presets}
+    for name, typed in layout.plan.givens_text.items():
+        if name in keys:
+            continue
+        label = '"' + name.replace('"', "'") + ' "'
+        if name not in layout.cells:
+            parts.append('"' + f"{name} {typed}".replace('"', "'") + '"')
+            continue
+        var = layout.vars.get(name)
+        ref = layout.names[name]
+        if var is None or var.choices:
+            parts.append(f"{label}&{ref}")
+            continue
+        fmt = layout.formats.get(name, "General")
+        unit = var.unit.strip()
+        if fmt.startswith("$") and unit.startswith("usd"):
+            unit = unit[3:]
+        elif fmt.endswith("%"):
+            unit = ""
+        suffix = ('&"' + (unit if unit.startswith("/") else " " + unit).replace('"', "") + '"') if unit else ""
+        parts.append(f'{label}&TEXT({ref},"{fmt}"){suffix}')
+    if not parts:
+        return None
+    text = '&", "&'.join(parts)
+    return text if len(text) <= _SCENARIO_LINE_LIMIT else None
+
+
+def _answers(layout: Layout) -> list[str]:
+    plan = layout.plan
+    derived = [d.var.name for d in plan.derived]
+    found = [n for n in plan.found if n in layout.vars]
+    if not found and derived:
+        found = [derived[-1]]
+    return found
+
+
+def _write_inputs(wb: Workbook, layout: Layout, lookups: dict[str, dict[str, str]]) -> int:
+    """The Inputs sheet below the summary block; returns the first row of the answers."""
+    ws = wb["Inputs"]
+    plan = layout.plan
+    _widths(ws, {1: 22, 2: 16, 3: 14, 4: 36, 5: 16})
+    put_text(ws, 1, 1, plan.title).font = style.TITLE_FONT
+    ws.row_dimensions[1].height = 24
+    ws.merge_cells("A2:E2")
+    put_text(ws, 2, 1, "scenario: " + ", ".join(f"{k} {v}" for k, v in plan.givens_text.items()))
+    ws.cell(2, 1).font = style.NOTE_FONT
+    ws.cell(2, 1).alignment = style.WRAP
+    answers = _answers(layout)
+    put_text(ws, 4, 1, "Answer").font = style.BOLD
+    first_answer = 5
+    row = first_answer + len(answers) + 1
+    put_text(ws, row, 1, "Legend").font = style.BOLD
+    legend = [(2, "typed input", style.INPUT_FONT)]
+    if plan.presets:
+        legend.append((3, "from catalog", style.LOOKUP_FONT))
+    for col, text, font in legend:
+        cell = put_text(ws, row, col, text)
+        cell.font, cell.fill, cell.border = font, style.INPUT_FILL, style.BOX
+    put_text(ws, row, 4, "no fill: a formula (Model sheet)")
+    ws.cell(row, 4).font = style.NOTE_FONT
+    row += 2
+    header_row = row
+    _header(ws, row, ["Name", "Value", "Unit", "Description", "Source"])
+    row += 1
+    value_texts: list[str] = []
+    for p in plan.presets:
+        put_text(ws, row, 1, p.key).font = style.BOLD
         cell = put_text(ws, row, 2, p.selected)
         cell.protection = _UNLOCKED
-        put_text(ws, row, 4, f"choose a {p.catalog} entry; the rows it drives follow its choice")
+        cell.font, cell.fill, cell.border = style.INPUT_FONT, style.INPUT_FILL, style.BOX
+        value_texts.extend(p.ids)
+        put_text(ws, row, 4, f"choose a {p.catalog} entry; the green rows follow its choice").alignment = style.WRAP
+        put_text(ws, row, 5, f"catalog {p.catalog}")
         dv = DataValidation(type="list", formula1=lookups[p.key]["__ids__"], allow_blank=False,
                             showErrorMessage=True, error=f"pick an id from the {p.catalog} catalog")
         ws.add_data_validation(dv)
         dv.add(cell.coordinate)
+        _top(ws, row, (1, 2, 3, 5))
         layout.cells[p.key] = ("Inputs", row, 2)
         _define(wb, layout, p.key)
         row += 1
-    for inp in layout.plan.inputs:
+    for inp in plan.inputs:
         var = inp.var
         put_text(ws, row, 1, var.name)
+        fmt = style.number_format(var, inp.value, typed=True)
+        font = style.INPUT_FONT
         if var.choices:
             cell = put_text(ws, row, 2, inp.value)
+            value_texts.extend(var.choices)
         elif inp.preset is not None:
             table = lookups.get(inp.preset, {})
             if var.name not in table:
@@ -249,36 +415,103 @@ def _write_inputs(wb: Workbook, layout: Layout, lookups: dict[str, dict[str, str
                     f"'{var.name}' column", variable=var.name,
                     hint="add the variable to the PresetChoice table or drop Input.preset")
             cell = put_formula(ws, row, 2, table[var.name])
+            font = style.LOOKUP_FONT
+            value_texts.append(style.shown(inp.value, fmt))
         else:
             cell = put_number(ws, row, 2, inp.value)
+            value_texts.append(style.shown(inp.value, fmt))
         cell.protection = _UNLOCKED
-        if not var.choices:
-            cell.number_format = unit_format(var.unit, inp.value, var.integer)
+        cell.font, cell.fill, cell.border = font, style.INPUT_FILL, style.BOX
+        cell.number_format = fmt
+        layout.formats[var.name] = fmt
         dv = _validation(var)
         if dv is not None:
             ws.add_data_validation(dv)
             dv.add(cell.coordinate)
-        put_text(ws, row, 3, var.unit)
-        put_text(ws, row, 4, var.doc)
-        put_text(ws, row, 5, inp.source or (f"preset {inp.preset}" if inp.preset else "given"))
+        put_text(ws, row, 3, unit_label(var))
+        put_text(ws, row, 4, var.doc).alignment = style.WRAP
+        put_text(ws, row, 5, _short_source(inp))
+        _wrap_height(ws, row, {4: var.doc})
+        _top(ws, row, (1, 2, 3, 5))
         layout.cells[var.name] = ("Inputs", row, 2)
         _define(wb, layout, var.name)
         row += 1
+    units = [unit_label(i.var) for i in plan.inputs] + [unit_label(layout.vars[a]) for a in answers]
+    _widths(ws, {
+        1: style.fit_width([p.key for p in plan.presets] + [i.var.name for i in plan.inputs] + answers,
+                           minimum=14, maximum=30),
+        2: style.fit_width(value_texts + ["typed input"], minimum=12, maximum=24),
+        3: style.fit_width(units + ["Unit", "from catalog" if plan.presets else ""], minimum=8, maximum=20),
+        5: style.fit_width([_short_source(i) for i in plan.inputs] + ["Source"], minimum=10, maximum=26),
+    })
+    for r in range(header_row + 1, row):  # heights again now that the widths are final
+        text = ws.cell(r, 4).value
+        if isinstance(text, str):
+            _wrap_height(ws, r, {4: text})
     ws.protection.sheet = True
+    layout.inputs_rows = (first_answer, header_row, row - 1)
+    return first_answer
 
+
+def _write_summary(ws: Any, layout: Layout, first_row: int) -> None:
+    """The answers in large type (live ``=name`` cells) and the live scenario line."""
+    line = _scenario_formula(layout)
+    if line is not None:
+        put_formula(ws, 2, 1, line)
+        ws.cell(2, 1).font = style.NOTE_FONT
+        ws.cell(2, 1).alignment = style.WRAP
+    keys = {p.key for p in layout.plan.presets}
+    text = ", ".join([f"{p.key} {p.selected}" for p in layout.plan.presets]
+                     + [f"{k} {v}" for k, v in layout.plan.givens_text.items() if k not in keys]) + " " * 12
+    width = sum(ws.column_dimensions[get_column_letter(c)].width or 9.0 for c in range(1, 6))
+    ws.row_dimensions[2].height = style.line_height(style.wrapped_lines(text, width))
+    for i, name in enumerate(_answers(layout)):
+        r = first_row + i
+        var = layout.vars[name]
+        put_text(ws, r, 1, name).font = style.BOLD
+        cell = put_formula(ws, r, 2, layout.names[name])
+        cell.font, cell.fill, cell.border = style.BIG_FONT, style.RESULT_FILL, style.BOX
+        cell.number_format = layout.formats.get(name, "General")
+        put_text(ws, r, 3, unit_label(var))
+        put_text(ws, r, 4, var.doc)
+        for col in (1, 2, 3, 4):
+            ws.cell(r, col).alignment = style.MIDDLE_WRAP if col == 4 else style.MIDDLE
+        ws.row_dimensions[r].height = max(26.0, ws.row_dimensions[r].height or 0)
+    answers = [style.shown(_value_of(layout, n), layout.formats.get(n, "General")) for n in _answers(layout)]
+    width = max(ws.column_dimensions["B"].width or 9.0, style.fit_width(answers, size=16, maximum=40))
+    ws.column_dimensions["B"].width = width
+    _, header_row, last_row = layout.inputs_rows
+    style.page_setup(ws, 5, last_row, title_rows=f"{header_row}:{header_row}")
+
+
+def _value_of(layout: Layout, name: str) -> Any:
+    for d in layout.plan.derived:
+        if d.var.name == name:
+            return d.value
+    return next((i.value for i in layout.plan.inputs if i.var.name == name), None)
+
+
+# ---------------------------------------------------------------- Model
 
 def _write_model(wb: Workbook, layout: Layout) -> None:
     ws = wb.create_sheet("Model")
-    _header(ws, ["Name", "Value", "Unit", "Engine value", "Description", "Equation", "Source",
-                 "Residual (should be ~0)", "Note"], [22, 18, 14, 16, 50, 50, 28, 22, 60])
-    for row, d in enumerate(layout.plan.derived, start=2):
+    plan = layout.plan
+    implicit = any(d.implicit for d in plan.derived)
+    labels = ["Name", "Value", "Unit", "Equation", "Source", "Description", "Engine value"]
+    if implicit:
+        labels += ["Residual (should be ~0)", "Note"]
+    _header(ws, 1, labels)
+    value_texts: list[str] = ["Value"]
+    for row, d in enumerate(plan.derived, start=2):
         var = d.var
         layout.cells[var.name] = ("Model", row, 2)
         put_text(ws, row, 1, var.name)
-        fmt = unit_format(var.unit, d.value, var.integer)
+        fmt = style.number_format(var, d.value)
+        layout.formats[var.name] = fmt
         if d.implicit:
             cell = put_number(ws, row, 2, d.value)
             cell.protection = _UNLOCKED
+            cell.font, cell.fill, cell.border = style.INPUT_FONT, style.INPUT_FILL, style.BOX
         else:
             if d.expr is None:
                 raise UsageError(f"derived variable '{var.name}' ({d.where}) has no expression and is "
@@ -286,11 +519,12 @@ def _write_model(wb: Workbook, layout: Layout) -> None:
                                  hint="give Derived.expr, or implicit=True with a residual")
             cell = put_formula(ws, row, 2, print_formula(layout, display_expr(layout, d), d.where))
         cell.number_format = fmt
-        put_text(ws, row, 3, var.unit)
-        put_number(ws, row, 4, d.value).number_format = fmt
-        put_text(ws, row, 5, var.doc)
-        put_text(ws, row, 6, d.equation)
-        put_text(ws, row, 7, d.where)
+        value_texts.append(style.shown(d.value, fmt))
+        put_text(ws, row, 3, unit_label(var))
+        put_text(ws, row, 4, d.equation).alignment = style.WRAP
+        put_text(ws, row, 5, d.where).alignment = style.WRAP
+        put_text(ws, row, 6, var.doc).alignment = style.WRAP
+        put_number(ws, row, 7, d.value).number_format = fmt
         # Defined before the residual is printed, which may refer to the name.
         _define(wb, layout, var.name)
         if d.implicit:
@@ -299,21 +533,40 @@ def _write_model(wb: Workbook, layout: Layout) -> None:
                 put_formula(ws, row, 8, print_formula(layout, res, d.where))
             put_text(ws, row, 9, f"implicit: after changing inputs, use Data > What-If > Goal Seek: "
                                   f"set H{row} to 0 by changing B{row} (or re-run concur export)")
+            ws.cell(row, 9).alignment = style.WRAP
+    names = [d.var.name for d in plan.derived]
+    _widths(ws, {
+        1: style.fit_width(names + ["Name"], minimum=12, maximum=26),
+        2: style.fit_width(value_texts, minimum=12, maximum=20),
+        3: style.fit_width([unit_label(d.var) for d in plan.derived] + ["Unit"], minimum=8, maximum=16),
+        4: 30, 5: 24, 6: 24,
+        7: style.fit_width(value_texts + ["Engine value"], minimum=12, maximum=22),
+        8: 22, 9: 50,
+    })
+    for row, d in enumerate(plan.derived, start=2):
+        _wrap_height(ws, row, {4: d.equation, 5: d.where, 6: d.var.doc})
+        _top(ws, row, (1, 2, 3, 7))
+    ws.freeze_panes = "C2"
     ws.protection.sheet = True
+    style.page_setup(ws, 6, len(plan.derived) + 1, title_rows="1:1")
 
+
+# ---------------------------------------------------------------- Notes
 
 def _write_notes(wb: Workbook, layout: Layout) -> None:
     ws = wb.create_sheet("Notes")
-    ws.column_dimensions["A"].width = 28
-    ws.column_dimensions["B"].width = 100
+    _widths(ws, {1: 28, 2: 96})
     plan = layout.plan
     lines: list[tuple[str, str]] = [("Title", plan.title), ("About", plan.doc), ("", "")]
-    lines.append(("How to use", ("Change the unlocked cells on the Inputs sheet (or pick another id in "
+    lines.append(("How to use", ("Change the yellow cells on the Inputs sheet (or pick another id in "
                                  "a preset dropdown); every formula on Model, the sweeps and Scenarios "
-                                 "recalculates.")))
+                                 "recalculates, and so do the answers at the top of Inputs.")))
+    lines.append(("", ("Blue numbers were typed, green ones are looked up on the Catalogs sheet (type "
+                       "over one to override the catalog); cells without fill are formulas.")))
     lines.append(("", ("Model is protected without a password to prevent accidental edits: "
                        "Review > Unprotect Sheet if you must.")))
     lines.append(("", "Rows marked implicit hold a solved value: Goal Seek its residual cell to 0."))
+    lines.append(("", "Where each number comes from: the Sources sheet."))
     if plan.givens_text:
         lines.append(("", ""))
         lines.append(("Givens", "as typed when the workbook was exported"))
@@ -328,10 +581,15 @@ def _write_notes(wb: Workbook, layout: Layout) -> None:
         lines.extend((v, n) for v, n in renamed)
     for row, (a, b) in enumerate(lines, start=1):
         if a:
-            put_text(ws, row, 1, a).font = _BOLD
+            put_text(ws, row, 1, a).font = style.BOLD
+            ws.cell(row, 1).alignment = style.TOP
         if b:
-            put_text(ws, row, 2, b)
+            put_text(ws, row, 2, b).alignment = style.WRAP
+            _wrap_height(ws, row, {2: b})
+    style.page_setup(ws, 2, len(lines))
 
+
+# ---------------------------------------------------------------- the workbook
 
 def build_layout(plan: WorkbookPlan) -> Layout:
     """Names and scales for every plan variable; checks names are unique."""
@@ -349,7 +607,7 @@ def build_layout(plan: WorkbookPlan) -> Layout:
         seen.add(name)
     layout.names = mangle_all(order)
     layout.vars = plan.variables()
-    layout.scales = {name: _exact(var.scale) for name, var in layout.vars.items()}
+    layout.scales = {name: exact(var.scale) for name, var in layout.vars.items()}
     return layout
 
 
@@ -357,31 +615,33 @@ def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str]) -> Path:
     """Write ``plan`` as a live xlsx workbook at ``path`` (atomically) and return the path.
 
     Raises :class:`concur.errors.UsageError` for an inconsistent plan (unknown
-    symbol, duplicate name, unprintable expression); on any error the target
-    file is left as it was.
+    symbol, duplicate name, unprintable expression) or a folder that does not
+    exist; on any error the target file is left as it was.
 
         >>> write_workbook(plan, "kv.xlsx")  # doctest: +SKIP
         PosixPath('kv.xlsx')
     """
     from .whatif import write_scenarios, write_sweeps
 
-    target = Path(path)
+    target = require_folder(path)  # before the work, not after it
     layout = build_layout(plan)
     wb = Workbook()
     wb.active.title = "Inputs"
     lookups = _write_catalogs(wb, layout)
-    _write_inputs(wb, layout, lookups)
+    first_answer = _write_inputs(wb, layout, lookups)
     _write_model(wb, layout)
+    _write_summary(wb["Inputs"], layout, first_answer)
     write_sweeps(wb, layout)
     write_scenarios(wb, layout)
+    catalogs = wb["Catalogs"]
+    if plan.presets:
+        wb.move_sheet(catalogs, offset=len(wb.sheetnames) - 1 - wb.sheetnames.index("Catalogs"))
+    else:
+        wb.remove(catalogs)
+    _write_sources(wb, layout, lookups)
     _write_notes(wb, layout)
-    for ws in wb.worksheets:  # print (and PDF) one page wide, landscape
-        ws.page_setup.orientation = "landscape"
-        ws.page_setup.fitToWidth = 1
-        ws.page_setup.fitToHeight = 0
-        ws.sheet_properties.pageSetUpPr.fitToPage = True
+    wb.active = 0
+    wb.properties.title = plan.title
+    wb.properties.creator = "concur"
     wb.calculation.fullCalcOnLoad = True
-    target.parent.mkdir(parents=True, exist_ok=True)
     return save_atomically(wb, target)
-
-

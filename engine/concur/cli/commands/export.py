@@ -117,22 +117,33 @@ def load_definition(path: str | Path) -> WorkbookDefinition:
                               tuple(dict(s) for s in scenarios))
 
 
-def _display(model: Any, name: str, raw: Any, what: str) -> float:
+def _display(model: Any, plan: Any, name: str, raw: Any, what: str) -> float:
+    """``raw`` (a number in the model's display unit, or ``"NUMBER UNIT"``) in the unit the sheet shows."""
     from ...lang.values import convert_value
 
     var = model.variable(name)
     if var.choices:
         raise UsageError(f"{what}: '{name}' is a choice variable; sweeps and scenarios take numbers",
                          variable=name)
-    return convert_value(raw, var) / var.display.factor
+    shown = next((i.var for i in plan.inputs if i.var.name == name), None)
+    scale = shown.scale if shown is not None else var.display.factor
+    return convert_value(raw, var) / scale
 
 
 def plan_for(model: Any, sol: Any, title: str, sweeps: tuple[dict[str, Any], ...] = (),
              scenarios: tuple[dict[str, Any], ...] = (), doc: str | None = None) -> Any:
-    """The WorkbookPlan of ``sol`` with definition-style sweeps and scenarios."""
+    """The WorkbookPlan of ``sol`` with definition-style sweeps and scenarios.
+
+    Sweep values and overrides are converted to the unit each input shows on the sheet (the
+    unit its given was typed in, see :func:`concur.excel.from_solution.typed_input`).
+    """
+    from dataclasses import replace
+
     from ...excel.from_solution import plan_from_solution
     from ...excel.plan import Scenario, Sweep
 
+    plan = plan_from_solution(sol, title, doc=doc)
+    shown_units = {i.var.name: i.var.unit for i in plan.inputs}
     sw_out = []
     for s in sweeps:
         over = str(s.get("over", s["name"]))
@@ -141,10 +152,10 @@ def plan_for(model: Any, sol: Any, title: str, sweeps: tuple[dict[str, Any], ...
             raise UsageError(f"sweep '{s['name']}' needs a non-empty list of values")
         outputs = s.get("outputs") or list(sol.find)
         outputs = [outputs] if isinstance(outputs, str) else list(outputs)
-        nums = tuple(_display(model, over, v, f"sweep '{s['name']}'") for v in values)
-        var = model.variable(over)
+        nums = tuple(_display(model, plan, over, v, f"sweep '{s['name']}'") for v in values)
+        unit = shown_units.get(over, model.variable(over).display.text)
         sw_out.append(Sweep(str(s["name"]), over, nums, tuple(outputs),
-                            str(s.get("x", f"{over} [{var.display.text}]" if var.display.text else over)),
+                            str(s.get("x", f"{over} [{unit}]" if unit else over)),
                             str(s.get("y", ", ".join(outputs))), str(s.get("title", f"{', '.join(outputs)} vs {over}")),
                             bool(s.get("log_x", False))))
     sc_out = []
@@ -152,9 +163,9 @@ def plan_for(model: Any, sol: Any, title: str, sweeps: tuple[dict[str, Any], ...
         sets = s.get("set") or {}
         if not isinstance(sets, dict):
             raise UsageError(f"scenario '{s['name']}': 'set' must map NAME: VALUE")
-        sc_out.append(Scenario(str(s["name"]), {k: _display(model, k, v, f"scenario '{s['name']}'")
+        sc_out.append(Scenario(str(s["name"]), {k: _display(model, plan, k, v, f"scenario '{s['name']}'")
                                                 for k, v in sets.items()}, str(s.get("doc", "") or "")))
-    return plan_from_solution(sol, title, sw_out, sc_out, doc=doc)
+    return replace(plan, sweeps=sw_out, scenarios=sc_out)
 
 
 def solve_definition(defn: WorkbookDefinition) -> tuple[Any, Any]:
