@@ -376,7 +376,7 @@ def show(pack: str) -> None:
         for con in model.constraints:
             echo(f"  {con.text}    ({con.doc})")
     if model.presets:
-        echo("\npresets: " + ", ".join(f"{k}=<{p.catalog} id>" for k, p in model.presets.items()))
+        echo("\npresets: " + ", ".join(f"{k}=<{chain[0].catalog} id>" for k, chain in model.presets.items()))
 
 
 @with_pack_path

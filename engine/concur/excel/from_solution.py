@@ -254,24 +254,29 @@ class _Builder:
         for name, (key, ident) in self.preset_of.items():
             keys.setdefault(key, ident)
         for key, selected in keys.items():
-            preset = self.model.presets[key]
-            catalog = get_catalog(preset.catalog)
+            chain = self.model.presets[key]
+            catalog = get_catalog(chain[0].catalog)  # the dropdown lists the first catalog's entries
             table: dict[str, dict[str, float]] = {}
             sources: dict[str, dict[str, str]] = {}
-            for ident, entry in catalog.entries.items():
-                for fname, (fval, source, floc) in entry.values.items():
-                    if preset.fields and fname not in preset.fields:
+            for preset in chain:
+                extra = get_catalog(preset.catalog)
+                for ident in catalog.entries:
+                    entry = extra.entries.get(ident)
+                    if entry is None:
                         continue
-                    target = preset.fields.get(fname, fname) if preset.fields else fname
-                    if self.preset_of.get(target, ("", ""))[0] != key:
-                        continue
-                    if isinstance(fval, bool) or not isinstance(fval, (int, float)):
-                        continue
-                    var = self.model.variables[target]
-                    base = float(fval) * catalog.fields[fname].unit.factor * count_factor(
-                        catalog.fields[fname].unit, var, floc)
-                    table.setdefault(target, {})[ident] = base / var.display.factor
-                    sources.setdefault(target, {})[ident] = str(source)
+                    for fname, (fval, source, floc) in entry.values.items():
+                        if preset.fields and fname not in preset.fields:
+                            continue
+                        target = preset.fields.get(fname, fname) if preset.fields else fname
+                        if self.preset_of.get(target, ("", ""))[0] != key or ident in table.get(target, {}):
+                            continue
+                        if isinstance(fval, bool) or not isinstance(fval, (int, float)):
+                            continue
+                        var = self.model.variables[target]
+                        base = float(fval) * extra.fields[fname].unit.factor * count_factor(
+                            extra.fields[fname].unit, var, floc)
+                        table.setdefault(target, {})[ident] = base / var.display.factor
+                        sources.setdefault(target, {})[ident] = str(source)
             # An entry without a field (a dense model has no sliding_window) takes the variable's
             # default, as the solver would; only a field with no default stays empty (#N/A).
             for target, column in table.items():
@@ -282,7 +287,7 @@ class _Builder:
                     if ident not in column:
                         column[ident] = var.default / var.display.factor
                         sources.setdefault(target, {})[ident] = f"not in the catalog: {target}'s default"
-            out.append(PresetChoice(key, preset.catalog, selected, tuple(catalog.entries), table, sources))
+            out.append(PresetChoice(key, chain[0].catalog, selected, tuple(catalog.entries), table, sources))
             for name, (k, ident) in self.preset_of.items():
                 if k == key and name in self.inputs:
                     cite = sources.get(name, {}).get(ident, "")

@@ -211,10 +211,12 @@ def check_model(model, only_pack: str | None = None) -> list[Diagnostic]:  # typ
         lo, hi = var.bounds
         if var.default is not None and ((lo is not None and var.default < lo) or (hi is not None and var.default > hi)):
             out.append(Diagnostic(var.where, f"default of '{var.name}' ({var.default_text}) is outside its bounds"))
-    for key, preset in model.presets.items():
-        for field, target in preset.fields.items():
-            if target not in model.variables:
-                out.append(Diagnostic(preset.where, f"preset '{key}' maps field '{field}' to undeclared '{target}'"))
+    for key, chain in model.presets.items():
+        for preset in chain:
+            for field, target in preset.fields.items():
+                if target not in model.variables:
+                    out.append(Diagnostic(preset.where,
+                                          f"preset '{key}' maps field '{field}' to undeclared '{target}'"))
     for pack in model.packs:
         if only_pack and pack.name != only_pack:
             continue

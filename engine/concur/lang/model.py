@@ -34,7 +34,7 @@ class Model:
     variables: dict[str, Variable]
     equations: tuple[Equation, ...]
     constraints: tuple[Constraint, ...]
-    presets: dict[str, Preset]
+    presets: dict[str, tuple[Preset, ...]]  # key -> the catalogs it expands, the first is the dropdown's
     key: str
 
     @property
@@ -91,7 +91,7 @@ def build_model(refs: list[str] | None = None) -> Model:
     variables: dict[str, Variable] = {}
     equations: list[Equation] = []
     constraints: list[Constraint] = []
-    presets: dict[str, Preset] = {}
+    presets: dict[str, tuple[Preset, ...]] = {}
     digest = hashlib.sha256()
     for pack, rename in collected:
         digest.update(pack.name.encode() + b"\0" + pack.digest.encode() + b"\0")
@@ -114,7 +114,9 @@ def build_model(refs: list[str] | None = None) -> Model:
             constraints.append(replace(con, expr=_rename_tree(con.expr, rename)))
         for key, preset in pack.presets.items():
             fields = {f: rename.get(v, v) for f, v in preset.fields.items()}
-            presets.setdefault(key, replace(preset, fields=fields))
+            chain = presets.get(key, ())
+            if all(p.catalog != preset.catalog for p in chain):  # the first pack naming a catalog wins
+                presets[key] = chain + (replace(preset, fields=fields),)
     for eq in equations:
         for name in sorted(eq.names):
             if name not in variables:

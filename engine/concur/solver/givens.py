@@ -28,33 +28,35 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
     notes: list[str] = []
     for key, raw in given.items():
         if key in model.presets:
-            preset = model.presets[key]
-            catalog = get_catalog(preset.catalog)
-            entry = catalog.entries.get(str(raw))
-            if entry is None:
-                import difflib
+            for n, preset in enumerate(model.presets[key]):
+                catalog = get_catalog(preset.catalog)
+                entry = catalog.entries.get(str(raw))
+                if entry is None and n == 0:
+                    import difflib
 
-                close = difflib.get_close_matches(str(raw), list(catalog.entries), n=3)
-                raise UnknownNameError(
-                    f"unknown {key} '{raw}'",
-                    hint=(f"did you mean {', '.join(close)}? " if close else "")
-                    + f"known: {', '.join(catalog.entries)}")
-            for fname, (fval, _source, floc) in entry.values.items():
-                target = preset.fields.get(fname, fname) if preset.fields else fname
-                if preset.fields and fname not in preset.fields:
-                    continue
-                var = model.variables.get(target)
-                if var is None or target in given:
-                    continue
-                cf = catalog.fields[fname]
-                if var.choices:
-                    values[target] = convert_value(fval, var, floc)
-                else:
-                    if isinstance(fval, bool) or not isinstance(fval, (int, float)):
-                        raise UsageError(f"catalog value {catalog.name}.{entry.id}.{fname} is not a number",
-                                         where=floc)
-                    values[target] = float(fval) * cf.unit.factor * count_factor(cf.unit, var, floc)
-                sources[target] = f"preset {key}={raw}"
+                    close = difflib.get_close_matches(str(raw), list(catalog.entries), n=3)
+                    raise UnknownNameError(
+                        f"unknown {key} '{raw}'",
+                        hint=(f"did you mean {', '.join(close)}? " if close else "")
+                        + f"known: {', '.join(catalog.entries)}")
+                if entry is None:
+                    continue  # a further catalog (prices) may lack the entry: its fields stay unset
+                for fname, (fval, _source, floc) in entry.values.items():
+                    target = preset.fields.get(fname, fname) if preset.fields else fname
+                    if preset.fields and fname not in preset.fields:
+                        continue
+                    var = model.variables.get(target)
+                    if var is None or target in given or target in values:
+                        continue
+                    cf = catalog.fields[fname]
+                    if var.choices:
+                        values[target] = convert_value(fval, var, floc)
+                    else:
+                        if isinstance(fval, bool) or not isinstance(fval, (int, float)):
+                            raise UsageError(f"catalog value {catalog.name}.{entry.id}.{fname} is not a number",
+                                             where=floc)
+                        values[target] = float(fval) * cf.unit.factor * count_factor(cf.unit, var, floc)
+                    sources[target] = f"preset {key}={raw}"
             continue
     for key, raw in given.items():
         if key in model.presets:
