@@ -90,7 +90,8 @@ def test_cli_without_torch_is_a_one_line_usage_error(monkeypatch, capsys):
     with pytest.raises(SystemExit) as stop:
         main(["calibrate"])
     assert stop.value.code == 2
-    assert capsys.readouterr().err == "error: concur calibrate needs PyTorch: pip install 'concur[calibrate]'\n"
+    assert capsys.readouterr().err == ("error: concur calibrate needs torch, which is not installed; "
+                                       "pip install 'concur[calibrate]'\n")
 
 
 def test_measure_on_cpu_with_a_tiny_model():

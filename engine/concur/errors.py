@@ -29,6 +29,7 @@ __all__ = [
     "ContradictionError",
     "InfeasibleError",
     "SolveError",
+    "MissingDependencyError",
     "EXIT_OK",
     "EXIT_CHECK_FAILED",
     "EXIT_USAGE",
@@ -148,3 +149,12 @@ class SolveError(ConcurError, RuntimeError):
     """The solver could not find a root although the system looks well-posed."""
 
     exit_code = EXIT_CHECK_FAILED
+
+
+class MissingDependencyError(UsageError):
+    """An optional dependency is not installed; ``extra`` names the ``pip install 'concur[EXTRA]'``."""
+
+    def __init__(self, message: str, *, extra: str, **kw) -> None:
+        self.extra = extra
+        kw.setdefault("hint", f"pip install 'concur[{extra}]'")
+        super().__init__(message, **kw)

@@ -42,7 +42,7 @@ from typing import Any
 
 from ..errors import InfeasibleError, UsageError
 
-__all__ = ["Remedy", "Scenario", "remedies"]
+__all__ = ["Remedy", "Scenario", "remedies", "throughput_model"]
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,8 @@ class Remedy:
         return out
 
 
-def _model() -> Any:
+def throughput_model() -> Any:
+    """The ``llm_throughput`` model every remedy is re-solved on (built once per process, cached by content)."""
     from ..lang.model import build_model
 
     return build_model(["llm_throughput"])
@@ -97,7 +98,7 @@ def evaluate(given: dict[str, Any], *, prefix: float = 0.0) -> Scenario:
     given). A model that does not fit gives 0 users. ``prefix``: shared tokens stored once."""
     from ..solver.question import solve_model
 
-    model = _model()
+    model = throughput_model()
     g = {k: v for k, v in given.items() if k != "concurrency"}
     try:
         sol = solve_model(model, ("kv_tokens", "gpus"), g)
@@ -127,7 +128,7 @@ def _value(given: dict[str, Any], name: str) -> Any:
     """A resolved given (presets expanded) in its display unit; choice variables as their names."""
     from ..solver.question import resolve_givens
 
-    model = _model()
+    model = throughput_model()
     g = resolve_givens(model, {k: v for k, v in given.items() if k != "concurrency"})
     if name not in g.values:
         var = model.variables[name]

@@ -34,16 +34,16 @@ def command(model_id: str, layers: int, context: int, batches: str, dtype: str, 
     import io
 
     from ...analysis.calibrate_torch import (
-        _torch,
         catalog_entry,
         fit_step_times,
         measure,
         measure_bandwidth,
+        require_torch,
         shapes_for,
     )
     from ...errors import UsageError
 
-    torch = _torch()  # the one-line "needs PyTorch" error, exit 2, before anything else
+    torch = require_torch()  # the one-line "needs PyTorch" error, exit 2, before anything else
     try:
         sizes = sorted({int(b) for b in batches.split(",") if b.strip()})
     except ValueError:

@@ -134,7 +134,7 @@ def command(sets: tuple[str, ...], measured_tokens_per_s: float | None, measured
 
     Exit 1 when the measurement beats the roofline (the inputs or the physics are wrong).
     """
-    from .. import parse_sets
+    from ..givens import parse_sets
     from ...errors import ContradictionError
 
     d = diagnose(parse_sets(sets), measured_tokens_per_s, measured_itl)

@@ -205,7 +205,7 @@ def command(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...]
             return
     if output is None:
         raise UsageError("no output file", hint="add -o FILE.xlsx")
-    from .. import solve_question
+    from ..givens import solve_question
     from ...excel.from_solution import plan_from_solution
     from ...excel.writer import write_workbook
 

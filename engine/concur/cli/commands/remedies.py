@@ -36,9 +36,9 @@ def command(sets: tuple[str, ...], real_context: float | None, shared_prefix: fl
     apply says why. Throughput (decode tok/s at concurrency = users) appears when
     input_tokens and output_tokens are set.
     """
-    from .. import parse_sets
+    from ..givens import parse_sets
     from ...errors import UsageError
-    from ...analysis.remedies import remedies
+    from ...analysis.remedies import remedies, throughput_model
     from ...solver.question import save_inverse_cache
     from ...lang.units import save_cache
 
@@ -47,9 +47,7 @@ def command(sets: tuple[str, ...], real_context: float | None, shared_prefix: fl
         raise UsageError(f"--mem-util must lie in (0, 1], got {mem_util:g}")
     base, rows = remedies(given, real_context=real_context, shared_prefix=shared_prefix, mem_util=mem_util,
                           larger_gpu=larger_gpu)
-    from ...analysis.remedies import _model
-
-    save_inverse_cache(_model())
+    save_inverse_cache(throughput_model())
     save_cache()
     if as_json:
         click.echo(json.dumps({"baseline": {**base.__dict__, "users_per_gpu": base.users_per_gpu},

@@ -170,15 +170,14 @@ def command(packs: tuple[str, ...], overs: tuple[str, ...], log: bool, find: tup
     Points with no admissible answer are NaN and counted, never an error.
     """
     from ...api import packs_for
-    from .. import _split
-    from .. import parse_sets
+    from ..givens import parse_sets, split_names
     from ...errors import UsageError
     from ...lang.model import build_model
     from ...solver.question import save_inverse_cache
     from ...sweep.vector import parse_range, range_values, require_fixed
     from ...lang.units import save_cache
 
-    outputs = list(_split(find))
+    outputs = list(split_names(find))
     given = parse_sets(sets)
     over: dict[str, Any] = {}
     for text in overs:

@@ -1,0 +1,82 @@
+"""Progress for long commands: a transient bar on stderr when stderr is a terminal, else nothing.
+
+    with progress("solving per point") as bar:
+        result = sweep(model, over, given, outputs, progress=bar.update)   # bar.update(done, total)
+
+How it is designed, and why
+---------------------------
+A command that runs for seconds (a per-point sweep, a simulation, a calibration, a benchmark
+stage, a plan search) must show that it is alive wherever a person watches it, and must not
+write a byte anywhere a program reads. So the bar goes to **stderr, only when stderr is a
+terminal** -- stdout piped to ``tail`` or a file still gets a bar on the terminal, while CI logs
+and captured stderr stay clean. The bar is *transient*: it is erased when the block ends, so the
+command's own output starts on a clean line.
+
+Invariants: the block covers computation only -- nothing is printed inside it (stdout is not
+redirected through the bar, so CSV written to a pipe can never end up on stderr); rich is imported
+only when a bar is really drawn, so ``concur ... | cat`` and every test run never load it; the
+reporter is the same object whether or not a bar is drawn (:class:`Progress`), so callers never
+branch; updates are cheap (a bar redraws at most ten times a second in rich's own thread).
+An interrupted block (Ctrl-C, an error) stops the bar before the exception goes on.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+__all__ = ["Progress", "progress", "progress_wanted"]
+
+
+def progress_wanted() -> bool:
+    """True when stderr is a terminal (someone is watching)."""
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stream
+        return False
+
+
+class Progress:
+    """Reports work done; draws nothing unless :func:`progress` started a bar for it."""
+
+    def __init__(self, bar: Any = None, task: Any = None) -> None:
+        self._bar = bar  # a running rich.progress.Progress, or None (silent)
+        self._task = task
+
+    def update(self, completed: float, total: float | None = None) -> None:
+        """``completed`` of ``total`` units done (``total`` may change between calls)."""
+        if self._bar is not None:
+            self._bar.update(self._task, completed=completed, total=total)
+
+    def advance(self, amount: float = 1.0) -> None:
+        if self._bar is not None:
+            self._bar.advance(self._task, amount)
+
+    def describe(self, text: str) -> None:
+        """Change the label shown beside the bar (a benchmark's current stage)."""
+        if self._bar is not None:
+            self._bar.update(self._task, description=text)
+
+
+@contextmanager
+def progress(description: str, total: float | None = None) -> Iterator[Progress]:
+    """A :class:`Progress` for the block; a transient bar on stderr when it is a terminal.
+
+    ``total`` may be None (an indeterminate bar) until the first :meth:`Progress.update`.
+    """
+    if not progress_wanted():
+        yield Progress()
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress as RichProgress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    bar = RichProgress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
+                       console=Console(file=sys.stderr), transient=True, redirect_stdout=False,
+                       redirect_stderr=False)
+    task = bar.add_task(description, total=total)
+    bar.start()
+    try:
+        yield Progress(bar, task)
+    finally:
+        bar.stop()
