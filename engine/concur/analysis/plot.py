@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import UsageError
 
-__all__ = ["Series", "pareto_front", "throughput_curve", "line_plot"]
+__all__ = ["Series", "pareto_front", "throughput_curve", "line_plot", "pyplot", "save_png"]
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,8 @@ def _check(series: Series) -> None:
         raise UsageError(f"series '{series.label}' is empty")
 
 
-def _save(fig: Any, path: str | Path) -> Path:
+def save_png(fig: Any, path: str | Path) -> Path:
+    """Write ``fig`` to ``path`` through a temporary name (no half-written PNG); return the path."""
     path = Path(path)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
     try:
@@ -90,8 +91,11 @@ def _save(fig: Any, path: str | Path) -> Path:
     return path
 
 
-def _pyplot() -> Any:
-    import matplotlib
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend, or the one-line error naming the ``plot`` extra."""
+    from ..extras import need
+
+    matplotlib = need("matplotlib", "drawing a plot")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -111,7 +115,7 @@ def throughput_curve(series: Sequence[Series], path: str | Path, *, title: str |
         raise UsageError("throughput_curve needs at least one series")
     for s in series:
         _check(s)
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 5.5))
     try:
         all_x, all_y = [], []
@@ -147,7 +151,7 @@ def throughput_curve(series: Sequence[Series], path: str | Path, *, title: str |
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
         ax.set_title(title or "Decode throughput: per GPU against per user (one point per concurrency)")
-        return _save(fig, path)
+        return save_png(fig, path)
     finally:
         plt.close(fig)
 
@@ -163,7 +167,7 @@ def line_plot(x: Any, ys: Mapping[str, Any], path: str | Path, xlabel: str, ylab
     for label, y in ys.items():
         if len(np.asarray(y)) != len(xs):
             raise UsageError(f"series '{label}' has {len(np.asarray(y))} values, x has {len(xs)}")
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     try:
         for label, y in ys.items():
@@ -176,6 +180,6 @@ def line_plot(x: Any, ys: Mapping[str, Any], path: str | Path, xlabel: str, ylab
         ax.legend(fontsize=8)
         if title:
             ax.set_title(title)
-        return _save(fig, path)
+        return save_png(fig, path)
     finally:
         plt.close(fig)

@@ -496,12 +496,10 @@ def _summarise(model: LLMFleet | MMcQueue, duration: float, warm: float, seed: i
 
 def plot_timeseries(result: SimResult, path: str | Path, *, title: str | None = None) -> Path:
     """Write a PNG of queue length and in-flight requests against time (matplotlib,
-    imported here, Agg backend).  Returns the path written."""
-    import matplotlib
+    imported here, Agg backend; the ``plot`` extra).  Returns the path written."""
+    from .plot import pyplot, save_png
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     out = Path(path)
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
     try:
@@ -522,9 +520,6 @@ def plot_timeseries(result: SimResult, path: str | Path, *, title: str | None = 
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left")
         fig.tight_layout()
-        tmp = out.with_name(out.name + ".part")
-        fig.savefig(tmp, format="png")
-        tmp.replace(out)
+        return save_png(fig, out)
     finally:
         plt.close(fig)
-    return out

@@ -194,6 +194,9 @@ def command(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...]
     concur export llm_memory --find users --set model=llama-3.1-70b --set tp=4 -o cap.xlsx
     concur export workbooks/llm_capacity.yaml      (writes workbooks/llm_capacity.xlsx)
     """
+    from ...extras import need
+
+    need("openpyxl", "concur export")  # before any solving: the one line naming concur[excel]
     if output is not None and not output.lower().endswith(".xlsx"):
         raise UsageError(f"output '{output}' must end in .xlsx", hint="e.g. -o plan.xlsx")
     if len(packs) == 1 and packs[0].endswith((".yaml", ".yml")) and not find and not sets and not scenario:
