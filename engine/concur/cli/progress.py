@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 __all__ = ["Progress", "progress", "progress_wanted"]
 
@@ -38,25 +38,43 @@ def progress_wanted() -> bool:
 
 
 class Progress:
-    """Reports work done; draws nothing unless :func:`progress` started a bar for it."""
+    """Reports work done; draws nothing unless :func:`progress` gave it a bar to start.
 
-    def __init__(self, bar: Any = None, task: Any = None) -> None:
-        self._bar = bar  # a running rich.progress.Progress, or None (silent)
-        self._task = task
+    The bar starts at the first :meth:`update` or :meth:`advance`, so work that finishes without
+    reporting (a vectorised sweep, a cached answer) never flashes a bar.
+    """
+
+    def __init__(self, start: Callable[[], tuple[Any, Any]] | None = None, description: str = "") -> None:
+        self._start = start  # builds and starts (rich Progress, task id); None: silent
+        self._description = description
+        self._bar: Any = None
+        self._task: Any = None
+
+    def _running(self) -> bool:
+        if self._bar is None and self._start is not None:
+            self._bar, self._task = self._start()
+            self._bar.update(self._task, description=self._description)
+        return self._bar is not None
 
     def update(self, completed: float, total: float | None = None) -> None:
         """``completed`` of ``total`` units done (``total`` may change between calls)."""
-        if self._bar is not None:
+        if self._running():
             self._bar.update(self._task, completed=completed, total=total)
 
     def advance(self, amount: float = 1.0) -> None:
-        if self._bar is not None:
+        if self._running():
             self._bar.advance(self._task, amount)
 
     def describe(self, text: str) -> None:
         """Change the label shown beside the bar (a benchmark's current stage)."""
+        self._description = text
         if self._bar is not None:
             self._bar.update(self._task, description=text)
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
 
 
 @contextmanager
@@ -68,15 +86,21 @@ def progress(description: str, total: float | None = None) -> Iterator[Progress]
     if not progress_wanted():
         yield Progress()
         return
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress as RichProgress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-    bar = RichProgress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
-                       console=Console(file=sys.stderr), transient=True, redirect_stdout=False,
-                       redirect_stderr=False)
-    task = bar.add_task(description, total=total)
-    bar.start()
+    def start() -> tuple[Any, Any]:
+        from rich.console import Console
+        from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as RichProgress
+
+        bar = RichProgress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
+                           console=Console(file=sys.stderr), transient=True, redirect_stdout=False,
+                           redirect_stderr=False)
+        task = bar.add_task(description, total=total)
+        bar.start()
+        return bar, task
+
+    reporter = Progress(start, description)
     try:
-        yield Progress(bar, task)
+        yield reporter
     finally:
-        bar.stop()
+        reporter.stop()
