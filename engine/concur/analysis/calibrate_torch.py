@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,8 +185,10 @@ def measure_bandwidth(device: str, size_bytes: int = 1 << 30, repeats: int = 5) 
 
 
 def measure(shapes: Shapes, context: int, batches: Sequence[int], *, device: str, dtype: str = "bf16",
-            repeats: int = 5, seed: int = 0) -> list[Sample]:
-    """Time the synthetic decode step (module essay) for each batch size: one Sample each."""
+            repeats: int = 5, seed: int = 0, progress: Callable[[int, int], None] | None = None) -> list[Sample]:
+    """Time the synthetic decode step (module essay) for each batch size: one Sample each.
+
+    ``progress(done, total)`` is called after each batch size."""
     torch = require_torch()
     if dtype not in _DTYPE_BYTES:
         raise UsageError(f"calibrate: --dtype must be one of {', '.join(_DTYPE_BYTES)}, got '{dtype}'")
@@ -219,6 +221,8 @@ def measure(shapes: Shapes, context: int, batches: Sequence[int], *, device: str
         nbytes = size * (s.weight_params() + batch * context * s.kv_values_per_token())
         samples.append(Sample(batch, statistics.median(times), float(nbytes)))
         del cache
+        if progress is not None:
+            progress(len(samples), len(batches))
     return samples
 
 

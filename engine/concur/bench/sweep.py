@@ -31,6 +31,8 @@ from typing import Any
 
 import click
 
+from ..cli.progress import progress
+
 __all__ = ["command"]
 
 GIVEN = {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "weight_dtype": "bf16", "kv_dtype": "bf16",
@@ -121,7 +123,8 @@ def _csv_comparison(model: Any, n: int, runs: int) -> None:
     import numpy as np
 
     c = np.linspace(1.0, 256.0, n)
-    with tempfile.TemporaryDirectory(prefix="concur-bench-") as folder:
+    with tempfile.TemporaryDirectory(prefix="concur-bench-") as folder, \
+            progress(f"sweep to CSV, {n:,} points", eager=True):
         ours_path, numpy_path = Path(folder) / "ours.csv", Path(folder) / "numpy.csv"
         y = _ours(model, c, ours_path)
         _numpy(c, y, numpy_path)

@@ -12,8 +12,11 @@ terminal** -- stdout piped to ``tail`` or a file still gets a bar on the termina
 and captured stderr stay clean. The bar is *transient*: it is erased when the block ends, so the
 command's own output starts on a clean line.
 
-Invariants: the block covers computation only -- nothing is printed inside it (stdout is not
-redirected through the bar, so CSV written to a pipe can never end up on stderr); rich is imported
+Invariants: the block covers computation only -- nothing is printed inside it. (stdout is not
+redirected through the bar: rich's redirection would send stdout to stderr when stdout is a pipe,
+and click writes to the real stdout buffer past it anyway; a benchmark that prints row by row
+wraps each row's computation in its own block.) The bar starts at the first report (or at once
+with ``eager``), so work that ends without reporting never flashes one; rich is imported
 only when a bar is really drawn, so ``concur ... | cat`` and every test run never load it; the
 reporter is the same object whether or not a bar is drawn (:class:`Progress`), so callers never
 branch; updates are cheap (a bar redraws at most ten times a second in rich's own thread).
@@ -78,10 +81,12 @@ class Progress:
 
 
 @contextmanager
-def progress(description: str, total: float | None = None) -> Iterator[Progress]:
+def progress(description: str, total: float | None = None, *, eager: bool = False) -> Iterator[Progress]:
     """A :class:`Progress` for the block; a transient bar on stderr when it is a terminal.
 
     ``total`` may be None (an indeterminate bar) until the first :meth:`Progress.update`.
+    ``eager`` shows the bar at once (a stage that reports nothing, such as one benchmark row);
+    otherwise it appears at the first report.
     """
     if not progress_wanted():
         yield Progress()
@@ -100,6 +105,8 @@ def progress(description: str, total: float | None = None) -> Iterator[Progress]
         return bar, task
 
     reporter = Progress(start, description)
+    if eager:
+        reporter.update(0, total)
     try:
         yield reporter
     finally:
