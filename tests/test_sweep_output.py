@@ -148,7 +148,7 @@ def test_curve_marks_the_kv_limit_from_the_solve(figures, tmp_path):
     assert ax["marks"] == [pytest.approx((at.value("tokens_per_s_per_user"), at.value("tokens_per_s_per_gpu")))]
     assert "scenario: KV pool full at c=293" in ax["legend"] and not any("Pareto" in t for t in ax["legend"])
     assert ax["xlabel"].endswith("[token/s/request]") and ax["ylabel"].endswith("[token/s]")
-    assert "llama-3.1-70b on h100-sxm-80gb" in ax["title"]
+    assert "model=llama-3.1-70b, gpu=h100-sxm-80gb, tp=4" in ax["title"]
 
 
 def test_plot_honours_find(figures, tmp_path):

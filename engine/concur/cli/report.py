@@ -4,8 +4,8 @@ Errors carry their exit code and know how to render themselves (:class:`concur.e
 ``click.ClickException``); this module only chooses the form, and only ``concur.cli.main`` calls it:
 
 * text (default): ``error: file:line:col: message (variable 'x'); hint`` on stderr, one line,
-  whatever the message quotes (control characters escaped); click's own usage errors keep
-  click's usage text;
+  whatever the message quotes (control characters escaped); click's own usage errors (a bad
+  option, a missing file) too, with where to find help -- only a bare group prints its help;
 * JSON (the command was given ``--json`` or ``--format json``): on **stdout**, so a program
   that reads stdout always reads JSON::
 
@@ -88,6 +88,10 @@ def report(exc: ConcurError | click.ClickException, as_json: bool) -> int:
         click.echo(json.dumps(error_document(exc), indent=2))
     elif isinstance(exc, ConcurError):
         click.echo(printable(f"error: {exc}"), err=True)  # one line, whatever the message quotes
-    else:
-        exc.show()
+    elif isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        exc.show()  # a bare group (`concur`, `concur bench`): its help is the answer
+    else:  # click's own errors (bad option, missing file): one line too, naming where help is
+        hint = error_document(exc)["error"]["hint"]
+        message = exc.format_message().rstrip(".") if hint else exc.format_message()
+        click.echo(printable(f"error: {message}" + (f"; {hint}" if hint else "")), err=True)
     return code

@@ -10,7 +10,7 @@
 * Anything else draws the ``--find`` variables against the swept one
   (:func:`concur.analysis.plot.line_plot`), one panel per variable (the runs of a --compare share it), every axis with its unit.
 
-Titles say what was fixed (model, GPU, tp, lengths), so a PNG read alone still means something.
+Titles say what was fixed (every --set), so a PNG read alone still means something.
 """
 
 from __future__ import annotations
@@ -58,14 +58,11 @@ def _axis(model: Any, name: str, text: str | None = None) -> str:
 
 
 def _context(given: dict[str, Any]) -> str:
-    """What the scenario fixed, for a title: 'llama-3.1-8b on h100-sxm-80gb, tp 2, 1024 in / 2048 out'."""
-    parts = []
-    if "model" in given or "gpu" in given:
-        parts.append(" on ".join(str(given[k]) for k in ("model", "gpu") if k in given))
-    parts += [f"{k} {given[k]}" for k in ("tp", "weight_dtype", "kv_dtype") if k in given]
-    if "input_tokens" in given and "output_tokens" in given:
-        parts.append(f"{given['input_tokens']} in / {given['output_tokens']} out")
-    return ", ".join(parts)
+    """What the scenario fixed, for a title: ``model=llama-3.1-8b, gpu=h100-sxm-80gb, tp=2, ...`` (two lines at most)."""
+    import textwrap
+
+    text = ", ".join(f"{k}={v}" for k, v in given.items())
+    return "\n".join(textwrap.wrap(text, width=95, max_lines=2, placeholder=" ..."))
 
 
 def _kv_point(model: Any, given: dict[str, Any], y: str, limit: float) -> tuple[float, float] | None:
