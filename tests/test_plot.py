@@ -64,27 +64,6 @@ def test_import_is_light() -> None:
 
 # ---------------------------------------------------------------- what a reader sees
 
-@pytest.fixture
-def drawn(monkeypatch):
-    """The figures the plot functions would save: their axes' labels, titles, legends, texts and lines."""
-    import concur.analysis.plot as plot
-
-    seen: list[dict] = []
-
-    def capture(fig, path):
-        for ax in fig.axes:
-            legend = ax.get_legend()
-            seen.append({"xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(), "title": ax.get_title(),
-                         "legend": [t.get_text() for t in legend.get_texts()] if legend else [],
-                         "texts": [t.get_text() for t in ax.texts],
-                         "lines": [(ln.get_label(), ln.get_marker(), ln.get_xdata(), ln.get_ydata())
-                                   for ln in ax.get_lines()]})
-        return path
-
-    monkeypatch.setattr(plot, "save_png", capture)
-    return seen
-
-
 def test_kv_limit_is_drawn_where_the_pool_fills_not_at_the_last_fitting_point(drawn, tmp_path) -> None:
     s = _series("TP2 bf16", 2, 40)  # concurrency 1..128: the last swept point that fits is 32
     point = (123.0, 456.0)

@@ -109,35 +109,16 @@ def test_plot_dash_refuses_a_terminal(monkeypatch):
 
 # ---------------------------------------------------------------- plots
 
-@pytest.fixture
-def figures(monkeypatch):
-    import concur.analysis.plot as plot
-
-    seen: list[dict] = []
-
-    def capture(fig, path):
-        for ax in fig.axes:
-            legend = ax.get_legend()
-            seen.append({"ylabel": ax.get_ylabel(), "xlabel": ax.get_xlabel(), "title": ax.get_title(),
-                         "legend": [t.get_text() for t in legend.get_texts()] if legend else [],
-                         "marks": [(float(ln.get_xdata()[0]), float(ln.get_ydata()[0])) for ln in ax.get_lines()
-                                   if ln.get_marker() == "X" and len(ln.get_xdata())]})
-        return path
-
-    monkeypatch.setattr(plot, "save_png", capture)
-    return seen
-
-
 T70 = ["sweep", "llm_throughput", "--set", "model=llama-3.1-70b", "--set", "gpu=h100-sxm-80gb", "--set", "tp=4",
        "--set", "input_tokens=1024", "--set", "output_tokens=1024", "--over", "concurrency=1..512:6", "--log"]
 
 
-def test_curve_marks_the_kv_limit_from_the_solve(figures, tmp_path):
+def test_curve_marks_the_kv_limit_from_the_solve(drawn, tmp_path):
     import concur
 
     res = CliRunner().invoke(cli, T70 + ["--find", "tokens_per_s_per_gpu", "--plot", str(tmp_path / "c.png")])
     assert res.exit_code == 0, res.output
-    (ax,) = figures
+    (ax,) = drawn
     given = {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "tp": 4, "input_tokens": 1024,
              "output_tokens": 1024}
     sol = concur.solve("kv_tokens,avg_context", {**given, "concurrency": 1}, packs="llm_throughput")
@@ -151,15 +132,15 @@ def test_curve_marks_the_kv_limit_from_the_solve(figures, tmp_path):
     assert "model=llama-3.1-70b, gpu=h100-sxm-80gb, tp=4" in ax["title"]
 
 
-def test_plot_honours_find(figures, tmp_path):
+def test_plot_honours_find(drawn, tmp_path):
     res = CliRunner().invoke(cli, T70 + ["--find", "t_step,ttft", "--plot", str(tmp_path / "l.png")])
     assert res.exit_code == 0, res.output
-    assert [ax["ylabel"] for ax in figures] == ["t_step [ms]", "ttft [ms]"]  # one panel per variable, each with its unit...
-    assert figures[-1]["xlabel"] == "concurrency [request]" and "t_step, ttft against concurrency" in figures[0]["title"]
-    assert not any(ax["marks"] for ax in figures)  # ...and no throughput curve
+    assert [ax["ylabel"] for ax in drawn] == ["t_step [ms]", "ttft [ms]"]  # one panel per variable, each with its unit...
+    assert drawn[-1]["xlabel"] == "concurrency [request]" and "t_step, ttft against concurrency" in drawn[0]["title"]
+    assert not any(ax["marks"] for ax in drawn)  # ...and no throughput curve
 
 
-def test_a_non_throughput_find_beside_a_throughput_gets_the_line_plot(figures, tmp_path):
+def test_a_non_throughput_find_beside_a_throughput_gets_the_line_plot(drawn, tmp_path):
     res = CliRunner().invoke(cli, T70 + ["--find", "tokens_per_s,t_step", "--plot", str(tmp_path / "l.png")])
     assert res.exit_code == 0, res.output
-    assert [ax["ylabel"] for ax in figures] == ["tokens_per_s [token/s]", "t_step [ms]"]
+    assert [ax["ylabel"] for ax in drawn] == ["tokens_per_s [token/s]", "t_step [ms]"]
