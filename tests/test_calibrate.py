@@ -90,7 +90,8 @@ def test_cli_without_torch_is_a_one_line_usage_error(monkeypatch, capsys):
     with pytest.raises(SystemExit) as stop:
         main(["calibrate"])
     assert stop.value.code == 2
-    assert capsys.readouterr().err == "error: concur calibrate needs PyTorch: pip install 'concur[calibrate]'\n"
+    assert capsys.readouterr().err == ("error: concur calibrate needs torch, which is not installed; "
+                                       "pip install 'concur[calibrate]'\n")
 
 
 def test_measure_on_cpu_with_a_tiny_model():
@@ -129,3 +130,24 @@ def test_cli_end_to_end_on_cpu(tmp_path, monkeypatch):
     else:
         assert isinstance(res.exception, UsageError) and res.exception.exit_code == 2, res.output
         assert "does not grow" in str(res.exception)
+
+
+def test_cli_json_with_a_stand_in_torch(tmp_path, monkeypatch):
+    """--json prints the fit as one object (the design's shape); the YAML entry goes to -o FILE only."""
+    import json
+    import types
+
+    fake = types.SimpleNamespace(__version__="0-test", cuda=types.SimpleNamespace(is_available=lambda: False))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setattr(ct, "shapes_for", lambda model, layers: TINY)
+    monkeypatch.setattr(ct, "measure", lambda *a, **k: _samples(0.4, 2e-4, 1e9, sizes=(1e6, 4e6, 9e6)))
+    res = CliRunner().invoke(cli, ["calibrate", "--bandwidth", "0.001", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["efficiency"] == pytest.approx(0.4, rel=1e-9) and doc["t_fixed"]["unit"] == "ms"
+    assert doc["t_fixed"]["value"] == pytest.approx(0.2, rel=1e-9) and doc["efficiency_prefill"] is None
+    assert len(doc["points"]) == 3 and doc["median_abs_error"] == pytest.approx(0, abs=1e-9) and "wrote" not in doc
+    out = tmp_path / "engine.yaml"
+    res = CliRunner().invoke(cli, ["calibrate", "--bandwidth", "0.001", "--json", "-o", str(out)])
+    assert json.loads(res.stdout)["wrote"] == str(out)
+    assert YAML(typ="safe").load(out.read_text())["catalog"] == "engines"

@@ -30,6 +30,7 @@ __all__ = [
     "InfeasibleError",
     "SolveError",
     "BudgetError",
+    "MissingDependencyError",
     "EXIT_OK",
     "EXIT_CHECK_FAILED",
     "EXIT_USAGE",
@@ -159,3 +160,12 @@ class BudgetError(ConcurError, TimeoutError):
     """
 
     exit_code = EXIT_INFEASIBLE
+
+
+class MissingDependencyError(UsageError):
+    """An optional dependency is not installed; ``extra`` names the ``pip install 'concur[EXTRA]'``."""
+
+    def __init__(self, message: str, *, extra: str, **kw) -> None:
+        self.extra = extra
+        kw.setdefault("hint", f"pip install 'concur[{extra}]'")
+        super().__init__(message, **kw)

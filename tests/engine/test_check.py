@@ -85,3 +85,74 @@ def test_floor_of_bytes_is_refused(tmp_path):
 def test_pre_commit_hook_declared():
     hooks = (Path(__file__).parents[2] / ".pre-commit-hooks.yaml").read_text()
     assert "concur check" in hooks
+
+
+# ---------------------------------------------------------------- a CI gate: every problem, machine formats
+
+TWO_BAD = ("pack: two\nvariables:\n  a: {unit: GiB}\n  b: {unit: s}\n  x: {unit: GiB}\n  y: {unit: furlongz}\n"
+           "  z: {unit: s, colour: red}\nequations:\n  - x = a + b\n  - x = a * (b\n  - x = a + q\n  - b = z\n"
+           "  - y = a\n  - x = a - b * 2\n")
+
+
+def test_every_problem_of_a_pack_that_does_not_load(tmp_path):
+    path = write(tmp_path, "two", TWO_BAD)
+    out = check(path)
+    assert out.returncode == 1
+    lines = out.stdout.splitlines()
+    # each bad variable, each bad equation, and the unit mismatches of the sound rest, in file order
+    assert [line.split(": error: ")[0] for line in lines] == [
+        f"{path}:6:7", f"{path}:7:3", f"{path}:9:5", f"{path}:10:13", f"{path}:11:5", f"{path}:14:5"]
+    assert "furlongz" in lines[0] and "colour" in lines[1] and "cannot add" in lines[2]
+    assert "never closed" in lines[3] and "'q'" in lines[4] and "cannot subtract" in lines[5]
+    # equations naming a variable whose declaration failed (y, z) are not blamed a second time
+    assert "b = z" not in out.stdout and "y = a" not in out.stdout
+    assert "6 problem(s) in 1 pack(s)" in out.stderr
+
+
+def test_two_mismatches_give_two_diagnostics_in_json(tmp_path):
+    import json
+
+    path = write(tmp_path, "pair", GOOD_HEAD.format(name="pair") + "  - x = a + b\n  - x = a - b\n")
+    out = check("--format", "json", path)
+    assert out.returncode == 1
+    diags = json.loads(out.stdout)
+    assert [(d["file"], d["line"], d["col"], d["severity"]) for d in diags] == [
+        (path, 7, 5, "error"), (path, 8, 5, "error")]
+    assert "cannot add" in diags[0]["message"] and "cannot subtract" in diags[1]["message"]
+    clean = check("--format", "json")
+    assert clean.returncode == 0 and json.loads(clean.stdout) == []
+
+
+def test_github_annotations(tmp_path):
+    path = write(tmp_path, "gh", GOOD_HEAD.format(name="gh") + "  - x = a + b\n")
+    out = check("--format", "github", path)
+    assert out.returncode == 1
+    (line,) = out.stdout.splitlines()
+    assert line.startswith(f"::error file={path},line=7,col=5::unit mismatch in 'x = a + b'")
+
+
+def test_github_annotation_escapes_newlines_and_properties():
+    from concur.cli.commands.check import github_annotation
+    from concur.errors import Location
+    from concur.lang.check import Diagnostic
+
+    text = github_annotation(Diagnostic(Location("a,b:c.yaml", 1, 2), "50% of\nit"))
+    assert text == "::error file=a%2Cb%3Ac.yaml,line=1,col=2::50%25 of%0Ait"
+
+
+def test_missing_file_is_a_usage_error(tmp_path):
+    import json
+
+    out = check(str(tmp_path / "absent.yaml"))
+    assert out.returncode == 2 and "does not exist" in out.stderr and "Traceback" not in out.stderr
+    out = check("--format", "json", str(tmp_path / "absent.yaml"))
+    assert out.returncode == 2 and json.loads(out.stdout)["error"]["code"] == 2
+
+
+def test_folder_reports_every_file_and_a_broken_used_pack_once(tmp_path):
+    write(tmp_path, "base", "pack: base\nvariables:\n  a: {unit: GiB, doc: [1}\n")
+    write(tmp_path, "user1", "pack: user1\nuses: [base]\nvariables:\n  b: {unit: s}\n")
+    write(tmp_path, "user2", "pack: user2\nuses: [base]\nvariables:\n  c: {unit: s}\nequations:\n  - c = c + c\n")
+    out = check(str(tmp_path))
+    assert out.returncode == 1
+    assert out.stdout.count("base.yaml:3") == 1, out.stdout

@@ -1,18 +1,24 @@
 """Docs cannot drift: every ``$ concur ...`` line in a ```console block of docs/*.md is run
-and its output compared (whitespace-normalised) with the lines that follow it in the doc."""
+and its output compared (whitespace-normalised) with the lines that follow it in the doc; every
+```pycon block (``>>>`` lines and their output, doctest-style) is run too, the blocks of one page
+as one session in page order, from the repository root."""
 
 from __future__ import annotations
 
+import doctest
 import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 BLOCK = re.compile(r"```console\n(.*?)```", re.S)
+PYCON = re.compile(r"```pycon\n(.*?)```", re.S)
+WRITES = ("-o", "--plot", "--csv")  # commands that write files run in a temporary folder
 
 
 def _examples():
@@ -36,20 +42,56 @@ def _norm(text: str) -> list[str]:
     return [" ".join(line.split()) for line in text.strip().splitlines() if line.strip()]
 
 
-@pytest.mark.parametrize("command, expected", list(_examples()))
-def test_doc_example(command, expected, tmp_path):
+def _run(command: str, tmp: Path) -> str:
+    """What ``$ command`` prints: stdout, and stderr too when it fails."""
     args = shlex.split(command)[1:]
     out = subprocess.run([sys.executable, "-m", "concur.cli", *args], capture_output=True, text=True, timeout=300,
-                         cwd=tmp_path if "-o" in args or "--plot" in args or "--csv" in args else DOCS.parent)
-    got = out.stdout + (out.stderr if out.returncode else "")
+                         cwd=tmp if any(a in WRITES for a in args) else DOCS.parent)
+    return out.stdout + (out.stderr if out.returncode else "")
+
+
+@pytest.mark.parametrize("command, expected", list(_examples()))
+def test_doc_example(command, expected, tmp_path):
+    got = _run(command, tmp_path)
     assert _norm(got) == _norm(expected), f"$ {command}\n--- doc says ---\n{expected}\n--- concur says ---\n{got}"
+
+
+def _sessions():
+    for doc in sorted(DOCS.glob("*.md")):
+        if PYCON.search(doc.read_text()):
+            yield pytest.param(doc, id=doc.name)
+
+
+def _examples_of(doc: Path) -> list[doctest.Example]:
+    """Every ``>>>`` example of the page's pycon blocks, with its line number in the page."""
+    text = doc.read_text()
+    examples = []
+    for block in PYCON.finditer(text):
+        offset = text.count("\n", 0, block.start(1))
+        found = doctest.DocTestParser().get_examples(block.group(1), name=doc.name)
+        assert found, f"{doc.name}:{offset + 1}: a pycon block with no >>> lines"
+        for example in found:
+            example.lineno += offset
+            examples.append(example)
+    return examples
+
+
+@pytest.mark.parametrize("doc", list(_sessions()))
+def test_pycon_session(doc, monkeypatch):
+    """The page's ```pycon blocks, run like one doctest file (whitespace-normalised, ``...`` allowed)."""
+    monkeypatch.chdir(DOCS.parent)
+    test = doctest.DocTest(_examples_of(doc), {"__name__": "__main__"}, doc.name, str(doc), 0, None)
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
+    report: list[str] = []
+    runner.run(test, out=report.append)
+    assert runner.failures == 0, "".join(report)
 
 
 def update(paths: list[str]) -> None:
     """Rewrite the output under every ``$ concur`` line of the given docs with what concur prints now.
 
     For maintainers after an intended change: ``python tests/engine/test_docs.py docs/t1-kv-cache.md``;
-    review the diff before committing.
+    review the diff before committing. ```pycon blocks are not rewritten: the test prints what differs.
     """
 
     def refresh(block: re.Match[str]) -> str:
@@ -60,9 +102,8 @@ def update(paths: list[str]) -> None:
                     pass
                 out_lines.append(line)
                 if line.startswith("$ concur "):
-                    proc = subprocess.run([sys.executable, "-m", "concur.cli", *shlex.split(line[2:])[1:]],
-                                          capture_output=True, text=True, timeout=300, cwd=DOCS.parent)
-                    text = proc.stdout + (proc.stderr if proc.returncode else "")
+                    with tempfile.TemporaryDirectory() as tmp:  # as the test runs it: files land in a temp folder
+                        text = _run(line[2:], Path(tmp))
                     out_lines.extend(text.rstrip("\n").splitlines())
             elif not out_lines or not any(x.startswith("$ concur ") for x in out_lines):
                 out_lines.append(line)
@@ -75,3 +116,25 @@ def update(paths: list[str]) -> None:
 
 if __name__ == "__main__":
     update(sys.argv[1:])
+
+
+def test_cli_reference_covers_every_command_and_option():
+    """docs/cli.md has a section per command and names every option (and every benchmark)."""
+    import click
+
+    from concur.cli import cli
+
+    text = (DOCS / "cli.md").read_text()
+    ctx = click.Context(cli)
+    for name in cli.list_commands(ctx):
+        command = cli.get_command(ctx, name)
+        assert command is not None
+        assert f"## concur {name}\n" in text, f"docs/cli.md has no section for concur {name}"
+        for param in command.params:
+            for opt in getattr(param, "opts", []) + getattr(param, "secondary_opts", []):
+                if opt.startswith("-") and opt not in ("-h", "--help"):
+                    assert f"`{opt}" in text or f"{opt} " in text or f"{opt}=" in text, \
+                        f"docs/cli.md does not mention {opt} of concur {name}"
+        if isinstance(command, click.Group):
+            for sub in command.list_commands(ctx):
+                assert f"`{sub}`" in text, f"docs/cli.md does not list concur {name} {sub}"

@@ -42,7 +42,7 @@ def test_a_wrong_example_fails_concur_check(tmp_path):
     out = subprocess.run([sys.executable, "-m", "concur.cli", "check", str(pack)], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 1
-    assert f"{pack}:12:7: error: example 'twice ten': b: expected 21 (rel 1e-06), got 20 s" in out.stdout
+    assert f"{pack}:8:5: error: example 'twice ten': b: expected 21 (rel 1e-06), got 20 s" in out.stdout
 
 
 def test_shipped_closed_forms_are_current(tmp_path, monkeypatch):

@@ -53,9 +53,10 @@ def test_installed_wheel_solves(wheel, tmp_path):
     assert users == 162
 
 
-def _loaded_after(statement: str) -> set[str]:
+def _loaded_after(statement: str, cache: Path | None = None) -> set[str]:
     code = f"import sys, json; {statement}; print(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    env = {**os.environ, "CONCUR_CACHE_DIR": str(cache)} if cache else None
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     return set(json.loads(out.stdout.strip().splitlines()[-1]))
 
@@ -66,6 +67,48 @@ def test_primitives_import_is_light():
     assert not mods & {"sympy", "pint", "openpyxl", "numpy", "click", "matplotlib", "concur.solver.question"}
 
 
-def test_check_does_not_import_sympy():
-    mods = _loaded_after("from concur.cli import main\ntry:\n    main(['check'])\nexcept SystemExit:\n    pass")
-    assert "sympy" not in mods and "openpyxl" not in mods and "matplotlib" not in mods
+HEAVY = {"sympy", "numpy", "openpyxl", "matplotlib", "rich", "PIL"}
+
+
+@pytest.mark.parametrize("pack", ["", "ok", "broken"])
+def test_check_imports_nothing_heavy(pack, tmp_path):
+    """The pre-commit hook's path: clean packs, a user's pack, and a pack reported problem by problem."""
+    body = {"ok": "variables:\n  a: {unit: furlong/fortnight}\n  b: {unit: s}\n  x: {unit: furlong}\n"
+                  "equations:\n  - x = a * b\n",
+            "broken": "variables:\n  a: {unit: GiB}\n  y: {unit: nope}\nequations:\n  - a = a + 1\n  - a = (\n"}
+    args = []
+    if pack:
+        (tmp_path / f"{pack}.yaml").write_text(f"pack: {pack}\n" + body[pack])
+        args = [str(tmp_path / f"{pack}.yaml")]
+    for fmt in ("text", "json", "github"):
+        mods = _loaded_after(f"from concur.cli import main\ntry:\n    main(['check', '--format', '{fmt}', *{args!r}])\n"
+                             "except SystemExit:\n    pass", cache=tmp_path / f"cache-{fmt}")  # units not cached: pint
+        assert not {m.split(".")[0] for m in mods} & HEAVY, (fmt, sorted(m for m in mods if m.split(".")[0] in HEAVY))
+
+
+def test_core_dependencies_leave_out_the_extras():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = {d.split(">")[0].split("<")[0].split("=")[0].strip().lower() for d in project["dependencies"]}
+    assert {"click", "ruamel.yaml", "pint", "sympy", "numpy"} <= core  # what `pip install .` needs to solve
+    assert not core & {"openpyxl", "matplotlib", "torch", "simpy"}
+    extras = project["optional-dependencies"]
+    for extra, module in (("excel", "openpyxl"), ("plot", "matplotlib"), ("calibrate", "torch")):
+        assert any(d.startswith(module) for d in extras[extra]), extra
+    for module in ("openpyxl", "matplotlib"):  # `all` and `test` keep today's full set
+        assert any(d.startswith(module) for d in extras["all"]) and any(d.startswith(module) for d in extras["test"])
+
+
+def test_missing_extra_is_one_line_naming_it(tmp_path):
+    """Without matplotlib / openpyxl installed, the command says which extra to install (exit 2)."""
+    for blocked, argv, extra in (
+            ("matplotlib", ["sweep", "littles_law", "--over", "arrival_rate=1,2", "--find", "in_flight",
+                            "--set", "residence_time=3", "--plot", str(tmp_path / "p.png")], "plot"),
+            ("openpyxl", ["export", "littles_law", "--find", "in_flight", "--set", "arrival_rate=1",
+                          "--set", "residence_time=3", "-o", str(tmp_path / "w.xlsx")], "excel")):
+        code = (f"import sys; sys.modules[{blocked!r}] = None\nfrom concur.cli import main\nmain({argv!r})")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.count("\n") == 1 and f"pip install 'concur[{extra}]'" in out.stderr, out.stderr
+        assert not list(tmp_path.iterdir())

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +53,7 @@ __all__ = [
     "fit_step_times",
     "measure",
     "measure_bandwidth",
+    "require_torch",
     "shapes_for",
 ]
 
@@ -154,12 +155,11 @@ def shapes_for(model_id: str, layers: int) -> Shapes:
     return Shapes(layers, hidden, heads, kv, hd, inter)
 
 
-def _torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        raise UsageError("concur calibrate needs PyTorch: pip install 'concur[calibrate]'") from None
-    return torch
+def require_torch() -> Any:
+    """The ``torch`` module, or a one-line :class:`concur.errors.MissingDependencyError` (exit 2) naming the extra."""
+    from ..extras import need
+
+    return need("torch", "concur calibrate")
 
 
 def _sync(torch: Any, device: str) -> None:
@@ -169,7 +169,7 @@ def _sync(torch: Any, device: str) -> None:
 
 def measure_bandwidth(device: str, size_bytes: int = 1 << 30, repeats: int = 5) -> float:
     """Copy bandwidth (B/s) on ``device``: best of ``repeats`` copies, counting read and write."""
-    torch = _torch()
+    torch = require_torch()
     n = size_bytes // 4
     src = torch.empty(n, dtype=torch.float32, device=device).uniform_()
     dst = torch.empty_like(src)
@@ -185,9 +185,11 @@ def measure_bandwidth(device: str, size_bytes: int = 1 << 30, repeats: int = 5) 
 
 
 def measure(shapes: Shapes, context: int, batches: Sequence[int], *, device: str, dtype: str = "bf16",
-            repeats: int = 5, seed: int = 0) -> list[Sample]:
-    """Time the synthetic decode step (module essay) for each batch size: one Sample each."""
-    torch = _torch()
+            repeats: int = 5, seed: int = 0, progress: Callable[[int, int], None] | None = None) -> list[Sample]:
+    """Time the synthetic decode step (module essay) for each batch size: one Sample each.
+
+    ``progress(done, total)`` is called after each batch size."""
+    torch = require_torch()
     if dtype not in _DTYPE_BYTES:
         raise UsageError(f"calibrate: --dtype must be one of {', '.join(_DTYPE_BYTES)}, got '{dtype}'")
     if context < 1 or not batches or min(batches) < 1 or repeats < 1:
@@ -219,6 +221,8 @@ def measure(shapes: Shapes, context: int, batches: Sequence[int], *, device: str
         nbytes = size * (s.weight_params() + batch * context * s.kv_values_per_token())
         samples.append(Sample(batch, statistics.median(times), float(nbytes)))
         del cache
+        if progress is not None:
+            progress(len(samples), len(batches))
     return samples
 
 

@@ -41,7 +41,7 @@ from typing import Any
 
 from ..errors import InfeasibleError, UsageError
 
-__all__ = ["Remedy", "Scenario", "remedies"]
+__all__ = ["Remedy", "Scenario", "remedies", "throughput_model"]
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,8 @@ class Remedy:
         return out
 
 
-def _model() -> Any:
+def throughput_model() -> Any:
+    """The ``llm_throughput`` model every remedy is re-solved on (built once per process, cached by content)."""
     from ..lang.model import build_model
 
     return build_model(["llm_throughput"])
@@ -96,7 +97,7 @@ def evaluate(given: dict[str, Any]) -> Scenario:
     given), every number from the packs. A model that does not fit gives 0 users."""
     from ..solver.question import solve_model
 
-    model = _model()
+    model = throughput_model()
     g = {k: v for k, v in given.items() if k != "concurrency"}
     try:
         sol = solve_model(model, ("users", "kv_tokens", "gpus"), g)
@@ -120,7 +121,7 @@ def _value(given: dict[str, Any], name: str) -> Any:
     """A resolved given (presets expanded) in its display unit; choice variables as their names."""
     from ..solver.question import resolve_givens
 
-    model = _model()
+    model = throughput_model()
     g = resolve_givens(model, {k: v for k, v in given.items() if k != "concurrency"})
     if name not in g.values:
         var = model.variables[name]

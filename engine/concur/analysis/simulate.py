@@ -58,7 +58,7 @@ import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal
 
 from ..errors import UsageError
 
@@ -248,8 +248,10 @@ class SimResult:
 class _Recorder:
     """Integrates the time averages per batch and samples the time series."""
 
-    def __init__(self, warmup: float, duration: float, batches: int, samples: int) -> None:
+    def __init__(self, warmup: float, duration: float, batches: int, samples: int,
+                 progress: Callable[[float, float], None] | None = None) -> None:
         self.warmup, self.end, self.nb = warmup, duration, batches
+        self.progress = progress  # told (simulated time, duration) at each sample of the series
         self.width = (duration - warmup) / batches
         self.area_flight = [0.0] * batches
         self.area_queue = [0.0] * batches
@@ -267,6 +269,8 @@ class _Recorder:
             self.sq.append(queued)
             self.sf.append(in_flight)
             self.gi += 1
+            if self.progress is not None:
+                self.progress(min(now, self.end), self.end)
         t0, t1 = max(self.last, self.warmup), min(now, self.end)
         while t0 < t1:
             b = min(int((t0 - self.warmup) / self.width), self.nb - 1)
@@ -285,13 +289,15 @@ def simulate(
     warmup: float | None = None,
     batches: int = 20,
     samples: int = 400,
+    progress: Callable[[float, float], None] | None = None,
 ) -> SimResult:
     """Run ``model`` for ``duration`` time units and return a :class:`SimResult`.
 
     ``warmup`` is excluded from every statistic; by default ``duration/10``, raised for
     an ``LLMFleet`` to three relaxation times of the fixed point (at most half the run);
     ``batches`` (>= 2) slices for the batch-means CIs; ``samples`` points of the time series.
-    Deterministic for a given ``seed``.  Raises :class:`UsageError` for bad arguments.
+    Deterministic for a given ``seed``.  ``progress(simulated, duration)`` is called at each of the
+    ``samples`` points of the time series (a few hundred calls).  Raises :class:`UsageError` for bad arguments.
     """
     _positive("duration", duration)
     warm = _default_warmup(model, duration) if warmup is None else warmup
@@ -307,7 +313,7 @@ def simulate(
                          variable="samples")
     if not isinstance(model, (LLMFleet, MMcQueue)):
         raise UsageError(f"model must be an LLMFleet or MMcQueue, got {type(model).__name__}")
-    rec = _Recorder(warm, duration, batches, samples)
+    rec = _Recorder(warm, duration, batches, samples, progress)
     rng = random.Random(seed)
     arrive: list[float] = []
     admit: list[float] = []
@@ -496,12 +502,10 @@ def _summarise(model: LLMFleet | MMcQueue, duration: float, warm: float, seed: i
 
 def plot_timeseries(result: SimResult, path: str | Path, *, title: str | None = None) -> Path:
     """Write a PNG of queue length and in-flight requests against time (matplotlib,
-    imported here, Agg backend).  Returns the path written."""
-    import matplotlib
+    imported here, Agg backend; the ``plot`` extra).  Returns the path written."""
+    from .plot import pyplot, save_png
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     out = Path(path)
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
     try:
@@ -522,9 +526,6 @@ def plot_timeseries(result: SimResult, path: str | Path, *, title: str | None = 
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left")
         fig.tight_layout()
-        tmp = out.with_name(out.name + ".part")
-        fig.savefig(tmp, format="png")
-        tmp.replace(out)
+        return save_png(fig, out)
     finally:
         plt.close(fig)
-    return out

@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import click
 
+from ..cli.progress import progress
 from ..maths.erlang import erlang_c, erlang_c_array, servers_for_service_level
 from .counter import core_count
 
@@ -93,18 +94,19 @@ def command(runs: int, servers: str, loads: str, exact_max: int) -> None:
     click.echo("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for c in counts:
         load = c * 0.98
-        ours = erlang_c(c, load)
-        med, lo, hi = time_call(lambda: erlang_c(c, load), runs)
-        peer = _peer(load)
-        peer_cell, ratio, diff = "-", "-", "-"
-        if peer is not None:
-            p_med, p_lo, p_hi = time_call(lambda: peer.waiting_probability(c), runs)
-            peer_cell = f"{_us(p_med)} ({_us(p_lo)}-{_us(p_hi)})"
-            ratio = f"{p_med / med:.2f}x"
-            diff = f"{abs(ours - peer.waiting_probability(c)):.1e}"
-        exact = "-"
-        if c <= exact_max and load == round(load):  # the rational formula takes a whole load
-            exact = f"{abs(ours - textbook_erlang_c(c, round(load))):.1e}"
+        with progress(f"P(wait) at {c:,} servers", eager=True):  # each row's timing, erased before it prints
+            ours = erlang_c(c, load)
+            med, lo, hi = time_call(lambda: erlang_c(c, load), runs)
+            peer = _peer(load)
+            peer_cell, ratio, diff = "-", "-", "-"
+            if peer is not None:
+                p_med, p_lo, p_hi = time_call(lambda: peer.waiting_probability(c), runs)
+                peer_cell = f"{_us(p_med)} ({_us(p_lo)}-{_us(p_hi)})"
+                ratio = f"{p_med / med:.2f}x"
+                diff = f"{abs(ours - peer.waiting_probability(c)):.1e}"
+            exact = "-"
+            if c <= exact_max and load == round(load):  # the rational formula takes a whole load
+                exact = f"{abs(ours - textbook_erlang_c(c, round(load))):.1e}"
         click.echo(f"| {c:,} | {load:g} | {ours:.6f} | {_us(med)} ({_us(lo)}-{_us(hi)}) | {peer_cell} | {ratio} "
                    f"| {diff} | {exact} |")
 
@@ -114,25 +116,28 @@ def command(runs: int, servers: str, loads: str, exact_max: int) -> None:
     click.echo("| load | concur servers_for_service_level | pyworkforce required_positions | servers | ratio |")
     click.echo("| ---: | ---: | ---: | ---: | ---: |")
     for load in load_list:
-        ours_c = servers_for_service_level(load, 180.0, 20.0, 0.8)
-        med, _, _ = time_call(lambda: servers_for_service_level(load, 180.0, 20.0, 0.8), staff_runs)
-        peer = _peer(load, 180.0, 20.0)
+        with progress(f"staffing at {load:g} erlang", eager=True):
+            ours_c = servers_for_service_level(load, 180.0, 20.0, 0.8)
+            med, _, _ = time_call(lambda: servers_for_service_level(load, 180.0, 20.0, 0.8), staff_runs)
+            peer = _peer(load, 180.0, 20.0)
+            theirs = None if peer is None else peer.required_positions(0.8)["raw_positions"]
+            if peer is not None and theirs == ours_c:
+                p_med, _, _ = time_call(lambda: peer.required_positions(0.8), staff_runs)
         if peer is None:
             click.echo(f"| {load:g} | {_us(med)} | - | {ours_c} | - |")
             continue
-        theirs = peer.required_positions(0.8)["raw_positions"]
         if theirs != ours_c:
             raise click.ClickException(f"staffing at load {load:g}: concur says {ours_c}, pyworkforce {theirs}; "
                                        "not timing a disagreement")
-        p_med, _, _ = time_call(lambda: peer.required_positions(0.8), staff_runs)
         click.echo(f"| {load:g} | {_us(med)} | {_us(p_med)} | {ours_c:,} | {p_med / med:.1f}x |")
 
-    at_5000, _, _ = time_call(lambda: erlang_c(5_000, 4_900), runs)
     import numpy as np
 
-    t0 = time.perf_counter()
-    erlang_c_array(np.arange(4_901, 5_101), 4_900.0)
-    sweep = time.perf_counter() - t0
+    with progress("erlang_c(5000, 4900) and a vectorised sweep", eager=True):
+        at_5000, _, _ = time_call(lambda: erlang_c(5_000, 4_900), runs)
+        t0 = time.perf_counter()
+        erlang_c_array(np.arange(4_901, 5_101), 4_900.0)
+        sweep = time.perf_counter() - t0
     click.echo(f"\nsweep: 200 server counts at load 4,900, one vectorised pass: {sweep * 1e3:.1f} ms")
     verdict = "within" if at_5000 < BUDGET_S else "OVER"
     click.echo(f"erlang_c(5000, 4900): {at_5000 * 1e6:.0f} µs median, {verdict} the 1 ms budget")

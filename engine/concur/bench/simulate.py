@@ -39,6 +39,7 @@ from typing import Any
 
 import click
 
+from ..cli.progress import progress
 from ..maths.erlang import mmc
 from ..analysis.simulate import Estimate, MMcQueue, simulate
 from .counter import core_count
@@ -112,11 +113,14 @@ def command(rate: float, service_time: float, servers: int, duration: float, bat
     contenders = {PEER: (simpy_mmc, PEER_SEED_OFFSET), "concur simulate": (_concur_mmc, 0)}
     times: dict[str, list[float]] = {name: [] for name in contenders}
     found: dict[str, list[tuple[Estimate, int]]] = {name: [] for name in contenders}
-    for k in range(runs):
-        for name, (run, offset) in contenders.items():
-            t0 = time.perf_counter()
-            found[name].append(run(rate, service_time, servers, duration, warmup, batches, seed + k + offset))
-            times[name].append(time.perf_counter() - t0)
+    with progress("simulating", total=runs * len(contenders), eager=True) as bar:
+        for k in range(runs):
+            for name, (run, offset) in contenders.items():
+                bar.describe(f"run {k + 1} of {runs}: {name}")
+                t0 = time.perf_counter()
+                found[name].append(run(rate, service_time, servers, duration, warmup, batches, seed + k + offset))
+                times[name].append(time.perf_counter() - t0)
+                bar.advance()
     events = 2 * rate * duration  # an arrival and a departure per customer (expected)
     click.echo(f"\n| simulator | seconds, median (min-max) | model events/s | mean wait over {runs} runs, s "
                "(±95% CI) | customers in the window, all runs |")
@@ -139,7 +143,8 @@ def command(rate: float, service_time: float, servers: int, duration: float, bat
     click.echo(f"ratio: {PEER} seconds / concur seconds = {ratio:.2f}x (>1: concur is faster)")
     click.echo(f"mean wait: concur {b.mean:.3f} vs {PEER} {a.mean:.3f}, difference {abs(a.mean - b.mean):.3f} s; "
                f"combined 95% CI ±{combined:.3f} s: {'agree' if agree else 'DISAGREE'}")
-    same_peer, _ = simpy_mmc(rate, service_time, servers, duration, warmup, batches, seed)
-    same_ours, _ = _concur_mmc(rate, service_time, servers, duration, warmup, batches, seed)
+    with progress("replay on one seed", eager=True):
+        same_peer, _ = simpy_mmc(rate, service_time, servers, duration, warmup, batches, seed)
+        same_ours, _ = _concur_mmc(rate, service_time, servers, duration, warmup, batches, seed)
     click.echo(f"replay, both on seed {seed}: mean wait concur {same_ours.mean:.6f} vs {PEER} {same_peer.mean:.6f} "
                f"(|difference| {abs(same_ours.mean - same_peer.mean):.1e} s: the same sample path)")

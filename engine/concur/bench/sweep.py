@@ -10,15 +10,28 @@ Targets: under 1 s, at most 2x the hand-written code. Both answers are checked e
 
 Times are the median of ``--runs`` runs after one warm-up, which builds and caches the plan
 (one structural solve and one scalar validation solve); timed runs pay only for evaluation.
+
+The second comparison is the output side of ``concur sweep ... --csv FILE``: the sweep of
+``--csv-points`` concurrencies (default ten times ``--points``: a million) *and* writing it as CSV
+with :func:`concur.cli.tabular.write_csv`, against ``numpy.savetxt`` writing the same columns
+(the config label, concurrency and tokens/s per GPU, with the header) to a file. Target: at
+most 3x numpy. The CSV is read back and compared with the arrays before any time is reported,
+and the peak memory traced while writing is printed next to the size of the arrays.
 """
 
 from __future__ import annotations
 
 import os
 import statistics
+import tempfile
 import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
 
 import click
+
+from ..cli.progress import progress
 
 __all__ = ["command"]
 
@@ -40,7 +53,8 @@ def _hand(c, weights, a, kv_per_token, avg_context, bw, active_per_gpu,  # type:
 @click.command(name="sweep")
 @click.option("--points", type=int, default=100_000, show_default=True, help="concurrency values swept")
 @click.option("--runs", type=int, default=5, show_default=True, help="timed runs (median reported)")
-def command(points: int, runs: int) -> None:
+@click.option("--csv-points", type=int, default=None, help="points of the CSV comparison  [default: 10 x --points]")
+def command(points: int, runs: int, csv_points: int | None) -> None:
     """Time a vectorised sweep of llm_throughput (tokens_per_s_per_gpu over concurrency)."""
     import numpy as np
 
@@ -48,8 +62,9 @@ def command(points: int, runs: int) -> None:
     from ..solver.question import solve_model
     from ..sweep.vector import sweep
 
-    if points < 1 or runs < 1:
-        raise click.UsageError("--points and --runs must be positive")
+    csv_points = 10 * points if csv_points is None else csv_points
+    if points < 1 or runs < 1 or csv_points < 1:
+        raise click.UsageError("--points, --runs and --csv-points must be positive")
     model = build_model(["llm_throughput"])
     c = np.linspace(1.0, 1024.0, points)
     sweep(model, {"concurrency": c[:10]}, GIVEN, ["tokens_per_s_per_gpu"])  # warm-up
@@ -79,3 +94,62 @@ def command(points: int, runs: int) -> None:
     verdict = "ok" if ours_s <= 2 * hand_s else "MISSED"
     click.echo(f"ratio                {ours_s / hand_s:9.2f} x  (target <= 2 x: {verdict}; "
                "the sweep also checks every value it computes)")
+    _csv_comparison(model, csv_points, min(runs, 3))
+
+
+HEADER = ["config", "concurrency [request]", "tokens_per_s_per_gpu [token/s]"]
+
+
+def _ours(model: Any, c: Any, path: Path) -> Any:
+    """What `concur sweep ... --csv FILE` does after parsing: sweep, then stream the CSV."""
+    from ..cli.streams import text_output
+    from ..cli.tabular import Block, write_csv
+    from ..sweep.vector import sweep
+
+    y = sweep(model, {"concurrency": c}, GIVEN, ["tokens_per_s_per_gpu"])["tokens_per_s_per_gpu"]
+    with text_output(str(path)) as out:
+        write_csv(out, HEADER, [Block(("scenario",), [c, y])])
+    return y
+
+
+def _numpy(c: Any, y: Any, path: Path) -> None:
+    import numpy as np
+
+    np.savetxt(path, np.column_stack([c, y]), fmt="scenario,%.17g,%.17g", header=",".join(HEADER), comments="")
+
+
+def _csv_comparison(model: Any, n: int, runs: int) -> None:
+    import numpy as np
+
+    c = np.linspace(1.0, 256.0, n)
+    with tempfile.TemporaryDirectory(prefix="concur-bench-") as folder, \
+            progress(f"sweep to CSV, {n:,} points", eager=True):
+        ours_path, numpy_path = Path(folder) / "ours.csv", Path(folder) / "numpy.csv"
+        y = _ours(model, c, ours_path)
+        _numpy(c, y, numpy_path)
+        back = np.loadtxt(ours_path, delimiter=",", skiprows=1, usecols=(1, 2))
+        ref = np.loadtxt(numpy_path, delimiter=",", skiprows=1, usecols=(1, 2))
+        if not (np.array_equal(back[:, 0], c) and np.array_equal(back[:, 1], y) and np.array_equal(ref, back)):
+            raise click.ClickException("the CSV does not read back to the swept values; not timing it")
+        t_ours, t_numpy = [], []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            _ours(model, c, ours_path)
+            t1 = time.perf_counter()
+            _numpy(c, y, numpy_path)
+            t2 = time.perf_counter()
+            t_ours.append(t1 - t0)
+            t_numpy.append(t2 - t1)
+        tracemalloc.start()
+        _ours(model, c, ours_path)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        size_ours, size_numpy = ours_path.stat().st_size, numpy_path.stat().st_size
+    ours_s, numpy_s = statistics.median(t_ours), statistics.median(t_numpy)
+    arrays = 2 * c.nbytes
+    click.echo(f"\nsweep to CSV: {n:,} points; median of {runs} runs; both files read back equal")
+    click.echo(f"concur sweep + CSV   {ours_s * 1000:9.1f} ms  ({size_ours / 2**20:.1f} MiB, shortest round-trip digits)")
+    click.echo(f"numpy.savetxt        {numpy_s * 1000:9.1f} ms  ({size_numpy / 2**20:.1f} MiB, 17 digits)")
+    verdict = "ok" if ours_s <= 3 * numpy_s else "MISSED"
+    click.echo(f"ratio                {ours_s / numpy_s:9.2f} x  (target <= 3 x: {verdict})")
+    click.echo(f"peak traced memory   {peak / 2**20:9.1f} MiB  (the two arrays: {arrays / 2**20:.1f} MiB)")

@@ -17,7 +17,12 @@ each equation's tree combining vectors (about 20 µs an equation). Rules:
 Checking a folder reads the ``*.yaml`` files *in* it: a symlink that leads outside the folder
 is reported, not followed (a pull request could otherwise make CI read any file).
 
-Diagnostics are compiler-style: ``file:line:col: error: message``.
+Diagnostics are compiler-style: ``file:line:col: error: message`` (:meth:`Diagnostic.to_json` for
+machines). A file is first checked the fast way (the cached, fully validated model); only when it
+fails to load is it loaded again in collecting mode (:func:`concur.lang.model.build_model` with
+``problems``), so *every* independent problem is reported -- each bad variable, each bad
+equation -- and the sound rest of the pack is still unit-checked. The same problem reached twice
+(a broken pack used by two checked packs) is reported once.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConcurError, Location, UnitError
 from .expr import Bin, Call, Cmp, If, Logic, Neg, Node, Num, Str, UnitLit, Var, to_text, walk
@@ -47,6 +53,8 @@ __all__ = ["Diagnostic", "infer_dims", "check_equation_dims", "check_model", "ch
 
 @dataclass(frozen=True)
 class Diagnostic:
+    """One problem: where (file, line, column when known), how bad, and what."""
+
     where: Location | None
     message: str
     severity: str = "error"
@@ -54,6 +62,17 @@ class Diagnostic:
     def __str__(self) -> str:
         prefix = f"{self.where}: " if self.where else ""
         return f"{prefix}{self.severity}: {self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"file", "line", "col", "severity", "message"}`` (line/col null when unknown)."""
+        where = self.where
+        return {"file": where.file if where else None, "line": where.line if where else None,
+                "col": where.col if where else None, "severity": self.severity, "message": self.message}
+
+    @classmethod
+    def of(cls, exc: ConcurError, fallback: str) -> Diagnostic:
+        """The diagnostic for an error raised while loading ``fallback`` (its file, when the error has no place)."""
+        return cls(exc.where or Location(fallback), exc.render_body())
 
 
 class _DimError(Exception):
@@ -211,29 +230,32 @@ def check_model(model, only_pack: str | None = None) -> list[Diagnostic]:  # typ
         lo, hi = var.bounds
         if var.default is not None and ((lo is not None and var.default < lo) or (hi is not None and var.default > hi)):
             out.append(Diagnostic(var.where, f"default of '{var.name}' ({var.default_text}) is outside its bounds"))
+    broken = {name for pack in model.packs for name in pack.broken}  # declarations already reported
     for key, chain in model.presets.items():
         for preset in chain:
             for field, target in preset.fields.items():
-                if target not in model.variables:
+                if target not in model.variables and target not in broken:
                     out.append(Diagnostic(preset.where,
                                           f"preset '{key}' maps field '{field}' to undeclared '{target}'"))
     for pack in model.packs:
         if only_pack and pack.name != only_pack:
             continue
-        out.extend(_check_examples(pack, model))
+        out.extend(_check_examples(pack, model, broken))
     return out
 
 
-def _check_examples(pack: Pack, model) -> list[Diagnostic]:  # type: ignore[no-untyped-def]
+def _check_examples(pack: Pack, model, broken: set[str]) -> list[Diagnostic]:  # type: ignore[no-untyped-def]
     out = []
     for ex in pack.examples:
         for name in list(ex.find) + list(ex.expect):
-            if name not in model.variables:
+            if name not in model.variables and name not in broken:
                 out.append(Diagnostic(ex.where, f"example '{ex.name}' names unknown variable '{name}'"))
         for name, raw in ex.given.items():
             if name in model.presets:
                 continue
             var = model.variables.get(name)
+            if var is None and name in broken:
+                continue
             if var is None:
                 out.append(Diagnostic(ex.where, f"example '{ex.name}' gives unknown variable '{name}'"))
                 continue
@@ -245,9 +267,10 @@ def _check_examples(pack: Pack, model) -> list[Diagnostic]:  # type: ignore[no-u
 
 
 def check_paths(paths: list[str]) -> tuple[list[Diagnostic], int]:
-    """Check pack files (or folders of them); returns (diagnostics, packs checked)."""
-    from .model import build_model
+    """Check pack files (or folders of them); returns (every diagnostic, packs checked).
 
+    Paths are expected to exist (the CLI refuses a missing one as a usage error first).
+    """
     files: list[Path] = []
     diags: list[Diagnostic] = []
     for p in paths:
@@ -257,19 +280,49 @@ def check_paths(paths: list[str]) -> tuple[list[Diagnostic], int]:
         else:
             files.append(path)
     for f in files:
+        diags.extend(check_file(f))
+    return _unique(diags), len(files)
+
+
+def check_file(path: Path) -> list[Diagnostic]:
+    """Every problem of the pack in ``path``: the fast path when it loads, the collecting one when not."""
+    from .model import build_model
+
+    try:
+        model = build_model([str(path)])
+    except ConcurError:
+        problems: list[ConcurError] = []
         try:
-            model = build_model([str(f)])
-            diags.extend(check_model(model, only_pack=model.packs[0].name))
-        except UnitError as exc:
-            diags.append(Diagnostic(exc.where or Location(str(f)), exc.render_body()))
-        except ConcurError as exc:
-            diags.append(Diagnostic(exc.where or Location(str(f)), exc.render_body()))
-    return diags, len(files)
+            model = build_model([str(path)], problems=problems)
+        except ConcurError as exc:  # not a pack at all (invalid YAML, no 'pack:'): one problem, nothing more
+            return [Diagnostic.of(exc, str(path))]
+        found = [Diagnostic.of(exc, str(path)) for exc in problems]
+        return sorted(found + check_model(model, only_pack=model.packs[0].name), key=_position)
+    return sorted(check_model(model, only_pack=model.packs[0].name), key=_position)
+
+
+def _position(d: Diagnostic) -> tuple[str, int, int]:
+    """Order in the file (a problem in a used pack sorts by that pack's name)."""
+    w = d.where
+    return (w.file, w.line or 0, w.col or 0) if w else ("", 0, 0)
+
+
+def _unique(diags: list[Diagnostic]) -> list[Diagnostic]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for d in diags:
+        key = (str(d.where), d.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
 
 
 def check_catalogs(paths: list[str]) -> list[Diagnostic]:
-    """Load every catalog under ``<folder>/catalogs/`` of the folders given (sources required)."""
+    """Load every catalog under ``<folder>/catalogs/`` of the folders given (sources required), reporting
+    every bad field, value and source."""
     from .library import load_catalog_file
+    from .pack import load_catalog
 
     out: list[Diagnostic] = []
     for p in paths:
@@ -277,11 +330,18 @@ def check_catalogs(paths: list[str]) -> list[Diagnostic]:
         if not folder.is_dir() or not inside(folder, Path(p)):
             continue
         for f in _files_in(folder, out):
+            problems: list[ConcurError] = []
             try:
-                load_catalog_file(f)
+                load_catalog_file(f)  # cached by content: a catalog that loaded before is fine
+                continue
+            except ConcurError:
+                pass
+            try:
+                load_catalog(f, problems=problems)
             except ConcurError as exc:
-                out.append(Diagnostic(exc.where or Location(str(f)), exc.render_body()))
-    return out
+                problems.append(exc)
+            out.extend(Diagnostic.of(exc, str(f)) for exc in problems)
+    return _unique(out)
 
 
 def _files_in(folder: Path, diags: list[Diagnostic]) -> list[Path]:

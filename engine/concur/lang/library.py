@@ -27,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..errors import Location, PackError, UnknownNameError, UsageError
+from ..errors import ConcurError, Location, PackError, UnitError, UnknownNameError, UsageError
 from .expr import name_problem
 from .pack import Catalog, Pack, load_catalog, load_pack
 from .yamlsafe import read_source
@@ -189,11 +189,21 @@ def _cached(kind: str, path: Path, load: "Callable[[str, bytes], Any]", decode: 
     return value
 
 
-def load_pack_file(path: Path) -> Pack:
-    """The pack in ``path`` (cached by content)."""
+def load_pack_file(path: Path, *, problems: list[ConcurError] | None = None) -> Pack:
+    """The pack in ``path`` (cached by content).
+
+    With ``problems`` (``concur check``), a pack that does not load is loaded again collecting
+    every independent problem into the list, and the partial pack is returned -- never cached.
+    """
     from .serial import decode_pack
 
-    pack: Pack = _cached("pack", path, lambda label, source: load_pack(path, label=label, content=source), decode_pack)
+    try:
+        pack: Pack = _cached("pack", path, lambda label, source: load_pack(path, label=label, content=source),
+                             decode_pack)
+    except (PackError, UnitError):
+        if problems is None:
+            raise
+        pack = load_pack(path, label=_label(path), problems=problems)
     return pack
 
 

@@ -11,6 +11,13 @@ used pack's name to ours). The model guarantees:
   never its path, size or mtime): caches of inverted forms key on it;
 * a pack's ``uses:`` are resolved relative to that pack's own folder
   (:func:`concur.lang.library.find_used_pack`), never the working directory.
+
+``build_model(refs, problems=[])`` is ``concur check``'s mode: instead of stopping at the first
+problem it records each one (a ``uses:`` that does not resolve, a shared name with two
+dimensions, each equation or constraint naming an undeclared variable or a wrong choice) and
+leaves that item out, so the model it returns holds what is sound and can still be unit-checked.
+An equation naming a variable whose own declaration failed (``Pack.broken``) is left out
+silently: that problem is already recorded once.
 """
 
 from __future__ import annotations
@@ -19,10 +26,10 @@ import hashlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..errors import Location, PackError, UnitError, UnknownNameError
+from ..errors import ConcurError, Location, PackError, UnitError, UnknownNameError
 from .expr import Cmp, Node, Num, Str, Var, map_tree, names_in, walk
 from .library import find_pack, find_used_pack, load_pack_file, pack_paths
-from .pack import Constraint, Equation, Pack, Preset, Variable
+from .pack import Constraint, Equation, Pack, Preset, Problems, Variable
 from .units import format_dims
 
 __all__ = ["Model", "build_model"]
@@ -59,13 +66,13 @@ def _rename_tree(node: Node, mapping: dict[str, str]) -> Node:
     return map_tree(node, lambda n: Var(mapping[n.name]) if isinstance(n, Var) and n.name in mapping else None)
 
 
-def _collect(refs: list[str]) -> list[tuple[Pack, dict[str, str]]]:
+def _collect(refs: list[str], each: Problems) -> list[tuple[Pack, dict[str, str]]]:
     """Packs in play, each with the rename applied to reach it, top packs first."""
     out: list[tuple[Pack, dict[str, str]]] = []
     seen: set[str] = set()
 
     def visit(path: Path, rename: dict[str, str], stack: tuple[str, ...], where: Location | None) -> None:
-        pack = load_pack_file(path)
+        pack = load_pack_file(path, problems=each.sink)
         if pack.name in stack:
             raise PackError(f"packs use each other in a cycle: {' -> '.join(stack + (pack.name,))}", where=where)
         if pack.name in seen:
@@ -77,25 +84,33 @@ def _collect(refs: list[str]) -> list[tuple[Pack, dict[str, str]]]:
             combined = {k: rename.get(v, v) for k, v in their_rename.items()}
             for k, v in rename.items():
                 combined.setdefault(k, v)
-            visit(find_used_pack(used, path.parent, where=loc), combined, stack + (pack.name,), loc)
+            with each.item():
+                visit(find_used_pack(used, path.parent, where=loc), combined, stack + (pack.name,), loc)
 
     for ref in refs:
         visit(find_pack(ref), {}, (), None)
     return out
 
 
-def build_model(refs: list[str] | None = None) -> Model:
-    """Compose the packs named (all shipped packs when empty) into a resolved model."""
+def build_model(refs: list[str] | None = None, *, problems: list[ConcurError] | None = None) -> Model:
+    """Compose the packs named (all shipped packs when empty) into a resolved model.
+
+    With ``problems`` (a list), every independent problem is appended to it and the sound rest
+    of the model is returned (see the module docstring); without, the first one is raised.
+    """
+    each = Problems(problems)
     refs = list(refs) if refs else list(pack_paths())
-    collected = _collect(refs)
+    collected = _collect(refs, each)
     variables: dict[str, Variable] = {}
     equations: list[Equation] = []
     constraints: list[Constraint] = []
     presets: dict[str, tuple[Preset, ...]] = {}
+    broken: set[str] = set()
     digest = hashlib.sha256()
     for pack, rename in collected:
         digest.update(pack.name.encode() + b"\0" + pack.digest.encode() + b"\0")
         digest.update(repr(sorted(rename.items())).encode())
+        broken.update(rename.get(name, name) for name in pack.broken)
         for name, var in pack.variables.items():
             ours = rename.get(name, name)
             if ours != name:
@@ -104,10 +119,11 @@ def build_model(refs: list[str] | None = None) -> Model:
             if prior is None:
                 variables[ours] = var
             elif prior.unit.dims != var.unit.dims:
-                raise UnitError(
-                    f"variable '{ours}' is declared as '{prior.unit.text}' in {prior.where} "
-                    f"but as '{var.unit.text}' ({format_dims(var.unit.dims)})", where=var.where, variable=ours,
-                    hint="use one unit for a shared name, or rename it with uses: {pack: ..., rename: {...}}")
+                with each.item():
+                    raise UnitError(
+                        f"variable '{ours}' is declared as '{prior.unit.text}' in {prior.where} "
+                        f"but as '{var.unit.text}' ({format_dims(var.unit.dims)})", where=var.where, variable=ours,
+                        hint="use one unit for a shared name, or rename it with uses: {pack: ..., rename: {...}}")
         for eq in pack.equations:
             equations.append(replace(eq, lhs=_rename_tree(eq.lhs, rename), rhs=_rename_tree(eq.rhs, rename)))
         for con in pack.constraints:
@@ -117,19 +133,27 @@ def build_model(refs: list[str] | None = None) -> Model:
             chain = presets.get(key, ())
             if all(p.catalog != preset.catalog for p in chain):  # the first pack naming a catalog wins
                 presets[key] = chain + (replace(preset, fields=fields),)
+    sound_eqs: list[Equation] = []
     for eq in equations:
-        for name in sorted(eq.names):
-            if name not in variables:
-                raise PackError(f"equation '{eq.text}' uses '{name}', which no pack in play declares",
-                                where=eq.where, variable=name, hint="declare it under variables:")
+        if eq.names & broken:
+            continue  # its variable's declaration is already reported
+        with each.item():
+            for name in sorted(eq.names):
+                if name not in variables:
+                    raise PackError(f"equation '{eq.text}' uses '{name}', which no pack in play declares",
+                                    where=eq.where, variable=name, hint="declare it under variables:")
+            sound_eqs.append(replace(eq, lhs=_resolve_choices(eq.lhs, variables, eq),
+                                     rhs=_resolve_choices(eq.rhs, variables, eq)))
+    sound_cons: list[Constraint] = []
     for con in constraints:
-        for name in sorted(names_in(con.expr)):
-            if name not in variables:
-                raise PackError(f"check '{con.text}' uses undeclared '{name}'", where=con.where, variable=name)
-    equations = [replace(eq, lhs=_resolve_choices(eq.lhs, variables, eq),
-                         rhs=_resolve_choices(eq.rhs, variables, eq)) for eq in equations]
-    constraints = [replace(c, expr=_resolve_choices(c.expr, variables, c)) for c in constraints]
-    return Model(tuple(p for p, _ in collected), variables, tuple(equations), tuple(constraints), presets,
+        if names_in(con.expr) & broken:
+            continue
+        with each.item():
+            for name in sorted(names_in(con.expr)):
+                if name not in variables:
+                    raise PackError(f"check '{con.text}' uses undeclared '{name}'", where=con.where, variable=name)
+            sound_cons.append(replace(con, expr=_resolve_choices(con.expr, variables, con)))
+    return Model(tuple(p for p, _ in collected), variables, tuple(sound_eqs), tuple(sound_cons), presets,
                  digest.hexdigest()[:20])
 
 

@@ -20,16 +20,24 @@ Invariants of a loaded pack:
 * every equation parsed under the whitelist; names it uses are *not* yet
   checked (a pack may rely on variables of the packs it ``uses``): the model
   does that once all packs are loaded.
+
+Loading stops at the first problem, except for ``concur check``, which passes a ``problems``
+list: then each variable, equation, constraint, preset and example is validated on its own, a
+bad one is recorded and left out, and loading goes on, so one run reports every independent
+problem of a file. Such a pack is *partial* (``broken`` names the variables whose declarations
+failed, so their equations are not blamed a second time) and is never cached or solved. Only a
+file that is not a pack at all (no ``pack: NAME`` mapping, invalid YAML) stops at once.
 """
 
 from __future__ import annotations
 
 import hashlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from ..errors import Location, PackError, UnitError
+from ..errors import ConcurError, Location, PackError, UnitError
 from .expr import (
     RESERVED_NAMES,
     Cmp,
@@ -145,12 +153,31 @@ class Pack:
     scenario: dict[str, Any] = field(default_factory=dict)
     uses_where: tuple[Location, ...] = ()  # where each ``uses`` entry is written
     digest: str = ""  # sha256 of the file's bytes (models and caches key on content)
+    broken: tuple[str, ...] = ()  # variables whose declarations failed (partial packs of concur check only)
 
 
 _PACK_KEYS = {"pack", "doc", "uses", "presets", "variables", "equations", "constraints", "examples", "scenario",
               "version", "references"}
 _VAR_KEYS = {"unit", "doc", "default", "bounds", "integer", "display", "choices", "limit", "violation", "source",
              "stated"}
+
+
+class Problems:
+    """Where a loader records a bad item and goes on (``sink`` is a list), or raises at once (None)."""
+
+    def __init__(self, sink: list[ConcurError] | None) -> None:
+        self.sink = sink
+
+    @contextmanager
+    def item(self) -> Iterator[None]:
+        """Run the block; with a sink, a :class:`PackError`/:class:`UnitError` is recorded, not raised."""
+        if self.sink is None:
+            yield
+            return
+        try:
+            yield
+        except (PackError, UnitError) as exc:
+            self.sink.append(exc)
 
 
 def _require(cond: bool, message: str, where: Location, hint: str | None = None, variable: str | None = None) -> None:
@@ -273,17 +300,14 @@ def _variable(name: str, spec: Any, pack: str, where: Location) -> Variable:
                                                                            spec.where("violation")), stated)
 
 
-def _loc_of(container: Any, key: Any) -> Location:
-    return container.where(key)
-
-
 def load_pack(path: str | Path, *, label: str | None = None, text: str | None = None,
-              content: bytes | None = None) -> Pack:
+              content: bytes | None = None, problems: list[ConcurError] | None = None) -> Pack:
     """Load and validate one pack file. Raises :class:`PackError`/:class:`UnitError` with file:line:col.
 
     ``content`` is the file's bytes when the caller has read them already (so that the bytes
     it keys a cache on are the bytes parsed); ``text`` is a pack that has no file (its name is
-    then not compared with a file name).
+    then not compared with a file name). With ``problems`` (a list), every independent problem
+    is appended to it and a partial pack returned (see the module docstring).
     """
     path = Path(path)
     name_label = label or str(path)
@@ -296,116 +320,150 @@ def load_pack(path: str | Path, *, label: str | None = None, text: str | None = 
              "not a concur pack: a pack is a YAML mapping that starts with 'pack: NAME'", top)
     name = data["pack"]
     _require(name_problem(name) is None, "'pack:' must be an ASCII identifier", data.where("pack"))
+    each = Problems(problems)
     if text is None:
-        _require(name == path.stem, f"pack name '{name}' must equal the file name '{path.stem}'", data.where("pack"),
-                 f"rename the file to {name}.yaml or the pack to {path.stem}")
+        with each.item():
+            _require(name == path.stem, f"pack name '{name}' must equal the file name '{path.stem}'",
+                     data.where("pack"), f"rename the file to {name}.yaml or the pack to {path.stem}")
     unknown = set(data) - _PACK_KEYS
-    _require(not unknown, f"unknown top-level key(s) {sorted(unknown)}", data.where(sorted(unknown)[0]) if unknown
-             else top, f"allowed: {', '.join(sorted(_PACK_KEYS))}")
+    with each.item():
+        _require(not unknown, f"unknown top-level key(s) {sorted(unknown)}", data.where(sorted(unknown)[0])
+                 if unknown else top, f"allowed: {', '.join(sorted(_PACK_KEYS))}")
     doc = str(data.get("doc", "") or "")
 
     uses: list[tuple[str, dict[str, str]]] = []
     uses_where: list[Location] = []
-    raw_uses = _listing(data, "uses", "pack names")
+    raw_uses = _section(each, _listing, data, "uses", "pack names")
     for i, item in enumerate(raw_uses):
-        loc = _loc_of(raw_uses, i)
-        rename: dict[str, str] = {}
-        if isinstance(item, str):
-            ref = item
-        else:
-            _require(isinstance(item, YMap) and isinstance(item.get("pack"), str),
-                     "each 'uses' entry is a pack name or {pack: NAME, rename: {theirs: ours}}", loc)
-            ref, rename = item["pack"], item.get("rename") or {}
-            _require(isinstance(rename, dict) and all(isinstance(k, str) and isinstance(v, str)
-                                                       for k, v in rename.items()),
-                     "rename must map their variable names to ours", loc)
-            for theirs, ours in rename.items():
-                _identifier(theirs, "renamed variable", loc)
-                _identifier(ours, "variable name", loc)
-        _require(ref.strip() != "" and "\0" not in ref, "a 'uses' entry names a pack or a .yaml file", loc)
-        uses.append((ref, dict(rename)))
-        uses_where.append(loc)
+        with each.item():
+            uses.append(_use(item, raw_uses.where(i)))
+            uses_where.append(raw_uses.where(i))
 
     variables: dict[str, Variable] = {}
-    raw_vars = _mapping(data, "variables", "name -> {unit, doc, ...}")
+    raw_vars = _section(each, _mapping, data, "variables", "name -> {unit, doc, ...}")
     for vname, spec in raw_vars.items():
-        variables[vname] = _variable(vname, spec, name, raw_vars.where(vname))
+        with each.item():
+            variables[vname] = _variable(vname, spec, name, raw_vars.where(vname))
+    broken = tuple(str(v) for v in raw_vars if v not in variables)
 
     equations: list[Equation] = []
-    raw_eqs = _listing(data, "equations", "equations")
+    raw_eqs = _section(each, _listing, data, "equations", "equations")
     for i, item in enumerate(raw_eqs):
-        loc = _loc_of(raw_eqs, i)
-        eq_doc = ""
-        if isinstance(item, YMap):
-            extra = set(item) - {"eq", "doc", "source"}
-            _require("eq" in item and not extra, "an equation entry is text or {eq: TEXT, doc: TEXT}", loc)
-            text_eq, eq_doc, loc = item["eq"], str(item.get("doc", "") or ""), item.where("eq")
-            loc = Location(loc.file, loc.line, (loc.col or 1) + 4) if loc.line is not None else loc
-        else:
-            text_eq = item
-        text_eq = _text(text_eq, "an equation", loc)
-        lhs, rhs = parse_equation(text_eq, where=loc)
-        equations.append(Equation(text_eq.strip(), lhs, rhs, eq_doc, loc, name, i + 1))
+        with each.item():
+            equations.append(_equation(item, raw_eqs.where(i), name, i + 1))
 
     constraints: list[Constraint] = []
-    raw_cons = _listing(data, "constraints", "{check, doc} entries")
+    raw_cons = _section(each, _listing, data, "constraints", "{check, doc} entries")
     for i, item in enumerate(raw_cons):
-        loc = _loc_of(raw_cons, i)
-        _require(isinstance(item, YMap) and isinstance(item.get("check"), str),
-                 "a constraint is {check: CONDITION, doc: TEXT}", loc)
-        node = parse_expression(item["check"], where=item.where("check"), allow_compare=True)
-        _require(isinstance(node, (Cmp, Logic)), f"check '{item['check']}' is not a condition", item.where("check"),
-                 "write a comparison such as 'a <= b' (combine with and / or / not)")
-        constraints.append(Constraint(item["check"], node, str(item.get("doc", "") or ""), item.where("check"), name))
+        with each.item():
+            constraints.append(_constraint(item, raw_cons.where(i), name))
 
     presets: dict[str, Preset] = {}
-    raw_presets = _mapping(data, "presets", "key -> {catalog: NAME}")
+    raw_presets = _section(each, _mapping, data, "presets", "key -> {catalog: NAME}")
     for key, spec in raw_presets.items():
-        loc = raw_presets.where(key)
-        _identifier(key, "preset name", loc)
-        _require(isinstance(spec, YMap) and isinstance(spec.get("catalog"), str),
-                 f"preset '{key}' must be {{catalog: NAME, fields: {{field: variable}}}}", loc)
-        _identifier(spec["catalog"], "catalog name", spec.where("catalog"))
-        fields = spec.get("fields") or {}
-        _require(isinstance(fields, dict) and all(isinstance(v, str) for v in fields.values()),
-                 f"fields of preset '{key}' must map catalog field -> variable", loc)
-        presets[key] = Preset(key, spec["catalog"], dict(fields), loc)
+        with each.item():
+            presets[key] = _preset(key, spec, raw_presets.where(key))
 
-    examples = tuple(_examples(data, name))
-    scenario = dict(_mapping(data, "scenario", "name -> value"))
+    examples = tuple(_examples(data, name, each))
+    scenario = dict(_section(each, _mapping, data, "scenario", "name -> value"))
     return Pack(name, doc, name_label, tuple(uses), variables, tuple(equations), tuple(constraints), examples,
-                presets, scenario, tuple(uses_where), hashlib.sha256(raw).hexdigest())
+                presets, scenario, tuple(uses_where), hashlib.sha256(raw).hexdigest(), broken)
 
 
-def _examples(data: YMap, pack: str) -> list[Example]:
+def _section(each: Problems, kind: Any, data: YMap, key: str, what: str) -> Any:
+    """``kind(data, key, what)`` (:func:`_mapping` or :func:`_listing`); empty when it is malformed and recorded."""
+    with each.item():
+        return kind(data, key, what)
+    holder = YMap()  # recorded: go on as if the section were empty
+    holder.loc, holder.key_loc = data.where(key), {}
+    return kind(holder, key, what)
+
+
+def _use(item: Any, loc: Location) -> tuple[str, dict[str, str]]:
+    rename: dict[str, str] = {}
+    if isinstance(item, str):
+        ref = item
+    else:
+        _require(isinstance(item, YMap) and isinstance(item.get("pack"), str),
+                 "each 'uses' entry is a pack name or {pack: NAME, rename: {theirs: ours}}", loc)
+        ref, rename = item["pack"], item.get("rename") or {}
+        _require(isinstance(rename, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                   for k, v in rename.items()),
+                 "rename must map their variable names to ours", loc)
+        for theirs, ours in rename.items():
+            _identifier(theirs, "renamed variable", loc)
+            _identifier(ours, "variable name", loc)
+    _require(ref.strip() != "" and "\0" not in ref, "a 'uses' entry names a pack or a .yaml file", loc)
+    return ref, dict(rename)
+
+
+def _equation(item: Any, loc: Location, pack: str, index: int) -> Equation:
+    eq_doc = ""
+    if isinstance(item, YMap):
+        extra = set(item) - {"eq", "doc", "source"}
+        _require("eq" in item and not extra, "an equation entry is text or {eq: TEXT, doc: TEXT}", loc)
+        text_eq, eq_doc, loc = item["eq"], str(item.get("doc", "") or ""), item.where("eq")
+        loc = Location(loc.file, loc.line, (loc.col or 1) + 4) if loc.line is not None else loc
+    else:
+        text_eq = item
+    text_eq = _text(text_eq, "an equation", loc)
+    lhs, rhs = parse_equation(text_eq, where=loc)
+    return Equation(text_eq.strip(), lhs, rhs, eq_doc, loc, pack, index)
+
+
+def _constraint(item: Any, loc: Location, pack: str) -> Constraint:
+    _require(isinstance(item, YMap) and isinstance(item.get("check"), str),
+             "a constraint is {check: CONDITION, doc: TEXT}", loc)
+    node = parse_expression(item["check"], where=item.where("check"), allow_compare=True)
+    _require(isinstance(node, (Cmp, Logic)), f"check '{item['check']}' is not a condition", item.where("check"),
+             "write a comparison such as 'a <= b' (combine with and / or / not)")
+    return Constraint(item["check"], node, str(item.get("doc", "") or ""), item.where("check"), pack)
+
+
+def _preset(key: str, spec: Any, loc: Location) -> Preset:
+    _identifier(key, "preset name", loc)
+    _require(isinstance(spec, YMap) and isinstance(spec.get("catalog"), str),
+             f"preset '{key}' must be {{catalog: NAME, fields: {{field: variable}}}}", loc)
+    _identifier(spec["catalog"], "catalog name", spec.where("catalog"))
+    fields = spec.get("fields") or {}
+    _require(isinstance(fields, dict) and all(isinstance(v, str) for v in fields.values()),
+             f"fields of preset '{key}' must map catalog field -> variable", loc)
+    return Preset(key, spec["catalog"], dict(fields), loc)
+
+
+def _examples(data: YMap, pack: str, each: Problems) -> list[Example]:
     out = []
-    raw = _listing(data, "examples", "{name, given, find, expect} entries")
+    raw = _section(each, _listing, data, "examples", "{name, given, find, expect} entries")
     for i, item in enumerate(raw):
-        loc = _loc_of(raw, i)
-        _require(isinstance(item, YMap), "an example is {name, given, find, expect}", loc)
-        given = _mapping(item, "given", "name -> value")
-        find = item.get("find") or []
-        if isinstance(find, str):
-            find = [f.strip() for f in find.split(",")]
-        _require(isinstance(find, list) and len(find) > 0 and all(isinstance(f, str) for f in find),
-                 "example 'find' must name at least one variable", item.where("find"))
-        expect: dict[str, Expectation] = {}
-        raw_expect = _mapping(item, "expect", "name -> value")
-        for key, val in raw_expect.items():
-            loc = raw_expect.where(key)
-            if isinstance(val, YMap):
-                _require(isinstance(val.get("value"), (int, float, str)), f"expected '{key}' needs a value", loc)
-                unit = val.get("unit")
-                _require(unit is None or isinstance(unit, str), f"unit of expected '{key}' must be text", loc)
-                expect[key] = Expectation(val["value"], unit, _number(val.get("rel", 1e-6), "rel", loc),
-                                          None if val.get("abs") is None else _number(val["abs"], "abs", loc))
-            else:
-                _require(isinstance(val, (int, float, str)) and not isinstance(val, bool),
-                         f"expected '{key}' must be a number or text", loc)
-                expect[key] = Expectation(val, None, 1e-6, None)
-        out.append(Example(str(item.get("name", f"example {i + 1}")), dict(given), tuple(find), expect, loc, pack,
-                           item.get("error")))
+        with each.item():
+            out.append(_example(item, raw.where(i), pack, i))
     return out
+
+
+def _example(item: Any, loc: Location, pack: str, i: int) -> Example:
+    _require(isinstance(item, YMap), "an example is {name, given, find, expect}", loc)
+    given = _mapping(item, "given", "name -> value")
+    find = item.get("find") or []
+    if isinstance(find, str):
+        find = [f.strip() for f in find.split(",")]
+    _require(isinstance(find, list) and len(find) > 0 and all(isinstance(f, str) for f in find),
+             "example 'find' must name at least one variable", item.where("find"))
+    expect: dict[str, Expectation] = {}
+    raw_expect = _mapping(item, "expect", "name -> value")
+    for key, val in raw_expect.items():
+        at = raw_expect.where(key)
+        if isinstance(val, YMap):
+            _require(isinstance(val.get("value"), (int, float, str)), f"expected '{key}' needs a value", at)
+            unit = val.get("unit")
+            _require(unit is None or isinstance(unit, str), f"unit of expected '{key}' must be text", at)
+            expect[key] = Expectation(val["value"], unit, _number(val.get("rel", 1e-6), "rel", at),
+                                      None if val.get("abs") is None else _number(val["abs"], "abs", at))
+        else:
+            _require(isinstance(val, (int, float, str)) and not isinstance(val, bool),
+                     f"expected '{key}' must be a number or text", at)
+            expect[key] = Expectation(val, None, 1e-6, None)
+    return Example(str(item.get("name", f"example {i + 1}")), dict(given), tuple(find), expect, loc, pack,
+                   item.get("error"))
 
 
 # ---------------------------------------------------------------- catalogs
@@ -436,9 +494,11 @@ class Catalog:
     entries: dict[str, CatalogEntry]
 
 
-def load_catalog(path: str | Path, *, label: str | None = None, content: bytes | None = None) -> Catalog:
+def load_catalog(path: str | Path, *, label: str | None = None, content: bytes | None = None,
+                 problems: list[ConcurError] | None = None) -> Catalog:
     """Load a catalog; every numeric value must carry a non-empty ``source``; its name (an
-    identifier) equals the file name; entry ids are valid list items (:func:`list_item_problem`)."""
+    identifier) equals the file name; entry ids are valid list items (:func:`list_item_problem`).
+    With ``problems``, each bad field, entry value or source is recorded there and left out."""
     path = Path(path)
     label = label or str(path)
     data = load_yaml(path, text=content, label=label)
@@ -446,33 +506,40 @@ def load_catalog(path: str | Path, *, label: str | None = None, content: bytes |
     _require(isinstance(data, YMap) and isinstance(data.get("catalog"), str),
              "not a concur catalog: a catalog is a YAML mapping that starts with 'catalog: NAME'", top)
     name = _identifier(data["catalog"], "catalog name", data.where("catalog"))
-    _require(name == path.stem, f"catalog name '{name}' must equal the file name '{path.stem}'",
-             data.where("catalog"))
+    each = Problems(problems)
+    with each.item():
+        _require(name == path.stem, f"catalog name '{name}' must equal the file name '{path.stem}'",
+                 data.where("catalog"))
     fields: dict[str, CatalogField] = {}
-    raw_fields = _mapping(data, "fields", "field -> {unit, doc}")
+    raw_fields = _section(each, _mapping, data, "fields", "field -> {unit, doc}")
     for fname, spec in raw_fields.items():
-        spec = spec or {}
-        _require(isinstance(spec, dict), f"field '{fname}' must be {{unit, doc}}", raw_fields.where(fname))
-        unit = unit_info(str(spec.get("unit") or ""), where=raw_fields.where(fname), variable=fname)
-        fields[fname] = CatalogField(fname, unit, str(spec.get("doc", "") or ""))
+        with each.item():
+            spec = spec or {}
+            _require(isinstance(spec, dict), f"field '{fname}' must be {{unit, doc}}", raw_fields.where(fname))
+            unit = unit_info(str(spec.get("unit") or ""), where=raw_fields.where(fname), variable=fname)
+            fields[fname] = CatalogField(fname, unit, str(spec.get("doc", "") or ""))
     entries: dict[str, CatalogEntry] = {}
-    raw_entries = _mapping(data, "entries", "id -> {field: {value, source}}")
+    raw_entries = _section(each, _mapping, data, "entries", "id -> {field: {value, source}}")
     for eid, spec in raw_entries.items():
         loc = raw_entries.where(eid)
-        problem = list_item_problem(eid)
-        _require(problem is None, f"entry id {problem}", loc)
-        _require(isinstance(spec, YMap), f"entry '{eid}' must be a mapping", loc)
-        values: dict[str, tuple[Any, str, Location]] = {}
-        for fname, val in spec.items():
-            if fname in ("name", "doc", "notes", "sources", "source", "aliases"):
-                continue
-            floc = spec.where(fname)
-            _require(fname in fields, f"entry '{eid}' has field '{fname}' not declared under 'fields'", floc)
-            _require(isinstance(val, YMap) and "value" in val, f"'{eid}.{fname}' must be {{value: ..., source: ...}}",
-                     floc)
-            source = val.get("source")
-            _require(isinstance(source, str) and source.strip() != "", f"'{eid}.{fname}' has no source", floc,
-                     "every number in a catalog cites where it comes from")
-            values[fname] = (val["value"], source, floc)
-        entries[str(eid)] = CatalogEntry(str(eid), str(spec.get("name", eid)), values, loc)
+        with each.item():
+            problem = list_item_problem(eid)
+            _require(problem is None, f"entry id {problem}", loc)
+            _require(isinstance(spec, YMap), f"entry '{eid}' must be a mapping", loc)
+            values: dict[str, tuple[Any, str, Location]] = {}
+            for fname, val in spec.items():
+                if fname in ("name", "doc", "notes", "sources", "source", "aliases"):
+                    continue
+                with each.item():
+                    values[fname] = _catalog_value(eid, fname, val, spec.where(fname), raw_fields)
+            entries[str(eid)] = CatalogEntry(str(eid), str(spec.get("name", eid)), values, loc)
     return Catalog(name, str(data.get("doc", "") or ""), label, fields, entries)
+
+
+def _catalog_value(eid: str, fname: str, val: Any, floc: Location, declared: Any) -> tuple[Any, str, Location]:
+    _require(fname in declared, f"entry '{eid}' has field '{fname}' not declared under 'fields'", floc)
+    _require(isinstance(val, YMap) and "value" in val, f"'{eid}.{fname}' must be {{value: ..., source: ...}}", floc)
+    source = val.get("source")
+    _require(isinstance(source, str) and source.strip() != "", f"'{eid}.{fname}' has no source", floc,
+             "every number in a catalog cites where it comes from")
+    return val["value"], source, floc

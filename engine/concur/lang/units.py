@@ -118,13 +118,25 @@ _UNITS_TXT = Path(__file__).with_name("data") / "units.txt"
 @lru_cache(maxsize=1)
 def _facts_key() -> str:
     """Digest of everything a unit fact derives from: pint's version, units.txt, the shipped table."""
+    return digest(_pint_version(), _UNITS_TXT.read_bytes(), SHIPPED_TABLE.read_bytes())[:24]
+
+
+def _pint_version() -> str:
+    """pint's installed version, from the name of its ``dist-info`` folder when there is one: a warm
+    run must not import pint, and ``importlib.metadata`` alone costs ~30 ms of start-up."""
+    from importlib.util import find_spec
+
+    spec = find_spec("pint")
+    if spec is not None and spec.origin:
+        infos = sorted(Path(spec.origin).parent.parent.glob("[Pp]int-*.dist-info"))
+        if len(infos) == 1:
+            return infos[0].name[len("pint-"):-len(".dist-info")]
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        pint_version = version("pint")
+        return version("pint")
     except PackageNotFoundError:
-        pint_version = "?"
-    return digest(pint_version, _UNITS_TXT.read_bytes(), SHIPPED_TABLE.read_bytes())[:24]
+        return "?"
 
 
 def _disk_path() -> Path:

@@ -79,9 +79,10 @@ def failures_in(pack: Pack, model: Model | None = None) -> Iterator[tuple[Locati
             yield example.where, f"example '{example.name}': {problem}"
 
 
-def example_diagnostics(paths: list[str]) -> list[Any]:
+def example_diagnostics(paths: list[str], skip: set[str] | frozenset[str] = frozenset()) -> list[Any]:
     """``concur check``'s second pass: a Diagnostic for every failing example of the pack files (or
-    folders of them) in ``paths``. Packs that do not load are left to the unit check's diagnostics."""
+    folders of them) in ``paths``. Packs that do not load, and files in ``skip`` (those with problems
+    already reported), are left to the unit check's diagnostics."""
     from ..lang.check import Diagnostic
     from ..lang.library import load_pack_file
 
@@ -91,6 +92,8 @@ def example_diagnostics(paths: list[str]) -> list[Any]:
         path = Path(p)
         files.extend(sorted(path.glob("*.yaml")) if path.is_dir() else [path])
     for f in files:
+        if str(f) in skip:
+            continue
         try:
             pack = load_pack_file(f)
             model = build_model([str(f)])

@@ -9,10 +9,12 @@ entry with the measurement attached (atomically: a temporary file renamed into p
 
 from __future__ import annotations
 
+import json
 import os
-from pathlib import Path
 
 import click
+
+from ..options import json_option
 
 __all__ = ["command"]
 
@@ -27,23 +29,31 @@ __all__ = ["command"]
 @click.option("--bandwidth", type=float, default=None, help="memory bandwidth in TB/s (default: measure a copy)")
 @click.option("--repeats", type=int, default=5, show_default=True, help="timed steps per batch size (median)")
 @click.option("--id", "entry_id", default=None, help="catalog entry id (default: calibrated-DEVICE)")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), help="write the YAML entry here (default: stdout)")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, allow_dash=True), default="-", metavar="FILE|-",
+              help="write the YAML entry here  [default: - (stdout)]")
+@json_option
 def command(model_id: str, layers: int, context: int, batches: str, dtype: str, device: str | None,
-            bandwidth: float | None, repeats: int, entry_id: str | None, output: str | None) -> None:
-    """Measure a synthetic decode step, fit efficiency and t_fixed, print a catalog entry."""
+            bandwidth: float | None, repeats: int, entry_id: str | None, output: str, as_json: bool) -> None:
+    """Measure a synthetic decode step, fit efficiency and t_fixed, print a catalog entry.
+
+    --json prints {"efficiency", "t_fixed": {"value", "unit"}, "efficiency_prefill", "points",
+    "median_abs_error", "bandwidth": {"value", "unit"}} (and "wrote" when -o names a file).
+    """
     import io
 
     from ...analysis.calibrate_torch import (
-        _torch,
         catalog_entry,
         fit_step_times,
         measure,
         measure_bandwidth,
+        require_torch,
         shapes_for,
     )
     from ...errors import UsageError
+    from ..progress import progress
+    from ..streams import is_stdio, write_text
 
-    torch = _torch()  # the one-line "needs PyTorch" error, exit 2, before anything else
+    torch = require_torch()  # the one-line "needs PyTorch" error, exit 2, before anything else
     try:
         sizes = sorted({int(b) for b in batches.split(",") if b.strip()})
     except ValueError:
@@ -52,7 +62,8 @@ def command(model_id: str, layers: int, context: int, batches: str, dtype: str, 
         raise UsageError(f"--bandwidth must be positive (TB/s), got {bandwidth}")
     dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
     shapes = shapes_for(model_id, layers)
-    samples = measure(shapes, context, sizes, device=dev, dtype=dtype, repeats=repeats)
+    with progress("timing decode steps") as bar:
+        samples = measure(shapes, context, sizes, device=dev, dtype=dtype, repeats=repeats, progress=bar.update)
     if bandwidth is None:
         bw, source = measure_bandwidth(dev, (1 << 30) if dev.startswith("cuda") else (1 << 28)), "measured copy"
     else:
@@ -68,20 +79,23 @@ def command(model_id: str, layers: int, context: int, batches: str, dtype: str, 
     yaml.default_flow_style = None
     buf = io.StringIO()
     yaml.dump(doc, buf)
-    for s in samples:
-        click.echo(f"batch {s.batch:>5}: {s.t_step * 1e3:9.3f} ms  bound {s.bytes / bw * 1e3:9.3f} ms  "
-                   f"measured/bound {s.t_step / (s.bytes / bw):6.2f}", err=True)
-    click.echo(f"efficiency {fit.efficiency:.4f}, t_fixed {fit.t_fixed * 1e3:.3f} ms "
-               f"(bandwidth {bw / 1e12:.4g} TB/s, {source}; median |error| {100 * fit.median_abs_error:.1f}%)", err=True)
-    if not output:
-        click.echo(buf.getvalue(), nl=False)
-        return
-    target = Path(output)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(buf.getvalue(), encoding="utf-8")
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    click.echo(f"wrote {output}", err=True)
+    if as_json and is_stdio(output):
+        output = ""  # the JSON is the stdout document; the YAML entry goes only to a named file
+    if not as_json:
+        for s in samples:
+            click.echo(f"batch {s.batch:>5}: {s.t_step * 1e3:9.3f} ms  bound {s.bytes / bw * 1e3:9.3f} ms  "
+                       f"measured/bound {s.t_step / (s.bytes / bw):6.2f}", err=True)
+        click.echo(f"efficiency {fit.efficiency:.4f}, t_fixed {fit.t_fixed * 1e3:.3f} ms "
+                   f"(bandwidth {bw / 1e12:.4g} TB/s, {source}; median |error| {100 * fit.median_abs_error:.1f}%)",
+                   err=True)
+    if output:
+        write_text(output, buf.getvalue())
+        if not is_stdio(output) and not as_json:
+            click.echo(f"wrote {output}", err=True)
+    if as_json:
+        entry = next(iter(doc["entries"].values()))
+        click.echo(json.dumps({"efficiency": fit.efficiency, "t_fixed": {"value": fit.t_fixed * 1e3, "unit": "ms"},
+                               "efficiency_prefill": None, "points": entry["measurement"]["points"],
+                               "median_abs_error": fit.median_abs_error,
+                               "bandwidth": {"value": bw / 1e12, "unit": "TB/s", "source": source},
+                               **({"wrote": output} if output else {})}, indent=2))

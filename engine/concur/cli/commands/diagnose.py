@@ -34,6 +34,8 @@ from typing import Any
 
 import click
 
+from ..options import json_option, set_option
+
 __all__ = ["Diagnosis", "command", "diagnose"]
 
 KV_FULL = 0.9  # concurrency at or above this share of the KV limit: the pool is full
@@ -123,39 +125,49 @@ def diagnose(given: dict[str, Any], measured_tokens_per_s: float | None = None,
 
 
 @click.command(name="diagnose")
-@click.option("--set", "-s", "sets", multiple=True, metavar="NAME=VALUE",
-              help="the scenario: concurrency, input_tokens, output_tokens, model/gpu/tp/dtypes")
+@set_option(help="the scenario: concurrency, input_tokens, output_tokens, model/gpu/tp/dtypes")
 @click.option("--measured-tokens-per-s", type=float, help="measured decode output of the replica, token/s")
 @click.option("--measured-itl", type=float, help="measured inter-token latency, ms")
-@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def command(sets: tuple[str, ...], measured_tokens_per_s: float | None, measured_itl: float | None,
-            as_json: bool) -> None:
+@json_option
+@click.pass_context
+def command(ctx: click.Context, sets: tuple[str, ...], measured_tokens_per_s: float | None,
+            measured_itl: float | None, as_json: bool) -> None:
     """Measured ÷ bound, which bound binds, and the 'KV pool full with idle compute' signature.
 
-    Exit 1 when the measurement beats the roofline (the inputs or the physics are wrong).
+    Exit 1 when the measurement beats the roofline (the inputs or the physics are wrong); with
+    --json the diagnosis object then carries that error under "error" (one JSON document).
     """
-    from .. import parse_sets
     from ...errors import ContradictionError
+    from ..givens import parse_sets
+    from ..report import error_document
 
     d = diagnose(parse_sets(sets), measured_tokens_per_s, measured_itl)
-    if as_json:
-        click.echo(json.dumps(asdict(d), indent=2))
-    else:
-        rows = [("measured", f"{d.measured_tokens_per_s:,.0f} token/s at concurrency {d.concurrency:g}"),
-                ("bound (roofline)", f"{d.bound_tokens_per_s:,.0f} token/s"),
-                ("measured / bound", f"{d.ratio_to_bound:.2f}"),
-                ("model", (f"{d.model_tokens_per_s:,.0f} token/s (efficiency {d.efficiency:g}, "
-                          f"t_fixed {d.fixed_ms:g} ms); measured / model {d.ratio_to_model:.2f}")),
-                ("step terms", (f"memory {d.memory_ms:.3g} ms, compute {d.compute_ms:.3g} ms, "
-                               f"fixed {d.fixed_ms:.3g} ms")),
-                ("KV limit", f"{d.kv_limit:,.0f} sequences at the average context"),
-                ("binds", d.binds)]
-        if d.signature:
-            rows.append(("signature", d.signature))
-        rows.append(("advice", d.advice))
-        w = max(len(a) for a, _ in rows)
-        for a, b in rows:
-            click.echo(f"{a:<{w}}  {b}")
+    beyond = None
     if d.ratio_to_bound > 1 + 1e-9:
-        raise ContradictionError(f"measured {d.measured_tokens_per_s:,.0f} token/s exceeds the roofline bound "
-                                 f"{d.bound_tokens_per_s:,.0f} token/s", hint=d.advice)
+        beyond = ContradictionError(f"measured {d.measured_tokens_per_s:,.0f} token/s exceeds the roofline bound "
+                                    f"{d.bound_tokens_per_s:,.0f} token/s", hint=d.advice)
+    if as_json:
+        doc = asdict(d)
+        if beyond is not None:
+            doc.update(error_document(beyond))
+        click.echo(json.dumps(doc, indent=2))
+        if beyond is not None:
+            ctx.exit(beyond.exit_code)
+        return
+    rows = [("measured", f"{d.measured_tokens_per_s:,.0f} token/s at concurrency {d.concurrency:g}"),
+            ("bound (roofline)", f"{d.bound_tokens_per_s:,.0f} token/s"),
+            ("measured / bound", f"{d.ratio_to_bound:.2f}"),
+            ("model", (f"{d.model_tokens_per_s:,.0f} token/s (efficiency {d.efficiency:g}, "
+                      f"t_fixed {d.fixed_ms:g} ms); measured / model {d.ratio_to_model:.2f}")),
+            ("step terms", (f"memory {d.memory_ms:.3g} ms, compute {d.compute_ms:.3g} ms, "
+                           f"fixed {d.fixed_ms:.3g} ms")),
+            ("KV limit", f"{d.kv_limit:,.0f} sequences at the average context"),
+            ("binds", d.binds)]
+    if d.signature:
+        rows.append(("signature", d.signature))
+    rows.append(("advice", d.advice))
+    w = max(len(a) for a, _ in rows)
+    for a, b in rows:
+        click.echo(f"{a:<{w}}  {b}")
+    if beyond is not None:
+        raise beyond

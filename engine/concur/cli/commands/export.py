@@ -26,6 +26,7 @@ one line); the file is written atomically, so a failure leaves no partial file.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from typing import Any
 import click
 
 from ...errors import UsageError
+from ..options import find_option, json_option, pack_path_option, set_option
 
 __all__ = ["command", "WorkbookDefinition", "load_definition", "solve_definition", "export_definition",
            "plan_for"]
@@ -189,43 +191,67 @@ def export_definition(path: str | Path, out: str | Path | None = None) -> Path:
 
 
 @click.command("export")
+@pack_path_option
 @click.argument("packs", nargs=-1)
-@click.option("--find", "-f", "find", multiple=True, help="variable(s) to solve for (VAR or VAR,VAR)")
-@click.option("--set", "-s", "sets", multiple=True, metavar="NAME=VALUE",
-              help="a given value ('8192 token', '4 GiB', 0.9) or a preset (model=llama-3.1-70b)")
-@click.option("--scenario", type=click.Path(dir_okay=False), help="YAML file with given: {NAME: VALUE}")
+@find_option()
+@set_option()
+@click.option("--scenario", type=click.Path(dir_okay=False, allow_dash=True), metavar="FILE|-",
+              help="YAML file with given: {NAME: VALUE} ('-': stdin)")
 @click.option("--title", default=None, help="workbook title (default: the packs' names)")
-@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), default=None,
-              help="the .xlsx to write (required unless the argument is a workbook definition)")
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+              metavar="FILE.xlsx|-",
+              help="the .xlsx to write (required unless the argument is a workbook definition; '-': stdout, "
+                   "not a terminal)")
+@json_option
 def command(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...], scenario: str | None,
-            title: str | None, output: str | None) -> None:
+            title: str | None, output: str | None, as_json: bool) -> None:
     """Solve and write a live Excel workbook (every result a formula).
 
     \b
     concur export llm_memory --find users --set model=llama-3.1-70b --set tp=4 -o cap.xlsx
     concur export workbooks/llm_capacity.yaml      (writes workbooks/llm_capacity.xlsx)
     """
-    if output is not None and not output.lower().endswith(".xlsx"):
-        raise UsageError(f"output '{output}' must end in .xlsx", hint="e.g. -o plan.xlsx")
+    from ...extras import need
+    from ..streams import binary_output, is_stdio
+
+    need("openpyxl", "concur export")  # before any solving: the one line naming concur[excel]
+    if output is not None and not is_stdio(output) and not output.lower().endswith(".xlsx"):
+        raise UsageError(f"output '{output}' must end in .xlsx", hint="e.g. -o plan.xlsx, or -o - for stdout")
+    if as_json and is_stdio(output):
+        raise UsageError("-o - and --json would both write stdout", hint="write the workbook to a file")
     if len(packs) == 1 and packs[0].endswith((".yaml", ".yml")) and not find and not sets and not scenario:
         path = Path(packs[0])
         if path.is_file() and _is_definition(path):
-            written = export_definition(path, output)
+            defn = load_definition(path)
+            target = output or str(defn.path.with_suffix(".xlsx"))
+            with binary_output(target, ".xlsx") as staged:
+                export_definition(path, staged)
             _save_caches(None)
-            click.echo(f"wrote {written}")
+            _report(as_json, target, defn.title, list(defn.packs), list(defn.find))
             return
     if output is None:
-        raise UsageError("no output file", hint="add -o FILE.xlsx")
-    from .. import solve_question
+        raise UsageError("no output file", hint="add -o FILE.xlsx (or -o - for stdout)")
     from ...excel.from_solution import plan_from_solution
     from ...excel.writer import write_workbook
+    from ..givens import solve_question
 
     sol = solve_question(packs, find, sets, scenario)
     model = sol.model
     plan = plan_from_solution(sol, title or " + ".join(model.pack_names))
-    written = write_workbook(plan, output)
+    with binary_output(output, ".xlsx") as staged:
+        write_workbook(plan, staged)
     _save_caches(model)
-    click.echo(f"wrote {written}")
+    _report(as_json, output, plan.title, list(model.pack_names), list(sol.find))
+
+
+def _report(as_json: bool, written: str, title: str, packs: list[str], find: list[str]) -> None:
+    """What was written: a line, or (``--json``) ``{"wrote", "title", "packs", "find"}``; nothing for stdout."""
+    from ..streams import is_stdio
+
+    if as_json:
+        click.echo(json.dumps({"wrote": written, "title": title, "packs": packs, "find": find}, indent=2))
+    elif not is_stdio(written):
+        click.echo(f"wrote {written}")
 
 
 def _is_definition(path: Path) -> bool:

@@ -12,6 +12,8 @@ import json
 
 import click
 
+from ..options import json_option, set_option
+
 __all__ = ["command"]
 
 
@@ -20,14 +22,13 @@ def _num(x: float | None, digits: str = ",.0f") -> str:
 
 
 @click.command(name="remedies")
-@click.option("--set", "-s", "sets", multiple=True, metavar="NAME=VALUE",
-              help="the scenario (llm_memory givens; input_tokens/output_tokens add throughput)")
+@set_option(help="the scenario (llm_memory givens; input_tokens/output_tokens add throughput)")
 @click.option("--real-context", type=float, help="tokens a request really holds (prompt + output), token")
 @click.option("--shared-prefix", type=float, help="tokens every request shares (system prompt), token")
 @click.option("--mem-util", "mem_util", type=float, default=0.95, show_default=True,
               help="the memory utilization remedy 3 raises to")
 @click.option("--larger-gpu", help="GPU id for remedy 6b (default: the next larger in the catalog)")
-@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@json_option
 def command(sets: tuple[str, ...], real_context: float | None, shared_prefix: float | None, mem_util: float,
             larger_gpu: str | None, as_json: bool) -> None:
     """Rank the remedies for a capacity-bound server, cheapest first, with the users each buys.
@@ -36,7 +37,7 @@ def command(sets: tuple[str, ...], real_context: float | None, shared_prefix: fl
     apply says why. Throughput (decode tok/s at concurrency = users) appears when
     input_tokens and output_tokens are set.
     """
-    from .. import parse_sets
+    from ..givens import parse_sets
     from ...errors import UsageError
     from ...analysis.remedies import remedies
 

@@ -5,7 +5,8 @@
     $ concur simulate --model mmc --rate 0.0556 --service-time 180 --servers 14 --duration 200000
 
 Errors are :class:`concur.errors.ConcurError` subclasses; ``concur.cli.main`` turns them
-into a one-line message and exit code 2.
+into a one-line message and exit code 2 (one JSON object under ``--json``). The run shows a
+progress bar on stderr when stderr is a terminal; ``--plot -`` writes the PNG to stdout.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import json
 import math
 
 import click
+
+from ..options import json_option
 
 __all__ = ["command"]
 
@@ -55,9 +58,10 @@ def _fmt(x: float, digits: int = 4) -> str:
 @click.option("--seed", type=int, default=1, show_default=True, help="random seed.")
 @click.option("--batches", type=int, default=20, show_default=True,
               help="batch-means slices for the 95% confidence intervals.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
-              help="write a PNG of queue length and in-flight requests over time.")
-@click.option("--json", "as_json", is_flag=True, help="print one JSON object instead of a table.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+              metavar="FILE.png|-", help="write a PNG of queue length and in-flight requests over time "
+                                         "('-': stdout, not a terminal).")
+@json_option
 def command(kind: str, rate: float, replicas: int, output_tokens: float, ttft: float,
             step_base: float, step_per_seq: float, max_batch: int, service_time: float,
             servers: int, service: str, duration: float, warmup: float | None, seed: int,
@@ -66,6 +70,12 @@ def command(kind: str, rate: float, replicas: int, output_tokens: float, ttft: f
     latency, in-flight requests and queue length with 95% confidence intervals,
     next to the analytic answer (Little's-law fixed point or Erlang C)."""
     from ...analysis.simulate import LLMFleet, MMcQueue, fixed_point, plot_timeseries, simulate
+    from ...errors import UsageError
+    from ..progress import progress
+    from ..streams import binary_output, is_stdio
+
+    if as_json and is_stdio(plot_path):
+        raise UsageError("--plot - and --json would both write stdout", hint="send the PNG to a file")
 
     model: LLMFleet | MMcQueue
     analytic: dict[str, float]
@@ -83,9 +93,13 @@ def command(kind: str, rate: float, replicas: int, output_tokens: float, ttft: f
                     "wait": q.mean_wait, "p_wait": q.p_wait, "in_queue": q.mean_in_queue}
         if service == "deterministic":
             analytic = {k: v for k, v in analytic.items() if k == "in_flight"}
-    res = simulate(model, duration, seed=seed, warmup=warmup, batches=batches)
+    with progress("simulating") as bar:
+        res = simulate(model, duration, seed=seed, warmup=warmup, batches=batches, progress=bar.update)
     if plot_path:
-        plot_timeseries(res, plot_path)
+        with binary_output(plot_path, ".png") as png:
+            plot_timeseries(res, png)
+        if is_stdio(plot_path):
+            return
     if as_json:
         out = res.as_dict()
         out["analytic"] = analytic

@@ -3,63 +3,49 @@
     $ concur sweep llm_throughput --over concurrency=1..256:9 --log --find tokens_per_s_per_gpu \\
         --set model=llama-3.1-8b --set gpu=h100-sxm-80gb --set input_tokens=1024 --set output_tokens=2048
     $ concur sweep llm_throughput --over concurrency=1,8,64 --find t_step --compare kv_dtype=bf16,fp8 ...
+    $ concur sweep ... --over concurrency=1..256:1000000 --csv - | gzip > points.csv.gz
 
-The evaluation is :func:`concur.sweep.vector.sweep` (vectorised); this module only parses options and
-renders. Files are written to a temporary name and renamed, so no half-written file is left.
+The evaluation is :func:`concur.sweep.vector.sweep` (vectorised; a per-point fallback shows a
+progress bar on a terminal's stderr); this module parses options and hands the arrays to
+:mod:`concur.cli.tabular` (CSV streamed chunk by chunk, JSON, a summarised table) and
+:mod:`concur.cli.sweepplot`. ``-`` for ``--csv`` or ``--plot`` is stdout (then nothing else is
+printed there: the table and notes go to stderr or are left out). Files are written to a temporary
+name and renamed, so no half-written file is left.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
 
-__all__ = ["command", "run_sweeps"]
+from ..options import find_option, json_option, pack_path_option, set_option
 
-_CURVE = ("tokens_per_s_per_user", "tokens_per_s_per_gpu", "bound_tokens_per_s", "kv_tokens", "avg_context", "gpus")
+__all__ = ["command", "run_sweeps"]
 
 
 def run_sweeps(model: Any, over: dict[str, Any], given: dict[str, Any], outputs: list[str],
                compare: dict[str, list[Any]]) -> list[tuple[str, dict[str, Any], Any]]:
-    """One sweep per --compare combination: [(label, given, SweepResult)]."""
+    """One sweep per --compare combination: [(label, given, SweepResult)], with progress on a terminal."""
     from ...sweep.vector import grid_product, sweep
+    from ..progress import progress
 
     combos = grid_product(compare) if compare else [{}]
     runs = []
-    for combo in combos:
-        label = ", ".join(f"{k}={_plain(v)}" for k, v in combo.items()) or "scenario"
-        g = {**given, **combo}
-        runs.append((label, g, sweep(model, over, g, outputs, progress=_progress_bar())))
+    with progress("solving per point") as bar:
+        for combo in combos:
+            label = ", ".join(f"{k}={_plain(v)}" for k, v in combo.items()) or "scenario"
+            if compare:
+                bar.describe(f"{label}: solving per point")
+            g = {**given, **combo}
+            runs.append((label, g, sweep(model, over, g, outputs, progress=bar.update)))
     return runs
 
 
 def _plain(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
-
-
-def _progress_bar() -> Any:
-    """A rich progress callback for long per-point sweeps (stderr, only when it is a terminal)."""
-    state: dict[str, Any] = {}  # "bar": rich Progress, "task": its task id
-
-    def update(done: int, total: int) -> None:
-        if total < 200 or not sys.stderr.isatty():
-            return
-        if "bar" not in state:
-            from rich.progress import Progress
-
-            state["bar"] = Progress(transient=True)
-            state["bar"].start()
-            state["task"] = state["bar"].add_task("solving per point", total=total)
-        state["bar"].update(state["task"], completed=done)
-        if done >= total:
-            state.pop("bar").stop()
-
-    return update
 
 
 def _unit(model: Any, name: str) -> str:
@@ -69,116 +55,69 @@ def _unit(model: Any, name: str) -> str:
     return "" if var.choices else var.display.text
 
 
-def _cell(model: Any, name: str, value: Any) -> Any:
-    """A JSON/CSV value: choice codes as their names, NaN as None."""
-    if isinstance(value, str):
-        return value
-    if name in model.variables and model.variables[name].choices:
-        return model.variables[name].choices[int(value)] if math.isfinite(value) else None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return "nan"
-    if isinstance(value, str):
-        return value
-    if float(value).is_integer() and abs(value) < 1e15:
-        return f"{int(value):,}"
-    return f"{value:,.6g}" if abs(value) >= 1e-3 else f"{value:.4g}"
-
-
-def _rows(model: Any, runs: list[tuple[str, dict[str, Any], Any]], columns: list[str]) -> list[list[Any]]:
-    rows = []
-    for label, _g, res in runs:
-        flat = {c: res[c].ravel() for c in columns}
-        for i in range(len(flat[columns[0]])):
-            rows.append([label] + [_cell(model, c, flat[c][i]) for c in columns])
-    return rows
-
-
-def _atomic_write(path: str, text: str) -> None:
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def _csv(model: Any, runs: list[Any], columns: list[str], path: str) -> None:
-    import csv
-    import io
-
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["config"] + [f"{c} [{_unit(model, c)}]" if _unit(model, c) else c for c in columns])
-    for row in _rows(model, runs, columns):
-        w.writerow(["" if v is None else v for v in row])
-    _atomic_write(path, buf.getvalue())
-
-
-def _plot(model: Any, runs: list[Any], over: dict[str, Any], outputs: list[str], path: str) -> str:
+def _column(model: Any, name: str, values: Any) -> Any:
+    """A result array ready to print: choice codes become their names (NaN: None), floats stay."""
     import numpy as np
 
-    from ...analysis.plot import Series, line_plot, throughput_curve
+    flat = values.ravel()
+    var = model.variables.get(name)
+    if var is not None and var.choices and flat.dtype != object:
+        names = np.asarray(list(var.choices) + [None], dtype=object)
+        codes = np.where(np.isfinite(flat), flat, len(var.choices)).astype(int)
+        return names[codes]
+    return flat
 
-    if "concurrency" in over and len(over) == 1 and "tokens_per_s_per_gpu" in model.variables:
-        series = []
-        for label, _g, res in runs:
-            c = res["concurrency"]
-            gpus = res["gpus"]
-            bound = res["bound_tokens_per_s"]
-            fits = np.floor(res["kv_tokens"] / res["avg_context"])
-            limit = float(np.nanmax(fits)) if np.isfinite(fits).any() else None
-            series.append(Series(label, c, res["tokens_per_s_per_user"], res["tokens_per_s_per_gpu"],
-                                 bound / c, bound / gpus, limit))
-        throughput_curve(series, path)
-        return "throughput curve"
-    (name,) = list(over)[:1]
-    ys = {f"{o} ({label})" if len(runs) > 1 else o: res[o].ravel()
-          for label, _g, res in runs for o in outputs if o not in over}
-    x = runs[0][2][name].ravel()
-    if runs[0][2][name].ndim != 1 or x.dtype == object:
-        raise click.UsageError("--plot draws one numeric --over variable (or concurrency for the throughput curve)")
-    ylabel = ", ".join(f"{o} [{_unit(model, o)}]" if _unit(model, o) else o for o in outputs if o not in over)
-    line_plot(x, ys, path, f"{name} [{_unit(model, name)}]", ylabel)
-    return "line plot"
+
+def _blocks(model: Any, runs: list[Any], columns: list[str], with_label: bool) -> list[Any]:
+    from ..tabular import Block
+
+    return [Block((label,) if with_label else (), [_column(model, c, res[c]) for c in columns])
+            for label, _g, res in runs]
 
 
 @click.command(name="sweep")
+@pack_path_option
 @click.argument("packs", nargs=-1)
 @click.option("--over", "overs", multiple=True, required=True, metavar="VAR=START..STOP[:N] | VAR=a,b,c",
               help="values of a variable, in its display unit (two --over: a grid)")
 @click.option("--log", is_flag=True, help="space START..STOP ranges logarithmically")
-@click.option("--find", "-f", "find", multiple=True, required=True, help="variable(s) to compute (VAR or VAR,VAR)")
-@click.option("--set", "-s", "sets", multiple=True, metavar="NAME=VALUE", help="a given value or a preset")
+@find_option(required=True, help="variable(s) to compute (VAR or VAR,VAR)")
+@set_option(help="a given value or a preset")
 @click.option("--compare", "compares", multiple=True, metavar="NAME=v1,v2",
               help="repeat the sweep for each value (several --compare: every combination)")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write the table as CSV")
-@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="write a PNG")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, allow_dash=True), metavar="FILE|-",
+              help="write every point as CSV ('-': stdout, streamed)")
+@json_option
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, allow_dash=True), metavar="FILE.png|-",
+              help="write a PNG: the throughput curve for --over concurrency with a throughput --find, "
+                   "else --find against --over ('-': stdout, not a terminal)")
+@click.option("--all", "show_all", is_flag=True,
+              help=f"print every row of the table (past 200 rows only the first and last 10 are shown)")
 def command(packs: tuple[str, ...], overs: tuple[str, ...], log: bool, find: tuple[str, ...], sets: tuple[str, ...],
-            compares: tuple[str, ...], csv_path: str | None, as_json: bool, plot_path: str | None) -> None:
-    """Solve for --find at every value of --over (vectorised: 100,000 points in well under a second).
+            compares: tuple[str, ...], csv_path: str | None, as_json: bool, plot_path: str | None,
+            show_all: bool) -> None:
+    """Solve for --find at every value of --over, vectorised (a million points in about a second).
 
     A throughput question must fix input_tokens, output_tokens, the offered load (concurrency)
     and the configuration (model/gpu or explicit architecture); concur refuses to assume them.
-    Points with no admissible answer are NaN and counted, never an error.
+    Points with no admissible answer are NaN (empty in CSV, null in JSON) and counted, never an error.
     """
     from ...api import packs_for
-    from .. import _split
-    from .. import parse_sets
     from ...errors import UsageError
     from ...lang.model import build_model
     from ...solver.question import flush_caches
     from ...sweep.vector import parse_range, range_values, require_fixed
-    from ...lang.units import save_cache
+    from ..givens import parse_sets, split_names
+    from ..render import echo, printable
+    from ..streams import binary_output, is_stdio, text_output
+    from ..sweepplot import draw, extra_outputs
+    from ..tabular import json_column, write_csv, write_table
 
-    outputs = list(_split(find))
+    to_stdout = [what for what, on in (("--csv -", is_stdio(csv_path)), ("--plot -", is_stdio(plot_path)),
+                                       ("--json", as_json)) if on]
+    if len(to_stdout) > 1:
+        raise UsageError(f"{' and '.join(to_stdout)} would both write stdout", hint="send one of them to a file")
+    outputs = list(split_names(find))
     given = parse_sets(sets)
     over: dict[str, Any] = {}
     for text in overs:
@@ -194,37 +133,38 @@ def command(packs: tuple[str, ...], overs: tuple[str, ...], log: bool, find: tup
         compare[name] = values
     model = build_model(list(packs) if packs else packs_for(tuple(outputs)))
     require_fixed(model, set(given) | set(over) | set(compare), outputs)
-    extra = []
-    if plot_path and "concurrency" in over and len(over) == 1 and "tokens_per_s_per_gpu" in model.variables:
-        extra = [c for c in _CURVE if c not in outputs and c not in over]
+    extra = extra_outputs(model, over, outputs) if plot_path else []
     runs = run_sweeps(model, over, given, outputs + extra, compare)
     flush_caches(model)
     columns = list(over) + [o for o in outputs if o not in over]
+    header = [f"{c} [{_unit(model, c)}]" if _unit(model, c) else c for c in columns]
     messages = [f"{label}: {m}" if compare else m for label, _g, res in runs for m in res.messages]
     if csv_path:
-        _csv(model, runs, columns, csv_path)
+        with text_output(csv_path) as out:
+            write_csv(out, ["config"] + header, _blocks(model, runs, columns, with_label=True))
     if plot_path:
-        _plot(model, runs, over, outputs, plot_path)
+        with binary_output(plot_path, ".png") as png:
+            draw(model, runs, over, outputs, given, str(png), log=log)
     if as_json:
         doc = {"over": list(over), "find": outputs,
                "units": {c: _unit(model, c) for c in columns},
                "runs": [{"config": label, "compare": {k: g[k] for k in compare},
                          "method": res.method, "violations": res.violations,
-                         "columns": {c: [_cell(model, c, v) for v in res[c].ravel()] for c in columns}}
+                         "columns": {c: json_column(_column(model, c, res[c])) for c in columns}}
                         for label, g, res in runs],
                "messages": messages}
+        if csv_path or plot_path:
+            doc["wrote"] = {k: v for k, v in (("csv", csv_path), ("plot", plot_path)) if v}
         click.echo(json.dumps(doc, indent=2))
         return
-    header = [f"{c} [{_unit(model, c)}]" if _unit(model, c) else c for c in columns]
-    show_config = bool(compare)
-    table = [(["config"] if show_config else []) + header]
-    for row in _rows(model, runs, columns):
-        table.append(([row[0]] if show_config else []) + [_text(v) for v in row[1:]])
-    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    for r in table:
-        click.echo("  ".join(c.ljust(w) if show_config and not j else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths))).rstrip())
+    if to_stdout:  # the CSV or PNG is on stdout: nothing else goes there
+        for m in messages:
+            echo(f"note: {m}", err=True)
+        return
+    write_table(sys.stdout, [printable(h) for h in (["config"] if compare else []) + header],
+                _blocks(model, runs, columns, with_label=bool(compare)), show_all=show_all, left=int(bool(compare)))
     for m in messages:
-        click.echo(f"note: {m}")
+        echo(f"note: {m}")
     for path, what in ((csv_path, "CSV"), (plot_path, "PNG")):
         if path:
-            click.echo(f"wrote {what} {path}")
+            echo(f"wrote {what} {path}")

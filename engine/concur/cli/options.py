@@ -1,0 +1,54 @@
+"""Options several commands share, declared once: ``--pack-path``, ``--json``, ``--set``, ``--find``.
+
+``--json`` does two things: the command prints one JSON document on stdout, and an error, if one
+happens, is printed as one JSON object on stdout too (:mod:`concur.cli.report`), so a program
+reading stdout always gets JSON. The flag's callback tells the reporter before the command runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, TypeVar
+
+import click
+
+from .report import want_json_errors
+
+__all__ = ["pack_path_option", "json_option", "set_option", "find_option"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _set_pack_path(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> None:
+    from ..lang.library import set_pack_path
+
+    set_pack_path(value)
+
+
+def pack_path_option(fn: F) -> F:
+    """``--pack-path DIR`` (repeatable, eager): more folders where packs are found and ``uses:`` may reach."""
+    return click.option("--pack-path", "pack_path", multiple=True, metavar="DIR", expose_value=False, is_eager=True,
+                        callback=_set_pack_path, type=click.Path(file_okay=False),
+                        help="also find packs in DIR, and let a pack's uses: reach files there (repeatable)")(fn)
+
+
+def _json_errors(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        want_json_errors()
+    return value
+
+
+def json_option(fn: F) -> F:
+    """``--json``: print one JSON object (errors too), exposed as ``as_json``."""
+    return click.option("--json", "as_json", is_flag=True, is_eager=True, callback=_json_errors,
+                        help="print one JSON object on stdout (an error too: {\"error\": {...}})")(fn)
+
+
+def set_option(help: str = "a given value ('8192 token', '4 GiB', 0.9) or a preset (model=llama-3.1-70b)"
+               ) -> Callable[[F], F]:
+    """``--set/-s NAME=VALUE`` (repeatable), exposed as ``sets``."""
+    return click.option("--set", "-s", "sets", multiple=True, metavar="NAME=VALUE", help=help)
+
+
+def find_option(required: bool = False, help: str = "variable(s) to solve for (VAR or VAR,VAR)") -> Callable[[F], F]:
+    """``--find/-f VAR[,VAR]`` (repeatable), exposed as ``find``."""
+    return click.option("--find", "-f", "find", multiple=True, required=required, metavar="VAR[,VAR]", help=help)

@@ -1,0 +1,102 @@
+"""How a failure is told: one line on stderr, or one JSON object on stdout, and the exit code.
+
+Errors carry their exit code and know how to render themselves (:class:`concur.errors.ConcurError`,
+``click.ClickException``); this module only chooses the form, and only ``concur.cli.main`` calls it:
+
+* text (default): ``error: file:line:col: message (variable 'x'); hint`` on stderr, one line,
+  whatever the message quotes (control characters escaped); click's own usage errors (a bad
+  option, a missing file) too, with where to find help -- only a bare group prints its help;
+* JSON (the command was given ``--json`` or ``--format json``): on **stdout**, so a program
+  that reads stdout always reads JSON::
+
+      {"error": {"code": 2, "type": "UnknownNameError", "message": "...",
+                 "location": {"file": "...", "line": 3, "col": 5} | null,
+                 "variable": "contxt" | null, "hint": "..." | null}}
+
+An import of an optional dependency that slipped past :func:`concur.extras.need` is turned into
+the same one line naming the extra; any other exception is a bug in concur and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from ..errors import EXIT_USAGE, ConcurError, Location, MissingDependencyError
+
+__all__ = ["want_json_errors", "reset", "json_wanted", "error_document", "report", "missing_dependency"]
+
+_JSON = {"wanted": False}  # set by the --json / --format json callbacks before a command runs
+
+
+def want_json_errors() -> None:
+    _JSON["wanted"] = True
+
+
+def reset() -> None:
+    _JSON["wanted"] = False
+
+
+def json_wanted(args: list[str]) -> bool:
+    """True when the command asked for JSON: its callback ran, or (for an error click raises while
+    parsing, before any callback) the words ``--json`` / ``--format json`` are on the command line."""
+    if _JSON["wanted"]:
+        return True
+    words = args[:args.index("--")] if "--" in args else args
+    return "--json" in words or "--format=json" in words or any(
+        a == "--format" and b == "json" for a, b in zip(words, words[1:]))
+
+
+def _location(where: Location | None) -> dict[str, Any] | None:
+    if where is None:
+        return None
+    return {"file": where.file, "line": where.line, "col": where.col}
+
+
+def error_document(exc: ConcurError | click.ClickException) -> dict[str, Any]:
+    """The ``{"error": {...}}`` object for ``exc`` (see the module docstring)."""
+    if isinstance(exc, ConcurError):
+        body = {"code": exc.exit_code, "type": type(exc).__name__, "message": exc.message,
+                "location": _location(exc.where), "variable": exc.variable, "hint": exc.hint}
+    else:
+        hint = None
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            hint = f"'{exc.ctx.command_path} --help' shows the options"
+        body = {"code": exc.exit_code or EXIT_USAGE, "type": type(exc).__name__, "message": exc.format_message(),
+                "location": None, "variable": None, "hint": hint}
+    return {"error": body}
+
+
+def missing_dependency(exc: ModuleNotFoundError) -> MissingDependencyError | None:
+    """The one-line error for an optional dependency that is not installed (None for anything else)."""
+    from ..extras import extra_for
+
+    extra = extra_for(exc.name)
+    if extra is None:
+        return None
+    return MissingDependencyError(f"this needs {exc.name}, which is not installed", extra=extra)
+
+
+def report(exc: ConcurError | click.ClickException, as_json: bool) -> int:
+    """Print ``exc`` in the chosen form; return its exit code."""
+    from .render import printable
+
+    from ..errors import UnderdeterminedError
+    from .givens import with_flags
+
+    if isinstance(exc, UnderdeterminedError) and "--" not in (exc.hint or ""):
+        exc = with_flags(exc)  # the engine says what to give; the command line says how
+    code = exc.exit_code if isinstance(exc, ConcurError) else (exc.exit_code or EXIT_USAGE)
+    if as_json:
+        click.echo(json.dumps(error_document(exc), indent=2))
+    elif isinstance(exc, ConcurError):
+        click.echo(printable(f"error: {exc}"), err=True)  # one line, whatever the message quotes
+    elif isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        exc.show()  # a bare group (`concur`, `concur bench`): its help is the answer
+    else:  # click's own errors (bad option, missing file): one line too, naming where help is
+        hint = error_document(exc)["error"]["hint"]
+        message = exc.format_message().rstrip(".") if hint else exc.format_message()
+        click.echo(printable(f"error: {message}" + (f"; {hint}" if hint else "")), err=True)
+    return code
