@@ -15,7 +15,7 @@ a pint ``Quantity`` is converted. The result is a :class:`concur.solver.solution
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .errors import UnknownNameError, UsageError
@@ -33,27 +33,58 @@ def load_model(packs: str | Iterable[str] | None = None) -> Model:
     return build_model(list(packs) if packs else None)
 
 
-def packs_for(find: tuple[str, ...]) -> list[str]:
-    """Shipped packs that declare the targets: the smallest single pack declaring all of them,
-    else, greedily, the smallest pack for each target not yet covered (used when no pack is named)."""
+def packs_for(find: tuple[str, ...], given: Mapping[str, Any] | None = None,
+              scenario_for: Callable[[str], Mapping[str, Any]] | None = None) -> list[str]:
+    """Shipped packs for a question that names none.
+
+    Candidates declare every target and every given name (presets included); those that list a
+    target under ``answers:`` (``llm_fleet`` answers replicas) come first, then the smaller ones.
+    The first candidate whose equations determine the targets from the givens wins -- with
+    ``scenario_for``, from that pack's embedded scenario plus the givens. When none does, the
+    first candidate (its refusal names what is missing); when no single pack declares everything,
+    greedily the smallest pack for each target not yet covered.
+    """
     from .lang.model import pack_index
 
-    declared = sorted((len(names), name, names) for name, names in pack_index().items())
-    for _, name, names in declared:
-        if set(find) <= names:
+    given = dict(given or {})
+    index = pack_index()
+    need = set(find) | set(given)
+    candidates = [name for _, _, name in sorted(
+        (not (set(find) & answers), len(names), name) for name, (names, answers) in index.items() if need <= names)]
+    for name in candidates:
+        scenario = {k: v for k, v in (scenario_for(name) if scenario_for else {}).items() if k not in find}
+        if _determines(name, find, {**scenario, **given}):
             return [name]
+    if candidates:
+        return [candidates[0]]
+    declared = sorted((len(names), name, names) for name, (names, _answers) in index.items())
     chosen: list[str] = []
     covered: set[str] = set()
     for target in find:
         if target in covered:
             continue
-        hit = next(((name, names) for _, name, names in declared if target in names), None)
-        if hit is None:
+        found = next(((name, names) for _, name, names in declared if target in names), None)
+        if found is None:
             raise UnknownNameError(f"no pack declares '{target}'",
                                    hint="'concur list' shows the packs; 'concur show PACK' their variables")
-        chosen.append(hit[0])
-        covered |= hit[1]
+        chosen.append(found[0])
+        covered |= found[1]
     return chosen
+
+
+def _determines(pack: str, find: tuple[str, ...], given: Mapping[str, Any]) -> bool:
+    """Whether ``pack``'s equations determine every target from ``given`` (structure only)."""
+    from .errors import ConcurError
+    from .solver.givens import resolve_givens
+    from .solver.problem import Problem
+
+    model = build_model([pack])
+    try:
+        values = resolve_givens(model, dict(given)).values
+    except ConcurError:
+        return False
+    problem = Problem(model, {k: v for k, v in values.items() if k not in find}, find)
+    return all(t in problem.known or t in problem.matching.determined for t in find)
 
 
 def targets_of(find: str | Iterable[str]) -> tuple[str, ...]:
@@ -74,5 +105,5 @@ def solve(find: str | Iterable[str], given: Mapping[str, Any] | None = None,
     Raises a :class:`concur.errors.ConcurError` (the CLI's exit code is ``err.exit_code``).
     """
     targets = targets_of(find)
-    model = load_model(packs) if packs else build_model(packs_for(targets))
+    model = load_model(packs) if packs else build_model(packs_for(targets, given))
     return solve_model(model, targets, dict(given or {}))

@@ -91,8 +91,11 @@ def test_default_replicas_scenario():
     out = run("solve", "--find", "replicas", "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert data["results"]["replicas"]["value"] == 13  # 50/s x 12.5 s = 625 in flight / (64 x 0.8)
-    assert data["given"]["utilization"]["value"] == 0.8
+    # the fleet pack: Llama-3.1-70B on H100 TP4, 50 request/s of 1,000 in / 400 out; no step time by hand
+    assert data["results"]["replicas"]["value"] == 3
+    assert data["given"]["model"]["value"] == "llama-3.1-70b" and data["given"]["gpu"]["value"] == "h100-sxm-80gb"
+    assert not {"t_step", "step_time_base", "step_time_per_seq", "residence_time"} & set(data["given"])
+    assert any("utilization = 0.8" in note for note in data["notes"])
 
 
 def test_scenario_file(tmp_path):
@@ -117,6 +120,6 @@ def test_bad_scenario_file_is_a_one_line_error(tmp_path):
 def test_default_scenario_with_overrides():
     out = run("solve", "--find", "replicas", "--scenario", "default", "--set", "arrival_rate=100", "--json")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["results"]["replicas"]["value"] == 25  # 100/s x 12.5 s / 51.2
+    assert json.loads(out.stdout)["results"]["replicas"]["value"] == 6  # twice the default traffic
     bare = run("solve", "--find", "replicas", "--set", "arrival_rate=100")
     assert bare.returncode == 2 and "--scenario default" in bare.stderr

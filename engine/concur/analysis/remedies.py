@@ -119,7 +119,7 @@ def evaluate(given: dict[str, Any]) -> Scenario:
 
 def _value(given: dict[str, Any], name: str) -> Any:
     """A resolved given (presets expanded) in its display unit; choice variables as their names."""
-    from ..solver.question import resolve_givens
+    from ..solver.givens import resolve_givens
 
     model = throughput_model()
     g = resolve_givens(model, {k: v for k, v in given.items() if k != "concurrency"})

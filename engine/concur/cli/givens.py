@@ -93,13 +93,12 @@ def load_scenario(path: str) -> tuple[dict[str, Any], list[str], list[str]]:
 
 
 def default_scenario(packs: list[str]) -> dict[str, Any]:
-    """The merged ``scenario:`` blocks of the packs in play (top pack wins)."""
+    """The embedded scenario of the packs in play: the ``scenario:`` of the top-most pack that has one
+    (a composition's own scenario, not the union of its parts': llm_fleet's traffic and model, not
+    littles_law's hand-set step time)."""
     from ..lang.model import build_model
 
-    merged: dict[str, Any] = {}
-    for pack in reversed(build_model(packs).packs):
-        merged.update(pack.scenario)
-    return merged
+    return next((dict(pack.scenario) for pack in build_model(packs).packs if pack.scenario), {})
 
 
 def solve_question(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...], scenario: str | None,
@@ -128,11 +127,13 @@ def solve_question(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[st
         targets = default_find if not pack_list else ()
         if not targets:
             raise UsageError("nothing to solve for", hint="add --find VARIABLE")
+    sets_given = parse_sets(sets)
     if not pack_list:
-        pack_list = packs_for(targets)
-    if embedded:
-        given = default_scenario(pack_list)
-    given.update(parse_sets(sets))
+        pack_list = packs_for(targets, {**given, **sets_given},
+                              (lambda name: default_scenario([name])) if embedded else None)
+    if embedded:  # the packs' own scenario, less what is asked for: --find arrival_rate keeps the rest
+        given = {k: v for k, v in default_scenario(pack_list).items() if k not in targets}
+    given.update(sets_given)
     try:
         return solve(targets, given, pack_list)
     except UnderdeterminedError as exc:

@@ -253,9 +253,9 @@ def _write_catalogs(wb: Workbook, layout: Layout) -> dict[str, dict[str, str]]:
             for j, var in enumerate(variables, start=2):
                 put_text(ws, r, cite_col + j - 2, p.sources.get(var, {}).get(ident, ""))
                 value = p.table[var].get(ident)
-                if value is None:
-                    put_formula(ws, r, j, "NA()")
-                    widths.setdefault(j, []).append("#N/A")
+                if value is None:  # text, not NA(): picking it turns the formulas that read it to #VALUE!,
+                    put_text(ws, r, j, "not listed")  # and the printed table reads as a table
+                    widths.setdefault(j, []).append("not listed")
                     continue
                 sv = layout.vars.get(var)
                 fmt = style.number_format(sv, value, typed=True) if sv is not None else "General"

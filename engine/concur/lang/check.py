@@ -202,7 +202,7 @@ def range_problems(node: Node) -> list[str]:
     return out
 
 
-def check_model(model, only_pack: str | None = None) -> list[Diagnostic]:  # type: ignore[no-untyped-def]
+def check_model(model, only_pack: str | None = None, examples: bool = True) -> list[Diagnostic]:  # type: ignore[no-untyped-def]
     """Check every equation and constraint (of ``only_pack`` if given) and every default/bound."""
     var_dims = {name: v.unit.dims for name, v in model.variables.items()}
     out: list[Diagnostic] = []
@@ -237,7 +237,7 @@ def check_model(model, only_pack: str | None = None) -> list[Diagnostic]:  # typ
                 if target not in model.variables and target not in broken:
                     out.append(Diagnostic(preset.where,
                                           f"preset '{key}' maps field '{field}' to undeclared '{target}'"))
-    for pack in model.packs:
+    for pack in model.packs if examples else ():  # a pack's examples speak its own names, not a composition's
         if only_pack and pack.name != only_pack:
             continue
         out.extend(_check_examples(pack, model, broken))
@@ -366,7 +366,7 @@ def require_checked(model) -> None:  # type: ignore[no-untyped-def]
     """
     diags = _CHECKED.get(model.key)
     if diags is None:
-        diags = _CHECKED[model.key] = [d for d in check_model(model) if d.severity == "error"]
+        diags = _CHECKED[model.key] = [d for d in check_model(model, examples=False) if d.severity == "error"]
     if diags:
         first = diags[0]
         more = f"{len(diags) - 1} more problem(s); " if len(diags) > 1 else ""

@@ -128,10 +128,13 @@ def build_model(refs: list[str] | None = None, *, problems: list[ConcurError] | 
             equations.append(replace(eq, lhs=_rename_tree(eq.lhs, rename), rhs=_rename_tree(eq.rhs, rename)))
         for con in pack.constraints:
             constraints.append(replace(con, expr=_rename_tree(con.expr, rename)))
+    # A preset key's catalogs in the order the packs build on each other (a used pack's catalog first:
+    # llm_memory's gpus before llm_fleet's prices), so the first is the one every entry is in.
+    for pack, rename in reversed(collected):
         for key, preset in pack.presets.items():
             fields = {f: rename.get(v, v) for f, v in preset.fields.items()}
             chain = presets.get(key, ())
-            if all(p.catalog != preset.catalog for p in chain):  # the first pack naming a catalog wins
+            if all(p.catalog != preset.catalog for p in chain):
                 presets[key] = chain + (replace(preset, fields=fields),)
     sound_eqs: list[Equation] = []
     for eq in equations:
@@ -181,9 +184,13 @@ def _resolve_choices(node: Node, variables: dict[str, Variable], owner: Equation
     return out
 
 
-def pack_index() -> dict[str, frozenset[str]]:
-    """Shipped pack name -> every variable its model declares (its own and those of the packs it
-    uses): how a question names no pack and still finds the smallest one that answers it."""
-    from .library import pack_paths
+def pack_index() -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+    """Shipped pack name -> (every variable and preset key its model declares, its own and those of
+    the packs it uses; the questions it answers by default): how a question naming no pack finds one."""
+    from .library import get_pack, pack_paths
 
-    return {name: frozenset(build_model([name]).variables) for name in pack_paths()}
+    out: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+    for name in pack_paths():
+        model = build_model([name])
+        out[name] = (frozenset(model.variables) | frozenset(model.presets), frozenset(get_pack(name).answers))
+    return out

@@ -154,10 +154,11 @@ class Pack:
     uses_where: tuple[Location, ...] = ()  # where each ``uses`` entry is written
     digest: str = ""  # sha256 of the file's bytes (models and caches key on content)
     broken: tuple[str, ...] = ()  # variables whose declarations failed (partial packs of concur check only)
+    answers: tuple[str, ...] = ()  # questions it answers by default: --find X with no pack named picks it
 
 
 _PACK_KEYS = {"pack", "doc", "uses", "presets", "variables", "equations", "constraints", "examples", "scenario",
-              "version", "references"}
+              "version", "references", "answers"}
 _VAR_KEYS = {"unit", "doc", "default", "bounds", "integer", "display", "choices", "limit", "violation", "source",
              "stated"}
 
@@ -366,8 +367,11 @@ def load_pack(path: str | Path, *, label: str | None = None, text: str | None = 
 
     examples = tuple(_examples(data, name, each))
     scenario = dict(_section(each, _mapping, data, "scenario", "name -> value"))
+    answers = data.get("answers") or []
+    _require(isinstance(answers, list) and all(isinstance(a, str) for a in answers),
+             "'answers' must be a list of variable names", data.where("answers"))
     return Pack(name, doc, name_label, tuple(uses), variables, tuple(equations), tuple(constraints), examples,
-                presets, scenario, tuple(uses_where), hashlib.sha256(raw).hexdigest(), broken)
+                presets, scenario, tuple(uses_where), hashlib.sha256(raw).hexdigest(), broken, tuple(answers))
 
 
 def _section(each: Problems, kind: Any, data: YMap, key: str, what: str) -> Any:

@@ -278,9 +278,10 @@ class _Run:
                 env, steps = self.trial(tear, root)
             except ConcurError:
                 continue
-            self.env, self.trace = env, self.trace + steps
+            self.env = env
             self.record(tear.variable, root, Method.TEAR, tear.equation,
                         f"loop torn at {tear.variable}, root bracketed within its bounds")
+            self.trace.extend(steps)  # after the torn variable: every inner step reads it
             return True
         return False
 
@@ -313,10 +314,10 @@ class _Run:
                                   variable=v, hint="the load may exceed what any fleet of this kind serves")
         g, env, steps = result
         self.env = env
-        self.trace.extend(steps)
         word, rel = ("smallest", "<=") if ceil else ("largest", ">=")
         self.trace.append(Step(v, float(chosen), Method.INTEGER_TEAR, tear.equation,
                                f"{word} {v} with {to_text(e.rhs)} = {g:.6g} {rel} {v} (loop torn at {v})"))
+        self.trace.extend(steps)  # after the torn integer: every inner step reads it
 
     def sympy_on_values(self, step: BlockStep) -> None:
         """The last resort for a loop without closed forms or tears: sympy with the values in."""
@@ -411,7 +412,8 @@ def render_template(text: str, model: Model, env: dict[str, float]) -> str:
         if var is not None and value is None:
             value = value_on_demand(name, model, env)
         if var is None or value is None:
-            return m.group(0)
+            return name  # a value the run never reached: its name, not a raw template
+
         if var.choices:
             return var.choices[int(value)]
         return f"{value / var.display.factor:.4g} {var.display.text}".strip()

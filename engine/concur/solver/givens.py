@@ -26,8 +26,10 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
     sources: dict[str, str] = {}
     texts: dict[str, str] = {}
     notes: list[str] = []
+    presets: dict[str, str] = {}
     for key, raw in given.items():
         if key in model.presets:
+            presets[key] = str(raw)
             for n, preset in enumerate(model.presets[key]):
                 catalog = get_catalog(preset.catalog)
                 entry = catalog.entries.get(str(raw))
@@ -87,4 +89,4 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
             notes.append(note)
     limits = {k: model.variables[k].limit for k in values
               if sources.get(k) == "given" and model.variables[k].limit}
-    return Givens(values, sources, {k: v for k, v in limits.items() if v}, texts, notes)
+    return Givens(values, sources, {k: v for k, v in limits.items() if v}, texts, notes, presets)

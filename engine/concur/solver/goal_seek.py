@@ -21,40 +21,67 @@ says which value was chosen and what it gives.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from . import integers as frontier
 from ..errors import BudgetError, ConcurError, InfeasibleError, UsageError
-from ..lang.expr import compile_node, names_in
+from ..lang.expr import Call, Var, compile_node, names_in, to_text, walk
 from ..lang.model import Model
 from .solution import Givens, Method, Solution, Step, show_value
 from .budget import spend
-from .question import run_question
+from .run import run_question
 
-__all__ = ["search"]
+__all__ = ["Goal", "goals_for", "search"]
 
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One thing the searched value must achieve: ``name`` reaches ``target`` in ``sense``
+    (at_least, at_most, equal); or, when ``equation`` is set, the searched integer's own
+    ``x = ceil(...)`` holds as a requirement (``ceil(...) <= x``; for floor, a capacity ``>= x``)."""
+
+    name: str
+    sense: str
+    target: float = math.nan
+    equation: int | None = None
+
+
+def goals_for(model: Model, known: Mapping[str, float], names: tuple[str, ...]) -> list[Goal]:
+    """The goals for given targets ``names`` (their declared limit, else the one their rounding implies)."""
+    return [Goal(g, model.variables[g].limit or _implied_sense(model, g), known[g]) for g in names]
 
 
 def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens: Givens, x: str,
-           goal: str) -> Solution:
+           names: tuple[str, ...], requirement: int | None = None) -> Solution:
+    """The smallest (or largest) ``x`` meeting every goal in ``names`` (given targets) and, with
+    ``requirement``, the rounding equation that defines ``x`` (replicas inside an SLA search)."""
     xv = model.variables[x]
-    gv = model.variables[goal]
-    target = known[goal]
-    sense = gv.limit or _implied_sense(model, goal)
-    base_known = {k: v for k, v in known.items() if k != goal}
+    goals = goals_for(model, known, names)
+    if requirement is not None:
+        rhs = model.equations[requirement].rhs
+        ceil = any(isinstance(n, Call) and n.fn == "ceil" for n in walk(rhs))
+        goals.append(Goal(x, "at_most" if ceil else "at_least", math.nan, requirement))
+    base_known = {k: v for k, v in known.items() if k not in names}
+    targets = tuple(g.name for g in goals if g.equation is None)
     sources = dict(givens.sources)
     last_error: list[ConcurError] = []
 
-    def evaluate(value: float) -> float | None:
+    def evaluate(value: float) -> dict[str, float] | None:
         spend(x, f"give {x} directly, or a bound on it")
         try:
-            _plan, env, _trace = run_question(model, {**base_known, x: value}, (goal,), sources, check=False)
+            plan, env, _trace = run_question(model, {**base_known, x: value}, targets or (x,), sources, check=False)
+            for g in goals:
+                if g.equation is not None:
+                    env[f"{g.name}@requirement"] = compile_node(plan.eqs[g.equation].rhs)(env)
         except ConcurError as exc:
             if isinstance(exc, BudgetError):
                 raise
             last_error[:] = [exc]
             return None
-        except (ArithmeticError, ValueError):
+        except (ArithmeticError, ValueError, KeyError):
             return None
         for con in model.constraints:
             if x in names_in(con.expr) and names_in(con.expr) <= env.keys():
@@ -63,17 +90,22 @@ def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens:
                         return None
                 except (ArithmeticError, ValueError):
                     return None
-        return env[goal]
+        return env
 
-    def meets(v: float | None) -> bool:
-        if v is None:
-            return False
+    def met(g: Goal, env: dict[str, float]) -> bool:
+        if g.equation is not None:
+            need, have = env[f"{g.name}@requirement"], env[x]
+            return need <= have + 1e-9 * max(abs(have), 1.0) if g.sense == "at_most" else need >= have - 1e-9
+        v, target = env[g.name], g.target
         tol = 1e-9 * max(abs(target), 1e-300)
-        if sense == "at_least":
+        if g.sense == "at_least":
             return v >= target - tol
-        if sense == "at_most":
+        if g.sense == "at_most":
             return v <= target + tol
         return abs(v - target) <= 1e-6 * max(abs(target), 1e-300)
+
+    def meets(env: dict[str, float] | None) -> bool:
+        return env is not None and all(met(g, env) for g in goals)
 
     lo, hi = xv.bounds
     if xv.integer:
@@ -81,24 +113,104 @@ def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens:
         hi_i = int(math.floor(hi)) if hi is not None else 1 << 40
         chosen = _integer_search(evaluate, meets, lo_i, hi_i)
     else:
-        lo_f = lo if lo is not None and lo > 0 else None
-        chosen = _continuous_search(evaluate, meets, lo_f, hi, sense, xv.default)
+        chosen = _boundary(model, goals, base_known, x, sources, evaluate, meets)
+        if chosen is None:
+            lo_f = lo if lo is not None and lo > 0 else None
+            chosen = _continuous_search(evaluate, meets, lo_f, hi, xv.default)
     if chosen is None:
-        word = {"at_least": "at least", "at_most": "at most", "equal": "exactly"}[sense]
-        why = f"; {last_error[0].render_body()}" if last_error else ""
-        raise InfeasibleError(
-            f"no {x} within its bounds gives {goal} {word} {show_value(model, goal, target)}{why}", variable=x,
-            hint="relax the target, or change another given")
+        raise _out_of_reach(model, x, goals, evaluate, met, lo, hi, last_error)
     value, direction = chosen
-    plan, env, trace = run_question(model, {**base_known, x: value}, find + (goal,) if goal not in find else find,
-                                    sources)
-    achieved = env[goal]
-    word = {"at_least": "at least", "at_most": "at most", "equal": "exactly"}[sense]
-    note = (f"{direction} {x} giving {goal} {word} {show_value(model, goal, target)} "
-            f"(it gives {show_value(model, goal, achieved)})")
+    plan, env, trace = run_question(model, {**base_known, x: value}, tuple(dict.fromkeys(find + targets)), sources,
+                                    at_least=frozenset({requirement}) if requirement is not None else frozenset())
+    note = f"{direction} {x} giving {_describe(model, goals, env)}"
+    if xv.integer and len(goals) > 1 and direction == "smallest":
+        before = evaluate(value - 1)
+        binding = [g for g in goals if before is None or not met(g, before)]
+        if binding and len(binding) < len(goals):
+            note += f"; what binds: {', '.join(_name(g) for g in binding)}"
     trace = [s for s in trace if s.variable != x]
     trace.insert(0, Step(x, value, Method.SEARCH, None, note))
     return Solution(model, find, dict(env), givens, trace, notes=[note], plan=plan)
+
+
+def _out_of_reach(model: Model, x: str, goals: list[Goal], evaluate: Any, met: Any, lo: float | None,
+                  hi: float | None, last_error: list[ConcurError]) -> InfeasibleError:
+    """Why no value of ``x`` meets the goals: each given target with the best it gets at the ends
+    of ``x``'s range ("itl_slo at most 20 ms is out of reach: itl is 21.7 ms at 1,000,000 replicas")."""
+    ends = [e for e in (hi if hi is not None else 1e6, lo if lo is not None and lo > 0 else None) if e is not None]
+    for end in ends:
+        env = evaluate(float(end))
+        if env is None:
+            continue
+        missed = [g for g in goals if g.equation is None and not met(g, env)]
+        if missed:
+            parts = []
+            for g in missed:
+                source = next((eq.rhs for eq in model.equations if isinstance(eq.lhs, Var) and eq.lhs.name == g.name
+                               and isinstance(eq.rhs, Var)), None)
+                shown = source.name if isinstance(source, Var) else g.name
+                parts.append(f"{g.name} {_WORD[g.sense]} {show_value(model, g.name, g.target)} is out of reach: "
+                             f"{shown} is {show_value(model, g.name, env[g.name])} at {x} = "
+                             f"{show_value(model, x, float(end))}")
+            return InfeasibleError("; ".join(parts), variable=missed[0].name,
+                                   hint=f"no {x} in its range meets it: relax the target, or change the configuration")
+    why = f"; {last_error[0].render_body()}" if last_error else ""
+    return InfeasibleError(f"no {x} within its bounds gives {_describe(model, goals)}{why}", variable=x,
+                           hint="relax the target, or change another given")
+
+
+def _boundary(model: Model, goals: list[Goal], known: dict[str, float], x: str, sources: dict[str, str],
+              evaluate: Any, meets: Any) -> tuple[float, str] | None:
+    """The exact edge of a rounded goal, solved rather than searched.
+
+    ``replicas = ceil(e)`` stays at most R exactly while ``e <= R``, so the largest rate R replicas
+    carry is where ``e = R``: the plan is compiled with that equation read without its rounding and
+    solved for ``x`` directly (a loop or a bracket, but no search). The edge is kept only when the
+    real, rounded model meets the goal there; which side holds says smallest or largest. None when
+    this does not apply or does not work (the caller then searches).
+    """
+    from .seek import rounding_equation
+
+    if len(goals) != 1 or goals[0].equation is not None:
+        return None
+    g = goals[0]
+    i = rounding_equation(model, g.name)
+    if i is None or g.sense == "equal":
+        return None
+    try:
+        _plan, env, _trace = run_question(model, {**known, g.name: g.target}, (x,), sources, check=False,
+                                          relax=frozenset({i}))
+    except ConcurError as exc:
+        if isinstance(exc, BudgetError):
+            raise
+        return None
+    edge = env.get(x)
+    if edge is None or not math.isfinite(edge) or not meets(evaluate(edge)):
+        return None
+    return edge, "smallest" if meets(evaluate(edge * (1 + 1e-6))) else "largest"
+
+
+_WORD = {"at_least": "at least", "at_most": "at most", "equal": "exactly"}
+
+
+def _name(g: Goal) -> str:
+    return f"the {g.name} requirement" if g.equation is not None else g.name
+
+
+def _describe(model: Model, goals: list[Goal], env: dict[str, float] | None = None) -> str:
+    parts = []
+    for g in goals:
+        if g.equation is not None:
+            text = f"{g.name} {'>=' if g.sense == 'at_most' else '<='} {to_text(model.equations[g.equation].rhs)}"
+            if env is not None and f"{g.name}@requirement" in env:
+                text += f" (= {env[f'{g.name}@requirement']:.6g})"
+            parts.append(text)
+            continue
+        text = f"{g.name} {_WORD[g.sense]} {show_value(model, g.name, g.target)}"
+        if env is not None and g.name in env:
+            text += f" (it gives {show_value(model, g.name, env[g.name])})"
+        parts.append(text)
+    return " and ".join(parts)
 
 
 def _implied_sense(model: Model, goal: str) -> str:
@@ -132,7 +244,7 @@ def _integer_search(evaluate: Any, meets: Any, lo: int, hi: int) -> tuple[float,
     return None if first is None else (float(first), "smallest")
 
 
-def _continuous_search(evaluate: Any, meets: Any, lo: float | None, hi: float | None, sense: str,
+def _continuous_search(evaluate: Any, meets: Any, lo: float | None, hi: float | None,
                        start: float | None) -> tuple[float, str] | None:
     x0 = start if start and start > 0 else (lo * 2 if lo else 1.0)
     grid = [x0 * 2.0 ** k for k in range(-60, 61)]

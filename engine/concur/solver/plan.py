@@ -132,10 +132,12 @@ def _condition_names(model: Model) -> frozenset[str]:
     return hit
 
 
-def plan_key(model: Model, known: Mapping[str, float], targets: tuple[str, ...]) -> tuple[Any, ...]:
-    """What a plan depends on: the model, the names known, the targets and the folding values."""
+def plan_key(model: Model, known: Mapping[str, float], targets: tuple[str, ...],
+             relax: frozenset[int] = frozenset()) -> tuple[Any, ...]:
+    """What a plan depends on: the model, the names known, the targets, the folding values and the
+    rounding equations read without their rounding (a goal seek's boundary)."""
     folds = tuple(sorted((n, known[n]) for n in _condition_names(model) if n in known))
-    return (model.key, frozenset(known), targets, folds)
+    return (model.key, frozenset(known), targets, folds, relax)
 
 
 _PLANS: dict[tuple[Any, ...], Plan] = {}
@@ -147,17 +149,19 @@ def forget_plans() -> None:
     _PLANS.clear()
 
 
-def make_plan(model: Model, known: Mapping[str, float], targets: tuple[str, ...]) -> Plan:
+def make_plan(model: Model, known: Mapping[str, float], targets: tuple[str, ...],
+              relax: frozenset[int] = frozenset()) -> Plan:
     """The plan answering ``targets`` from the names in ``known`` (cached; see the module essay).
+    ``relax``: equations ``n = ceil(e)``/``floor(e)`` to read as ``n = e`` (where a search's boundary lies).
 
     Raises :class:`UnderdeterminedError` naming what to give when a target is not determined,
     or when a loop determines its variables only together.
     """
-    key = plan_key(model, known, targets)
+    key = plan_key(model, known, targets, relax)
     hit = _PLANS.get(key)
     if hit is not None:
         return hit
-    plan = _compile(model, known, targets, key)
+    plan = _compile(model, known, targets, key, relax)
     if len(_PLANS) >= _PLANS_LIMIT:
         _PLANS.clear()
     _PLANS[key] = plan
@@ -174,8 +178,9 @@ def _underdetermined(model: Model, problem: Problem, missing: list[str]) -> Unde
                                 hint=hint)
 
 
-def _compile(model: Model, known: Mapping[str, float], targets: tuple[str, ...], key: tuple[Any, ...]) -> Plan:
-    problem = Problem(model, dict(known), targets)
+def _compile(model: Model, known: Mapping[str, float], targets: tuple[str, ...], key: tuple[Any, ...],
+             relax: frozenset[int] = frozenset()) -> Plan:
+    problem = Problem(model, dict(known), targets, relax)
     m = problem.matching
     missing = [t for t in targets if t not in problem.known and t not in m.determined]
     if missing:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..lang.expr import If, Node, Var, compile_node, map_tree, names_in, walk
+from ..lang.expr import Call, If, Node, Var, compile_node, map_tree, names_in, walk
 from ..lang.model import Model
 from ..lang.pack import Equation, Variable
 from .structure import Matching, match
@@ -63,10 +63,12 @@ def _conditions(model: Model) -> list[frozenset[str]]:
 class Problem:
     """One structural problem: fixed knowns, unknowns, equations specialised to them."""
 
-    def __init__(self, model: Model, known: dict[str, float], targets: tuple[str, ...]) -> None:
+    def __init__(self, model: Model, known: dict[str, float], targets: tuple[str, ...],
+                 relax: frozenset[int] = frozenset()) -> None:
         self.model = model
         self.known = dict(known)
         self.targets = targets
+        self.relax = relax  # equations n = ceil(e) / floor(e) read as n = e (a search's boundary)
         self.defaults_used: list[str] = []
         choice_defaults = {n: v.default for n, v in model.variables.items()
                            if v.choices and n not in self.known and v.default is not None and n not in targets}
@@ -86,6 +88,8 @@ class Problem:
             if changed is not None and changed not in conditions[i]:
                 continue
             lhs, rhs = fold_known(eq.lhs, self.known), fold_known(eq.rhs, self.known)
+            if i in self.relax and isinstance(rhs, Call) and rhs.fn in ("ceil", "floor"):
+                rhs = rhs.args[0]
             self.eqs[i] = SpecialisedEq(eq, lhs, rhs, names_in(lhs) | names_in(rhs))
 
     def _match(self) -> Matching:

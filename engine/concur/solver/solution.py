@@ -59,6 +59,7 @@ class Givens:
     limits: dict[str, str]  # given names that are targets to meet -> at_least/at_most
     texts: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # how a given was read ("8k" = 8,000, not 8,192)
+    presets: dict[str, str] = field(default_factory=dict)  # preset key -> catalog id chosen (model, gpu)
 
 
 @dataclass
@@ -135,7 +136,8 @@ class Solution:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        given = {}
+        given: dict[str, Any] = {key: {"value": ident, "unit": "", "source": "preset"}
+                                 for key, ident in self.givens.presets.items()}
         for name, base in self.givens.values.items():
             if name not in self.model.variables:
                 continue

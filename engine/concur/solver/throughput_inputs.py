@@ -41,7 +41,7 @@ FIXED_INPUTS: dict[str, tuple[Need, ...]] = {
     "llm_throughput": (
         Need("input length", ("input_tokens",)),
         Need("output length", ("output_tokens",)),
-        Need("offered load (concurrency or request_rate)", ("concurrency", "request_rate")),
+        Need("offered load (concurrency or request_rate)", ("concurrency", "request_rate", "arrival_rate")),
         Need("configuration (model or explicit architecture)", ("model", "active_params", "params")),
         Need("configuration (GPU or explicit hbm_bandwidth)", ("gpu", "hbm_bandwidth")),
     ),

@@ -266,7 +266,9 @@ _PLANS: dict[tuple[Any, ...], _Plan] = {}
 def _plan(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: list[str]) -> _Plan:
     from ..lang.expr import compile_node, names_in
     from ..solver.plan import make_plan
-    from ..solver.question import flush_caches, needs_search, resolve_givens, solve_model
+    from ..solver.givens import resolve_givens
+    from ..solver.question import flush_caches, solve_model
+    from ..solver.seek import needs_search
 
     key = (model.key, tuple(sorted((k, repr(v)) for k, v in given.items())), tuple(arrays), tuple(outputs))
     cached = _PLANS.get(key)

@@ -1,0 +1,88 @@
+"""Running one compiled question: plan (cached), run, and check what the givens over-determine.
+
+:func:`run_question` is the unit every consumer repeats: the direct answer once, a goal seek for
+each trial value, the sweep for each point it cannot vectorise. With ``check``, redundant
+equations compare what the givens imply with what was given ("users=60 contradicts
+llm_memory.yaml:40: the model gives 55") and the packs' constraints are tested.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..errors import ContradictionError, InfeasibleError
+from ..lang.expr import Call, Var, compile_node, names_in
+from ..lang.model import Model
+from .blocks import run_plan
+from .plan import Plan, make_plan
+from .problem import SpecialisedEq, evaluate
+from .solution import REL_TOL, Step, show_value
+
+__all__ = ["run_question"]
+
+
+def run_question(model: Model, known: Mapping[str, float], targets: tuple[str, ...], sources: Mapping[str, str],
+                 check: bool = True, relax: frozenset[int] = frozenset(),
+                 at_least: frozenset[int] = frozenset()) -> tuple[Plan, dict[str, float], list[Step]]:
+    """Plan (cached) and run ``targets`` from ``known``: (plan, values, trace kept for display).
+
+    With ``check``, over-determined givens are compared with what the model gives and the packs'
+    constraints are tested (raising Contradiction/InfeasibleError). ``relax``: see
+    :func:`concur.solver.plan.make_plan`. ``at_least``: rounding equations ``n = ceil(e)`` checked as
+    requirements, ``n >= ceil(e)`` (``n <= floor(e)``): a goal seek chose more than they ask.
+    """
+    plan = make_plan(model, known, targets, relax)
+    env, trace = run_plan(plan, known, sources)
+    trace = [s for s in trace if s.variable in plan.relevant]
+    if check:
+        for i in plan.checks:
+            if i in at_least and _requirement_met(plan.eqs[i], env):
+                continue
+            _consistency(model, plan.eqs[i], env, sources)
+        for con in model.constraints:
+            if names_in(con.expr) <= env.keys():
+                try:
+                    ok = compile_node(con.expr)(env)
+                except (ArithmeticError, ValueError):
+                    ok = False
+                if not ok:
+                    detail = ", ".join(f"{n}={show_value(model, n, env[n])}" for n in sorted(names_in(con.expr)))
+                    raise InfeasibleError(f"'{con.text}' does not hold ({detail}): {con.doc}", where=con.where)
+    return plan, env, trace
+
+
+def _requirement_met(e: SpecialisedEq, env: dict[str, float]) -> bool:
+    """``n = ceil(e)`` read as ``n >= ceil(e)``, ``n = floor(e)`` as ``n <= floor(e)``."""
+    try:
+        lhs, rhs = evaluate(e.lhs, env), evaluate(e.rhs, env)
+    except (ArithmeticError, ValueError):
+        return False
+    ceil = isinstance(e.rhs, Call) and e.rhs.fn == "ceil"
+    return lhs >= rhs if ceil else lhs <= rhs
+
+
+def _consistency(model: Model, e: SpecialisedEq, env: dict[str, float], sources: Mapping[str, str]) -> None:
+    try:
+        lhs, rhs = evaluate(e.lhs, env), evaluate(e.rhs, env)
+    except (ArithmeticError, ValueError) as exc:
+        known = ", ".join(f"{n}={show_value(model, n, env[n])}" for n in sorted(e.names) if n in env)
+        raise InfeasibleError(f"'{e.eq.text}' cannot be evaluated with these givens ({known}): {exc}",
+                              where=e.eq.where, hint="check the givens for a zero") from None
+    if abs(lhs - rhs) <= REL_TOL * max(abs(lhs), abs(rhs), 1e-300):
+        return
+    if isinstance(e.lhs, Var):
+        name = e.lhs.name
+        var = model.variables[name]
+        if name in sources and var.limit:
+            ok = lhs <= rhs if var.limit == "at_least" else lhs >= rhs
+            if ok:
+                return
+            word = "at least" if var.limit == "at_least" else "at most"
+            raise InfeasibleError(f"the target {name} {word} {show_value(model, name, lhs)} is not met: the model gives "
+                                  f"{show_value(model, name, rhs)} ('{e.eq.text}')", where=e.eq.where, variable=name)
+        raise ContradictionError(
+            f"your {name}={show_value(model, name, lhs)} contradicts '{e.eq.text}': the model gives "
+            f"{show_value(model, name, rhs)}", where=e.eq.where, variable=name,
+            hint="drop one of the over-determining givens, or correct it")
+    raise ContradictionError(f"the givens contradict '{e.eq.text}': {lhs:.6g} vs {rhs:.6g} (base units)",
+                             where=e.eq.where, hint="drop one of the over-determining givens")

@@ -1,0 +1,154 @@
+"""Which questions are goal seeks, and over which variable: a structural decision, cached per shape.
+
+A question is answered directly when the plan can compute the asked variable from the givens.
+It is a *goal seek* (:mod:`concur.solver.goal_seek`) when
+
+1. the asked variable lies upstream of a given target (``limit: at_least/at_most``: a service
+   level, a budget): then the input that drives the target is searched -- an integer input such as
+   ``servers`` first, else the asked variable itself;
+2. the asked variable rounds up to its own requirement (``replicas = ceil(...)``) and given targets
+   downstream of it (an ITL or TTFT limit) may need more: it is searched against the requirement
+   and every such target, and the answer says which binds;
+3. reaching it would invert a floor/ceil or produce an integer from a continuous relation: the
+   given whose removal frees it, and that it drives, becomes the goal (rounded counts first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..lang.expr import Call, Var, names_in, walk
+from ..lang.model import Model
+from .closed_forms import smooth_in
+from .plan import plan_key
+from .problem import Problem
+from .solution import Givens
+
+__all__ = ["Seek", "needs_search", "rounding_equation"]
+
+
+@dataclass(frozen=True)
+class Seek:
+    """A question answered by a goal seek: search ``variable`` until every given target in ``goals``
+    is met (and, with ``requirement``, the rounding equation that defines the variable)."""
+
+    variable: str
+    goals: tuple[str, ...]
+    requirement: int | None = None
+
+
+_SEARCH: dict[tuple[Any, ...], Seek | None] = {}
+
+
+def needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float],
+                 givens: Givens) -> Seek | None:
+    """(asked variable, given goal) when the answer must be searched for rather than computed.
+
+    Two cases: the asked variable lies upstream of a given target (``limit:``), or reaching it
+    would invert a floor/ceil or produce an integer from a continuous relation. The goal is the
+    given whose removal leaves the asked variable free while the goal follows from it; rounded
+    counts (users, replicas) and integers are preferred as goals. Structural: cached per shape.
+    """
+    key = (plan_key(model, known, find), tuple(sorted(givens.limits.items())),
+           tuple(sorted(k for k, s in givens.sources.items() if s == "given")))
+    if key in _SEARCH:
+        return _SEARCH[key]
+    answer = _needs_search(model, find, known, givens)
+    _SEARCH[key] = answer
+    return answer
+
+
+def _needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float],
+                  givens: Givens) -> Seek | None:
+    limits = [g for g in givens.limits if g in known]
+
+    def determined(names: Mapping[str, float], target: str) -> bool:
+        return target in names or target in Problem(model, dict(names), (target,)).matching.determined
+
+    def without(*drop: str) -> dict[str, float]:
+        return {k: v for k, v in known.items() if k not in drop}
+
+    computed = {eq.lhs.name for eq in model.equations if isinstance(eq.lhs, Var)}
+    for x in find:
+        for g in limits:  # x upstream of a target: search the input that drives it
+            base = without(g)
+            if determined(base, x):
+                continue
+            free = Problem(model, base, find).matching.undetermined - {g}
+            candidates = sorted(
+                (s for s in free | {x} if not model.variables[s].choices and (s == x or s not in computed)),
+                key=lambda s: (not (model.variables[s].integer and s not in computed), s != x, s))
+            for s in candidates:
+                probe = {**base, s: 1.0}
+                if determined(probe, g) and determined(probe, x):
+                    return Seek(s, (g,))
+        rounding = rounding_equation(model, x)
+        if rounding is not None and model.variables[x].integer and limits:
+            # x follows from its own ceil/floor (replicas), but given targets downstream of it (an ITL
+            # or TTFT limit) may need more: search x against the requirement and every such target
+            driven = tuple(g for g in limits if determined({**without(g), x: 1.0}, g))
+            if driven:
+                return Seek(x, driven, rounding)
+        if model.variables[x].choices:
+            continue
+        whole = Problem(model, dict(known), find)
+        if x in whole.matching.determined and not _invertible_path(model, whole, x):
+            drivers = sorted((g for g in known if givens.sources.get(g) == "given" and g not in limits),
+                             key=lambda g: (not _rounded_output(model, g), not model.variables[g].integer))
+            for g in drivers:  # the given whose removal frees x, and that x drives
+                if not determined(without(g, *limits), x) and determined({**without(g), x: 1.0}, g):
+                    return Seek(x, (g,))
+    return None
+
+
+def rounding_equation(model: Model, name: str) -> int | None:
+    """The index of ``name = ceil(...)``/``floor(...)``, the equation that rounds it, if any."""
+    for i, eq in enumerate(model.equations):
+        if isinstance(eq.lhs, Var) and eq.lhs.name == name and isinstance(eq.rhs, Call) \
+                and eq.rhs.fn in ("ceil", "floor"):
+            return i
+    return None
+
+
+def _rounded_output(model: Model, name: str) -> bool:
+    """``name = floor(...)`` or ``name = ceil(...) + 1``: a count the model rounds (users, replicas)."""
+    return any(isinstance(eq.lhs, Var) and eq.lhs.name == name
+               and any(isinstance(n, Call) and n.fn in ("floor", "ceil") for n in walk(eq.rhs))
+               for eq in model.equations)
+
+
+def _invertible_path(model: Model, problem: Problem, x: str) -> bool:
+    """Whether x's block can be solved directly (forward evaluation or smooth inversion)."""
+    m = problem.matching
+    i = m.var_to_eq.get(x)
+    if i is None:
+        return True
+    e = problem.eqs[i]
+    if isinstance(e.lhs, Var) and e.lhs.name == x and x not in names_in(e.rhs):
+        return True
+    if model.variables[x].integer:
+        return False
+    return smooth_in(e.lhs, x) and smooth_in(e.rhs, x) and _upstream_smooth(problem, x)
+
+
+def _upstream_smooth(problem: Problem, x: str) -> bool:
+    """x is computed by inverting equations: every equation on the way must be smooth in what it inverts."""
+    m = problem.matching
+    seen: set[str] = set()
+    stack = [x]
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        i = m.var_to_eq.get(v)
+        if i is None:
+            continue
+        e = problem.eqs[i]
+        if not (isinstance(e.lhs, Var) and e.lhs.name == v):
+            if not (smooth_in(e.lhs, v) and smooth_in(e.rhs, v)):
+                return False
+        stack.extend(n for n in e.names if n != v and n not in problem.known)
+    return True
