@@ -186,6 +186,10 @@ def _mean_from_text(text: Any) -> float | None:
 
 def _lengths(raw: Mapping[str, Any], notes: list[str]) -> tuple[float, float]:
     isl, osl = _number(raw.get("isl")), _number(raw.get("osl"))
+    totals = re.search(r"(\d+) prompts; ([\d,]+) input tokens in total", str(raw.get("isl", "")))
+    if isl is None and totals:
+        isl = float(totals.group(2).replace(",", "")) / float(totals.group(1))
+        notes.append(f"input length = published total / prompts = {isl:g}")
     if osl is None:
         osl = _mean_from_text(raw.get("osl"))
         if osl is not None:
