@@ -196,9 +196,9 @@ def _points(runs: Sequence[Run], config: Mapping[str, Any], overlap: float) -> l
     gpus = int(config.get("tp", 1)) * int(config.get("pp", 1))
     out = []
     for run in runs:
-        kw = dict(engine="user", concurrency=run.concurrency, input_tokens=run.input_tokens,
-                  output_tokens=run.output_tokens, prefill_overlap=overlap, source_group=run.label)
-        user = point_from(run.label, config, measured_per_gpu=None, measured_per_user=1000.0 / run.tpot_ms, **kw)
+        user = point_from(run.label, config, engine="user", concurrency=run.concurrency,
+                          input_tokens=run.input_tokens, output_tokens=run.output_tokens, prefill_overlap=overlap,
+                          source_group=run.label, measured_per_gpu=None, measured_per_user=1000.0 / run.tpot_ms)
         out.append((user, replace(user, measured_per_user=None, measured_per_gpu=run.output_throughput / gpus)))
     return out
 
@@ -218,10 +218,10 @@ def fit_runs(runs: Sequence[Run], given: Mapping[str, Any]) -> CalibrationResult
     flat = [p for pair in pairs for p in pair]
     eta_p = None
     prefill_from = "fitted with the rest (no TTFT in the files)"
-    timed = [(r, pair[0]) for r, pair in zip(runs, pairs) if r.ttft_ms is not None]
+    timed = [(r, r.ttft_ms, pair[0]) for r, pair in zip(runs, pairs) if r.ttft_ms is not None]
     if timed:
-        run, point = min(timed, key=lambda rp: rp[0].concurrency)
-        spare = run.ttft_ms / 1e3 - run.tpot_ms / 1e3
+        run, ttft_ms, point = min(timed, key=lambda rp: rp[0].concurrency)
+        spare = ttft_ms / 1e3 - run.tpot_ms / 1e3
         if spare > 0:
             eta_p = min(1.0, max(0.05, point.prefill_time / spare))
             prefill_from = f"TTFT of {run.label} (concurrency {run.concurrency:g})"

@@ -181,7 +181,8 @@ def plot_fit(fs: FitSet, cv: CrossValidation, points: Sequence[Point], path: str
     import matplotlib.pyplot as plt
 
     usable = [p for p in points if p.fit]
-    measured = [p.measured_per_gpu if p.measured_per_gpu is not None else p.measured_per_user for p in usable]
+    measured = [float(p.measured_per_gpu if p.measured_per_gpu is not None else p.measured_per_user or 0.0)
+                for p in usable]
     fig, ax = plt.subplots(figsize=(7.0, 6.2), dpi=110)
     colours = {"vllm": "tab:blue", "sglang": "tab:orange", "trtllm": "tab:green"}
     for label, errs, marker, fill in (("in-sample", {p.id: fs.error(p) for p in usable}, "o", True),
