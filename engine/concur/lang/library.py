@@ -65,19 +65,24 @@ def formulas_dir() -> Path:
                            hint="reinstall concur: pip install .")
 
 
+def _folders(folders: Iterable[str | Path], what: str) -> tuple[Path, ...]:
+    """``folders`` resolved; :class:`UsageError` naming ``what`` for one that is not a folder."""
+    resolved = []
+    for folder in folders:
+        path = Path(folder)
+        if not path.is_dir():
+            raise UsageError(f"{what} '{folder}' is not a folder")
+        resolved.append(path.resolve())
+    return tuple(resolved)
+
+
 def set_pack_path(folders: Iterable[str | Path]) -> None:
     """Trust ``folders`` (``--pack-path``) as places packs may be found and ``uses:`` may reach.
 
     Replaces the previous setting; raises :class:`UsageError` for a folder that does not exist.
     """
-    resolved = []
-    for folder in folders:
-        path = Path(folder)
-        if not path.is_dir():
-            raise UsageError(f"--pack-path '{folder}' is not a folder")
-        resolved.append(path.resolve())
     global _PACK_PATH
-    _PACK_PATH = tuple(resolved)
+    _PACK_PATH = _folders(folders, "--pack-path")
 
 
 def pack_path() -> tuple[Path, ...]:
@@ -217,14 +222,8 @@ def set_catalog_path(folders: Iterable[str | Path]) -> None:
 
     Raises :class:`UsageError` for a folder that does not exist.
     """
-    resolved = []
-    for folder in folders:
-        path = Path(folder)
-        if not path.is_dir():
-            raise UsageError(f"catalog folder '{folder}' is not a folder")
-        resolved.append(path.resolve())
     global _CATALOG_PATH
-    _CATALOG_PATH = tuple(resolved)
+    _CATALOG_PATH = _folders(folders, "catalog folder")
 
 
 def catalog_path() -> tuple[Path, ...]:

@@ -29,26 +29,15 @@ _POINTS = Path(__file__).resolve().parents[4] / "tests" / "data" / "throughput_p
 
 
 def _write(target: Path, text: str) -> None:
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    from ...analysis.engine_catalog import write_atomically
+
+    write_atomically(target, text)
 
 
 def _yaml(doc: object) -> str:
-    import io
+    from ...analysis.engine_catalog import yaml_text
 
-    from ruamel.yaml import YAML
-
-    yaml = YAML()
-    yaml.default_flow_style = False
-    yaml.width = 110
-    buf = io.StringIO()
-    yaml.dump(doc, buf)
-    return buf.getvalue()
+    return yaml_text(doc)
 
 
 def _report(points: str | None) -> None:
