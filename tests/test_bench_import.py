@@ -109,7 +109,8 @@ def test_catalog_path_from_the_environment(tmp_path: Path, monkeypatch: pytest.M
     assert {"tuned", "vllm", "default"} <= set(cat.entries)
     given = {**CONFIG, "concurrency": 1, "input_tokens": 100, "output_tokens": 100}
     tuned = concur.solve(packs=["llm_throughput"], find=["t_step"], given={**given, "engine": "tuned"})
-    same = concur.solve(packs=["llm_throughput"], find=["t_step"], given={**given, "efficiency": 0.9, "t_fixed": "1 ms"})
+    same = concur.solve(packs=["llm_throughput"], find=["t_step"],
+                        given={**given, "efficiency": 0.9, "t_fixed": "1 ms"})
     assert tuned.value("t_step", "ms") == pytest.approx(same.value("t_step", "ms"), rel=1e-12)
 
 

@@ -211,7 +211,8 @@ def fit_runs(runs: Sequence[Run], given: Mapping[str, Any]) -> CalibrationResult
     """
     if len(runs) < 2 or len({round(r.concurrency, 6) for r in runs}) < 2:
         raise UsageError(f"a fit needs runs at two or more concurrencies, got {len(runs)} run(s) at "
-                         f"{sorted({r.concurrency for r in runs})}", hint="benchmark with --max-concurrency 1, 8, 32 ...")
+                         f"{sorted({r.concurrency for r in runs})}",
+                         hint="benchmark with --max-concurrency 1, 8, 32 ...")
     config = {k: v for k, v in given.items() if k != "prefill_overlap"}
     overlap = _overlap(runs, given)
     pairs = _points(runs, config, overlap)

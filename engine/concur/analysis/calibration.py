@@ -383,7 +383,8 @@ def _point(raw: Mapping[str, Any], configs: Mapping[str, Any]) -> Point:
                      "left out of the fit")
     if str(raw.get("speculative_decoding", "none")) != "none":
         fit = False
-        notes.append(f"speculative decoding ({raw['speculative_decoding']}): several tokens per step; left out of the fit")
+        notes.append(f"speculative decoding ({raw['speculative_decoding']}): several tokens per step; "
+                     "left out of the fit")
     overlap = _overlap(raw, engine, notes)
     return point_from(pid, given, engine=engine, concurrency=float(conc), input_tokens=isl, output_tokens=osl,
                       measured_per_gpu=per_gpu, measured_per_user=per_user, prefill_overlap=overlap,

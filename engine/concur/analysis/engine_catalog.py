@@ -19,8 +19,8 @@ from typing import Any, Sequence
 from .calibration import Point, median
 from .engine_fits import ENGINES, FAMILIES, MIN_POINTS, CrossValidation, FitSet, Level
 
-__all__ = ["PREFILL_OVERLAP", "engines_catalog", "write_catalog", "write_atomically", "yaml_text", "report", "plot_fit", "main",
-           "DATA_LABEL"]
+__all__ = ["DATA_LABEL", "PREFILL_OVERLAP", "engines_catalog", "main", "plot_fit", "report", "write_atomically",
+           "write_catalog", "yaml_text"]
 
 DATA_LABEL = "tests/data/throughput_points.yaml"
 _NAMES = {"default": "any engine (engine-agnostic fits per GPU family)", "sglang": "SGLang",
@@ -40,7 +40,9 @@ PREFILL_OVERLAP: dict[str, tuple[int, str]] = {
 
 
 def _pct(x: float) -> str:
-    return "n/a" if x != x else f"{100 * x:.1f}%"
+    import math
+
+    return "n/a" if math.isnan(x) else f"{100 * x:.1f}%"
 
 
 def _cell_cv(cv: CrossValidation, points: Sequence[Point], engine: str, family: str | None) -> tuple[float, int]:
@@ -162,7 +164,8 @@ def report(fs: FitSet, cv: CrossValidation, points: Sequence[Point], *, per_poin
              f"{_pct(cv.median())}, without (engine-agnostic family fit) {_pct(cv.median(engine=False))}; "
              f"in-sample with the engine {_pct(median([abs(fs.error(p)) for p in usable]))}",
              "",
-             "| cell | points | constants from | efficiency | t_layer | efficiency_prefill | in-sample | leave-one-source-out |",
+             "| cell | points | constants from | efficiency | t_layer | efficiency_prefill | in-sample "
+             "| leave-one-source-out |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for engine in ENGINES:
         for fam in FAMILIES:
