@@ -157,7 +157,8 @@ def _sundar(c: dict[str, Any]) -> dict[str, float]:
 
 def _baseten(c: dict[str, Any]) -> dict[str, float]:
     """The decode floor is llm_throughput's memory_time with no KV read (the post's model);
-    the prefill is its prefill_time at full efficiency."""
+    the prefill is its prefill_time at full efficiency, counting the weights' FLOPs only as the
+    post does (no attention FLOPs)."""
     base = {"params": f"{_v(c, 'params')} parameter",
             "weight_bytes": f"{_v(c, 'bytes_per_param')} B/parameter",
             "concurrency": "1 request", "input_tokens": f"{_v(c, 'prompt_tokens')} token/request",
@@ -168,7 +169,7 @@ def _baseten(c: dict[str, Any]) -> dict[str, float]:
         out[f"tpot_{gpu}"] = s.value("memory_time", "ms")
     flops = f"{_v(c, 'flops_A10_fp16')} flop/s"
     s = _solve("llm_throughput", ["prefill_time"], **base, peak_flops_bf16=flops, peak_flops_fp8=flops,
-               efficiency_prefill=1)
+               efficiency_prefill=1, prefill_attention_flops="0 flop")
     out["prefill_A10"] = s.value("prefill_time", "ms")
     return out
 

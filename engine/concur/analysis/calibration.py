@@ -4,57 +4,60 @@ How is this designed, and why?
 ------------------------------
 The pack models one decode step of a replica as::
 
-    t_step = max(memory_time, compute_time) / efficiency + t_fixed
-    memory_time  = (weights_read + concurrency * avg_context * kv_per_token) / hbm_bandwidth
-    compute_time = 2 flop/parameter/token * active_params_per_gpu * concurrency * 1 token/request / peak_flops
+    t_step = max(memory_time, compute_time / flops_fraction) / efficiency + t_comm + t_fixed
 
-and a request's prefill as ``prefill_time = 2 * active_params * input_tokens / (peak_flops * tp *
-efficiency_prefill)``.  Two numbers, ``efficiency`` (the fraction of the roofline an engine
-reaches) and ``t_fixed`` (launch, scheduling and sampling cost per step), are not physics: they
-are fitted here on ``tests/data/throughput_points.yaml`` and written to
-``formulas/catalogs/engines.yaml`` with the error and the points they came from.
+and what a loaded replica delivers per output token (continuous batching with prefill) as::
 
-**State.** A :class:`Point` is one measurement, normalised: the roofline terms of one decode step
-(``memory_time``, ``compute_time``) and the prefill time at full compute, *solved by the pack*
-(``concur.solve`` on ``llm_throughput`` with efficiency 1 and no fixed cost, from the point's
-architecture numbers and the GPU's catalog entry), plus concurrency, lengths and the measured
-per-GPU throughput and/or per-user rate.  The physics lives in the pack only; :func:`evaluate`
-merely applies the two fitted numbers to those terms, in numpy, so that a fit can evaluate
-thousands of parameter triples at once.
+    t_step_served = t_step + max(0, prefill_per_step - prefill_overlap * decode_slack)
+    prefill_per_step = concurrency * prefill_time / output_tokens
+    decode_slack     = max(0, memory_time - compute_time / flops_fraction) / efficiency
 
-**What a published number means.** Most tables do *not* report a pure decode rate: TensorRT-LLM's
-static-batch benchmark divides ``batch * output_len`` by a latency that includes the prefill;
-a closed-loop or Poisson load test shares the GPU between new prompts and running decodes.  One
-accounting covers all of them: per ``output_tokens`` decode steps of a batch of ``c``
-sequences the GPU also runs ``c`` prefills, so each user receives a token every::
+``memory_time`` (weights, with MoE experts uncovered as the batch grows, plus every sequence's
+KV cache) and ``compute_time`` (2 flop per active parameter plus attention over the context)
+are the roofline at peak; ``flops_fraction`` is the GPU's measured achievable matmul fraction
+(gpus catalog); ``t_comm`` the tensor-parallel all-reduces; ``prefill_overlap`` says whether
+the engine runs prefill chunks inside decode steps (engines catalog, from each engine's docs).
+Three numbers are not physics: ``efficiency``, ``t_fixed`` and ``efficiency_prefill``. They are
+fitted here (:mod:`concur.analysis.engine_fits` fits them per engine and GPU family) on
+``tests/data/throughput_points.yaml``.
 
-    tpot = t_step + c * prefill_time / output_tokens          (served time per output token)
-    served per-user rate = 1 / tpot,   served throughput = c / tpot
+**State.** A :class:`Point` is one measurement, normalised: the terms above *solved by the
+pack* (``concur.solve`` on ``llm_throughput`` with efficiency 1, no fixed cost and
+efficiency_prefill 1, from the point's architecture numbers and the GPU's catalog entry), plus
+concurrency, lengths, the engine, GPU family, source group and the measured per-GPU throughput
+and/or per-user rate. The physics lives in the pack only; :func:`evaluate` merely applies the
+three fitted numbers to those terms, in numpy, so a fit can evaluate thousands of candidate
+triples at once (a test checks it against the pack end to end).
+
+**What a published number means.** Most tables do *not* report a pure decode rate: a static
+batch benchmark divides ``batch x output_len`` by a latency that includes the prefill; a
+closed-loop or Poisson load test shares the GPU between new prompts and running decodes. Per
+``output_tokens`` steps of a batch of ``c`` sequences the GPU also runs ``c`` prefills; an
+engine that batches prefills separately (SGLang by default, static batches, vLLM before V1)
+pays all of them, one that runs a prefill chunk inside the decode step (vLLM V1, TensorRT-LLM
+in-flight batching) pays only what does not fit in the idle compute of a memory-bound step.
+The point's ``prefill_overlap`` records which, from its engine and version (:func:`_overlap`).
 
 Worked example (point ``trtllm05-a100-gptj-bs64``): GPT-J 6B fp16 on one A100 (2.039 TB/s,
-312 Tflop/s), batch 64, 128 in / 128 out.  Weights 12.1 GB, KV 458,752 B/token x 64 x 192
-tokens = 5.64 GB, so the roofline step is 8.70 ms (memory bound; compute is 4.96 ms) and the
-pure decode bound is 64 / 8.70 ms = 7,357 tok/s.  The prefill of 64 x 128 tokens costs 63.5 ms
-at full compute, adding 0.50 ms per step; the served bound is 7,009 tok/s, the measurement 3,679.
+312 Tflop/s), static batch 64, 128 in / 128 out. Weights 12.1 GB, KV 458,752 B/token x 64 x
+192 tokens = 5.64 GB, so the roofline step is 8.70 ms (memory bound). The prefill of 64 x 128
+tokens at full compute adds 0.50 ms per step; a static batch hides none of it.
 
-**Fit.** ``t_step = bytes/(efficiency*BW) + t_fixed`` is fitted by minimising the sum of
-|log(model/measured)| (least absolute deviations on log throughput).  Squared error was rejected:
-the set contains honest outliers (vLLM on MI300X at batch 256 reaches 7% of the roofline) and a
-squared loss lets one of them drag every other prediction; the absolute loss is the maximum
-likelihood fit under Laplace errors and ignores a single wild point.  There is no scipy in the
-dependency set, so the minimiser is a coarse grid refined twice around its best cell, which on
-three parameters is exhaustive and deterministic.  ``efficiency_prefill`` is fitted globally (the
-prefill only shows through the served accounting); ``efficiency`` and ``t_fixed`` per engine family
-when it has at least :data:`MIN_FAMILY_POINTS` usable points, globally otherwise.  Leave-one-out:
-each point is predicted by a fit made without it; its median is the honest error figure.
+**Fit.** Least absolute deviations of log throughput (the maximum-likelihood fit under Laplace
+errors): a squared loss lets one wild point (vLLM on MI300X at batch 256 reaches 7% of the
+roofline) drag every other prediction. No scipy: a coarse grid refined around its best cell,
+exhaustive and deterministic on two or three parameters. The error a point contributes is on
+its per-GPU output throughput where published (what ``served_tokens_per_s`` predicts), else on
+its per-user rate (``1 / t_step_served``).
 
-**Consequences.** A bound (efficiency 1, no fixed cost, no prefill) above every measurement is a
-physics check; the calibrated model's error is a usefulness check.  Points whose load is not a
-number (``concurrency: max``) enter the bound test at the largest concurrency whose KV cache fits
-in the GPU memory left after the weights, but are left out of the fit.
+**Consequences.** A bound (efficiency 1, no fixed cost, no communication, no prefill) above
+every measurement is a physics check; the calibrated model's cross-validated error is a
+usefulness check. Points whose load is not a number (``concurrency: max``) enter the bound test
+at the largest concurrency whose KV cache fits beside the weights, but not the fit.
 
-**Non-goals.** No per-GPU efficiencies (too few points), no attention FLOPs, no communication
-term for tensor parallelism, no model of speculative decoding.
+**Non-goals.** Speculative decoding (several tokens per step), expert parallelism and
+attention data parallelism (points that use them are read as plain tensor parallelism),
+pipeline bubbles, queueing.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..errors import PackError
 
@@ -72,17 +75,14 @@ __all__ = [
     "Point",
     "Fit",
     "load_points",
+    "point_from",
     "evaluate",
+    "log_errors",
+    "relative_error",
     "fit_points",
-    "calibrate",
-    "Calibration",
-    "engines_catalog",
-    "write_engines_catalog",
-    "MIN_FAMILY_POINTS",
+    "grid_fit",
+    "median",
 ]
-
-MIN_FAMILY_POINTS = 3
-"""An engine family gets its own (efficiency, t_fixed) only with at least this many usable points."""
 
 # A dtype the source does not state (or names in a way not recognised below) is taken as the
 # smallest plausible one -- fp8 for the KV cache, 4-bit for weights: fewer bytes give a higher
@@ -96,6 +96,13 @@ _DTYPE_WORDS = ((("fp4", "nvfp4", "mxfp4", "int4", "w4", "awq", "gptq", "4bit", 
 # Lengths of public datasets whose mean the source does not state (tokens, Llama tokenizer):
 # ShareGPT as sampled by the vLLM/SGLang serving benchmarks; used only where a point names it.
 _DATASET_LENGTHS = {"sharegpt": (256.0, 256.0)}
+# Architecture fields the pack needs beyond the KV shapes, read from the models catalog entry
+# of the point's concur model id (or from its config family where the catalog lacks the model).
+_ARCH_FIELDS = ("attention_heads", "hidden", "experts", "experts_per_token", "attention", "kv_lora_rank",
+                "qk_rope_head_dim")
+_V1_DEFAULT = (0, 8)
+"""vLLM version from which the V1 engine (chunked prefill always on) is the default: v0.8.0
+release notes, 'V1 engine is enabled by default'."""
 
 
 @dataclass(frozen=True)
@@ -103,15 +110,16 @@ class Point:
     """One published measurement in the units the model uses (bytes, seconds, flop/s, tokens).
 
     ``measured_per_gpu`` is output tok/s per GPU and ``measured_per_user`` output tok/s per
-    user; either may be ``None``.  ``fit`` is false for points whose load is not a number.
+    user; either may be ``None``. ``fit`` is false for points whose load is not a number.
+    ``prefill_time`` is one request's prefill at efficiency_prefill 1 (peak x flops_fraction).
     """
 
     id: str
-    family: str
+    engine: str
     gpu: str
     memory_time: float
     compute_time: float
-    prefill_time: float  # one request's prefill at full compute (efficiency_prefill = 1)
+    prefill_time: float
     tp: int
     pp: int
     concurrency: float
@@ -121,6 +129,18 @@ class Point:
     measured_per_user: float | None
     fit: bool = True
     assumptions: tuple[str, ...] = field(default=())
+    gpu_family: str = "other"
+    source_group: str = ""
+    flops_fraction: float = 1.0
+    t_comm: float = 0.0
+    prefill_overlap: float = 0.0
+    layers: int = 0
+    moe: bool = False
+
+    @property
+    def cell(self) -> str:
+        """``engine@family``: the key of the constants that predict this point."""
+        return f"{self.engine}@{self.gpu_family}"
 
 
 def _bytes(dtype: Any, notes: list[str], *, kv: bool) -> float:
@@ -140,7 +160,7 @@ def _bytes(dtype: Any, notes: list[str], *, kv: bool) -> float:
     return width
 
 
-def _family(engine: str) -> str:
+def _engine(engine: str) -> str:
     text = engine.lower()
     if "sglang" in text:
         return "sglang"
@@ -166,6 +186,10 @@ def _mean_from_text(text: Any) -> float | None:
 
 def _lengths(raw: Mapping[str, Any], notes: list[str]) -> tuple[float, float]:
     isl, osl = _number(raw.get("isl")), _number(raw.get("osl"))
+    totals = re.search(r"(\d+) prompts; ([\d,]+) input tokens in total", str(raw.get("isl", "")))
+    if isl is None and totals:
+        isl = float(totals.group(2).replace(",", "")) / float(totals.group(1))
+        notes.append(f"input length = published total / prompts = {isl:g}")
     if osl is None:
         osl = _mean_from_text(raw.get("osl"))
         if osl is not None:
@@ -191,11 +215,37 @@ def _lengths(raw: Mapping[str, Any], notes: list[str]) -> tuple[float, float]:
     return isl, osl
 
 
+def _version(text: str) -> tuple[int, ...] | None:
+    m = re.search(r"v?(\d+)\.(\d+)(?:\.(\d+))?", text)
+    return tuple(int(g) for g in m.groups() if g is not None) if m else None
+
+
+def _overlap(raw: Mapping[str, Any], engine: str, notes: list[str]) -> float:
+    """Whether the point's engine ran prefill chunks inside decode steps (1) or apart (0).
+
+    A static batch (``batch_size``) prefills the whole batch first; SGLang batches prefills
+    apart unless ``--enable-mixed-chunk``; vLLM does it from the V1 engine on (v0.8), before that
+    only with chunked prefill switched on; TensorRT-LLM's in-flight batching mixes context and
+    generation requests in one step."""
+    if "batch_size" in raw:
+        notes.append("static batch: the prefill of the whole batch runs before its decode steps")
+        return 0.0
+    if engine == "trtllm":
+        return 1.0
+    if engine == "vllm":
+        version = _version(str(raw.get("engine_version", "")))
+        if version is not None and version[:2] >= _V1_DEFAULT:
+            return 1.0
+        notes.append(f"vLLM {raw.get('engine_version', '?')}: before the V1 engine (v0.8), prefills ran apart")
+        return 0.0
+    return 0.0
+
+
 def load_points(path: str | Path) -> list[Point]:
     """Read a throughput-points file (schema of ``tests/data/throughput_points.yaml``).
 
     Every assumption made to turn a published row into model inputs is recorded in the
-    point's ``assumptions``.  Raises :class:`PackError` for a row that cannot be interpreted.
+    point's ``assumptions``. Raises :class:`PackError` for a row that cannot be interpreted.
     """
     from ..lang.yamlsafe import load_yaml
 
@@ -226,14 +276,62 @@ def gpu_entry(name: str) -> str:
     return prefixes[0]
 
 
-def _terms(given: dict[str, Any]) -> dict[str, float]:
-    """The pack's roofline terms for one point, in seconds (efficiency 1, no fixed cost)."""
+_TERMS = ("memory_time", "compute_time", "prefill_time", "t_comm", "kv_per_token")
+
+
+def _terms(given: dict[str, Any]) -> dict[str, Any]:
+    """The pack's terms for one configuration, in seconds (efficiency 1, no fixed cost, efficiency_prefill 1)."""
     from ..api import solve
 
-    sol = solve(find=["memory_time", "compute_time", "prefill_time", "kv_per_token"],
+    sol = solve(find=[t for t in _TERMS if t not in given],
                 given={**given, "efficiency": 1, "t_fixed": 0, "efficiency_prefill": 1}, packs=["llm_throughput"])
+    var = sol.model.variable("family")
+    family = var.choices[int(sol.values["family"])] if "family" in sol.values else "other"
     return {"memory_time": sol.value("memory_time", "s"), "compute_time": sol.value("compute_time", "s"),
-            "prefill_time": sol.value("prefill_time", "s"), "kv_per_token": sol.value("kv_per_token", "B/token")}
+            "prefill_time": sol.value("prefill_time", "s"), "t_comm": sol.value("t_comm", "s"),
+            "kv_per_token": sol.value("kv_per_token", "B/token"),
+            "flops_fraction": float(sol.values.get("flops_fraction", 1.0)), "family": family,
+            "layers": int(round(sol.values.get("layers", 0))), "experts": float(sol.values.get("experts", 0.0))}
+
+
+def _architecture(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Givens for the pack from a point's config family, completed from the models catalog."""
+    from ..lang.library import get_catalog
+
+    params = float(cfg["params"])
+    given: dict[str, Any] = {
+        "params": f"{params!r} parameter", "active_params": f"{float(cfg.get('active_params', params))!r} parameter",
+        "layers": int(cfg["layers"]), "kv_heads": int(cfg["kv_heads"]), "head_dim": int(cfg["head_dim"]),
+    }
+    entry = get_catalog("models").entries.get(str(raw.get("model", "")))
+    values = {k: v[0] for k, v in entry.values.items()} if entry is not None else {}
+    for key in _ARCH_FIELDS:
+        value = cfg.get(key, values.get(key))
+        if value is not None:
+            given[key] = value
+    if given.get("attention") == "mla":  # MLA: the latent, not the config family's GQA encoding of its bytes
+        given["kv_heads"], given["head_dim"] = int(values["kv_heads"]), int(values["head_dim"])
+    for key in ("sliding_window", "sliding_window_layers"):
+        if cfg.get(key):
+            given[key] = cfg[key]
+    return given
+
+
+def point_from(pid: str, given: Mapping[str, Any], *, engine: str, concurrency: float, input_tokens: float,
+               output_tokens: float, measured_per_gpu: float | None, measured_per_user: float | None,
+               prefill_overlap: float, source_group: str = "", fit: bool = True,
+               assumptions: Sequence[str] = ()) -> Point:
+    """A :class:`Point` for one configuration (``given``: pack givens without load or lengths), solved by the pack."""
+    terms = _terms({**given, "concurrency": float(concurrency), "input_tokens": input_tokens,
+                    "output_tokens": output_tokens})
+    tp, pp = int(given.get("tp", 1)), int(given.get("pp", 1))
+    return Point(id=pid, engine=engine, gpu=str(given.get("gpu", "")), memory_time=terms["memory_time"],
+                 compute_time=terms["compute_time"], prefill_time=terms["prefill_time"], tp=tp, pp=pp,
+                 concurrency=float(concurrency), input_tokens=input_tokens, output_tokens=output_tokens,
+                 measured_per_gpu=measured_per_gpu, measured_per_user=measured_per_user, fit=fit,
+                 assumptions=tuple(assumptions), gpu_family=terms["family"], source_group=source_group,
+                 flops_fraction=terms["flops_fraction"], t_comm=terms["t_comm"], prefill_overlap=prefill_overlap,
+                 layers=terms["layers"], moe=terms["experts"] > 0)
 
 
 def _point(raw: Mapping[str, Any], configs: Mapping[str, Any]) -> Point:
@@ -253,17 +351,9 @@ def _point(raw: Mapping[str, Any], configs: Mapping[str, Any]) -> Point:
     w_bytes = _bytes(raw.get("weights", "unknown"), notes, kv=False)
     kv_bytes = _bytes(raw.get("kv", "unknown"), notes, kv=True)
     params = float(cfg["params"])
-    active = float(cfg.get("active_params", params))
     isl, osl = _lengths(raw, notes)
-    given: dict[str, Any] = {
-        "gpu": gpu, "params": f"{params!r} parameter", "active_params": f"{active!r} parameter", "layers": int(cfg["layers"]),
-        "kv_heads": int(cfg["kv_heads"]), "head_dim": int(cfg["head_dim"]), "tp": tp, "pp": pp,
-        "weight_bytes": f"{w_bytes} B/parameter", "kv_bytes": f"{kv_bytes} B/token",
-        "input_tokens": isl, "output_tokens": osl,
-    }
-    for key in ("sliding_window", "sliding_window_layers"):
-        if cfg.get(key):
-            given[key] = cfg[key]
+    given: dict[str, Any] = {**_architecture(raw, cfg), "gpu": gpu, "tp": tp, "pp": pp,
+                             "weight_bytes": f"{w_bytes} B/parameter", "kv_bytes": f"{kv_bytes} B/token"}
     measured = raw.get("measured", {})
     replicas = max(1, n_gpus // (tp * pp))
     per_gpu = _number(measured.get("output_tok_s_per_gpu"))
@@ -283,236 +373,156 @@ def _point(raw: Mapping[str, Any], configs: Mapping[str, Any]) -> Point:
         if rate and latency:
             conc = float(rate.group(1)) * latency / 1000.0
             notes.append(f"concurrency {conc:.2f} from Little's law (rate x median latency)")
+    engine = _engine(str(raw.get("engine", "")))
     if conc is None:
-        one = _terms({**given, "concurrency": 1})
+        one = _terms({**given, "concurrency": 1, "input_tokens": isl, "output_tokens": osl})
         free = nominal - params * w_bytes / (tp * pp)
         conc = math.floor(free / (one["kv_per_token"] * (isl + osl)))
         fit = False
         notes.append(f"load '{load}': concurrency {conc} = most sequences whose KV fits beside the weights; "
                      "left out of the fit")
-    terms = _terms({**given, "concurrency": float(conc)})
-    return Point(id=pid, family=_family(str(raw.get("engine", ""))), gpu=gpu, memory_time=terms["memory_time"],
-                 compute_time=terms["compute_time"], prefill_time=terms["prefill_time"], tp=tp, pp=pp,
-                 concurrency=float(conc), input_tokens=isl, output_tokens=osl, measured_per_gpu=per_gpu,
-                 measured_per_user=per_user, fit=fit, assumptions=tuple(notes))
+    if str(raw.get("speculative_decoding", "none")) != "none":
+        fit = False
+        notes.append(f"speculative decoding ({raw['speculative_decoding']}): several tokens per step; "
+                     "left out of the fit")
+    overlap = _overlap(raw, engine, notes)
+    return point_from(pid, given, engine=engine, concurrency=float(conc), input_tokens=isl, output_tokens=osl,
+                      measured_per_gpu=per_gpu, measured_per_user=per_user, prefill_overlap=overlap,
+                      source_group=str(raw.get("source_group", "")), fit=fit, assumptions=notes)
 
 
 def evaluate(point: Point, efficiency: Any = 1.0, t_fixed: Any = 0.0, efficiency_prefill: Any = None) -> dict:
-    """Apply the fitted numbers to a point's roofline terms; parameters may be numpy arrays (broadcast).
+    """Apply the fitted numbers to a point's terms; parameters may be numpy arrays (broadcast).
 
-    ``efficiency_prefill=None`` leaves the prefill out (pure decode).  Returns seconds and
-    tokens/s: ``t_step``, ``t_step_bound``, ``tpot`` (served time per output token),
-    ``per_user`` and ``per_gpu`` (served), ``bound_per_user`` and ``bound_per_gpu`` (roofline).
+    ``efficiency`` divides the memory side of the step; ``efficiency_prefill`` (the engine's
+    matmul efficiency with many tokens) divides the compute side and the prefill.
+    ``efficiency_prefill=None`` is a pure decode step with ``efficiency`` on both sides and no
+    prefill. Returns seconds and tokens/s: ``t_step_bound`` (roofline), ``t_step`` (decode
+    step), ``tpot`` (served time per output token, the pack's ``t_step_served``), ``per_user``
+    and ``per_gpu`` (served), ``bound_per_user`` and ``bound_per_gpu`` (roofline).
     """
     import numpy as np
 
-    c = point.concurrency
-    bound = max(point.memory_time, point.compute_time)
-    t_step = bound / np.asarray(efficiency, dtype=float) + np.asarray(t_fixed, dtype=float)
+    p = point
+    c = p.concurrency
+    eff = np.asarray(efficiency, dtype=float)
+    eff_c = eff
+    bound = max(p.memory_time, p.compute_time)
+    memory = p.memory_time / eff
+    compute = p.compute_time / (p.flops_fraction * eff_c)
+    t_step = np.maximum(memory, compute) + p.t_comm + np.asarray(t_fixed, dtype=float)
     tpot = t_step
     if efficiency_prefill is not None:
-        prefill = point.prefill_time / np.asarray(efficiency_prefill, dtype=float)
-        tpot = t_step + c * prefill / point.output_tokens
-    gpus = point.tp * point.pp
-    return {"memory_time": point.memory_time, "compute_time": point.compute_time, "t_step_bound": bound,
+        per_step = c * p.prefill_time / np.asarray(efficiency_prefill, dtype=float) / p.output_tokens
+        tpot = t_step + np.maximum(0.0, per_step - p.prefill_overlap * np.maximum(0.0, memory - compute))
+    gpus = p.tp * p.pp
+    return {"memory_time": p.memory_time, "compute_time": p.compute_time, "t_step_bound": bound,
             "t_step": t_step, "tpot": tpot, "per_user": 1.0 / tpot, "per_gpu": c / tpot / gpus,
             "bound_per_user": 1.0 / bound, "bound_per_gpu": c / bound / gpus}
 
 
-def log_errors(points: Sequence[Point], efficiency: Any, t_fixed: Any, efficiency_prefill: Any) -> Any:
-    """log(model/measured) per point (last axis), on the per-user rate where published, else per GPU."""
+def log_errors(points: Sequence[Point], efficiency: Any, t_fixed: Any, efficiency_prefill: Any,
+               scales: Sequence[float] | None = None) -> Any:
+    """log(model/measured) per point (last axis): on the per-GPU throughput where published, else per user.
+
+    ``scales`` multiplies ``t_fixed`` point by point (a per-layer cost times each point's
+    layers); without it ``t_fixed`` is the per-step cost of every point.
+    """
     import numpy as np
 
     cols = []
-    for p in points:
-        out = evaluate(p, efficiency, t_fixed, efficiency_prefill)
-        if p.measured_per_user is not None:
-            cols.append(np.log(out["per_user"] / p.measured_per_user))
-        else:
+    for i, p in enumerate(points):
+        tf = t_fixed if scales is None else np.asarray(t_fixed) * scales[i]
+        out = evaluate(p, efficiency, tf, efficiency_prefill)
+        if p.measured_per_gpu is not None:
             cols.append(np.log(out["per_gpu"] / p.measured_per_gpu))
+        else:
+            cols.append(np.log(out["per_user"] / p.measured_per_user))
     return np.stack(np.broadcast_arrays(*cols), axis=-1)
+
+
+def relative_error(point: Point, efficiency: float, t_fixed: float, efficiency_prefill: float) -> float:
+    """model/measured - 1 of one point (signed), ``t_fixed`` per step."""
+    return math.expm1(float(log_errors([point], efficiency, t_fixed, efficiency_prefill)[0]))
+
+
+def median(values: Sequence[float]) -> float:
+    """The median (mean of the two middle values for an even count); nan for none."""
+    xs = sorted(values)
+    if not xs:
+        return float("nan")
+    return (xs[len(xs) // 2] + xs[(len(xs) - 1) // 2]) / 2
 
 
 @dataclass(frozen=True)
 class Fit:
-    """Fitted parameters (``t_fixed`` in seconds) and the ids of the points used."""
+    """Fitted parameters (``t_fixed`` in seconds), the ids of the points used and the in-sample error."""
 
     efficiency: float
     t_fixed: float
     efficiency_prefill: float
     ids: tuple[str, ...]
     median_abs_error: float
-    loo_median_abs_error: float | None
 
 
 _EFF = (0.02, 1.0)
 _TFIX = (0.0, 0.030)
+_EFF_PREFILL = (0.05, 1.0)
 
 
-def _grid_fit(points: Sequence[Point], eta_p: float | None) -> tuple[float, float, float]:
-    """Minimise sum |log error| over (efficiency, t_fixed[, efficiency_prefill]) by refined grids."""
+def grid_fit(points: Sequence[Point], eta_p: float | None, *, scales: Sequence[float] | None = None,
+             t_range: tuple[float, float] = _TFIX, prior: tuple[float, float, float] | None = None,
+             prior_weight: float = 0.0) -> tuple[float, float, float]:
+    """Minimise sum |log error| over (efficiency, t_fixed[, efficiency_prefill]) by refined grids.
+
+    ``eta_p`` fixes efficiency_prefill (else it is fitted too). With ``prior`` (efficiency,
+    t_fixed, scale of t_fixed) the loss adds ``prior_weight x (|ln(eff / eff0)| + |ln((t + s) /
+    (t0 + s))|)``: a cell with few points is pulled towards a wider fit, by as much as
+    ``prior_weight`` points that sit an e-fold off.
+    """
     import numpy as np
 
-    lo = np.array([_EFF[0], _TFIX[0], 0.05 if eta_p is None else eta_p])
-    hi = np.array([_EFF[1], _TFIX[1], 1.0 if eta_p is None else eta_p])
+    floor = np.array([_EFF[0], t_range[0], _EFF_PREFILL[0] if eta_p is None else eta_p])
+    ceil = np.array([_EFF[1], t_range[1], _EFF_PREFILL[1] if eta_p is None else eta_p])
+    lo, hi = floor.copy(), ceil.copy()
     best = (lo + hi) / 2
     for _ in range(4):
         n = (41, 41, 21 if eta_p is None else 1)
         axes = [np.linspace(lo[i], hi[i], n[i]) for i in range(3)]
         e, t, q = np.meshgrid(*axes, indexing="ij")
-        loss = np.abs(log_errors(points, e, t, q)).sum(axis=-1)
+        loss = np.abs(log_errors(points, e, t, q, scales)).sum(axis=-1)
+        if prior is not None and prior_weight > 0:
+            e0, t0, s = prior
+            loss = loss + prior_weight * (np.abs(np.log(e / e0)) + np.abs(np.log((t + s) / (t0 + s))))
         k = np.unravel_index(np.argmin(loss), loss.shape)
         best = np.array([e[k], t[k], q[k]])
         span = (hi - lo) / 8
-        lo = np.maximum(best - span, [_EFF[0], _TFIX[0], 0.05 if eta_p is None else eta_p])
-        hi = np.minimum(best + span, [_EFF[1], _TFIX[1], 1.0 if eta_p is None else eta_p])
+        lo = np.maximum(best - span, floor)
+        hi = np.minimum(best + span, ceil)
     return float(best[0]), float(best[1]), float(best[2])
 
 
-def _median_abs(points: Sequence[Point], eff: float, tf: float, ep: float) -> float:
-    import numpy as np
+def fit_points(points: Sequence[Point], *, efficiency_prefill: float | None = None) -> Fit:
+    """Fit (efficiency, t_fixed per step) and, unless given, efficiency_prefill on ``points``.
 
-    return float(np.median(np.abs(np.expm1(log_errors(points, eff, tf, ep)))))
-
-
-def fit_points(points: Sequence[Point], *, efficiency_prefill: float | None = None, loo: bool = True) -> Fit:
-    """Fit (efficiency, t_fixed) and, unless given, efficiency_prefill on ``points``.
-
-    Errors are relative, |model/measured - 1|.  ``loo`` adds the leave-one-out median.
-    Raises :class:`ValueError` with fewer than two points.
+    Errors are relative, |model/measured - 1|. Raises :class:`ValueError` with fewer than two points.
     """
-    import numpy as np
-
     if len(points) < 2:
         raise ValueError(f"a fit needs at least 2 points, got {len(points)}")
-    eff, tf, ep = _grid_fit(points, efficiency_prefill)
-    loo_err = None
-    if loo and len(points) >= 3:
-        errs = []
-        for i, p in enumerate(points):
-            rest = [q for j, q in enumerate(points) if j != i]
-            e2, t2, p2 = _grid_fit(rest, ep if efficiency_prefill is None else efficiency_prefill)
-            errs.append(abs(math.expm1(float(log_errors([p], e2, t2, p2)[0]))))
-        loo_err = float(np.median(errs))
-    return Fit(eff, tf, ep, tuple(p.id for p in points), _median_abs(points, eff, tf, ep), loo_err)
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """The global fit, the per-family fits, and the points each used."""
-
-    global_fit: Fit
-    families: dict[str, Fit]
-    points: tuple[Point, ...]
-
-    def params_for(self, family: str) -> tuple[float, float, float]:
-        f = self.families.get(family, self.global_fit)
-        return f.efficiency, f.t_fixed, self.global_fit.efficiency_prefill
-
-    def errors(self) -> dict[str, float]:
-        """Relative error |model/measured - 1| of the calibrated model at every fitted point."""
-        out = {}
-        for p in self.points:
-            if p.fit:
-                out[p.id] = abs(math.expm1(float(log_errors([p], *self.params_for(p.family))[0])))
-        return out
-
-
-def calibrate(points: Iterable[Point]) -> Calibration:
-    """Global fit (all three parameters) then per-family (efficiency, t_fixed) where data allow."""
-    pts = tuple(points)
-    usable = [p for p in pts if p.fit]
-    glob = fit_points(usable)
-    fams: dict[str, Fit] = {}
-    for fam in sorted({p.family for p in usable}):
-        members = [p for p in usable if p.family == fam]
-        if len(members) >= MIN_FAMILY_POINTS:
-            fams[fam] = fit_points(members, efficiency_prefill=glob.efficiency_prefill)
-    return Calibration(glob, fams, pts)
-
-
-_NAMES = {"trtllm": "TensorRT-LLM (incl. NIM and MLPerf submissions built on it)", "vllm": "vLLM",
-          "sglang": "SGLang", "other": "other engines"}
-
-
-def engines_catalog(cal: Calibration, data_label: str = "tests/data/throughput_points.yaml") -> dict:
-    """The ``formulas/catalogs/engines.yaml`` document for a calibration (plain data)."""
-    g = cal.global_fit
-
-    def entry(name: str, f: Fit, how: str) -> dict:
-        src = (f"fit on {data_label}: ids {', '.join(f.ids)} ({how}; median |error| "
-               f"{f.median_abs_error:.1%}" + (f", leave-one-out {f.loo_median_abs_error:.1%}"
-                                              if f.loo_median_abs_error is not None else "") + ")")
-        return {"name": name,
-                "efficiency": {"value": round(f.efficiency, 4), "source": src},
-                "t_fixed": {"value": round(f.t_fixed * 1000, 3), "source": src},
-                "efficiency_prefill": {"value": round(g.efficiency_prefill, 4), "source": src}}
-
-    entries = {"default": entry("any engine (global fit)", g, "global fit over all engines")}
-    for fam in sorted({p.family for p in cal.points if p.fit}):
-        if fam in cal.families:
-            entries[fam] = entry(_NAMES.get(fam, fam), cal.families[fam], f"fit on the {fam} points")
-        else:
-            e = entry(_NAMES.get(fam, fam), g, f"too few {fam} points for its own fit: global values")
-            entries[fam] = e
-    return {
-        "catalog": "engines",
-        "doc": ("Serving-engine constants of the decode-step model t_step = max(memory_time, compute_time)"
-                " / efficiency + t_fixed, fitted by engine.concur.analysis.calibration (least absolute log error)."),
-        "fields": {
-            "efficiency": {"doc": "fraction of the memory/compute roofline a decode step reaches"},
-            "t_fixed": {"unit": "ms", "doc": "fixed cost per decode step (launch, scheduling, sampling)"},
-            "efficiency_prefill": {"doc": "fraction of peak FLOP/s a prefill reaches"},
-        },
-        "entries": entries,
-    }
-
-
-def write_engines_catalog(cal: Calibration, path: str | Path, **kw: Any) -> None:
-    """Write :func:`engines_catalog` to ``path`` atomically (a temp file then rename)."""
-    import io
-    import os
-
-    from ruamel.yaml import YAML
-
-    yaml = YAML()
-    yaml.default_flow_style = False
-    yaml.width = 100
-    buf = io.StringIO()
-    buf.write("# Generated by `python -m concur.analysis.calibration`; edit the data or the physics, not this file.\n")
-    yaml.dump(engines_catalog(cal, **kw), buf)
-    path = Path(path)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(buf.getvalue(), encoding="utf-8")
-    os.replace(tmp, path)
+    eff, tf, ep = grid_fit(points, efficiency_prefill)
+    errs = [abs(relative_error(p, eff, tf, ep)) for p in points]
+    return Fit(eff, tf, ep, tuple(p.id for p in points), median(errs))
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    """``python -m concur.analysis.calibration POINTS.yaml [ENGINES.yaml]``: print the fit, optionally write it."""
-    import sys
+    """``python -m concur.analysis.calibration POINTS.yaml [ENGINES.yaml] [--plot PNG] [--points]``.
 
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args:
-        sys.stderr.write("usage: python -m concur.analysis.calibration POINTS.yaml [ENGINES.yaml]\n")
-        return 2
-    cal = calibrate(load_points(args[0]))
-    g = cal.global_fit
-    sys.stdout.write(f"global: efficiency {g.efficiency:.3f}  t_fixed {g.t_fixed * 1e3:.2f} ms  "
-                     f"efficiency_prefill {g.efficiency_prefill:.3f}  median |err| {g.median_abs_error:.1%}  "
-                     f"LOO {g.loo_median_abs_error:.1%}\n")
-    for fam, f in cal.families.items():
-        sys.stdout.write(f"{fam}: efficiency {f.efficiency:.3f}  t_fixed {f.t_fixed * 1e3:.2f} ms  "
-                         f"median |err| {f.median_abs_error:.1%}  LOO {f.loo_median_abs_error:.1%}\n")
-    errs = cal.errors()
-    for p in cal.points:
-        b = evaluate(p)
-        ratio = (p.measured_per_user / b["bound_per_user"]) if p.measured_per_user else (
-            p.measured_per_gpu / b["bound_per_gpu"])
-        err = f"{errs[p.id]:6.1%}" if p.id in errs else "  (not fitted)"
-        sys.stdout.write(f"{p.id:48s} measured/bound {ratio:5.3f}  calibrated error {err}\n")
-    if len(args) > 1:
-        write_engines_catalog(cal, args[1])
-    return 0
+    Prints the per-cell error table; writes the engines catalog and the fit plot when given paths
+    (:mod:`concur.analysis.engine_catalog`).
+    """
+    from .engine_catalog import main
+
+    return main(argv)
 
 
 if __name__ == "__main__":

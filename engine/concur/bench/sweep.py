@@ -2,8 +2,9 @@
 
 The sweep (:func:`concur.sweep.vector.sweep`) compiles each block of the ``llm_throughput`` pack once
 and evaluates it over the whole concurrency array. The baseline is the same formula written by
-hand in numpy (weights and KV read over bandwidth, FLOPs over peak, the slower one over the
-efficiency plus the fixed cost, including the pack's MoE-aware weight read), with the
+hand in numpy (weights and KV read over bandwidth, weight and attention FLOPs over the achievable
+peak, the slower one over the efficiency plus the fixed cost, including the pack's MoE-aware
+weight read), with the
 per-configuration constants taken from the same solve, so only the evaluation is compared.
 Targets: under 1 s, at most 2x the hand-written code. Both answers are checked equal (rel
 1e-9) before any time is reported.
@@ -39,14 +40,14 @@ GIVEN = {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "weight_dtype": "bf16"
          "input_tokens": 1024, "output_tokens": 2048}
 
 
-def _hand(c, weights, a, kv_per_token, avg_context, bw, active_per_gpu,  # type: ignore[no-untyped-def]
-          peak, eff, t_fixed, gpus):
+def _hand(c, weights, a, decay, kv_per_token, avg_context, bw, active_per_gpu,  # type: ignore[no-untyped-def]
+          attention, peak, flops_fraction, eff, t_fixed, gpus):
     import numpy as np
 
-    weights_read = weights * (1.0 - (1.0 - a) * np.exp(-a * (c - 1.0)))  # the pack's MoE-aware read
+    weights_read = weights * (1.0 - (1.0 - a) * np.exp(-decay * (c - 1.0)))  # the pack's MoE-aware read
     memory = (weights_read + c * avg_context * kv_per_token) / bw
-    compute = 2.0 * active_per_gpu * c / peak
-    t_step = np.maximum(memory, compute) / eff + t_fixed
+    compute = (2.0 * active_per_gpu + attention) * c / peak
+    t_step = np.maximum(memory, compute / flops_fraction) / eff + t_fixed  # tp 1: no all-reduce
     return c / t_step / gpus
 
 
@@ -68,12 +69,14 @@ def command(points: int, runs: int, csv_points: int | None) -> None:
     model = build_model(["llm_throughput"])
     c = np.linspace(1.0, 1024.0, points)
     sweep(model, {"concurrency": c[:10]}, GIVEN, ["tokens_per_s_per_gpu"])  # warm-up
-    wanted = ("weights_per_gpu", "active_fraction", "kv_per_token", "avg_context", "active_params_per_gpu",
-              "peak_flops", "gpus")  # active_fraction asked for: a preset's active_params does not compute it
+    wanted = ("weights_per_gpu", "active_fraction", "expert_decay", "kv_per_token", "avg_context",
+              "active_params_per_gpu", "attention_flops", "peak_flops", "efficiency", "t_fixed", "gpus")
+    # active_fraction asked for: a preset's active_params does not compute it
     sol = solve_model(model, wanted, {**GIVEN, "concurrency": 1})
     v = sol.values  # base units
-    args = (v["weights_per_gpu"], v["active_fraction"], v["kv_per_token"], v["avg_context"], v["hbm_bandwidth"],
-            v["active_params_per_gpu"], v["peak_flops"], v["efficiency"], v["t_fixed"], v["gpus"])
+    args = (v["weights_per_gpu"], v["active_fraction"], v["expert_decay"], v["kv_per_token"], v["avg_context"],
+            v["hbm_bandwidth"], v["active_params_per_gpu"], v["attention_flops"], v["peak_flops"],
+            v["flops_fraction"], v["efficiency"], v["t_fixed"], v["gpus"])
     ours = sweep(model, {"concurrency": c}, GIVEN, ["tokens_per_s_per_gpu"])["tokens_per_s_per_gpu"]
     ref = _hand(c, *args)
     if not np.allclose(ours, ref, rtol=1e-9, atol=0):

@@ -12,7 +12,10 @@ Which files may be read (pack files are untrusted: ``concur check`` runs on pull
   ``--pack-path`` folder; a path must end in ``.yaml``/``.yml`` and, once symlinks are
   resolved, lie inside the pack's folder (or below) or inside a ``--pack-path`` folder.
   Absolute paths and ``..`` escapes are refused unless such a folder allows them;
-* a catalog is named by an identifier and read only from the shipped ``catalogs/`` folder.
+* a catalog is named by an identifier and read from the shipped ``catalogs/`` folder and from
+  the user's catalog folders (:func:`set_catalog_path`, or ``CONCUR_CATALOG_PATH``): there a
+  file ``NAME.yaml`` adds entries to the shipped catalog of that name, and an entry whose id the
+  shipped one also has replaces it (``concur calibrate --from ... --catalog DIR`` writes one).
 
 Loading: every file is read once into bytes (regular files only, size-limited:
 :func:`concur.lang.yamlsafe.read_source`); the parsed pack is cached in this process and on
@@ -33,10 +36,14 @@ from .pack import Catalog, Pack, load_catalog, load_pack
 from .yamlsafe import read_source
 
 __all__ = ["formulas_dir", "pack_paths", "find_pack", "find_used_pack", "get_pack", "load_pack_file",
-           "get_catalog", "catalog_names", "set_pack_path", "pack_path", "inside"]
+           "get_catalog", "catalog_names", "set_pack_path", "pack_path", "inside", "set_catalog_path",
+           "catalog_path", "CATALOG_PATH_ENV"]
 
 _SUFFIXES = (".yaml", ".yml")
 _PACK_PATH: tuple[Path, ...] = ()
+_CATALOG_PATH: tuple[Path, ...] = ()
+CATALOG_PATH_ENV = "CONCUR_CATALOG_PATH"
+"""Environment variable: user catalog folders (``os.pathsep``-separated), searched after :func:`set_catalog_path`."""
 
 
 @lru_cache(maxsize=1)
@@ -58,19 +65,24 @@ def formulas_dir() -> Path:
                            hint="reinstall concur: pip install .")
 
 
+def _folders(folders: Iterable[str | Path], what: str) -> tuple[Path, ...]:
+    """``folders`` resolved; :class:`UsageError` naming ``what`` for one that is not a folder."""
+    resolved = []
+    for folder in folders:
+        path = Path(folder)
+        if not path.is_dir():
+            raise UsageError(f"{what} '{folder}' is not a folder")
+        resolved.append(path.resolve())
+    return tuple(resolved)
+
+
 def set_pack_path(folders: Iterable[str | Path]) -> None:
     """Trust ``folders`` (``--pack-path``) as places packs may be found and ``uses:`` may reach.
 
     Replaces the previous setting; raises :class:`UsageError` for a folder that does not exist.
     """
-    resolved = []
-    for folder in folders:
-        path = Path(folder)
-        if not path.is_dir():
-            raise UsageError(f"--pack-path '{folder}' is not a folder")
-        resolved.append(path.resolve())
     global _PACK_PATH
-    _PACK_PATH = tuple(resolved)
+    _PACK_PATH = _folders(folders, "--pack-path")
 
 
 def pack_path() -> tuple[Path, ...]:
@@ -215,6 +227,27 @@ def catalog_names() -> list[str]:
     return [p.stem for p in sorted((formulas_dir() / "catalogs").glob("*.yaml"))]
 
 
+def set_catalog_path(folders: Iterable[str | Path]) -> None:
+    """User catalog folders, searched before ``CONCUR_CATALOG_PATH``; replaces the previous setting.
+
+    Raises :class:`UsageError` for a folder that does not exist.
+    """
+    global _CATALOG_PATH
+    _CATALOG_PATH = _folders(folders, "catalog folder")
+
+
+def catalog_path() -> tuple[Path, ...]:
+    """The user catalog folders in search order: :func:`set_catalog_path`, then ``CONCUR_CATALOG_PATH``.
+
+    A folder named in the environment that does not exist is skipped (the variable may be set
+    for a whole team); one given to :func:`set_catalog_path` is checked there.
+    """
+    import os
+
+    env = [Path(p) for p in os.environ.get(CATALOG_PATH_ENV, "").split(os.pathsep) if p.strip()]
+    return _CATALOG_PATH + tuple(p.resolve() for p in env if p.is_dir())
+
+
 def load_catalog_file(path: Path) -> Catalog:
     """The catalog in ``path`` (cached by content)."""
     from .serial import decode_catalog
@@ -224,9 +257,31 @@ def load_catalog_file(path: Path) -> Catalog:
     return catalog
 
 
+def _merge(base: Catalog | None, user: Catalog) -> Catalog:
+    """``user``'s entries over ``base``'s; a field both declare must have one unit."""
+    if base is None:
+        return user
+    for fname, field in user.fields.items():
+        known = base.fields.get(fname)
+        if known is not None and known.unit.text != field.unit.text:
+            raise PackError(f"catalog {user.path}: field '{fname}' is in {field.unit.text or 'no unit'} but the "
+                            f"shipped catalog '{base.name}' declares it in {known.unit.text or 'no unit'}",
+                            hint="use the shipped field's unit")
+    return Catalog(base.name, base.doc, base.path, {**user.fields, **base.fields}, {**base.entries, **user.entries})
+
+
 def get_catalog(name: str) -> Catalog:
-    """The shipped catalog ``name`` (an identifier, never a path)."""
+    """The catalog ``name`` (an identifier, never a path): the shipped one, with the entries of any
+    ``NAME.yaml`` in the user catalog folders added (the first folder wins on an id both hold)."""
     path = formulas_dir() / "catalogs" / f"{name}.yaml"
-    if name_problem(name) is not None or not path.is_file():
+    if name_problem(name) is not None:
         raise UnknownNameError(f"unknown catalog '{name}'", hint=f"known catalogs: {', '.join(catalog_names())}")
-    return load_catalog_file(path)
+    user_files = [folder / f"{name}.yaml" for folder in catalog_path()]
+    user_files = [f for f in user_files if f.is_file() and inside(f, f.parent)]
+    if not path.is_file() and not user_files:
+        raise UnknownNameError(f"unknown catalog '{name}'", hint=f"known catalogs: {', '.join(catalog_names())}")
+    catalog = load_catalog_file(path) if path.is_file() else None
+    for file in reversed(user_files):  # the first folder is merged last, so it wins
+        catalog = _merge(catalog, load_catalog_file(file))
+    assert catalog is not None
+    return catalog

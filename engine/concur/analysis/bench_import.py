@@ -1,0 +1,259 @@
+"""Fit an engine's constants on the user's own benchmark results (``concur calibrate --from``).
+
+How is this designed, and why?
+------------------------------
+A user who has run ``vllm bench serve --save-result``, SGLang's ``bench_serving`` or
+genai-perf/AIPerf against their own server already holds better evidence for *their*
+deployment than any published table. Each result file (or JSONL line) is one run at one load;
+:func:`read_runs` reads it into a :class:`Run` -- concurrency, mean input and output lengths,
+mean TPOT, output throughput and, where recorded, mean TTFT -- naming the file and the field
+when something is missing. The configuration (model, GPU, tensor parallelism, dtypes) is not
+in the files and comes from ``--set``.
+
+**The fit.** Each run becomes a point of :mod:`concur.analysis.calibration`: the pack solves
+its roofline terms for the given configuration, and the run's TPOT (per-user rate ``1000 /
+TPOT``, the pack's ``t_step_served``) and output throughput (``served_tokens_per_s``) are the
+measurements. ``efficiency`` and ``t_fixed`` (per step, for this model) are fitted by least
+absolute log error over both. ``efficiency_prefill`` comes from the TTFT of the
+lowest-concurrency run when the files record it (TTFT = prefill + one step); without TTFT it
+is fitted with the rest, and then only the served throughput pins it down -- weakly when
+prompts are short, which the JSON output's error says.
+
+Worked example: five files at concurrency 1..64 of Llama-3.1-8B bf16 on one H100, made by the
+pack with efficiency 0.7 and t_fixed 3 ms, give back 0.70 and 3.0 ms (``tests/test_bench_import.py``).
+
+**Non-goals.** Disaggregated prefill/decode, several replicas behind one endpoint (divide the
+throughput yourself), speculative decoding, per-request files (``--save-detailed`` arrays are
+ignored).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..errors import UsageError
+from .calibration import Point, grid_fit, log_errors, median, point_from
+
+__all__ = ["Run", "read_runs", "CalibrationResult", "fit_runs", "catalog_document", "ENGINE_OVERLAP"]
+
+ENGINE_OVERLAP = {"vllm": 1.0, "sglang": 0.0, "trt": 1.0, "tensorrt": 1.0}
+"""prefill_overlap by the engine a result file names in its ``backend`` field (see engines.yaml)."""
+_MAX_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Run:
+    """One benchmark run: load, mean lengths (tokens per request) and what was measured."""
+
+    label: str  # "file" or "file:line"
+    fmt: str  # "vllm", "sglang", "genai-perf"
+    concurrency: float
+    input_tokens: float
+    output_tokens: float
+    tpot_ms: float
+    output_throughput: float  # output tok/s of the whole endpoint
+    ttft_ms: float | None
+    backend: str
+
+
+def _fail(label: str, what: str) -> UsageError:
+    return UsageError(f"{label}: {what}", hint="give vllm bench serve --save-result JSON, SGLang bench_serving "
+                                                "JSONL or a genai-perf/AIPerf profile_export JSON")
+
+
+def _num(obj: Mapping[str, Any], key: str, label: str, *, positive: bool = True) -> float:
+    if key not in obj or obj[key] is None:
+        raise _fail(label, f"missing field '{key}'")
+    value = obj[key]
+    if isinstance(value, dict) and "avg" in value:  # genai-perf / AIPerf statistics
+        value = value["avg"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _fail(label, f"field '{key}' is not a number: {value!r}")
+    if positive and value <= 0:
+        raise _fail(label, f"field '{key}' must be positive, got {value!r}")
+    return float(value)
+
+
+def _opt(obj: Mapping[str, Any], key: str) -> float | None:
+    value = obj.get(key)
+    if isinstance(value, dict):
+        value = value.get("avg")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+
+def _serve_run(obj: Mapping[str, Any], label: str, fmt: str) -> Run:
+    """vLLM ``--save-result`` JSON or one SGLang ``bench_serving`` line (the same field names)."""
+    completed = _num(obj, "completed", label)
+    tpot = _opt(obj, "mean_tpot_ms") or _opt(obj, "median_tpot_ms")
+    if tpot is None:
+        raise _fail(label, "missing field 'mean_tpot_ms' (or 'median_tpot_ms')")
+    output = _num(obj, "output_throughput", label)
+    concurrency = _opt(obj, "max_concurrency")
+    if concurrency is None:  # an open-loop run: Little's law on the measured latency
+        e2e = _opt(obj, "mean_e2el_ms") or _opt(obj, "mean_e2e_latency_ms")
+        rate = _opt(obj, "request_throughput")
+        if e2e is None or rate is None:
+            raise _fail(label, "missing field 'max_concurrency' (or 'request_throughput' and 'mean_e2el_ms' "
+                               "for an open-loop run)")
+        concurrency = rate * e2e / 1000.0
+    return Run(label, fmt, concurrency, _num(obj, "total_input_tokens", label) / completed,
+               _num(obj, "total_output_tokens", label) / completed, tpot, output, _opt(obj, "mean_ttft_ms"),
+               str(obj.get("backend", "")))
+
+
+def _perf_run(obj: Mapping[str, Any], label: str) -> Run:
+    """genai-perf ``profile_export_genai_perf.json`` or AIPerf ``profile_export_aiperf.json``."""
+    config = obj.get("input_config") or {}
+    loadgen = config.get("loadgen") if isinstance(config, dict) else None
+    concurrency = None
+    for source in (loadgen if isinstance(loadgen, dict) else {}, config if isinstance(config, dict) else {}):
+        concurrency = concurrency or _opt(source, "concurrency")
+    if concurrency is None:
+        raise _fail(label, "missing field 'input_config.loadgen.concurrency' (AIPerf) or "
+                           "'input_config.concurrency' (genai-perf): a closed-loop run is needed")
+    endpoint = config.get("endpoint") if isinstance(config, dict) else None
+    backend = str((endpoint or {}).get("type", "")) if isinstance(endpoint, dict) else ""
+    return Run(label, "genai-perf", concurrency, _num(obj, "input_sequence_length", label),
+               _num(obj, "output_sequence_length", label), _num(obj, "inter_token_latency", label),
+               _num(obj, "output_token_throughput", label), _opt(obj, "time_to_first_token"), backend)
+
+
+def _run(obj: Any, label: str) -> Run:
+    if not isinstance(obj, dict):
+        raise _fail(label, "not a JSON object")
+    if "inter_token_latency" in obj or "output_token_throughput" in obj:
+        return _perf_run(obj, label)
+    fmt = "sglang" if "total_output_tokens_retokenized" in obj or "mean_e2e_latency_ms" in obj else "vllm"
+    return _serve_run(obj, label, fmt)
+
+
+def read_runs(path: str | Path) -> list[Run]:
+    """The runs in one result file: a JSON object (vLLM, genai-perf, AIPerf) or JSON lines (SGLang).
+
+    Raises :class:`UsageError` (exit 2) naming the file, the line and the missing field.
+    """
+    from ..readfile import FileRefused, read_regular
+
+    label = str(path)
+    try:
+        raw = read_regular(Path(path), _MAX_BYTES)
+    except FileRefused as exc:
+        raise UsageError(f"{label}: {exc}") from None
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        return [_run(json.loads(text), label)]
+    except json.JSONDecodeError:
+        pass
+    runs = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            raise _fail(label, f"line {n} is not JSON") from None
+        runs.append(_run(obj, f"{label}:{n}"))
+    if not runs:
+        raise _fail(label, "empty")
+    return runs
+
+
+@dataclass(frozen=True)
+class CalibrationResult:
+    """What ``--from`` fitted: per-step ``t_fixed`` in seconds, the runs and the median error over them."""
+
+    efficiency: float
+    t_fixed: float
+    efficiency_prefill: float
+    prefill_overlap: float
+    runs: tuple[Run, ...]
+    median_abs_error: float
+    prefill_from: str  # "TTFT of <run>" or "fitted"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"efficiency": round(self.efficiency, 4),
+                "t_fixed": {"value": round(self.t_fixed * 1e3, 4), "unit": "ms"},
+                "efficiency_prefill": round(self.efficiency_prefill, 4), "points": len(self.runs),
+                "median_abs_error": round(self.median_abs_error, 4)}
+
+
+def _overlap(runs: Sequence[Run], given: Mapping[str, Any]) -> float:
+    if "prefill_overlap" in given:
+        return float(given["prefill_overlap"])
+    for run in runs:
+        for word, value in ENGINE_OVERLAP.items():
+            if word in run.backend.lower():
+                return value
+    return 0.0
+
+
+def _points(runs: Sequence[Run], config: Mapping[str, Any], overlap: float) -> list[tuple[Point, Point]]:
+    """Per run, one point measured by its per-user rate (TPOT) and one by its per-GPU throughput."""
+    gpus = int(config.get("tp", 1)) * int(config.get("pp", 1))
+    out = []
+    for run in runs:
+        user = point_from(run.label, config, engine="user", concurrency=run.concurrency,
+                          input_tokens=run.input_tokens, output_tokens=run.output_tokens, prefill_overlap=overlap,
+                          source_group=run.label, measured_per_gpu=None, measured_per_user=1000.0 / run.tpot_ms)
+        out.append((user, replace(user, measured_per_user=None, measured_per_gpu=run.output_throughput / gpus)))
+    return out
+
+
+def fit_runs(runs: Sequence[Run], given: Mapping[str, Any]) -> CalibrationResult:
+    """Fit efficiency, t_fixed and efficiency_prefill on ``runs`` for the configuration ``given``
+    (pack givens: ``model``, ``gpu``, ``tp``, dtypes...; ``prefill_overlap`` optional).
+
+    Raises :class:`UsageError` with fewer than two runs or two runs at one concurrency only.
+    """
+    if len(runs) < 2 or len({round(r.concurrency, 6) for r in runs}) < 2:
+        raise UsageError(f"a fit needs runs at two or more concurrencies, got {len(runs)} run(s) at "
+                         f"{sorted({r.concurrency for r in runs})}",
+                         hint="benchmark with --max-concurrency 1, 8, 32 ...")
+    config = {k: v for k, v in given.items() if k != "prefill_overlap"}
+    overlap = _overlap(runs, given)
+    pairs = _points(runs, config, overlap)
+    flat = [p for pair in pairs for p in pair]
+    eta_p = None
+    prefill_from = "fitted with the rest (no TTFT in the files)"
+    timed = [(r, r.ttft_ms, pair[0]) for r, pair in zip(runs, pairs) if r.ttft_ms is not None]
+    if timed:
+        run, ttft_ms, point = min(timed, key=lambda rp: rp[0].concurrency)
+        spare = ttft_ms / 1e3 - run.tpot_ms / 1e3
+        if spare > 0:
+            eta_p = min(1.0, max(0.05, point.prefill_time / spare))
+            prefill_from = f"TTFT of {run.label} (concurrency {run.concurrency:g})"
+    eff, tf, ep = grid_fit(flat, eta_p)
+    errs = [abs(math.expm1(float(x))) for x in log_errors(flat, eff, tf, ep)]
+    return CalibrationResult(eff, tf, ep, overlap, tuple(runs), median(errs), prefill_from)
+
+
+def catalog_document(result: CalibrationResult, entry_id: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """An engines-catalog document holding one entry for ``result`` (what ``-o`` writes)."""
+    config = ", ".join(f"{k}={v}" for k, v in given.items())
+    files = ", ".join(sorted({r.label.rsplit(':', 1)[0] if r.fmt == 'sglang' else r.label for r in result.runs}))
+    src = (f"concur calibrate --from on {len(result.runs)} runs ({files}) of {config}; median |error| "
+           f"{100 * result.median_abs_error:.1f}% over their TPOT and output throughput")
+    return {
+        "catalog": "engines",
+        "doc": "Engine constants calibrated on the user's own benchmark results (concur calibrate --from).",
+        "fields": {
+            "efficiency": {"doc": "fraction of the roofline a decode step reaches"},
+            "t_fixed": {"unit": "ms", "doc": "fixed cost per decode step of the calibrated model"},
+            "efficiency_prefill": {"doc": "fraction of peak_flops x flops_fraction a prefill reaches"},
+            "prefill_overlap": {"doc": "1 when the engine runs prefill chunks inside decode steps, else 0"},
+        },
+        "entries": {entry_id: {
+            "name": f"calibrated: {config}",
+            "efficiency": {"value": round(result.efficiency, 4), "source": src},
+            "t_fixed": {"value": round(result.t_fixed * 1e3, 4), "source": src},
+            "efficiency_prefill": {"value": round(result.efficiency_prefill, 4),
+                                   "source": f"{src}; from the {result.prefill_from}"},
+            "prefill_overlap": {"value": int(result.prefill_overlap), "source": (
+                "given with --set" if "prefill_overlap" in given else
+                "from the result files' backend field (vllm, trt: 1; sglang or unnamed: 0)")},
+        }},
+    }

@@ -1,0 +1,268 @@
+"""``formulas/catalogs/engines.yaml`` from a calibration, the error report, and the fit plot.
+
+``python -m concur.analysis.calibration POINTS.yaml [ENGINES.yaml] [--plot PNG]`` (also
+``concur calibrate --report``) loads the points, fits every level
+(:func:`concur.analysis.engine_fits.fit_set`), cross-validates leaving one source group out
+(:func:`concur.analysis.engine_fits.cross_validate`), prints the per-cell table and, given a
+path, writes the catalog -- every constant with the points it was fitted on and its in-sample
+and leave-one-source-out error in its source text, so ``concur solve --explain`` can be traced
+back to the evidence. The catalog is written to a temporary file and renamed.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from .calibration import Point, median
+from .engine_fits import ENGINES, FAMILIES, MIN_POINTS, CrossValidation, FitSet, Level
+
+__all__ = ["DATA_LABEL", "PREFILL_OVERLAP", "engines_catalog", "main", "plot_fit", "report", "write_atomically",
+           "write_catalog", "yaml_text"]
+
+DATA_LABEL = "tests/data/throughput_points.yaml"
+_NAMES = {"default": "any engine (engine-agnostic fits per GPU family)", "sglang": "SGLang",
+          "trtllm": "TensorRT-LLM (incl. NIM and MLPerf submissions built on it)", "vllm": "vLLM"}
+PREFILL_OVERLAP: dict[str, tuple[int, str]] = {
+    "vllm": (1, "vLLM V1 (the default engine since v0.8.0, release notes 'V1 engine is enabled by default') always "
+                "schedules with chunked prefill: a step carries the running decodes plus prefill chunks up to "
+                "max_num_batched_tokens (docs.vllm.ai, 'Optimization and Tuning', chunked prefill)"),
+    "trtllm": (1, "TensorRT-LLM in-flight batching runs requests in the context phase and in the generation "
+                  "phase in the same iteration (NVIDIA/TensorRT-LLM docs/source/advanced/gpt-attention.md, "
+                  "'In-flight batching'); chunked context splits long prompts (enable_chunked_context)"),
+    "sglang": (0, "SGLang runs prefill batches and decode batches as separate forward passes unless "
+                  "--enable-mixed-chunk is set; its default is False (sgl-project/sglang "
+                  "python/sglang/srt/server_args.py, enable_mixed_chunk: bool = False)"),
+    "default": (0, "engine unknown: no prefill is assumed to hide under decode steps (the slower, safe side)"),
+}
+
+
+def _pct(x: float) -> str:
+    import math
+
+    return "n/a" if math.isnan(x) else f"{100 * x:.1f}%"
+
+
+def _cell_cv(cv: CrossValidation, points: Sequence[Point], engine: str, family: str | None) -> tuple[float, int]:
+    """Leave-one-source-out median over the points an entry's constants describe (all engines for default)."""
+    ids = [p.id for p in points if p.fit and (engine == "default" or p.engine == engine)
+           and (family is None or p.gpu_family == family)]
+    return cv.median(ids, engine=engine != "default"), len(ids)
+
+
+def _describe(fs: FitSet, cv: CrossValidation, points: Sequence[Point], engine: str, family: str,
+              data_label: str) -> tuple[Level, str]:
+    """The level an entry's constant for ``family`` comes from, and the source text saying so."""
+    fam = None if family == "other" else family
+    if fam is not None and f"{engine}@{fam}" in fs.cells:
+        lv = fs.cells[f"{engine}@{fam}"]
+        err, n = _cell_cv(cv, points, engine, fam)
+        return lv, (f"{engine}@{fam}: fit on {len(lv.ids)} points of {data_label} (ids {', '.join(lv.ids)}), pulled "
+                    f"towards the {'global' if engine == 'default' else engine} fit; in-sample median |error| "
+                    f"{_pct(lv.in_sample)}, leave-one-source-out {_pct(err)} over its {n} points")
+    wide = fs.engines.get(engine) if engine != "default" else None
+    lv = wide or fs.glob
+    err, n = _cell_cv(cv, points, engine if wide else "default", None)
+    what = f"{engine} over all GPUs" if wide else "the global fit over every engine and GPU"
+    where = f"{engine}.efficiency_other" if wide else "default.efficiency_other"
+    reason = ""
+    if fam is not None:
+        who = "" if engine == "default" else f"{engine} "
+        have = sum(1 for p in points if p.fit and p.gpu_family == fam and engine in ("default", p.engine))
+        reason = f"{have} {who}points on {fam} GPUs (fewer than {MIN_POINTS}): "
+    ids = f"ids {', '.join(lv.ids)}" if family == "other" else f"ids listed under {where}"
+    return lv, (f"{engine}@{family}: {reason}{what}, fit on {len(lv.ids)} points of {data_label} ({ids}); in-sample "
+                f"median |error| {_pct(lv.in_sample)}, leave-one-source-out {_pct(err)} over its {n} points")
+
+
+def engines_catalog(fs: FitSet, cv: CrossValidation, points: Sequence[Point], data_label: str = DATA_LABEL) -> dict:
+    """The engines catalog document (plain data) for a calibration and its cross-validation."""
+    fields: dict[str, Any] = {}
+    for fam in (*FAMILIES, "other"):
+        fields[f"efficiency_{fam}"] = {"doc": f"decode efficiency (fraction of the roofline) on {fam} GPUs"}
+        fields[f"t_layer_{fam}"] = {"unit": "ms", "doc": f"fixed decode-step cost per dense layer on {fam} GPUs"}
+    fields["efficiency_prefill"] = {"doc": "fraction of peak_flops x flops_fraction a prefill reaches (per engine)"}
+    fields["moe_layer_factor"] = {"doc": "fixed cost of an MoE layer over a dense layer's"}
+    fields["prefill_overlap"] = {"doc": "1 when the engine runs prefill chunks inside decode steps, else 0"}
+    fields["efficiency"] = {"doc": "one efficiency for every GPU (user entries from concur calibrate)"}
+    fields["t_fixed"] = {"unit": "ms", "doc": "fixed cost per decode step of the calibrated model (user entries)"}
+    moe_src = (f"one factor for every engine and GPU, chosen from {', '.join(f'{m:g}' for m in (1, 1.5, 2, 2.5, 3))} "
+               f"by the total |log error| over the {sum(p.fit for p in points)} usable points of {data_label}; "
+               "leave-one-source-out folds chose " + ", ".join(f"{g} {m:g}" for g, m in cv.moe_factors.items()))
+    entries: dict[str, Any] = {}
+    for engine in ("default", *ENGINES):
+        entry: dict[str, Any] = {"name": _NAMES[engine]}
+        for fam in (*FAMILIES, "other"):
+            lv, src = _describe(fs, cv, points, engine, fam, data_label)
+            entry[f"efficiency_{fam}"] = {"value": round(lv.efficiency, 4), "source": src}
+            entry[f"t_layer_{fam}"] = {"value": round(lv.t_layer * 1e3, 5), "source": src}
+        wide = fs.engines.get(engine, fs.glob)
+        err, n = _cell_cv(cv, points, engine if engine in fs.engines else "default", None)
+        entry["efficiency_prefill"] = {"value": round(wide.efficiency_prefill, 4), "source": (
+            f"{'global fit' if wide is fs.glob else engine + ' over all GPUs'} on {len(wide.ids)} points of "
+            f"{data_label} (the prefill shows through the served accounting); leave-one-source-out {_pct(err)} "
+            f"over {n} points")}
+        entry["moe_layer_factor"] = {"value": fs.moe_factor, "source": moe_src}
+        overlap, why = PREFILL_OVERLAP[engine]
+        entry["prefill_overlap"] = {"value": overlap, "source": why}
+        entries[engine] = entry
+    return {
+        "catalog": "engines",
+        "doc": ("Serving-engine constants of the decode step of formulas/llm_throughput.yaml, per GPU family: "
+                "t_step = max(memory_time, compute_time / flops_fraction) / efficiency + t_comm + layers x t_layer "
+                "(x moe_layer_factor for MoE). Generated by `python -m concur.analysis.calibration "
+                f"{data_label} formulas/catalogs/engines.yaml` (concur.analysis.engine_fits): each family's "
+                f"constants come from the engine's own points on that family when there are at least {MIN_POINTS}, "
+                "else from the engine over all GPUs, else from the global fit; every source names the level, the "
+                "points and the in-sample and leave-one-source-out median errors. Edit the data or the physics, "
+                "not this file."),
+        "fields": fields,
+        "entries": entries,
+    }
+
+
+def write_atomically(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file renamed into place (never half a file)."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def yaml_text(doc: Any, header: str = "") -> str:
+    """``doc`` as block-style YAML, after an optional comment ``header`` line."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    yaml.default_flow_style = False
+    yaml.width = 110
+    buf = io.StringIO()
+    if header:
+        buf.write(f"# {header}\n")
+    yaml.dump(doc, buf)
+    return buf.getvalue()
+
+
+def write_catalog(doc: dict, path: str | Path) -> None:
+    """Write ``doc`` as YAML to ``path`` atomically (a temporary file, then rename)."""
+    write_atomically(path, yaml_text(
+        doc, "Generated by `python -m concur.analysis.calibration`; edit the data or the physics, not this file."))
+
+
+def report(fs: FitSet, cv: CrossValidation, points: Sequence[Point], *, per_point: bool = False) -> list[str]:
+    """The per-cell error table (markdown) with the overall medians; optionally one line per point."""
+    usable = [p for p in points if p.fit]
+    lines = [f"usable points: {len(usable)} of {len(points)} (the rest have no numeric load or use speculative "
+             f"decoding); MoE layer factor {fs.moe_factor:g}",
+             f"median |error| of served throughput, leave-one-source-out: with the engine's constants "
+             f"{_pct(cv.median())}, without (engine-agnostic family fit) {_pct(cv.median(engine=False))}; "
+             f"in-sample with the engine {_pct(median([abs(fs.error(p)) for p in usable]))}",
+             "",
+             "| cell | points | constants from | efficiency | t_layer | efficiency_prefill | in-sample "
+             "| leave-one-source-out |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for engine in ENGINES:
+        for fam in FAMILIES:
+            members = [p for p in usable if p.engine == engine and p.gpu_family == fam]
+            lv = fs.resolve(engine, fam)
+            ins = median([abs(fs.error(p)) for p in members])
+            out = cv.median([p.id for p in members])
+            if not members and lv is fs.glob:
+                continue
+            lines.append(f"| {engine}@{fam} | {len(members)} | {lv.key} | {lv.efficiency:.3f} | "
+                         f"{lv.t_layer * 1e6:.1f} us | {lv.efficiency_prefill:.3f} | {_pct(ins)} | {_pct(out)} |")
+    lines += ["", "| source group (held out) | points | leave-one-source-out, with engine | without |",
+              "| --- | --- | --- | --- |"]
+    for group in sorted({p.source_group for p in usable}):
+        ids = [p.id for p in usable if p.source_group == group]
+        lines.append(f"| {group} | {len(ids)} | {_pct(cv.median(ids))} | {_pct(cv.median(ids, engine=False))} |")
+    if per_point:
+        lines += ["", "| point | cell | in-sample | leave-one-source-out (level used) |", "| --- | --- | --- | --- |"]
+        for p in usable:
+            lines.append(f"| {p.id} | {p.cell} | {fs.error(p):+.1%} | {cv.with_engine[p.id]:+.1%} ({cv.level[p.id]}) |")
+    return lines
+
+
+def plot_fit(fs: FitSet, cv: CrossValidation, points: Sequence[Point], path: str | Path) -> None:
+    """Modelled vs measured served throughput, in-sample and held out, log-log with ±20 % bands."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    usable = [p for p in points if p.fit]
+    measured = [float(p.measured_per_gpu if p.measured_per_gpu is not None else p.measured_per_user or 0.0)
+                for p in usable]
+    fig, ax = plt.subplots(figsize=(7.0, 6.2), dpi=110)
+    colours = {"vllm": "tab:blue", "sglang": "tab:orange", "trtllm": "tab:green"}
+    for label, errs, marker, fill in (("in-sample", {p.id: fs.error(p) for p in usable}, "o", True),
+                                      ("leave-one-source-out", cv.with_engine, "s", False)):
+        for eng, colour in colours.items():
+            xs = [m for p, m in zip(usable, measured) if p.engine == eng]
+            ys = [m * (1 + errs[p.id]) for p, m in zip(usable, measured) if p.engine == eng]
+            ax.scatter(xs, ys, marker=marker, s=30, facecolors=colour if fill else "none", edgecolors=colour,
+                       label=f"{eng}, {label}")
+    lo, hi = min(measured) / 1.6, max(measured) * 1.6
+    ax.plot([lo, hi], [lo, hi], "k-", lw=1)
+    for f in (0.8, 1.2):
+        ax.plot([lo, hi], [lo * f, hi * f], "k:", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("measured (tok/s per GPU, or per user where only that is published)")
+    ax.set_ylabel("modelled (llm_throughput, engine's constants)")
+    ax.set_title(f"served throughput: median |error| {_pct(median([abs(fs.error(p)) for p in usable]))} in-sample, "
+                 f"{_pct(cv.median())} held out", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(True, which="both", alpha=0.3)
+    target = Path(path)
+    tmp = target.with_name(f".{target.stem}.{os.getpid()}.tmp.png")
+    try:
+        fig.savefig(tmp)
+        os.replace(tmp, target)
+    finally:
+        plt.close(fig)
+        if tmp.exists():
+            tmp.unlink()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m concur.analysis.calibration POINTS.yaml [ENGINES.yaml] [--plot PNG] [--points]``."""
+    import sys
+
+    from .calibration import load_points
+    from .engine_fits import cross_validate, fit_set
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    plot = None
+    if "--plot" in args:
+        i = args.index("--plot")
+        if i + 1 >= len(args):
+            sys.stderr.write("error: --plot needs a PNG path\n")
+            return 2
+        plot = args[i + 1]
+        del args[i:i + 2]
+    per_point = "--points" in args
+    args = [a for a in args if a != "--points"]
+    if not args or len(args) > 2:
+        sys.stderr.write("usage: python -m concur.analysis.calibration POINTS.yaml [ENGINES.yaml] [--plot PNG] "
+                         "[--points]\n")
+        return 2
+    points = load_points(args[0])
+    fs = fit_set(points)
+    cv = cross_validate(points)
+    sys.stdout.write("\n".join(report(fs, cv, points, per_point=per_point)) + "\n")
+    if len(args) > 1:
+        write_catalog(engines_catalog(fs, cv, points), args[1])
+        sys.stdout.write(f"wrote {args[1]}\n")
+    if plot:
+        plot_fit(fs, cv, points, plot)
+        sys.stdout.write(f"wrote {plot}\n")
+    return 0
