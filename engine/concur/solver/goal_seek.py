@@ -31,16 +31,15 @@ from .solution import Givens, Method, Solution, Step, show_value
 from .budget import spend
 from .question import run_question
 
-__all__ = ["search"]
+__all__ = ["search", "goal_sense"]
 
 
 
 def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens: Givens, x: str,
            goal: str) -> Solution:
     xv = model.variables[x]
-    gv = model.variables[goal]
     target = known[goal]
-    sense = gv.limit or _implied_sense(model, goal)
+    sense = goal_sense(model, goal)
     base_known = {k: v for k, v in known.items() if k != goal}
     sources = dict(givens.sources)
     last_error: list[ConcurError] = []
@@ -99,6 +98,12 @@ def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens:
     trace = [s for s in trace if s.variable != x]
     trace.insert(0, Step(x, value, Method.SEARCH, None, note))
     return Solution(model, find, dict(env), givens, trace, notes=[note], plan=plan)
+
+
+def goal_sense(model: Model, goal: str) -> str:
+    """How a search meets ``goal``: ``at_least``, ``at_most`` or ``equal`` (read-only; the Excel
+    exporter prints the same test into its candidate tables)."""
+    return model.variables[goal].limit or _implied_sense(model, goal)
 
 
 def _implied_sense(model: Model, goal: str) -> str:
