@@ -4,8 +4,8 @@ How is this designed, and why?
 ------------------------------
 The solver already knows everything a live workbook needs: its trace lists
 every value it used, in dependency order, with how each was obtained
-(``given``, ``preset``, ``default``, ``equation``, ``inverted``, ``numeric``,
-``loop``, ``search``). :func:`plan_from_solution` walks that trace once:
+(``given``, ``preset``, ``default``, ``forward``, ``inverted``, ``numeric``,
+``loop``, ``tear``, ``integer tear``, ``search``). :func:`plan_from_solution` walks that trace once:
 
 * **Inputs** are the ``given``/``preset``/``default`` steps, shown in the
   variable's display unit (``SheetVar.scale`` = base magnitude of one display
@@ -17,32 +17,45 @@ every value it used, in dependency order, with how each was obtained
   closed form over *base-unit* symbols: a forward equation gives its other
   side; an inverted one the closed form the solver itself found (the cached
   inverse of the same specialised equation, the root that reproduces the
-  solver's value); ``numeric``, ``loop`` and ``search`` steps have no closed
-  form and become *implicit* rows (the solved value plus a residual that is 0
-  at the solution; for a search, the goal minus its target).
-* ``if_`` on a choice (``attention == "mla"``) is kept live when every name of
-  both branches has a value, and printed as ``IF(attention="mla",...)``: the
-  choice variable becomes a list-validated input. A branch that needs a value
-  the scenario never had is folded to the branch the solver took.
+  solver's value); ``numeric`` and torn ``loop`` steps have no closed form and
+  become *implicit* rows (the solved value plus a residual that is 0 at the
+  solution).
+* **Live branches.** ``if_`` in a forward equation prints as ``IF(...)`` whenever
+  every name of both branches can be on the sheet. The solver folds the branch its
+  givens do not select, so an export for a GQA model never computed what the MLA
+  or sliding-window branch reads: :meth:`_Builder.branch_closure` evaluates each
+  such name forward (``sliding_held``, ``kv_heads_per_gpu``) as an extra row.
+  Every catalog field the sheet shows and nobody typed is a lookup on the chosen
+  id -- including choice text (a model's ``attention``: ``gqa``/``mla``) and the
+  pack default for entries that lack the field (``kv_lora_rank`` 0 for Llama) --
+  so picking DeepSeek-V3 or gpt-oss-120b in the dropdown gives what ``concur
+  solve`` gives for it.
+* **Live searched integers.** A goal seek's target (``service_level=0.8``) becomes
+  an input cell ``service_level_target``; an integer answer of a goal seek or of a
+  loop torn at an integer (``replicas``) becomes a candidate table
+  (:mod:`concur.excel.live_search`), kept only when it reproduces the solver's
+  answer in Python; otherwise, and for continuous searches, the row stays
+  implicit with residual ``goal - target``.
 
-Worked example (DESIGN T1): ``concur export llm_memory --find users
---set model=llama-3.1-70b --set gpu=h100-sxm-80gb --set tp=4 ...`` gives 16
-inputs (params 70.55 Gparameter, gpu_memory 79.18 GiB, ... from the model and
-gpu presets, tp 4, context 8192 token/user, attention gqa, block_size 16 from
-defaults) and 8 derived rows ending in ``users = floor(kv_tokens/context)``;
-LibreOffice recalculates ``users`` to 55, and to 162 after typing 8 into tp.
+Worked example (T1, KV cache): ``concur export llm_memory --find users
+--set model=llama-3.1-70b --set gpu=h100-sxm-80gb --set tp=4 ...`` gives the
+inputs (params 70.55 Gparameter, gpu_memory 79.18 GiB, attention gqa,
+kv_lora_rank 0, sliding_window 0 ... looked up from the model and gpu presets;
+tp 4, context 8192 token/user typed; block_size 16 from defaults) and the derived
+rows ending in ``users = floor(...)``; LibreOffice recalculates ``users`` to 55,
+and to 162 after typing 8 into tp.
 
 A given keeps the unit it was typed in (:func:`typed_input`): ``arrival_rate: 300
 request/hour`` shows 300 with unit request/hour, not 0.0833 request/s.
 
 Consequences: the workbook answers *the same question* for other inputs; it
-does not re-plan. If an edit makes a different equation direction or a
-different branch of a folded ``if_`` necessary, re-export. A searched value
-(smallest tp for 100 users) stays a number with its residual beside it.
+does not re-plan. An ``if_`` inside an equation the solver inverted or solved
+numerically keeps the branch it took; a branch that needs a value no forward
+equation gives is folded to the branch the solver took. Re-export when an edit
+needs another equation direction.
 
 Non-goals: constraints (``attention_heads % tp == 0``) are not turned into
-cells; catalog text fields (a model's ``attention``) do not follow the preset
-dropdown -- the choice cell is its own input.
+cells, except as the check a searched ``tp`` must pass in its candidate table.
 """
 
 from __future__ import annotations
@@ -260,7 +273,7 @@ class _Builder:
         if step.method is Method.FORWARD:
             lhs, rhs = _fold(eq.lhs, self.known, self.available), _fold(eq.rhs, self.known, self.available)
             side = rhs if isinstance(lhs, Var) and lhs.name == step.variable else lhs
-            text = eq.text + ("  (for an if_ branch the export did not take)" if step.variable in self.extra else "")
+            text = eq.text + ("  (for the if_ branch not taken at export)" if step.variable in self.extra else "")
             self.derived.append(Derived(sv, self.expr_of(side, step.variable), text, where, value))
         elif step.method in (Method.INVERTED, Method.LOOP) and self._closed_form(step) is not None:
             expr = self.expr_of(self._closed_form(step), step.variable)  # type: ignore[arg-type]
@@ -289,8 +302,8 @@ class _Builder:
         lo, hi = var.bounds
         self.candidates.append(Candidate(
             step.variable, sympy.Le(need, x) if ceil else sympy.Ge(need, x), "smallest" if ceil else "largest",
-            skip=False, floor=int(math.ceil(lo)) if lo is not None else 0,
-            ceiling=int(math.floor(hi)) if hi is not None else None,
+            skip=False, floor=math.ceil(lo) if lo is not None else 0,
+            ceiling=math.floor(hi) if hi is not None else None,
             about=f"the {'smallest' if ceil else 'largest'} {step.variable} with {to_text(rhs)} "
                   f"{'<=' if ceil else '>='} {step.variable} (the loop it closes is solved in each row)"))
 
@@ -314,8 +327,8 @@ class _Builder:
             word = {"at_least": "at least", "at_most": "at most"}.get(sense, "equal to")
             self.candidates.append(Candidate(
                 x, goal_test(self.sym(goal), self.sym(target), sense), direction, skip=True,
-                floor=int(math.ceil(lo)) if lo is not None else (1 if hi is None or hi >= 1 else 0),
-                ceiling=int(math.floor(hi)) if hi is not None else None,
+                floor=math.ceil(lo) if lo is not None else (1 if hi is None or hi >= 1 else 0),
+                ceiling=math.floor(hi) if hi is not None else None,
                 about=f"the {direction} {x} giving {goal} {word} {target}", checks=checks,
                 extra=((target, self.sol.givens.values[goal]),)))
         self.derived.append(Derived(sv, None, f"search: {step.note}", "search", value,

@@ -207,8 +207,10 @@ def make_live(derived: list[Derived], candidates: list[Candidate], values: Mappi
             continue
         answer = d.value
         why = None
-        if not d.var.integer or d.var.scale != 1 or not float(answer).is_integer():
-            why = "it is not a whole number shown in its base unit"
+        if not d.var.integer or not float(answer).is_integer():
+            why = "a continuous value has no finite list of candidates"
+        elif d.var.scale != 1:
+            why = f"it is shown in a scaled unit ({d.var.unit})"
         wanted = _symbols(c.test).union(*(_symbols(k) for k in c.checks))
         columns = _columns(rows, c.variable, wanted) if why is None else None
         if why is None and columns is None:

@@ -490,8 +490,9 @@ def py_function(expr: Any) -> Callable[[Mapping[str, float]], float]:
 
     The sheet's semantics: ``floor``/``ceiling`` snap their argument first (:func:`snap`),
     Erlang functions use :func:`erlang_b_value`/:func:`erlang_c_value`; a relation gives 1.0
-    or 0.0; a choice variable's value is its text (``Eq(attention, Str("mla"))``). For evaluating one expression many times (a candidate table checked before it is
-    written); raises what the arithmetic raises (ZeroDivisionError, ValueError, OverflowError).
+    or 0.0; a choice variable's value is its text (``Eq(attention, Str("mla"))``). For evaluating
+    one expression many times (a candidate table checked before it is written); raises what
+    the arithmetic raises (ZeroDivisionError, ValueError, OverflowError).
     """
     syms = sorted(expr.free_symbols, key=lambda s: s.name)
     own = {

@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from openpyxl.styles import Alignment
 from openpyxl.utils import get_column_letter
 
 from . import style
@@ -50,6 +51,7 @@ __all__ = ["SearchRef", "plan_searches", "write_searches"]
 _CHECK_ROW = 3
 _HEAD = 5  # header row of the candidate table
 _SKIP = "skip"
+_RIGHT = Alignment(horizontal="right")
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ def _note(layout: Layout, d: Derived, found: Search) -> str:
     text = (f"{found.about[:1].upper()}{found.about[1:]}. Each row sets {x} to the candidate in column A "
             f"and reads every other value from the Inputs sheet; {x} on the Model sheet is {how}. "
             f"Candidates {found.low:,} to {found.high:,} ({span}): when the answer would fall outside them "
-            f"the check reads \"out of range\" and {x} shows #N/A; export again to move the table.")
+            f"the check reads \"out of range\" and {x} shows no number; export again to move the table.")
     if found.skip:
         text += (f' "{_SKIP}" marks a candidate the search passes over: a value outside its bounds '
                  f'("{DOES_NOT_FIT}") or a broken constraint.')
@@ -185,7 +187,8 @@ def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> None:
             body_j = f'IFERROR({template.replace(ROW, str(row))},"{DOES_NOT_FIT}")'
             cell = put_formula(ws, row, j, body_j)
             cell.number_format = fmt
-        put_formula(ws, row, passes_col, body.replace(ROW, str(row)))
+            cell.alignment = _RIGHT
+        put_formula(ws, row, passes_col, body.replace(ROW, str(row))).alignment = _RIGHT
         if found.direction == "largest":
             above = f"{best}{row - 1}" if i else '""'
             put_formula(ws, row, best_col, f"IF({passes}{row}=TRUE,$A{row},{above})").number_format = "#,##0"

@@ -36,8 +36,9 @@ Printing: :func:`page_setup` gives every sheet landscape pages with narrow margi
 header rows repeated on every page, and a fixed scale no smaller than 75 % (text is wrapped in
 bounded columns rather than shrunk to fit).
 
-Alerts: a cell that must read ``ok`` (the range check of a searched answer) turns red with
-white bold text when it reads anything else (:func:`alert_unless_ok`, one conditional format).
+Alerts: a cell that must read ``ok`` (the range check of a searched answer; ``in range``
+beside the answer) turns red with white bold text when it reads anything else
+(:func:`alert_unless_ok`, one conditional format).
 
 Non-goals: themes, locale-specific currency symbols.
 """
@@ -212,11 +213,11 @@ ALERT_FILL = PatternFill("solid", start_color="C00000", end_color="C00000")
 ALERT_FONT = Font(name=FONT_NAME, size=11, bold=True, color="FFFFFF")
 
 
-def alert_unless_ok(ws: Any, coordinate: str) -> None:
+def alert_unless_ok(ws: Any, coordinate: str, ok: str = "ok") -> None:
     """Red fill, white bold text while the cell at ``coordinate`` reads anything but ``ok``."""
     from openpyxl.formatting.rule import CellIsRule
 
-    ws.conditional_formatting.add(coordinate, CellIsRule(operator="notEqual", formula=['"ok"'],
+    ws.conditional_formatting.add(coordinate, CellIsRule(operator="notEqual", formula=[f'"{ok}"'],
                                                          fill=ALERT_FILL, font=ALERT_FONT))
 
 

@@ -83,6 +83,7 @@ __all__ = ["Layout", "build_layout", "display_expr", "over_display", "print_form
            "write_workbook"]
 
 _UNLOCKED = Protection(locked=False)
+_IN_RANGE = "in range"  # beside a searched answer whose candidate table holds it
 _SCENARIO_LINE_LIMIT = 4000  # characters of the live scenario formula before it falls back to text
 
 
@@ -459,7 +460,8 @@ def _write_inputs(wb: Workbook, layout: Layout, lookups: dict[str, dict[str, str
                            minimum=14, maximum=30),
         2: style.fit_width(value_texts + ["typed input"], minimum=12, maximum=24),
         3: style.fit_width(units + ["Unit", "from catalog" if plan.presets else ""], minimum=8, maximum=20),
-        5: style.fit_width([_short_source(i) for i in plan.inputs] + ["Source"], minimum=10, maximum=26),
+        5: style.fit_width([_short_source(i) for i in plan.inputs] + ["Source"]
+                           + (["out of range"] if any(d.search for d in plan.derived) else []), minimum=10, maximum=26),
     })
     for r in range(header_row + 1, row):  # heights again now that the widths are final
         text = ws.cell(r, 4).value
@@ -492,8 +494,9 @@ def _write_summary(ws: Any, layout: Layout, first_row: int) -> None:
         put_text(ws, r, 3, unit_label(var))
         put_text(ws, r, 4, var.doc)
         if name in layout.checks:  # a searched answer: is it inside its candidate table?
-            put_formula(ws, r, 5, layout.checks[name])
-            style.alert_unless_ok(ws, f"E{r}")
+            check = layout.checks[name]
+            put_formula(ws, r, 5, f'IF({check}="ok","{_IN_RANGE}",{check})')
+            style.alert_unless_ok(ws, f"E{r}", _IN_RANGE)
         for col in (1, 2, 3, 4, 5):
             ws.cell(r, col).alignment = style.MIDDLE_WRAP if col == 4 else style.MIDDLE
         ws.row_dimensions[r].height = max(26.0, ws.row_dimensions[r].height or 0)
