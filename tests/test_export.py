@@ -102,7 +102,7 @@ def perturbations(defn: Any, model: Any, plan: Any, seed: int) -> list[dict[str,
                 value = max(value, lo)
             edit[inp.var.name] = value
         try:
-            fresh_solve(defn, model, edit)
+            fresh_solve(defn, model, plan, edit)
         except ConcurError:
             continue
         out.append(edit)
@@ -110,10 +110,12 @@ def perturbations(defn: Any, model: Any, plan: Any, seed: int) -> list[dict[str,
     return out
 
 
-def fresh_solve(defn: Any, model: Any, edit: dict[str, float]) -> Any:
+def fresh_solve(defn: Any, model: Any, plan: Any, edit: dict[str, float]) -> Any:
+    """Solve the definition with ``edit`` (numbers in the unit the Inputs sheet shows) applied."""
     given = dict(defn.given)
+    shown = {i.var.name: i.var.unit for i in plan.inputs}
     for name, value in edit.items():
-        unit = model.variables[name].display.text
+        unit = shown[name]
         given[name] = f"{value!r} {unit}" if unit else value
     return solve_model(model, defn.find, given)
 
@@ -213,7 +215,7 @@ def test_changed_inputs_equal_a_fresh_solve(stem: str, j: int, recalculated: dic
 
     key = f"wb_{stem}_{j}"
     defn, model, plan, edit = recalculated["meta"][key]
-    sol = fresh_solve(defn, model, edit)
+    sol = fresh_solve(defn, model, plan, edit)
     out = recalculated["out"][key]
     assert [e for e in workbook_errors(out) if not e.startswith("Sweep")] == []
     values = read_names(out)

@@ -109,8 +109,12 @@ def _equation(model: Model, step: Step) -> Equation:
     return model.equations[step.eq]
 
 
-def _fold(node: Node, known: dict[str, float], available: set[str]) -> Node:
-    """Fold each ``if_`` whose branches need a name without a value (keep the rest live)."""
+def _fold(node: Node, known: dict[str, Any], available: set[str]) -> Node:
+    """Fold each ``if_`` whose branches need a name without a value (keep the rest live).
+
+    ``known`` holds every solved value, so a condition on a computed value folds to the
+    branch the solver took.
+    """
     def fix(n: Node) -> Node | None:
         if not isinstance(n, If):
             return None
@@ -271,7 +275,7 @@ class _Builder:
         eq = _equation(self.model, step)
         where = str(eq.where)
         if step.method is Method.FORWARD:
-            lhs, rhs = _fold(eq.lhs, self.known, self.available), _fold(eq.rhs, self.known, self.available)
+            lhs, rhs = _fold(eq.lhs, self.values, self.available), _fold(eq.rhs, self.values, self.available)
             side = rhs if isinstance(lhs, Var) and lhs.name == step.variable else lhs
             text = eq.text + ("  (for the if_ branch not taken at export)" if step.variable in self.extra else "")
             self.derived.append(Derived(sv, self.expr_of(side, step.variable), text, where, value))
