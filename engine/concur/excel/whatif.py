@@ -153,9 +153,9 @@ def write_sweeps(wb: Any, layout: Layout) -> None:
         _write_sweep(wb, layout, sw, derived)
 
 
-def column_templates(layout: Layout, over: str, columns: list[str], where: str,
+def column_templates(layout: Layout, over: str, columns: list[str], where: str, first: int = 2,
                      ) -> tuple[list[tuple[str, str]], set[str], dict[str, str]]:
-    """Row formulas of a table whose column A holds ``over`` and columns B.. hold ``columns``.
+    """Row formulas of a table whose column A holds ``over`` and columns ``first``.. hold ``columns``.
 
     Returns ``(templates, may_fail, names)``: per column its formula body (the row number is
     :data:`ROW`, to be replaced) and number format; the columns that may read "does not fit";
@@ -165,7 +165,7 @@ def column_templates(layout: Layout, over: str, columns: list[str], where: str,
     """
     derived = {d.var.name: d for d in layout.plan.derived}
     movers = moving(layout, over)
-    col_of = {name: j for j, name in enumerate(columns, start=2)}
+    col_of = {name: j for j, name in enumerate(columns, start=first)}
     names = dict(layout.names)
     names[over] = f"$A{ROW}"
     names.update({name: f"{get_column_letter(j)}{ROW}" for name, j in col_of.items()})
