@@ -24,13 +24,18 @@ Sheets, in order:
   text and ``file:line`` beside it, description, and (off the printed area) the
   engine's value for comparison. Implicit blocks hold the solved value plus a
   residual cell that shows about 0 while the value is right (Goal Seek the
-  residual to 0 by changing the value after editing inputs). Sheet protected
-  without a password: a guard against slips.
+  residual to 0 by changing the value after editing inputs). A searched whole
+  number (``servers`` for a service level) is instead ``INDEX/MATCH`` over its
+  candidate table, with a range check that turns red (also beside the answer on
+  Inputs) when the answer leaves the table. Sheet protected without a password:
+  a guard against slips.
+* **Search** sheets, one per searched whole number (:mod:`concur.excel.search`).
 * **Sweep** sheets and **Scenarios** (:mod:`concur.excel.whatif`).
 * **Catalogs** -- each preset's table, one row per catalog id, one column per
-  variable; preset-driven inputs are ``INDEX/MATCH`` lookups into it on the
-  chosen id, so picking another GPU changes every dependent cell; typing a
-  number over one overrides the catalog.
+  variable (numbers, or choice text such as a model's ``attention``);
+  preset-driven inputs are ``INDEX/MATCH`` lookups into it on the chosen id, so
+  picking another GPU or model changes every dependent cell, and every ``IF`` on
+  a looked-up choice; typing a value over one overrides the catalog.
 * **Sources** -- the citation of every input and catalog number (long text, on
   its own sheet so the other sheets print in readable type), and **Notes**.
 
