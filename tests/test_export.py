@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sympy
 
 pytest.importorskip("openpyxl")
 
@@ -101,7 +102,7 @@ def perturbations(defn: Any, model: Any, plan: Any, seed: int) -> list[dict[str,
                 value = max(value, lo)
             edit[inp.var.name] = value
         try:
-            fresh_solve(defn, model, edit)
+            fresh_solve(defn, model, plan, edit)
         except ConcurError:
             continue
         out.append(edit)
@@ -109,10 +110,12 @@ def perturbations(defn: Any, model: Any, plan: Any, seed: int) -> list[dict[str,
     return out
 
 
-def fresh_solve(defn: Any, model: Any, edit: dict[str, float]) -> Any:
+def fresh_solve(defn: Any, model: Any, plan: Any, edit: dict[str, float]) -> Any:
+    """Solve the definition with ``edit`` (numbers in the unit the Inputs sheet shows) applied."""
     given = dict(defn.given)
+    shown = {i.var.name: i.var.unit for i in plan.inputs}
     for name, value in edit.items():
-        unit = model.variables[name].display.text
+        unit = shown[name]
         given[name] = f"{value!r} {unit}" if unit else value
     return solve_model(model, defn.find, given)
 
@@ -212,11 +215,14 @@ def test_changed_inputs_equal_a_fresh_solve(stem: str, j: int, recalculated: dic
 
     key = f"wb_{stem}_{j}"
     defn, model, plan, edit = recalculated["meta"][key]
-    sol = fresh_solve(defn, model, edit)
+    sol = fresh_solve(defn, model, plan, edit)
     out = recalculated["out"][key]
     assert [e for e in workbook_errors(out) if not e.startswith("Sweep")] == []
     values = read_names(out)
     for d in plan.derived:
+        if d.var.name not in sol:  # only an if_ branch the solver did not take reads it
+            assert "if_ branch" in d.equation, d.var.name
+            continue
         want = sol.value(d.var.name)
         assert close(values[d.var.name], want, d.var.integer), \
             f"{stem} {edit}: {d.var.name} sheet {values[d.var.name]!r}, fresh solve {want!r}"
@@ -327,14 +333,64 @@ def test_inverted_equation_exports_the_closed_form() -> None:
     assert not d.implicit and str(d.expr) == "in_flight/arrival_rate"
 
 
-def test_searched_value_is_implicit_with_residual() -> None:
+def test_searched_integer_is_a_live_candidate_table() -> None:
     model = build_model(["llm_memory"])
     sol = solve_model(model, ("tp",), {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "users": 100,
                                        "context": "8192 token", "overhead": "4 GiB", "mem_util": 0.9})
     plan = plan_from_solution(sol, "search")
     (d,) = [d for d in plan.derived if d.var.name == "tp"]
-    assert d.implicit and d.value == 8 and d.expr is None
-    assert d.residual is not None and {s.name for s in d.residual.free_symbols} == {"users"}
+    assert not d.implicit and d.value == 8 and d.expr is None and d.search is not None
+    found = d.search
+    assert (found.low, found.high, found.direction, found.skip) == (1, 32, "smallest", True)
+    assert {s.name for s in found.test.free_symbols} == {"users", "users_target"}
+    assert "users" in found.columns and "kv_pool" in found.columns and "gpu_memory" not in found.columns
+    assert [str(c) for c in found.checks] == ["Eq(Mod(attention_heads, tp), 0)"]
+    inputs = {i.var.name: i for i in plan.inputs}
+    assert inputs["users_target"].value == 100 and inputs["users_target"].source == "given (target)"
+    assert plan.givens_text["users_target"] == "100" and "users" not in plan.givens_text
+    order = [x.var.name for x in plan.derived]
+    assert order.index("tp") < order.index("weights_per_gpu")  # rows reading tp come after it
+
+
+def test_continuous_search_stays_implicit_against_a_target_input() -> None:
+    model = build_model(["llm_memory"])
+    sol = solve_model(model, ("context",), {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "users": 100,
+                                            "tp": 4, "overhead": "4 GiB", "mem_util": 0.9})
+    plan = plan_from_solution(sol, "search")
+    (d,) = [d for d in plan.derived if d.var.name == "context"]
+    assert d.implicit and d.search is None
+    assert d.residual is not None and {s.name for s in d.residual.free_symbols} == {"users", "users_target"}
+    assert any(n.startswith("context stays implicit") and "continuous" in n for n in plan.notes)
+
+
+def test_untaken_branches_and_catalog_choices_come_onto_the_sheet() -> None:
+    model = build_model(["llm_memory"])
+    sol = solve_model(model, ("users",), {"model": "llama-3.1-70b", "gpu": "h200-sxm-141gb", "tp": 8,
+                                          "weight_dtype": "fp8", "context": "8192 token"})
+    assert "sliding_held" not in sol  # the solver folded the sliding-window branch away
+    plan = plan_from_solution(sol, "branches")
+    derived = {d.var.name: d for d in plan.derived}
+    assert "if_ branch" in derived["sliding_held"].equation and derived["sliding_held"].value == 2064
+    assert derived["effective_context"].expr.has(sympy.Piecewise)
+    inputs = {i.var.name: i for i in plan.inputs}
+    for name in ("attention", "kv_lora_rank", "sliding_window", "sliding_window_layers"):
+        assert inputs[name].preset == "model", name
+    models = next(p for p in plan.presets if p.key == "model")
+    assert models.table["attention"]["deepseek-v3"] == "mla" and models.table["attention"]["llama-3.1-70b"] == "gqa"
+    assert models.table["kv_lora_rank"]["deepseek-v3"] == 512 and models.table["kv_lora_rank"]["llama-3.1-70b"] == 0
+    assert models.sources["kv_lora_rank"]["llama-3.1-70b"] == "not in the catalog: kv_lora_rank's default"
+    assert inputs["context"].preset is None  # typed givens stay typed, even when a catalog has the field
+
+
+def test_mla_export_keeps_the_gqa_branch_live() -> None:
+    model = build_model(["llm_memory"])
+    sol = solve_model(model, ("users",), {"model": "deepseek-v3", "gpu": "h200-sxm-141gb", "tp": 8,
+                                          "weight_dtype": "fp8", "context": "8192 token"})
+    assert "kv_heads_per_gpu" not in sol
+    plan = plan_from_solution(sol, "mla")
+    derived = {d.var.name: d for d in plan.derived}
+    assert derived["kv_heads_per_gpu"].value == 16 and "if_ branch" in derived["kv_heads_per_gpu"].equation
+    assert "kv_heads_per_gpu" in {s.name for s in derived["kv_per_token"].expr.free_symbols}
 
 
 def test_export_errors_are_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

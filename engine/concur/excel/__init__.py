@@ -14,6 +14,7 @@ __all__ = [
     "Input",
     "PresetChoice",
     "Scenario",
+    "Search",
     "SheetVar",
     "Sweep",
     "WorkbookPlan",
@@ -38,6 +39,7 @@ _WHERE = {
     "Derived": "plan",
     "Sweep": "plan",
     "Scenario": "plan",
+    "Search": "plan",
     "WorkbookPlan": "plan",
 }
 

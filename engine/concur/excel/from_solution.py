@@ -4,8 +4,8 @@ How is this designed, and why?
 ------------------------------
 The solver already knows everything a live workbook needs: its trace lists
 every value it used, in dependency order, with how each was obtained
-(``given``, ``preset``, ``default``, ``equation``, ``inverted``, ``numeric``,
-``loop``, ``search``). :func:`plan_from_solution` walks that trace once:
+(``given``, ``preset``, ``default``, ``forward``, ``inverted``, ``numeric``,
+``loop``, ``tear``, ``integer tear``, ``search``). :func:`plan_from_solution` walks that trace once:
 
 * **Inputs** are the ``given``/``preset``/``default`` steps, shown in the
   variable's display unit (``SheetVar.scale`` = base magnitude of one display
@@ -17,48 +17,63 @@ every value it used, in dependency order, with how each was obtained
   closed form over *base-unit* symbols: a forward equation gives its other
   side; an inverted one the closed form the solver itself found (the cached
   inverse of the same specialised equation, the root that reproduces the
-  solver's value); ``numeric``, ``loop`` and ``search`` steps have no closed
-  form and become *implicit* rows (the solved value plus a residual that is 0
-  at the solution; for a search, the goal minus its target).
-* ``if_`` on a choice (``attention == "mla"``) is kept live when every name of
-  both branches has a value, and printed as ``IF(attention="mla",...)``: the
-  choice variable becomes a list-validated input. A branch that needs a value
-  the scenario never had is folded to the branch the solver took.
+  solver's value); ``numeric`` and torn ``loop`` steps have no closed form and
+  become *implicit* rows (the solved value plus a residual that is 0 at the
+  solution).
+* **Live branches.** ``if_`` in a forward equation prints as ``IF(...)`` whenever
+  every name of both branches can be on the sheet. The solver folds the branch its
+  givens do not select, so an export for a GQA model never computed what the MLA
+  or sliding-window branch reads: :meth:`_Builder.branch_closure` evaluates each
+  such name forward (``sliding_held``, ``kv_heads_per_gpu``) as an extra row.
+  Every catalog field the sheet shows and nobody typed is a lookup on the chosen
+  id -- including choice text (a model's ``attention``: ``gqa``/``mla``) and the
+  pack default for entries that lack the field (``kv_lora_rank`` 0 for Llama) --
+  so picking DeepSeek-V3 or gpt-oss-120b in the dropdown gives what ``concur
+  solve`` gives for it.
+* **Live searched integers.** A goal seek's target (``service_level=0.8``) becomes
+  an input cell ``service_level_target``; an integer answer of a goal seek or of a
+  loop torn at an integer (``replicas``) becomes a candidate table
+  (:mod:`concur.excel.live_search`), kept only when it reproduces the solver's
+  answer in Python; otherwise, and for continuous searches, the row stays
+  implicit with residual ``goal - target``.
 
-Worked example (DESIGN T1): ``concur export llm_memory --find users
---set model=llama-3.1-70b --set gpu=h100-sxm-80gb --set tp=4 ...`` gives 16
-inputs (params 70.55 Gparameter, gpu_memory 79.18 GiB, ... from the model and
-gpu presets, tp 4, context 8192 token/user, attention gqa, block_size 16 from
-defaults) and 8 derived rows ending in ``users = floor(kv_tokens/context)``;
-LibreOffice recalculates ``users`` to 55, and to 162 after typing 8 into tp.
+Worked example (T1, KV cache): ``concur export llm_memory --find users
+--set model=llama-3.1-70b --set gpu=h100-sxm-80gb --set tp=4 ...`` gives the
+inputs (params 70.55 Gparameter, gpu_memory 79.18 GiB, attention gqa,
+kv_lora_rank 0, sliding_window 0 ... looked up from the model and gpu presets;
+tp 4, context 8192 token/user typed; block_size 16 from defaults) and the derived
+rows ending in ``users = floor(...)``; LibreOffice recalculates ``users`` to 55,
+and to 162 after typing 8 into tp.
 
 A given keeps the unit it was typed in (:func:`typed_input`): ``arrival_rate: 300
 request/hour`` shows 300 with unit request/hour, not 0.0833 request/s.
 
 Consequences: the workbook answers *the same question* for other inputs; it
-does not re-plan. If an edit makes a different equation direction or a
-different branch of a folded ``if_`` necessary, re-export. A searched value
-(smallest tp for 100 users) stays a number with its residual beside it.
+does not re-plan. An ``if_`` inside an equation the solver inverted or solved
+numerically keeps the branch it took; a branch that needs a value no forward
+equation gives is folded to the branch the solver took. Re-export when an edit
+needs another equation direction.
 
 Non-goals: constraints (``attention_heads % tp == 0``) are not turned into
-cells; catalog text fields (a model's ``attention``) do not follow the preset
-dropdown -- the choice cell is its own input.
+cells, except as the check a searched ``tp`` must pass in its candidate table.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import sympy
 
-from ..errors import UsageError
-from ..lang.expr import If, Node, Var, compile_node, map_tree, names_in
+from ..errors import ConcurError, UsageError
+from ..lang.expr import Call, If, Node, Var, compile_node, map_tree, names_in, to_text, walk
 from ..lang.model import Model
 from ..lang.pack import Equation, Variable
 from ..solver.solution import Method, Solution, Step
 from ..solver.symbolic import to_sympy
+from .live_search import Candidate, goal_test, make_live
 from .plan import Derived, Input, PresetChoice, Scenario, SheetVar, Sweep, WorkbookPlan
 
 __all__ = ["plan_from_solution", "sheet_var", "display_value", "typed_input"]
@@ -94,8 +109,12 @@ def _equation(model: Model, step: Step) -> Equation:
     return model.equations[step.eq]
 
 
-def _fold(node: Node, known: dict[str, float], available: set[str]) -> Node:
-    """Fold each ``if_`` whose branches need a name without a value (keep the rest live)."""
+def _fold(node: Node, known: dict[str, Any], available: set[str]) -> Node:
+    """Fold each ``if_`` whose branches need a name without a value (keep the rest live).
+
+    ``known`` holds every solved value, so a condition on a computed value folds to the
+    branch the solver took.
+    """
     def fix(n: Node) -> Node | None:
         if not isinstance(n, If):
             return None
@@ -143,11 +162,15 @@ class _Builder:
         self.inputs: dict[str, Input] = {}
         self.derived: list[Derived] = []
         self.have: set[str] = set()  # names already on the sheet (inputs or earlier derived)
-        computed = {s.variable for s in sol.trace if s.method in _COMPUTED_METHODS}
-        self.known = {k: v for k, v in sol.values.items() if k not in computed}
+        self.computed = {s.variable for s in sol.trace if s.method in _COMPUTED_METHODS or s.method is Method.SEARCH}
+        self.known = {k: v for k, v in sol.values.items() if k not in self.computed}
+        self.values: dict[str, Any] = dict(sol.values)  # base units; grows with the branch extras
         self.available = set(sol.values)
+        self.extra: dict[str, int] = {}  # variable -> equation: computed only for an if_ branch not taken
         self.preset_of: dict[str, tuple[str, str]] = {}  # variable -> (preset key, id)
-        self.sources: dict[str, str] = {}
+        self.typed: set[str] = set()  # inputs already in the unit they were typed in (goal targets)
+        self.targets: dict[str, str] = {}  # goal -> the input holding its target
+        self.candidates: list[Candidate] = []
 
     def sym(self, name: str) -> sympy.Symbol:
         if name not in self.symbols:
@@ -160,7 +183,7 @@ class _Builder:
         var = self.model.variables[name]
         value = display_value(var, self.sol.values[name])
         preset = None
-        if method == "preset" and note.startswith("preset ") and "=" in note and not var.choices:
+        if method == "preset" and note.startswith("preset ") and "=" in note:
             key, ident = note[len("preset "):].split("=", 1)
             self.preset_of[name] = (key, ident)
             preset = key
@@ -169,41 +192,95 @@ class _Builder:
         self.have.add(name)
 
     def expr_of(self, node: Node, owner: str) -> sympy.Expr:
-        """sympy form of ``node``; any name not yet on the sheet is added as an input."""
+        """sympy form of ``node``; any name not yet on the sheet (nor computed later) becomes an input."""
         for name in sorted(names_in(node)):
-            if name not in self.have:
+            if name not in self.have and name not in self.computed and name not in self.extra:
                 if name not in self.sol.values:
                     raise UsageError(f"'{owner}' needs '{name}', which the solution has no value for",
                                      variable=owner, hint="give it with --set")
                 src = self.sol.givens.sources.get(name, "")
                 method = "preset" if src.startswith("preset") else ("given" if src == "given" else "default")
                 self.add_input(name, method, src)
-        return to_sympy(node, {n: self.sym(n) for n in names_in(node)})
+        return _choice_text(to_sympy(node, {n: self.sym(n) for n in names_in(node)}), self._choices())
+
+    # ------------------------------------------------------------ branches not taken
+
+    def branch_closure(self) -> None:
+        """Compute what the branches of forward ``if_`` need but the solver never did.
+
+        The solver folds ``if_(attention == "mla", ...)`` to the branch its givens select, so a
+        GQA export never computes what the MLA branch reads (and an MLA export never computes
+        ``kv_heads_per_gpu``). Each such name that a forward equation ``name = ...`` gives from
+        available values is evaluated here and becomes a derived row, so the ``IF`` stays live.
+        """
+        queue = [self.model.equations[s.eq] for s in self.sol.trace
+                 if s.method is Method.FORWARD and s.eq is not None]
+        while queue:
+            eq = queue.pop(0)
+            for node in (*walk(eq.lhs), *walk(eq.rhs)):
+                if not isinstance(node, If):
+                    continue
+                for name in sorted(names_in(node) - self.available):
+                    added = self._supply(name)
+                    queue.extend(self.model.equations[i] for _, i in added)
+
+    def _supply(self, name: str) -> list[tuple[str, int]]:
+        """Evaluate ``name`` (and what it needs) forward from available values; [] when impossible."""
+        steps = self._supply_plan(name, frozenset(), set(self.available))
+        if not steps:
+            return []
+        env = dict(self.values)
+        try:
+            for var, i in steps:
+                env[var] = float(compile_node(self.model.equations[i].rhs)(env))
+                if not math.isfinite(env[var]):
+                    return []
+        except (ArithmeticError, ValueError, KeyError, TypeError):
+            return []
+        for var, i in steps:
+            self.values[var] = env[var]
+            self.extra[var] = i
+            self.available.add(var)
+        return steps
+
+    def _supply_plan(self, name: str, visiting: frozenset[str], avail: set[str]) -> list[tuple[str, int]] | None:
+        if name in avail:
+            return []
+        if name in visiting:
+            return None
+        for i, eq in enumerate(self.model.equations):
+            if not (isinstance(eq.lhs, Var) and eq.lhs.name == name) or name in names_in(eq.rhs):
+                continue
+            steps: list[tuple[str, int]] = []
+            trial = set(avail)
+            for n in sorted(names_in(eq.rhs)):
+                sub = self._supply_plan(n, visiting | {name}, trial)
+                if sub is None:
+                    break
+                steps += sub
+                trial |= {v for v, _ in sub}
+            else:
+                return steps + [(name, i)]
+        return None
+
+    # ------------------------------------------------------------ computed steps
 
     def add_step(self, step: Step) -> None:
         var = self.model.variables[step.variable]
         sv = sheet_var(var)
         value = display_value(var, step.value)
-        if step.method == "search":
-            goal = next((g for g in self.sol.givens.limits if g in self.sol.givens.values), None)
-            goal = goal or next((g for g in self.sol.givens.values
-                                 if self.sol.givens.sources.get(g) == "given" and g not in self.known), None)
-            residual = None
-            if goal is not None:
-                residual = self.sym(goal) - sympy.Float(self.sol.givens.values[goal], 17)
-            self.derived.append(Derived(sv, None, f"search: {step.note}", "search", value,
-                                        implicit=True, residual=residual))
-            self.have.add(step.variable)
+        if step.method is Method.SEARCH:
+            self._add_search(step, sv, value)
             return
         eq = _equation(self.model, step)
         where = str(eq.where)
         if step.method is Method.FORWARD:
-            lhs, rhs = _fold(eq.lhs, self.known, self.available), _fold(eq.rhs, self.known, self.available)
+            lhs, rhs = _fold(eq.lhs, self.values, self.available), _fold(eq.rhs, self.values, self.available)
             side = rhs if isinstance(lhs, Var) and lhs.name == step.variable else lhs
-            expr = _choice_text(self.expr_of(side, step.variable), self._choices())
-            self.derived.append(Derived(sv, expr, eq.text, where, value))
+            text = eq.text + ("  (for the if_ branch not taken at export)" if step.variable in self.extra else "")
+            self.derived.append(Derived(sv, self.expr_of(side, step.variable), text, where, value))
         elif step.method in (Method.INVERTED, Method.LOOP) and self._closed_form(step) is not None:
-            expr = _choice_text(self.expr_of(self._closed_form(step), step.variable), self._choices())  # type: ignore[arg-type]
+            expr = self.expr_of(self._closed_form(step), step.variable)  # type: ignore[arg-type]
             label = "  (inverted)" if step.method is Method.INVERTED else "  (loop, closed form)"
             self.derived.append(Derived(sv, expr, eq.text + label, where, value))
         else:  # numeric, torn loops: implicit, residual lhs - rhs
@@ -213,13 +290,87 @@ class _Builder:
             others = (names_in(lhs) | names_in(rhs)) - {step.variable}
             residual = None
             if all(n in self.sol.values for n in others):
-                for n in sorted(others):
-                    if n not in self.have and n not in self._computed_names():
-                        self.add_input(n, "default")
-                residual = to_sympy(lhs, self._all_symbols(lhs)) - to_sympy(rhs, self._all_symbols(rhs))
+                residual = self.expr_of(lhs, step.variable) - self.expr_of(rhs, step.variable)
             self.derived.append(Derived(sv, None, eq.text + f"  ({step.method})", where, value,
                                         implicit=True, residual=residual))
+            if step.method is Method.INTEGER_TEAR and isinstance(lhs, Var) and lhs.name == step.variable \
+                    and isinstance(rhs, Call) and rhs.fn in ("ceil", "floor") and residual is not None:
+                self._integer_tear(step, var, rhs)
         self.have.add(step.variable)
+
+    def _integer_tear(self, step: Step, var: Variable, rhs: Call) -> None:
+        """An integer loop tear as a candidate for a live table: ceil(...) <= n (smallest n)."""
+        need = self.expr_of(rhs, step.variable)
+        x = self.sym(step.variable)
+        ceil = rhs.fn == "ceil"
+        lo, hi = var.bounds
+        self.candidates.append(Candidate(
+            step.variable, sympy.Le(need, x) if ceil else sympy.Ge(need, x), "smallest" if ceil else "largest",
+            skip=False, floor=math.ceil(lo) if lo is not None else 0,
+            ceiling=math.floor(hi) if hi is not None else None,
+            about=f"the {'smallest' if ceil else 'largest'} {step.variable} with {to_text(rhs)} "
+                  f"{'<=' if ceil else '>='} {step.variable} (the loop it closes is solved in each row)"))
+
+    def _add_search(self, step: Step, sv: SheetVar, value: Any) -> None:
+        """A goal seek: the target becomes an input; an integer answer a candidate for a live table."""
+        from ..solver.goal_seek import goal_sense
+
+        x = step.variable
+        goal = self._goal_of(x)
+        residual = None
+        if goal is not None:
+            target = self._target_input(goal, x)
+            residual = self.sym(goal) - self.sym(target)
+            sense = goal_sense(self.model, goal)
+            direction = "largest" if step.note.startswith("largest") else "smallest"
+            var = self.model.variables[x]
+            checks = tuple(self.expr_of(c.expr, x) for c in self.model.constraints
+                           if x in names_in(c.expr) and names_in(c.expr) <= self.available
+                           and not any(self.model.variables[n].choices for n in names_in(c.expr)))
+            lo, hi = var.bounds
+            word = {"at_least": "at least", "at_most": "at most"}.get(sense, "equal to")
+            self.candidates.append(Candidate(
+                x, goal_test(self.sym(goal), self.sym(target), sense), direction, skip=True,
+                floor=math.ceil(lo) if lo is not None else (1 if hi is None or hi >= 1 else 0),
+                ceiling=math.floor(hi) if hi is not None else None,
+                about=f"the {direction} {x} giving {goal} {word} {target}", checks=checks,
+                extra=((target, self.sol.givens.values[goal]),)))
+        self.derived.append(Derived(sv, None, f"search: {step.note}", "search", value,
+                                    implicit=True, residual=residual))
+        self.have.add(x)
+
+    def _goal_of(self, x: str) -> str | None:
+        """The given target the search for ``x`` met (the solver's own choice of goal)."""
+        from ..solver.seek import needs_search
+
+        givens = self.sol.givens
+        known = {k: v for k, v in givens.values.items() if k not in self.sol.find}
+        try:
+            seek = needs_search(self.model, self.sol.find, known, givens)
+        except ConcurError:
+            seek = None
+        if seek is None or seek.variable != x or seek.requirement is not None or len(seek.goals) != 1:
+            return None  # a search against several targets (replicas under SLAs) stays implicit
+        return seek.goals[0] if seek.goals[0] in givens.values else None
+
+    def _target_input(self, goal: str, x: str) -> str:
+        """An input cell ``<goal>_target`` holding the given target, in the unit it was typed in."""
+        if goal in self.targets:
+            return self.targets[goal]
+        name = f"{goal}_target"
+        while name in self.model.variables:
+            name += "_"
+        gvar = self.model.variables[goal]
+        base = self.sol.givens.values[goal]
+        shown = typed_input(Input(sheet_var(gvar), display_value(gvar, base), source="given"), gvar, base,
+                            self.sol.givens.texts.get(goal))
+        doc = f"the target for {goal}: {x} is searched to meet it"
+        self.inputs[name] = Input(replace(shown.var, name=name, doc=doc), shown.value, source="given (target)")
+        self.have.add(name)
+        self.typed.add(name)
+        self.values[name] = base
+        self.targets[goal] = name
+        return name
 
     def _closed_form(self, step: Step) -> Node | None:
         """The closed form the solver's plan used for ``step`` (the root or loop branch it chose)."""
@@ -235,65 +386,77 @@ class _Builder:
             return block.branches[step.choice][block.variables.index(step.variable)]
         return None
 
-    def _computed_names(self) -> set[str]:
-        return {s.variable for s in self.sol.trace if s.method in _COMPUTED_METHODS or s.method is Method.SEARCH}
-
-    def _all_symbols(self, node: Node) -> dict[str, sympy.Symbol]:
-        return {n: self.sym(n) for n in names_in(node)}
-
     def _choices(self) -> dict[str, tuple[str, ...]]:
         return {n: v.choices for n, v in self.model.variables.items() if v.choices}
 
+    # ------------------------------------------------------------ catalogs
+
     def presets(self) -> list[PresetChoice]:
-        """One table per preset key that filled an input, over the whole catalog."""
+        """One table per preset the givens chose, over the whole catalog.
+
+        A column for every catalog field the sheet shows as an input that was not typed: the
+        values the preset set (``layers``), but also those the selected entry lacks and the pack
+        defaults (``kv_lora_rank`` 0 for a GQA model, ``sliding_window`` 0 for a dense one), and
+        choice text (``attention``), so picking another id changes them all as the solver would.
+        """
         from ..lang.library import get_catalog
         from ..lang.values import count_factor
 
+        chosen: dict[str, str] = {}
+        for src in self.sol.givens.sources.values():
+            if src.startswith("preset ") and "=" in src:
+                key, ident = src[len("preset "):].split("=", 1)
+                chosen.setdefault(key, ident)
         out: list[PresetChoice] = []
-        keys: dict[str, str] = {}
-        for name, (key, ident) in self.preset_of.items():
-            keys.setdefault(key, ident)
-        for key, selected in keys.items():
+        claimed: set[str] = set()
+        for key, selected in chosen.items():
             chain = self.model.presets[key]
             catalog = get_catalog(chain[0].catalog)  # the dropdown lists the first catalog's entries
-            table: dict[str, dict[str, float]] = {}
+            table: dict[str, dict[str, float | str]] = {}
             sources: dict[str, dict[str, str]] = {}
-            for preset in chain:
+            for preset in chain:  # gpu= fills the GPU's specs and, from a second catalog, its price
                 extra = get_catalog(preset.catalog)
-                for ident in catalog.entries:
-                    entry = extra.entries.get(ident)
-                    if entry is None:
+                fields = {f: preset.fields.get(f, f) if preset.fields else f for f in extra.fields
+                          if not preset.fields or f in preset.fields}
+                for fname, target in fields.items():
+                    own = self.preset_of.get(target, (key, ""))[0] == key
+                    if target not in self.inputs or target in claimed or not own or target in self.typed \
+                            or self.sol.givens.sources.get(target) == "given":
                         continue
-                    for fname, (fval, source, floc) in entry.values.items():
-                        if preset.fields and fname not in preset.fields:
-                            continue
-                        target = preset.fields.get(fname, fname) if preset.fields else fname
-                        if self.preset_of.get(target, ("", ""))[0] != key or ident in table.get(target, {}):
-                            continue
-                        if isinstance(fval, bool) or not isinstance(fval, (int, float)):
-                            continue
-                        var = self.model.variables[target]
-                        base = float(fval) * extra.fields[fname].unit.factor * count_factor(
-                            extra.fields[fname].unit, var, floc)
-                        table.setdefault(target, {})[ident] = base / var.display.factor
-                        sources.setdefault(target, {})[ident] = str(source)
-            # An entry without a field (a dense model has no sliding_window) takes the variable's
-            # default, as the solver would; only a field with no default stays empty (#N/A).
-            for target, column in table.items():
-                var = self.model.variables[target]
-                if var.default is None:
-                    continue
-                for ident in catalog.entries:
-                    if ident not in column:
-                        column[ident] = var.default / var.display.factor
-                        sources.setdefault(target, {})[ident] = f"not in the catalog: {target}'s default"
+                    var = self.model.variables[target]
+                    column: dict[str, float | str] = {}
+                    cites: dict[str, str] = {}
+                    for ident in catalog.entries:
+                        entry = extra.entries.get(ident)
+                        if entry is not None and fname in entry.values:
+                            fval, source, floc = entry.values[fname]
+                            if var.choices:
+                                if not isinstance(fval, str) or fval not in var.choices:
+                                    continue
+                                column[ident] = fval
+                            elif isinstance(fval, bool) or not isinstance(fval, (int, float)):
+                                continue
+                            else:
+                                base = float(fval) * extra.fields[fname].unit.factor * count_factor(
+                                    extra.fields[fname].unit, var, floc)
+                                column[ident] = base / var.display.factor
+                            cites[ident] = str(source)
+                        elif var.default is not None:
+                            # An entry without the field takes the variable's default, as the solver does;
+                            # only a field with no default stays empty ("not listed").
+                            column[ident] = display_value(var, var.default)
+                            cites[ident] = f"not in the catalog: {target}'s default"
+                    if selected in column:
+                        table[target], sources[target] = column, cites
+                        claimed.add(target)
+            if not table:
+                continue
             out.append(PresetChoice(key, chain[0].catalog, selected, tuple(catalog.entries), table, sources))
-            for name, (k, ident) in self.preset_of.items():
-                if k == key and name in self.inputs:
-                    cite = sources.get(name, {}).get(ident, "")
-                    inp = self.inputs[name]
-                    self.inputs[name] = Input(inp.var, inp.value, preset=key,
-                                              source=f"{key}={ident}: {cite}" if cite else f"preset {key}={ident}")
+            for name in table:
+                cite = sources[name].get(selected, "")
+                inp = self.inputs[name]
+                self.inputs[name] = Input(inp.var, inp.value, preset=key,
+                                          source=f"{key}={selected}: {cite}" if cite else f"preset {key}={selected}")
         return out
 
 
@@ -308,8 +471,7 @@ def _stable_order(rows: list[Derived], declared: list[str]) -> list[Derived]:
 
     rank = {name: i for i, name in enumerate(declared)}
     by_name = {d.var.name: d for d in rows}
-    deps = {d.var.name: ({s.name for s in d.expr.free_symbols} & by_name.keys()) - {d.var.name}
-            if d.expr is not None else set() for d in rows}
+    deps = {d.var.name: (_row_reads(d, by_name) & by_name.keys()) - {d.var.name} for d in rows}
     users: dict[str, list[str]] = {n: [] for n in by_name}
     for n, ds in deps.items():
         for m in ds:
@@ -326,6 +488,20 @@ def _stable_order(rows: list[Derived], declared: list[str]) -> list[Derived]:
             if waiting[u] == 0:
                 heapq.heappush(ready, (rank.get(u, len(rank)), u))
     return out
+
+
+def _row_reads(d: Derived, rows: dict[str, Derived]) -> set[str]:
+    """What a row's formula reads: its expression, or for a search what its candidate table reads."""
+    if d.expr is not None:
+        return {s.name for s in d.expr.free_symbols}
+    if d.search is None:
+        return set()
+    found = d.search
+    reads = {s.name for e in (found.test, *found.checks) for s in e.free_symbols}
+    for name in found.columns:
+        expr = rows[name].expr
+        reads |= {s.name for s in expr.free_symbols} if expr is not None else set()
+    return reads - set(found.columns)
 
 
 def typed_input(inp: Input, var: Variable, base: float, typed: str | None) -> Input:
@@ -372,18 +548,25 @@ def plan_from_solution(sol: Solution, title: str, sweeps: Iterable[Sweep] = (),
     for step in sol.trace:
         if step.method in _INPUT_METHODS:
             b.add_input(step.variable, step.method, step.note)
+    b.branch_closure()
     for step in computed:
         b.add_step(step)
+    for name, i in list(b.extra.items()):
+        b.add_step(Step(name, b.values[name], Method.FORWARD, i))
     presets = b.presets()
-    derived = _stable_order(b.derived, list(sol.model.variables))
+    bounds = {n: v.bounds for n, v in sol.model.variables.items()}
+    rows, why = make_live(b.derived, b.candidates, b.values, bounds)
+    derived = _stable_order(rows, list(sol.model.variables))
     order = [s.variable for s in sol.trace if s.variable in b.inputs]
     order += [n for n in b.inputs if n not in order]
-    inputs = [typed_input(b.inputs[n], sol.model.variables[n], sol.values[n], sol.givens.texts.get(n))
+    inputs = [b.inputs[n] if n in b.typed else
+              typed_input(b.inputs[n], sol.model.variables[n], sol.values[n], sol.givens.texts.get(n))
               for n in order]
-    notes = list(sol.notes)
+    notes = list(sol.notes) + why
     if sol.model.constraints:
         notes.append("not checked in the sheet: " + "; ".join(c.text for c in sol.model.constraints))
     pack_doc = " ".join(sol.model.packs[0].doc.split()) if sol.model.packs else ""
+    texts = {b.targets.get(k, k): v for k, v in sol.givens.texts.items()}
     return WorkbookPlan(title=title, doc=doc if doc is not None else pack_doc, inputs=inputs, presets=presets,
                         derived=derived, sweeps=list(sweeps), scenarios=list(scenarios), notes=notes,
-                        givens_text=dict(sol.givens.texts), found=tuple(sol.find))
+                        givens_text=texts, found=tuple(sol.find))

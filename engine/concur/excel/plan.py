@@ -45,6 +45,7 @@ __all__ = [
     "Input",
     "PresetChoice",
     "Scenario",
+    "Search",
     "SheetVar",
     "Sweep",
     "WorkbookPlan",
@@ -97,15 +98,16 @@ class Input:
 class PresetChoice:
     """A catalog preset such as ``gpu=h100-sxm-80gb``.
 
-    ``table[var][id]`` is the display value ``var`` takes when ``id`` is chosen;
-    ``sources[var][id]`` is its citation. ``selected`` must be one of ``ids``.
+    ``table[var][id]`` is the display value ``var`` takes when ``id`` is chosen (the choice
+    text for a choice variable: a model's ``attention`` is ``"mla"``); ``sources[var][id]``
+    is its citation. ``selected`` must be one of ``ids``.
     """
 
     key: str
     catalog: str
     selected: str
     ids: tuple[str, ...]
-    table: dict[str, dict[str, float]]
+    table: dict[str, dict[str, float | str]]
     sources: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -119,6 +121,40 @@ class PresetChoice:
 
 
 @dataclass(frozen=True)
+class Search:
+    """A whole-number answer picked live from a table of candidates.
+
+    The sheet evaluates ``test`` (a sympy relation in *base* units over plan variables,
+    ``service_level >= service_level_target``) for each candidate n = ``low`` .. ``high``
+    (display units) of the searched variable, recomputing ``columns`` (derived variables that
+    depend on it, plan names) row by row; the answer is the first n that passes
+    (``direction`` "smallest") or the last one before the first failure ("largest").
+    ``floor`` and ``ceiling`` are the variable's own bounds: a table that starts above
+    ``floor`` cannot tell whether a smaller n passes, so an answer at its first row counts
+    as out of range. A candidate whose columns leave their bounds or break one of ``checks``
+    (constraints such as ``attention_heads % tp == 0``) is ``skip``ped (``skip=True``: a goal
+    seek passes over it) or fails (``skip=False``: an integer loop tear counts it as not enough).
+    ``about`` says in one sentence what the table answers.
+    """
+
+    test: sympy.Basic
+    columns: tuple[str, ...]
+    low: int
+    high: int
+    direction: str = "smallest"
+    floor: int | None = None
+    ceiling: int | None = None
+    checks: tuple[sympy.Basic, ...] = ()
+    skip: bool = True
+    about: str = ""
+
+    def __post_init__(self) -> None:
+        if self.direction not in ("smallest", "largest") or self.high < self.low:
+            raise UsageError(f"search table {self.low}..{self.high} ({self.direction}) is empty or has no direction",
+                             hint="low <= high; direction smallest or largest")
+
+
+@dataclass(frozen=True)
 class Derived:
     """A computed variable.
 
@@ -127,6 +163,8 @@ class Derived:
     units (the sheet shows it next to the live formula for comparison).
     ``implicit`` blocks have no closed form: the sheet holds ``value`` and a
     residual cell built from ``residual`` (base units, 0 at the solution).
+    ``search`` rows have no closed form either, but are live: the formula picks the
+    answer from a candidate table (:class:`Search`).
     """
 
     var: SheetVar
@@ -136,6 +174,7 @@ class Derived:
     value: float
     implicit: bool = False
     residual: sympy.Expr | None = None
+    search: Search | None = None
 
 
 @dataclass(frozen=True)

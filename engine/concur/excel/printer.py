@@ -56,11 +56,12 @@ character limit), array formulas, and evaluating anything.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import sympy
 from sympy.printing.printer import Printer
+from sympy.printing.pycode import PythonCodePrinter
 
 from ..errors import UsageError
 from ..lang.functions import SNAP_DIGITS, snap  # one snapping rule for Python and the sheet
@@ -75,6 +76,7 @@ __all__ = [
     "exact",
     "excel_formula",
     "py_eval",
+    "py_function",
     "snap",
     "snap_formula",
     "tidy",
@@ -476,22 +478,39 @@ def erlang_c_value(servers: float, load: float) -> float:
     return c * b / (c - load * (1 - b))
 
 
-def py_eval(expr: Any, values: Mapping[str, float]) -> float:
-    """Evaluate ``expr`` in Python floats with the sheet's semantics.
+class _ChoicePrinter(PythonCodePrinter):
+    """Python code printer that keeps a choice's text a string (``attention == 'mla'``)."""
 
-    ``floor``/``ceiling`` snap their argument first (:func:`snap`), Erlang
-    functions use :func:`erlang_b_value`/:func:`erlang_c_value`. For tests and
-    spot checks; the engine's compiled sweeps use the same rules.
+    def _print_Str(self, expr: Any) -> str:
+        return repr(str(expr.name))
+
+
+def py_function(expr: Any) -> Callable[[Mapping[str, float]], float]:
+    """``expr`` compiled once into a Python function of a name -> value mapping.
+
+    The sheet's semantics: ``floor``/``ceiling`` snap their argument first (:func:`snap`),
+    Erlang functions use :func:`erlang_b_value`/:func:`erlang_c_value`; a relation gives 1.0
+    or 0.0; a choice variable's value is its text (``Eq(attention, Str("mla"))``). For evaluating
+    one expression many times (a candidate table checked before it is written); raises what
+    the arithmetic raises (ZeroDivisionError, ValueError, OverflowError).
     """
     syms = sorted(expr.free_symbols, key=lambda s: s.name)
-    modules = [
-        {
-            "ceiling": lambda x: float(math.ceil(snap(x))),
-            "floor": lambda x: float(math.floor(snap(x))),
-            "erlang_b": erlang_b_value,
-            "erlang_c": erlang_c_value,
-        },
-        "math",
-    ]
-    fn = sympy.lambdify(syms, expr, modules=modules)
-    return float(fn(*[float(values[s.name]) for s in syms]))
+    own = {
+        "ceiling": lambda x: float(math.ceil(snap(x))),
+        "floor": lambda x: float(math.floor(snap(x))),
+        "erlang_b": erlang_b_value,
+        "erlang_c": erlang_c_value,
+    }
+    printer = _ChoicePrinter({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": True,
+                              "user_functions": {k: k for k in own}})
+    fn = sympy.lambdify(syms, expr, modules=[own, "math"], printer=printer)
+    names = [s.name for s in syms]
+    return lambda values: float(fn(*[v if isinstance(v := values[n], str) else float(v) for n in names]))
+
+
+def py_eval(expr: Any, values: Mapping[str, float]) -> float:
+    """Evaluate ``expr`` in Python floats with the sheet's semantics (see :func:`py_function`).
+
+    For tests and spot checks; the engine's compiled sweeps use the same rules.
+    """
+    return py_function(expr)(values)

@@ -36,7 +36,11 @@ Printing: :func:`page_setup` gives every sheet landscape pages with narrow margi
 header rows repeated on every page, and a fixed scale no smaller than 75 % (text is wrapped in
 bounded columns rather than shrunk to fit).
 
-Non-goals: themes, locale-specific currency symbols, conditional formatting.
+Alerts: a cell that must read ``ok`` (the range check of a searched answer; ``in range``
+beside the answer) turns red with white bold text when it reads anything else
+(:func:`alert_unless_ok`, one conditional format).
+
+Non-goals: themes, locale-specific currency symbols.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ __all__ = [
     "LOOKUP_FONT",
     "TITLE_FONT",
     "WRAP",
+    "alert_unless_ok",
     "fit_width",
     "number_format",
     "page_setup",
@@ -202,6 +207,18 @@ def wrapped_lines(text: str, width: float, size: float = 11.0) -> int:
     """
     per_line = max(4, int((width - 1) * 1.2 * 11.0 / size))
     return sum(len(textwrap.wrap(part, per_line)) or 1 for part in str(text).split("\n"))
+
+
+ALERT_FILL = PatternFill("solid", start_color="C00000", end_color="C00000")
+ALERT_FONT = Font(name=FONT_NAME, size=11, bold=True, color="FFFFFF")
+
+
+def alert_unless_ok(ws: Any, coordinate: str, ok: str = "ok") -> None:
+    """Red fill, white bold text while the cell at ``coordinate`` reads anything but ``ok``."""
+    from openpyxl.formatting.rule import CellIsRule
+
+    ws.conditional_formatting.add(coordinate, CellIsRule(operator="notEqual", formula=[f'"{ok}"'],
+                                                         fill=ALERT_FILL, font=ALERT_FONT))
 
 
 def line_height(lines: int, size: float = 11.0) -> float:

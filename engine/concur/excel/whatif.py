@@ -38,7 +38,9 @@ rows are the variable's own formula with names mapped to cells of the *same*
 column, so each column reads like the Model sheet.
 
 Consequences: an implicit variable (no closed form) cannot move in a sweep; it
-is held at its solved value (its defined name) and the sheet says so.
+is held at its solved value (its defined name) and the sheet says so. A searched
+whole number (:mod:`concur.excel.search`) is live on the Model sheet but held in
+sweeps and scenarios: each would need a candidate table per row or column.
 Non-goals: sweeping a catalog preset id, two-dimensional sweeps.
 """
 
@@ -59,10 +61,10 @@ from .plan import Derived, Scenario, SheetVar, Sweep
 from .printer import excel_formula
 from .writer import Layout, display_expr, print_formula, unit_label
 
-__all__ = ["moving", "write_scenarios", "write_sweeps"]
+__all__ = ["DOES_NOT_FIT", "ROW", "column_templates", "moving", "sheet_title", "write_scenarios", "write_sweeps"]
 
 _RIGHT = Alignment(horizontal="right")
-_ROW = "@@ROW@@"  # cannot occur in a defined name or a printed number
+ROW = "@@ROW@@"  # cannot occur in a defined name or a printed number
 _BAD_SHEET_CHARS = re.compile(r"[\[\]:*?/\\']")
 
 
@@ -99,7 +101,7 @@ def _needed(layout: Layout, outputs: tuple[str, ...], movers: list[str]) -> list
     return list(outputs) + [m for m in movers if m in need and m not in outputs]
 
 
-def _sheet_title(wb: Any, wanted: str) -> str:
+def sheet_title(wb: Any, wanted: str) -> str:
     base = _BAD_SHEET_CHARS.sub("_", wanted)[:31]
     title, k = base, 2
     existing = {t.lower() for t in wb.sheetnames}
@@ -151,16 +153,22 @@ def write_sweeps(wb: Any, layout: Layout) -> None:
         _write_sweep(wb, layout, sw, derived)
 
 
-def _write_sweep(wb: Any, layout: Layout, sw: Sweep, derived: dict[str, Derived]) -> None:
-    movers = moving(layout, sw.over)
-    columns = _needed(layout, sw.outputs, movers)
-    col_of = {name: j for j, name in enumerate(columns, start=2)}
-    ws = wb.create_sheet(_sheet_title(wb, f"Sweep {sw.name}"))
-    over_var = layout.vars[sw.over]
+def column_templates(layout: Layout, over: str, columns: list[str], where: str, first: int = 2,
+                     ) -> tuple[list[tuple[str, str]], set[str], dict[str, str]]:
+    """Row formulas of a table whose column A holds ``over`` and columns ``first``.. hold ``columns``.
+
+    Returns ``(templates, may_fail, names)``: per column its formula body (the row number is
+    :data:`ROW`, to be replaced) and number format; the columns that may read "does not fit";
+    and the name -> text map the bodies were printed with (``over`` is ``$A<row>``, a column its
+    cell in the same row, everything else its defined name). A column that does not move with
+    ``over`` repeats its defined name.
+    """
+    derived = {d.var.name: d for d in layout.plan.derived}
+    movers = moving(layout, over)
+    col_of = {name: j for j, name in enumerate(columns, start=first)}
     names = dict(layout.names)
-    names[sw.over] = f"$A{_ROW}"
-    names.update({name: f"{get_column_letter(j)}{_ROW}" for name, j in col_of.items()})
-    labels = {sw.over: _label(sw.over, over_var)}
+    names[over] = f"$A{ROW}"
+    names.update({name: f"{get_column_letter(j)}{ROW}" for name, j in col_of.items()})
     # A column may show "does not fit" when its variable has bounds, or when a column it reads may
     # (decided in plan order, where every column comes after the columns it reads).
     may_fail: set[str] = set()
@@ -175,11 +183,10 @@ def _write_sweep(wb: Any, layout: Layout, sw: Sweep, derived: dict[str, Derived]
     templates: list[tuple[str, str]] = []
     for name in columns:
         var, d = layout.vars[name], derived[name]
-        labels[name] = _label(name, var) if name in sw.outputs else f"({_label(name, var)})"
         if name not in movers:  # an output that does not move
             templates.append((layout.names[name], layout.formats.get(name, "General")))
             continue
-        raw = print_formula(layout, display_expr(layout, d), f"sweep '{sw.name}', '{name}'", names)
+        raw = print_formula(layout, display_expr(layout, d), f"{where}, '{name}'", names)
         body = raw
         test = _bounds_test(var, raw)
         if test is not None:
@@ -191,6 +198,19 @@ def _write_sweep(wb: Any, layout: Layout, sw: Sweep, derived: dict[str, Derived]
             check = checks[0] if len(checks) == 1 else f"AND({','.join(checks)})"
             body = f'IF({check},{body},"{DOES_NOT_FIT}")'
         templates.append((body, layout.formats.get(name, "General")))
+    return templates, may_fail, names
+
+
+def _write_sweep(wb: Any, layout: Layout, sw: Sweep, derived: dict[str, Derived]) -> None:
+    movers = moving(layout, sw.over)
+    columns = _needed(layout, sw.outputs, movers)
+    col_of = {name: j for j, name in enumerate(columns, start=2)}
+    ws = wb.create_sheet(sheet_title(wb, f"Sweep {sw.name}"))
+    over_var = layout.vars[sw.over]
+    labels = {sw.over: _label(sw.over, over_var)}
+    for name in columns:
+        labels[name] = _label(name, layout.vars[name]) if name in sw.outputs else f"({_label(name, layout.vars[name])})"
+    templates, may_fail, _ = column_templates(layout, sw.over, columns, f"sweep '{sw.name}'")
     last_col = len(columns) + 1
     title = put_text(ws, 1, 1, sw.title)
     title.font = style.TITLE_FONT
@@ -203,6 +223,10 @@ def _write_sweep(wb: Any, layout: Layout, sw: Sweep, derived: dict[str, Derived]
     held = sorted(d.var.name for d in layout.plan.derived if d.implicit)
     if held:
         note += " Held at the solved value (implicit, no closed form): " + ", ".join(held) + "."
+    searched = sorted(d.var.name for d in layout.plan.derived if d.search is not None)
+    if searched:
+        note += (" Held at the answer on the Inputs sheet (a search over a candidate table, one per "
+                 "workbook): " + ", ".join(searched) + ".")
     put_text(ws, 2, 1, note).alignment = style.WRAP
     ws.cell(2, 1).font = style.NOTE_FONT
     if last_col > 1:
@@ -220,7 +244,7 @@ def _write_sweep(wb: Any, layout: Layout, sw: Sweep, derived: dict[str, Derived]
         cell.number_format = over_fmt
         cell.font, cell.fill, cell.border = style.INPUT_FONT, style.INPUT_FILL, style.BOX
         for j, (body, fmt) in enumerate(templates, start=2):
-            cell = put_formula(ws, row, j, body.replace(_ROW, str(row)))
+            cell = put_formula(ws, row, j, body.replace(ROW, str(row)))
             cell.number_format = fmt
             cell.alignment = _RIGHT
     last = first + len(sw.values) - 1
@@ -361,7 +385,7 @@ def write_scenarios(wb: Any, layout: Layout) -> None:
             shown.append(style.shown(value, fmt))
         for d in layout.plan.derived:
             var, r = d.var, rows[d.var.name]
-            if column is None or d.implicit:
+            if column is None or d.expr is None:  # implicit or searched: held at the Model value
                 cell = put_formula(ws, r, col, layout.names[var.name])
             else:
                 body = print_formula(layout, display_expr(layout, d),

@@ -24,13 +24,18 @@ Sheets, in order:
   text and ``file:line`` beside it, description, and (off the printed area) the
   engine's value for comparison. Implicit blocks hold the solved value plus a
   residual cell that shows about 0 while the value is right (Goal Seek the
-  residual to 0 by changing the value after editing inputs). Sheet protected
-  without a password: a guard against slips.
+  residual to 0 by changing the value after editing inputs). A searched whole
+  number (``servers`` for a service level) is instead ``INDEX/MATCH`` over its
+  candidate table, with a range check that turns red (also beside the answer on
+  Inputs) when the answer leaves the table. Sheet protected without a password:
+  a guard against slips.
+* **Search** sheets, one per searched whole number (:mod:`concur.excel.search`).
 * **Sweep** sheets and **Scenarios** (:mod:`concur.excel.whatif`).
 * **Catalogs** -- each preset's table, one row per catalog id, one column per
-  variable; preset-driven inputs are ``INDEX/MATCH`` lookups into it on the
-  chosen id, so picking another GPU changes every dependent cell; typing a
-  number over one overrides the catalog.
+  variable (numbers, or choice text such as a model's ``attention``);
+  preset-driven inputs are ``INDEX/MATCH`` lookups into it on the chosen id, so
+  picking another GPU or model changes every dependent cell, and every ``IF`` on
+  a looked-up choice; typing a value over one overrides the catalog.
 * **Sources** -- the citation of every input and catalog number (long text, on
   its own sheet so the other sheets print in readable type), and **Notes**.
 
@@ -60,7 +65,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sympy
 from openpyxl import Workbook
@@ -76,9 +81,14 @@ from .names import mangle_all
 from .plan import Derived, Input, SheetVar, WorkbookPlan
 from .printer import exact, excel_formula, tidy
 
-__all__ = ["Layout", "build_layout", "display_expr", "print_formula", "unit_label", "write_workbook"]
+if TYPE_CHECKING:
+    from .search import SearchRef
+
+__all__ = ["Layout", "build_layout", "display_expr", "over_display", "print_formula", "sheet_ref", "unit_label",
+           "write_workbook"]
 
 _UNLOCKED = Protection(locked=False)
+_IN_RANGE = "in range"  # beside a searched answer whose candidate table holds it
 _SCENARIO_LINE_LIMIT = 4000  # characters of the live scenario formula before it falls back to text
 
 
@@ -94,6 +104,7 @@ class Layout:
     formats: dict[str, str] = field(default_factory=dict)  # var -> number format of its cell
     inputs_rows: tuple[int, int, int] = (0, 0, 0)  # Inputs sheet: first answer, table header, last row
     inlined: dict[str, sympy.Expr] = field(default_factory=dict)  # derived -> display expr over inputs
+    checks: dict[str, str] = field(default_factory=dict)  # searched variable -> its range check cell
 
     def ref(self, name: str, absolute: bool = True) -> str:
         """``Sheet!$B$3`` for variable ``name``."""
@@ -129,6 +140,15 @@ def display_expr(layout: Layout, d: Derived, expr: sympy.Expr | None = None,
     """
     expr = d.expr if expr is None else expr
     assert expr is not None, "a derived row always has a closed form or a residual"
+    scale = layout.scales[d.var.name] if out_scale is None else out_scale
+    return over_display(layout, d, expr) / scale
+
+
+def over_display(layout: Layout, d: Derived, expr: Any) -> Any:
+    """``expr`` (base units; a number or a relation) with each symbol rescaled from its display unit.
+
+    ``d`` is the row the expression belongs to (named in the error for an unknown symbol).
+    """
     expr = tidy(expr)
     subs = {}
     for s in expr.free_symbols:
@@ -141,8 +161,7 @@ def display_expr(layout: Layout, d: Derived, expr: sympy.Expr | None = None,
             )
         if layout.scales[s.name] != 1:
             subs[s] = layout.scales[s.name] * s
-    scale = layout.scales[d.var.name] if out_scale is None else out_scale
-    return expr.xreplace(subs) / scale
+    return expr.xreplace(subs)
 
 
 def print_formula(layout: Layout, expr: sympy.Expr, where: str,
@@ -256,6 +275,10 @@ def _write_catalogs(wb: Workbook, layout: Layout) -> dict[str, dict[str, str]]:
                 if value is None:  # text, not NA(): picking it turns the formulas that read it to #VALUE!,
                     put_text(ws, r, j, "not listed")  # and the printed table reads as a table
                     widths.setdefault(j, []).append("not listed")
+                    continue
+                if isinstance(value, str):  # a choice the entry sets (a model's attention: mla)
+                    put_text(ws, r, j, value)
+                    widths.setdefault(j, []).append(value)
                     continue
                 sv = layout.vars.get(var)
                 fmt = style.number_format(sv, value, typed=True) if sv is not None else "General"
@@ -404,7 +427,7 @@ def _write_inputs(wb: Workbook, layout: Layout, lookups: dict[str, dict[str, str
         put_text(ws, row, 1, var.name)
         fmt = style.number_format(var, inp.value, typed=True)
         font = style.INPUT_FONT
-        if var.choices:
+        if var.choices and inp.preset is None:
             cell = put_text(ws, row, 2, inp.value)
             value_texts.extend(var.choices)
         elif inp.preset is not None:
@@ -416,7 +439,7 @@ def _write_inputs(wb: Workbook, layout: Layout, lookups: dict[str, dict[str, str
                     hint="add the variable to the PresetChoice table or drop Input.preset")
             cell = put_formula(ws, row, 2, table[var.name])
             font = style.LOOKUP_FONT
-            value_texts.append(style.shown(inp.value, fmt))
+            value_texts.extend(var.choices or [style.shown(inp.value, fmt)])
         else:
             cell = put_number(ws, row, 2, inp.value)
             value_texts.append(style.shown(inp.value, fmt))
@@ -442,7 +465,8 @@ def _write_inputs(wb: Workbook, layout: Layout, lookups: dict[str, dict[str, str
                            minimum=14, maximum=30),
         2: style.fit_width(value_texts + ["typed input"], minimum=12, maximum=24),
         3: style.fit_width(units + ["Unit", "from catalog" if plan.presets else ""], minimum=8, maximum=20),
-        5: style.fit_width([_short_source(i) for i in plan.inputs] + ["Source"], minimum=10, maximum=26),
+        5: style.fit_width([_short_source(i) for i in plan.inputs] + ["Source"]
+                           + (["out of range"] if any(d.search for d in plan.derived) else []), minimum=10, maximum=26),
     })
     for r in range(header_row + 1, row):  # heights again now that the widths are final
         text = ws.cell(r, 4).value
@@ -474,7 +498,11 @@ def _write_summary(ws: Any, layout: Layout, first_row: int) -> None:
         cell.number_format = layout.formats.get(name, "General")
         put_text(ws, r, 3, unit_label(var))
         put_text(ws, r, 4, var.doc)
-        for col in (1, 2, 3, 4):
+        if name in layout.checks:  # a searched answer: is it inside its candidate table?
+            check = layout.checks[name]
+            put_formula(ws, r, 5, f'IF({check}="ok","{_IN_RANGE}",{check})')
+            style.alert_unless_ok(ws, f"E{r}", _IN_RANGE)
+        for col in (1, 2, 3, 4, 5):
             ws.cell(r, col).alignment = style.MIDDLE_WRAP if col == 4 else style.MIDDLE
         ws.row_dimensions[r].height = max(26.0, ws.row_dimensions[r].height or 0)
     answers = [style.shown(_value_of(layout, n), layout.formats.get(n, "General")) for n in _answers(layout)]
@@ -493,13 +521,15 @@ def _value_of(layout: Layout, name: str) -> Any:
 
 # ---------------------------------------------------------------- Model
 
-def _write_model(wb: Workbook, layout: Layout) -> None:
-    ws = wb.create_sheet("Model")
+def _write_model(wb: Workbook, layout: Layout, searches: dict[str, SearchRef]) -> None:
+    ws = wb["Model"]
     plan = layout.plan
     implicit = any(d.implicit for d in plan.derived)
     labels = ["Name", "Value", "Unit", "Equation", "Source", "Description", "Engine value"]
-    if implicit:
-        labels += ["Residual (should be ~0)", "Note"]
+    if implicit or searches:
+        check = {(True, False): "Residual (should be ~0)", (False, True): "Check"}.get(
+            (implicit, bool(searches)), "Residual (~0) or check")
+        labels += [check, "Note"]
     _header(ws, 1, labels)
     value_texts: list[str] = ["Value"]
     for row, d in enumerate(plan.derived, start=2):
@@ -512,6 +542,13 @@ def _write_model(wb: Workbook, layout: Layout) -> None:
             cell = put_number(ws, row, 2, d.value)
             cell.protection = _UNLOCKED
             cell.font, cell.fill, cell.border = style.INPUT_FONT, style.INPUT_FILL, style.BOX
+        elif var.name in searches:
+            ref = searches[var.name]
+            cell = put_formula(ws, row, 2, ref.answer)
+            put_formula(ws, row, 8, ref.check)
+            style.alert_unless_ok(ws, f"H{row}")
+            put_text(ws, row, 9, ref.note).alignment = style.WRAP
+            layout.checks[var.name] = ref.check
         else:
             if d.expr is None:
                 raise UsageError(f"derived variable '{var.name}' ({d.where}) has no expression and is "
@@ -544,7 +581,10 @@ def _write_model(wb: Workbook, layout: Layout) -> None:
         8: 22, 9: 50,
     })
     for row, d in enumerate(plan.derived, start=2):
-        _wrap_height(ws, row, {4: d.equation, 5: d.where, 6: d.var.doc})
+        texts = {4: d.equation, 5: d.where, 6: d.var.doc}
+        if d.var.name in searches:
+            texts[9] = searches[d.var.name].note
+        _wrap_height(ws, row, texts)
         _top(ws, row, (1, 2, 3, 7))
     ws.freeze_panes = "C2"
     ws.protection.sheet = True
@@ -565,7 +605,13 @@ def _write_notes(wb: Workbook, layout: Layout) -> None:
                        "over one to override the catalog); cells without fill are formulas.")))
     lines.append(("", ("Model is protected without a password to prevent accidental edits: "
                        "Review > Unprotect Sheet if you must.")))
-    lines.append(("", "Rows marked implicit hold a solved value: Goal Seek its residual cell to 0."))
+    if any(d.implicit for d in plan.derived):
+        lines.append(("", "Rows marked implicit hold a solved value: Goal Seek its residual cell to 0."))
+    searched = [d.var.name for d in plan.derived if d.search is not None]
+    if searched:
+        lines.append(("", (f"{', '.join(searched)}: picked live from a table of candidates on its 'Search' sheet "
+                           "(the first one meeting the target); a red 'out of range' means the answer left "
+                           "the table: export again.")))
     lines.append(("", "Where each number comes from: the Sources sheet."))
     if plan.givens_text:
         lines.append(("", ""))
@@ -621,6 +667,7 @@ def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str]) -> Path:
         >>> write_workbook(plan, "kv.xlsx")  # doctest: +SKIP
         PosixPath('kv.xlsx')
     """
+    from .search import plan_searches, write_searches
     from .whatif import write_scenarios, write_sweeps
 
     target = require_folder(path)  # before the work, not after it
@@ -629,8 +676,11 @@ def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str]) -> Path:
     wb.active.title = "Inputs"
     lookups = _write_catalogs(wb, layout)
     first_answer = _write_inputs(wb, layout, lookups)
-    _write_model(wb, layout)
+    wb.create_sheet("Model")  # before the search sheets, which it reads
+    searches = plan_searches(wb, layout)
+    _write_model(wb, layout, searches)
     _write_summary(wb["Inputs"], layout, first_answer)
+    write_searches(wb, layout, searches)
     write_sweeps(wb, layout)
     write_scenarios(wb, layout)
     catalogs = wb["Catalogs"]

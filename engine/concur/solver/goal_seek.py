@@ -33,7 +33,7 @@ from .solution import Givens, Method, Solution, Step, show_value
 from .budget import spend
 from .run import run_question
 
-__all__ = ["Goal", "goals_for", "search"]
+__all__ = ["Goal", "goals_for", "goal_sense", "search"]
 
 
 
@@ -49,9 +49,15 @@ class Goal:
     equation: int | None = None
 
 
+def goal_sense(model: Model, goal: str) -> str:
+    """How a search meets ``goal``: ``at_least``, ``at_most`` or ``equal`` (read-only; the Excel
+    exporter prints the same test into its candidate tables)."""
+    return model.variables[goal].limit or _implied_sense(model, goal)
+
+
 def goals_for(model: Model, known: Mapping[str, float], names: tuple[str, ...]) -> list[Goal]:
     """The goals for given targets ``names`` (their declared limit, else the one their rounding implies)."""
-    return [Goal(g, model.variables[g].limit or _implied_sense(model, g), known[g]) for g in names]
+    return [Goal(g, goal_sense(model, g), known[g]) for g in names]
 
 
 def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens: Givens, x: str,
