@@ -141,9 +141,16 @@ class ContradictionError(ConcurError, ValueError):
 
 
 class InfeasibleError(ConcurError, ValueError):
-    """The question has no admissible answer: it does not fit, or the system saturates."""
+    """The question has no admissible answer: it does not fit, or the system saturates.
+
+    ``constraint`` is the text of the pack constraint that failed, when one did.
+    """
 
     exit_code = EXIT_INFEASIBLE
+
+    def __init__(self, message: str, *, constraint: str | None = None, **kw) -> None:
+        self.constraint = constraint
+        super().__init__(message, **kw)
 
 
 class SolveError(ConcurError, RuntimeError):

@@ -179,13 +179,25 @@ def _parser_fingerprint() -> str:
 
 
 _MEMO: dict[str, Any] = {}  # content key -> Pack/Catalog, this process
+_SEEN: dict[tuple[Any, ...], Any] = {}  # (kind, path, stat) -> Pack/Catalog already read by this process
 
 
 def _cached(kind: str, path: Path, load: "Callable[[str, bytes], Any]", decode: "Callable[[Any], Any]") -> Any:
-    """Load ``path`` once per content: from this process, else the disk cache, else ``load(label, bytes)``."""
+    """Load ``path`` once per content: from this process, else the disk cache, else ``load(label, bytes)``.
+
+    Within one process a file whose stat is unchanged is not read again (a plan reads the gpus
+    catalog for every configuration); across processes the disk cache keys on the content only.
+    """
     from ..cache import cache_dir, digest, read_json, write_json
     from .serial import encode
 
+    try:
+        st = path.stat()
+        seen_key: tuple[Any, ...] | None = (kind, str(path), st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+    except OSError:
+        seen_key = None
+    if seen_key is not None and seen_key in _SEEN:
+        return _SEEN[seen_key]
     label = _label(path)
     source = read_source(path, label=label)
     key = digest(kind, label, source, _parser_fingerprint())
@@ -198,6 +210,8 @@ def _cached(kind: str, path: Path, load: "Callable[[str, bytes], Any]", decode: 
         value = load(label, source)
         write_json(file, kind, encode(value))
     _MEMO[key] = value
+    if seen_key is not None:
+        _SEEN[seen_key] = value
     return value
 
 

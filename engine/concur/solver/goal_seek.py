@@ -117,7 +117,9 @@ def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens:
     if xv.integer:
         lo_i = int(math.ceil(lo)) if lo is not None else (1 if (hi is None or hi >= 1) else 0)
         hi_i = int(math.floor(hi)) if hi is not None else 1 << 40
-        chosen = _integer_search(evaluate, meets, lo_i, hi_i)
+        # a count searched against its own ceil (replicas inside an SLA search) is the fewest that do
+        fewest = requirement is not None and goals[-1].sense == "at_most"
+        chosen = _integer_search(evaluate, meets, lo_i, hi_i, fewest=fewest)
     else:
         chosen = _boundary(model, goals, base_known, x, sources, evaluate, meets)
         if chosen is None:
@@ -234,8 +236,10 @@ def _implied_sense(model: Model, goal: str) -> str:
     return "equal"
 
 
-def _integer_search(evaluate: Any, meets: Any, lo: int, hi: int) -> tuple[float, str] | None:
-    """Smallest n meeting the goal when it fails at ``lo``; largest n meeting it when it holds at ``lo``.
+def _integer_search(evaluate: Any, meets: Any, lo: int, hi: int, *, fewest: bool = False) -> tuple[float, str] | None:
+    """Smallest n meeting the goal when it fails at ``lo``; largest n meeting it when it holds at ``lo``
+    -- unless ``fewest``: a count that only gets better as it grows (replicas), whose answer is
+    always the smallest n meeting the goal, ``lo`` included.
 
     Values that break a constraint (``evaluate`` returns None) are skipped, never taken.
     """
@@ -243,7 +247,10 @@ def _integer_search(evaluate: Any, meets: Any, lo: int, hi: int) -> tuple[float,
         value = evaluate(float(n))
         return None if value is None else bool(meets(value))
 
-    if goal(lo) is True:
+    at_lo = goal(lo)
+    if fewest and at_lo is True:
+        return float(lo), "smallest"
+    if at_lo is True:
         best = frontier.largest(goal, lo, hi)
         return None if best is None else (float(best), "largest")
     first = frontier.smallest(goal, lo, hi)

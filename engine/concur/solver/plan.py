@@ -44,14 +44,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UnderdeterminedError
-from ..lang.expr import Call, If, Node, Var, names_in, walk
+from ..lang.expr import Call, If, Node, Var, compile_node, names_in, to_text, walk
 from ..lang.model import Model
 from .closed_forms import invert, smooth_in, solve_loop
 from .problem import Problem, SpecialisedEq
 from .solution import Method, describe_var
 from .structure import Matching, blocks_in_order, match
 
-__all__ = ["BlockStep", "Tear", "Plan", "make_plan", "plan_key", "forget_plans"]
+__all__ = ["BlockStep", "Tear", "Plan", "make_plan", "plan_key", "structure", "conditions", "forget_plans"]
 
 
 @dataclass(frozen=True)
@@ -115,38 +115,75 @@ class Plan:
         return None
 
 
-_CONDITION_NAMES: dict[str, frozenset[str]] = {}
+_CONDITIONS: dict[str, tuple[tuple[frozenset[str], Any], ...]] = {}
+_CONDITION_NODES: dict[str, tuple[tuple[frozenset[str], Node], ...]] = {}
 
 
-def _condition_names(model: Model) -> frozenset[str]:
-    """Names whose values fold an ``if_`` (so they shape the plan), per model."""
-    hit = _CONDITION_NAMES.get(model.key)
+def conditions(model: Model) -> tuple[tuple[frozenset[str], Node], ...]:
+    """Every distinct ``if_`` condition of the model: (the names it reads, its expression), in the
+    order :func:`plan_key` folds them."""
+    hit = _CONDITION_NODES.get(model.key)
     if hit is None:
-        names: set[str] = set()
+        seen: dict[str, tuple[frozenset[str], Node]] = {}
         for eq in model.equations:
             for side in (eq.lhs, eq.rhs):
                 for n in walk(side):
                     if isinstance(n, If):
-                        names |= names_in(n.cond)
-        hit = _CONDITION_NAMES[model.key] = frozenset(names)
+                        seen.setdefault(to_text(n.cond), (names_in(n.cond), n.cond))
+        hit = _CONDITION_NODES[model.key] = tuple(seen[k] for k in sorted(seen))
+    return hit
+
+
+def _conditions(model: Model) -> tuple[tuple[frozenset[str], Any], ...]:
+    """Every distinct ``if_`` condition of the model: (the names it reads, its compiled test)."""
+    hit = _CONDITIONS.get(model.key)
+    if hit is None:
+        hit = _CONDITIONS[model.key] = tuple((names, compile_node(node)) for names, node in conditions(model))
     return hit
 
 
 def plan_key(model: Model, known: Mapping[str, float], targets: tuple[str, ...],
              relax: frozenset[int] = frozenset()) -> tuple[Any, ...]:
-    """What a plan depends on: the model, the names known, the targets, the folding values and the
-    rounding equations read without their rounding (a goal seek's boundary)."""
-    folds = tuple(sorted((n, known[n]) for n in _condition_names(model) if n in known))
-    return (model.key, frozenset(known), targets, folds, relax)
+    """What a plan depends on: the model, the names known, the targets, which way every ``if_`` whose
+    condition is known folds (not the values themselves: two GPUs of one family share a plan) and
+    the rounding equations read without their rounding (a goal seek's boundary)."""
+    folds: list[bool | None] = []
+    for names, test in _conditions(model):
+        if names <= known.keys():
+            try:
+                folds.append(bool(test(known)))
+            except (ArithmeticError, ValueError):
+                folds.append(None)
+        else:
+            folds.append(None)
+    return (model.key, frozenset(known), targets, tuple(folds), relax)
 
 
 _PLANS: dict[tuple[Any, ...], Plan] = {}
 _PLANS_LIMIT = 2048
 
 
+_PROBLEMS: dict[tuple[Any, ...], Problem] = {}
+
+
 def forget_plans() -> None:
     """Drop every compiled plan of this process (the next question compiles afresh)."""
     _PLANS.clear()
+    _PROBLEMS.clear()
+
+
+def structure(model: Model, known: Mapping[str, float], targets: tuple[str, ...],
+              relax: frozenset[int] = frozenset()) -> Problem:
+    """The structural problem of a question (matching, defaults applied), shared by every question
+    with the same :func:`plan_key`: it depends on the names known and the way each ``if_`` folds,
+    never on the values. Read its structure only -- its ``known`` holds one question's values."""
+    key = plan_key(model, known, targets, relax)
+    hit = _PROBLEMS.get(key)
+    if hit is None:
+        if len(_PROBLEMS) >= _PLANS_LIMIT:
+            _PROBLEMS.clear()
+        hit = _PROBLEMS[key] = Problem(model, dict(known), targets, relax)
+    return hit
 
 
 def make_plan(model: Model, known: Mapping[str, float], targets: tuple[str, ...],
@@ -180,7 +217,7 @@ def _underdetermined(model: Model, problem: Problem, missing: list[str]) -> Unde
 
 def _compile(model: Model, known: Mapping[str, float], targets: tuple[str, ...], key: tuple[Any, ...],
              relax: frozenset[int] = frozenset()) -> Plan:
-    problem = Problem(model, dict(known), targets, relax)
+    problem = structure(model, known, targets, relax)
     m = problem.matching
     missing = [t for t in targets if t not in problem.known and t not in m.determined]
     if missing:
@@ -191,6 +228,11 @@ def _compile(model: Model, known: Mapping[str, float], targets: tuple[str, ...],
     checks += [i for i in fully_known if i not in checks]
     for i in checks:
         wanted |= set(problem.eqs[i].names) - problem.known.keys()
+    for con in model.constraints:  # a constraint its defining equations determine is checked, so computed too
+        unknown = names_in(con.expr) - problem.known.keys()
+        if all(n in wanted or _defined_by(problem, m, n) for n in unknown) \
+                and not _holds_already(con.expr, problem.known):
+            wanted |= unknown
     system = {i: problem.eqs[i].names for i in m.eq_to_var}
     compiler = _Compiler(model, problem.eqs)
     steps = tuple(compiler.block(block, m) for block in blocks_in_order(system, m, wanted))
@@ -202,6 +244,25 @@ def _compile(model: Model, known: Mapping[str, float], targets: tuple[str, ...],
     defaults = {n: problem.known[n] for n in problem.defaults_used}
     return Plan(model, key, frozenset(known), defaults, targets, dict(problem.eqs), steps, tuple(checks),
                 frozenset(relevant), computed)
+
+
+def _defined_by(problem: Problem, m: Matching, name: str) -> bool:
+    """True when ``name`` is computed by the equation that defines it (``name = ...``), not found by
+    inverting another: a constraint on ``attention_heads`` is not checked by solving it back out of
+    an ``attention_flops`` given as an override."""
+    i = m.var_to_eq.get(name)
+    if i is None or name in m.undetermined:
+        return False
+    lhs = problem.eqs[i].lhs
+    return isinstance(lhs, Var) and lhs.name == name
+
+
+def _holds_already(expr: Node, known: Mapping[str, float]) -> bool:
+    """True when the givens alone make a constraint hold (``kv_fit == "ignore" or ...``)."""
+    try:
+        return bool(compile_node(expr)(dict(known)))
+    except (KeyError, ArithmeticError, ValueError, TypeError):
+        return False
 
 
 class _Compiler:

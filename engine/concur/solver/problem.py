@@ -9,26 +9,51 @@ The matching (:mod:`concur.solver.structure`) says which equation computes which
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from ..lang.expr import Call, If, Node, Var, compile_node, map_tree, names_in, walk
+from ..lang.expr import Bin, Call, Cmp, If, Logic, Neg, Node, Var, compile_node, names_in, walk
 from ..lang.model import Model
 from ..lang.pack import Equation, Variable
-from .structure import Matching, match
+from .structure import Matching, match, without
 
 __all__ = ["Problem", "SpecialisedEq", "fold_known", "evaluate", "in_bounds"]
 
 
-def fold_known(node: Node, known: dict[str, float]) -> Node:
-    """Replace ``if_`` nodes whose condition is computable from ``known`` by the chosen branch."""
-    def fix(n: Node) -> Node | None:
-        if isinstance(n, If) and names_in(n.cond) <= known.keys():
-            try:
-                return n.then if compile_node(n.cond)(known) else n.other
-            except (ArithmeticError, ValueError):
-                return None
-        return None
+_TESTS: dict[int, tuple[Node, frozenset[str], Any]] = {}  # id(condition) -> (it, its names, its test)
 
-    return map_tree(node, fix)
+
+def _test(cond: Node) -> tuple[frozenset[str], Any]:
+    hit = _TESTS.get(id(cond))
+    if hit is None or hit[0] is not cond:  # the node is kept, so its id is not reused while cached
+        hit = _TESTS[id(cond)] = (cond, names_in(cond), compile_node(cond))
+    return hit[1], hit[2]
+
+
+def fold_known(node: Node, known: dict[str, float]) -> Node:
+    """Replace ``if_`` nodes whose condition is computable from ``known`` by the chosen branch.
+
+    Top-down, and a subtree with nothing to fold is returned as the same object (so the tests
+    compiled per condition node stay cached, and specialisations compare by identity first)."""
+    if isinstance(node, If):
+        names, test = _test(node.cond)
+        if names <= known.keys():
+            try:
+                return fold_known(node.then if test(known) else node.other, known)
+            except (ArithmeticError, ValueError):
+                pass
+        parts = (fold_known(node.cond, known), fold_known(node.then, known), fold_known(node.other, known))
+        return node if all(a is b for a, b in zip(parts, (node.cond, node.then, node.other))) else If(*parts)
+    if isinstance(node, (Bin, Cmp)):
+        left, right = fold_known(node.left, known), fold_known(node.right, known)
+        return node if left is node.left and right is node.right else type(node)(node.op, left, right)
+    if isinstance(node, Neg):
+        arg = fold_known(node.arg, known)
+        return node if arg is node.arg else Neg(arg)
+    if isinstance(node, (Call, Logic)):
+        args = tuple(fold_known(a, known) for a in node.args)
+        return node if all(a is b for a, b in zip(args, node.args)) else type(node)(
+            node.fn if isinstance(node, Call) else node.op, args)  # type: ignore[arg-type]
+    return node
 
 
 @dataclass(frozen=True)
@@ -40,6 +65,15 @@ class SpecialisedEq:
 
 
 _CONDITIONS: dict[str, list[frozenset[str]]] = {}
+_WRITTEN: dict[int, tuple[Equation, SpecialisedEq]] = {}
+
+
+def _as_written(eq: Equation) -> SpecialisedEq:
+    """An equation without ``if_``, specialised to nothing (one object per equation, reused)."""
+    hit = _WRITTEN.get(id(eq))
+    if hit is None or hit[0] is not eq:
+        hit = _WRITTEN[id(eq)] = (eq, SpecialisedEq(eq, eq.lhs, eq.rhs, names_in(eq.lhs) | names_in(eq.rhs)))
+    return hit[1]
 
 
 def _conditions(model: Model) -> list[frozenset[str]]:
@@ -78,37 +112,74 @@ class Problem:
         self._specialise()
         self._apply_defaults()
 
-    def _specialise(self, changed: str | None = None) -> None:
+    def _specialise(self, changed: str | None = None) -> bool:
         """Fold every equation (``changed`` None), or only those whose ``if_`` conditions read
-        ``changed`` (a default just applied): the others cannot change."""
+        ``changed`` (a default just applied): the others cannot change. True when any changed."""
         if changed is None:
             self.eqs: dict[int, SpecialisedEq] = {}
         conditions = _conditions(self.model)
+        any_change = False
         for i, eq in enumerate(self.model.equations):
             if changed is not None and changed not in conditions[i]:
+                continue
+            if not conditions[i] and i not in self.relax:  # no if_: the equation as written
+                if changed is None:
+                    self.eqs[i] = _as_written(eq)
                 continue
             lhs, rhs = fold_known(eq.lhs, self.known), fold_known(eq.rhs, self.known)
             if i in self.relax and isinstance(rhs, Call) and rhs.fn in ("ceil", "floor"):
                 rhs = rhs.args[0]
-            self.eqs[i] = SpecialisedEq(eq, lhs, rhs, names_in(lhs) | names_in(rhs))
+            new = SpecialisedEq(eq, lhs, rhs, names_in(lhs) | names_in(rhs))
+            any_change = any_change or self.eqs.get(i) != new
+            self.eqs[i] = new
+        return any_change
+
+    def _system(self) -> tuple[dict[int, frozenset[str]], set[str]]:
+        unknowns = {n for n in self.model.variables if n not in self.known}
+        return {i: e.names for i, e in self.eqs.items() if e.names & unknowns}, unknowns
 
     def _match(self) -> Matching:
-        unknowns = {n for n in self.model.variables if n not in self.known}
-        system = {i: e.names for i, e in self.eqs.items() if e.names & unknowns}
+        system, unknowns = self._system()
         prefer = {i: lhs.name for i in system if isinstance(lhs := self.eqs[i].lhs, Var)}
-        return match(system, unknowns, prefer)
+        return match(system, unknowns, prefer, self.requirements())
+
+    def requirements(self) -> frozenset[int]:
+        """Equations that state a requirement on a known left side, solved through only when nothing
+        else determines their unknowns: a rounding whose count is given (``replicas = ceil(...)``
+        with replicas given) and a target given as a limit (``itl_slo = itl`` with itl_slo given)."""
+        out = set()
+        for i, e in self.eqs.items():
+            if i in self.relax or not isinstance(e.lhs, Var) or e.lhs.name not in self.known:
+                continue
+            rounding = isinstance(e.rhs, Call) and e.rhs.fn in ("ceil", "floor")
+            if rounding or self.model.variables[e.lhs.name].limit:
+                out.add(i)
+        return frozenset(out)
 
     def _apply_defaults(self) -> None:
+        """Defaults, in the packs' order, for every variable the givens do not compute naturally.
+
+        A free variable (no equation matched to it) is never determined, so it takes its default
+        without a look at the partition; such defaults are batched into one :func:`without`,
+        recomputed only before a matched variable's turn (whose answer it can change)."""
         m = self._match()
+        pending: set[str] = set()
         for name, var in self.model.variables.items():
             if var.default is None or name in self.known or name in self.targets:
                 continue
-            if name in m.determined and self._computed_naturally(m, name):
-                continue
+            if name in m.var_to_eq:
+                if pending and name in m.undetermined:
+                    m, pending = without(m, frozenset(pending)), set()
+                if name in m.determined and self._computed_naturally(m, name):
+                    continue
             self.known[name] = var.default
             self.defaults_used.append(name)
-            self._specialise(name)
-            m = self._match()
+            if self._specialise(name) or name in m.var_to_eq:
+                m, pending = self._match(), set()
+            else:  # a free variable took its default: the matching stands, only the partition moves
+                pending.add(name)
+        if pending:
+            m = without(m, frozenset(pending))
         self.matching = m
 
     def _computed_naturally(self, m: Matching, name: str) -> bool:

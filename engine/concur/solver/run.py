@@ -36,9 +36,13 @@ def run_question(model: Model, known: Mapping[str, float], targets: tuple[str, .
     trace = [s for s in trace if s.variable in plan.relevant]
     if check:
         for i in plan.checks:
-            if i in at_least and _requirement_met(plan.eqs[i], env):
+            e = plan.eqs[i]
+            if i in at_least and _requirement_met(e, env):
                 continue
-            _consistency(model, plan.eqs[i], env, sources)
+            if _rounding(e) and e.lhs.name in sources:  # type: ignore[attr-defined]
+                _requirement(model, e, env)
+                continue
+            _consistency(model, e, env, sources)
         for con in model.constraints:
             if names_in(con.expr) <= env.keys():
                 try:
@@ -47,7 +51,8 @@ def run_question(model: Model, known: Mapping[str, float], targets: tuple[str, .
                     ok = False
                 if not ok:
                     detail = ", ".join(f"{n}={show_value(model, n, env[n])}" for n in sorted(names_in(con.expr)))
-                    raise InfeasibleError(f"'{con.text}' does not hold ({detail}): {con.doc}", where=con.where)
+                    raise InfeasibleError(f"'{con.text}' does not hold ({detail}): {con.doc}", where=con.where,
+                                          constraint=con.text)
     return plan, env, trace
 
 
@@ -59,6 +64,24 @@ def _requirement_met(e: SpecialisedEq, env: dict[str, float]) -> bool:
         return False
     ceil = isinstance(e.rhs, Call) and e.rhs.fn == "ceil"
     return lhs >= rhs if ceil else lhs <= rhs
+
+
+def _rounding(e: SpecialisedEq) -> bool:
+    return isinstance(e.lhs, Var) and isinstance(e.rhs, Call) and e.rhs.fn in ("ceil", "floor")
+
+
+def _requirement(model: Model, e: SpecialisedEq, env: dict[str, float]) -> None:
+    """A given count against its rounding equation: ``replicas = ceil(x)`` with replicas given asks
+    for at least ceil(x) (more replicas than needed are allowed); ``users = floor(x)``, at most."""
+    if _requirement_met(e, env):
+        return
+    name = e.lhs.name  # type: ignore[attr-defined]
+    given, needed = show_value(model, name, evaluate(e.lhs, env)), show_value(model, name, evaluate(e.rhs, env))
+    if isinstance(e.rhs, Call) and e.rhs.fn == "ceil":
+        raise InfeasibleError(f"{name}={given} is too few: with it, '{e.eq.text}' asks for {needed}", where=e.eq.where,
+                              variable=name, hint=f"give {name} of at least {needed}, or ask for it (--find {name})")
+    raise InfeasibleError(f"{name}={given} is too many: with it, '{e.eq.text}' gives {needed}", where=e.eq.where,
+                          variable=name, hint=f"give {name} of at most {needed}, or ask for it (--find {name})")
 
 
 def _consistency(model: Model, e: SpecialisedEq, env: dict[str, float], sources: Mapping[str, str]) -> None:

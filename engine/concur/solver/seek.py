@@ -22,7 +22,7 @@ from typing import Any
 from ..lang.expr import Call, Var, names_in, walk
 from ..lang.model import Model
 from .closed_forms import smooth_in
-from .plan import plan_key
+from .plan import plan_key, structure
 from .problem import Problem
 from .solution import Givens
 
@@ -65,7 +65,7 @@ def _needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float
     limits = [g for g in givens.limits if g in known]
 
     def determined(names: Mapping[str, float], target: str) -> bool:
-        return target in names or target in Problem(model, dict(names), (target,)).matching.determined
+        return target in names or target in structure(model, names, (target,)).matching.determined
 
     def without(*drop: str) -> dict[str, float]:
         return {k: v for k, v in known.items() if k not in drop}
@@ -76,7 +76,7 @@ def _needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float
             base = without(g)
             if determined(base, x):
                 continue
-            free = Problem(model, base, find).matching.undetermined - {g}
+            free = structure(model, base, find).matching.undetermined - {g}
             candidates = sorted(
                 (s for s in free | {x} if not model.variables[s].choices and (s == x or s not in computed)),
                 key=lambda s: (not (model.variables[s].integer and s not in computed), s != x, s))
@@ -93,7 +93,7 @@ def _needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float
                 return Seek(x, driven, rounding)
         if model.variables[x].choices:
             continue
-        whole = Problem(model, dict(known), find)
+        whole = structure(model, known, find)
         if x in whole.matching.determined and not _invertible_path(model, whole, x):
             drivers = sorted((g for g in known if givens.sources.get(g) == "given" and g not in limits),
                              key=lambda g: (not _rounded_output(model, g), not model.variables[g].integer))

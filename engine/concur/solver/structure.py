@@ -15,9 +15,9 @@ Everything here is plain Python on names: no sympy, no floats.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-__all__ = ["Matching", "match", "blocks_in_order"]
+__all__ = ["Matching", "match", "without", "blocks_in_order"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class Matching:
     undetermined: frozenset[str]  # unknowns the equations cannot pin down
     free: frozenset[str]  # unknowns left unmatched (a subset of undetermined)
     redundant: frozenset[int]  # equations not used to compute anything
+    adjacency: dict[int, list[str]] = field(default_factory=dict, compare=False, repr=False)  # eq -> its unknowns
 
     @property
     def determined(self) -> frozenset[str]:
@@ -34,8 +35,12 @@ class Matching:
 
 
 def match(equations: dict[int, frozenset[str]], unknowns: set[str],
-          prefer: dict[int, str] | None = None) -> Matching:
+          prefer: dict[int, str] | None = None, last: frozenset[int] = frozenset()) -> Matching:
     """Maximum matching of equations (id -> unknown names they contain) onto unknowns.
+
+    Equations in ``last`` are matched after all others, so they are the ones left over (checked,
+    not solved through) wherever the system has one equation too many: a given ``replicas`` makes
+    ``replicas = ceil(in_flight / ...)`` a requirement, not a way to compute ``in_flight``.
 
     ``prefer`` proposes an initial assignment (e.g. an equation's left-hand
     variable), which keeps the matching close to how packs are written.
@@ -76,10 +81,15 @@ def match(equations: dict[int, frozenset[str]], unknowns: set[str],
             frames.append([var_to_eq[v], 0, ""])
         return False
 
-    for e in adj:
+    for e in sorted(adj, key=lambda e: e in last):  # stable: the packs' order, ``last`` at the end
         if e not in eq_to_var:
             augment(e)
-    # Dulmage–Mendelsohn: alternating reachability from unmatched unknowns.
+    return _partition(adj, eq_to_var, var_to_eq, unknowns)
+
+
+def _partition(adj: dict[int, list[str]], eq_to_var: dict[int, str], var_to_eq: dict[str, int],
+               unknowns: set[str]) -> Matching:
+    """Dulmage–Mendelsohn on a maximum matching: alternating reachability from unmatched unknowns."""
     var_eqs: dict[str, list[int]] = {}
     for e, vs in adj.items():
         for v in vs:
@@ -95,7 +105,24 @@ def match(equations: dict[int, frozenset[str]], unknowns: set[str],
                 undetermined.add(w)
                 stack.append(w)
     redundant = frozenset(e for e in adj if e not in eq_to_var)
-    return Matching(eq_to_var, var_to_eq, frozenset(undetermined), frozenset(free), redundant)
+    return Matching(eq_to_var, var_to_eq, frozenset(undetermined), frozenset(free), redundant, adj)
+
+
+def without(matching: Matching, known: str | frozenset[str]) -> Matching:
+    """``matching`` once the unmatched unknown(s) ``known`` become known: the same assignment (still
+    maximum: an augmenting path avoiding an unmatched vertex would have augmented before) with the
+    partition recomputed -- what defaults applied to free variables cost, instead of a new matching.
+    Equations left with no unknown drop out."""
+    names = frozenset({known}) if isinstance(known, str) else known
+    if names & matching.var_to_eq.keys():
+        raise ValueError(f"'{sorted(names & matching.var_to_eq.keys())[0]}' is matched: a new matching is needed")
+    adj: dict[int, list[str]] = {}
+    for e, vs in matching.adjacency.items():
+        rest = [v for v in vs if v not in names] if not names.isdisjoint(vs) else vs
+        if rest:
+            adj[e] = rest
+    unknowns = {v for vs in adj.values() for v in vs} | (set(matching.free) - names) | set(matching.var_to_eq)
+    return _partition(adj, matching.eq_to_var, matching.var_to_eq, unknowns)
 
 
 def blocks_in_order(equations: dict[int, frozenset[str]], matching: Matching, wanted: set[str]) -> list[list[int]]:
