@@ -551,7 +551,8 @@ def compile_node(node: Node, *, vector: bool = False) -> Compiled:
             if node.op == "not":
                 return lambda env: np.logical_not(parts[0](env))
             red = np.logical_and if node.op == "and" else np.logical_or
-            return lambda env: red.reduce([p(env) for p in parts])
+            # parts may mix scalars (a choice) and arrays (a swept input): broadcast first
+            return lambda env: red.reduce(np.broadcast_arrays(*[np.asarray(p(env)) for p in parts]))
         if node.op == "not":
             return lambda env: not parts[0](env)
         if node.op == "and":

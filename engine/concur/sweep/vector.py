@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InfeasibleError, UsageError
+from ..errors import ConcurError, InfeasibleError, UsageError
 from ..solver.throughput_inputs import FIXED_INPUTS, require_fixed
 from ..lang.model import Model
 
@@ -140,7 +140,8 @@ def _categorical(model: Model, name: str) -> bool:
 
 
 def sweep(model: Model, over: Mapping[str, Any], given: Mapping[str, Any], outputs: Sequence[str], *,
-          grid: bool = True, progress: Callable[[int, int], None] | None = None) -> SweepResult:
+          grid: bool = True, progress: Callable[[int, int], None] | None = None,
+          validate: bool = True) -> SweepResult:
     """Evaluate ``outputs`` at every point of ``over``; see the module essay.
 
     ``over``: variable -> values in its display unit (numbers), or preset/choice ids (strings).
@@ -148,7 +149,9 @@ def sweep(model: Model, over: Mapping[str, Any], given: Mapping[str, Any], outpu
     ``(n1, n2, ...)``) or are zipped (``grid=False``, equal lengths). ``given``: as for
     :func:`concur.solver.question.solve_model`. Returns a :class:`SweepResult` holding every swept
     variable and every output. Raises ``UsageError``/``UnderdeterminedError`` for a question that
-    is wrong at every point; a point that is merely infeasible becomes NaN.
+    is wrong at every point; a point that is merely infeasible becomes NaN. ``validate=False``
+    skips the scalar solve of the first point that checks the question (over-determined givens
+    and their contradictions) -- for a caller that has just solved the same givens itself.
 
     >>> from concur.lang.model import build_model
     >>> r = sweep(build_model(["littles_law"]), {"arrival_rate": [1, 2]},
@@ -193,7 +196,7 @@ def sweep(model: Model, over: Mapping[str, Any], given: Mapping[str, Any], outpu
             arrays = {k: m.ravel() for k, m in zip(num, mesh)}
         else:
             arrays = {k: columns[k] for k in num}
-        res = _sweep_numeric(model, arrays, dict(given), list(outputs), out, progress)
+        res = _sweep_numeric(model, arrays, dict(given), list(outputs), out, progress, validate)
         for k in num:
             out[k] = arrays[k].reshape(shape)
         for o in outputs:
@@ -217,7 +220,7 @@ def sweep(model: Model, over: Mapping[str, Any], given: Mapping[str, Any], outpu
             sel &= index[k] == ci
             point_given[k] = columns[k][ci]
         arrays = {k: columns[k][index[k][sel]] for k in num}
-        res = _sweep_numeric(model, arrays, point_given, list(outputs), out, progress)
+        res = _sweep_numeric(model, arrays, point_given, list(outputs), out, progress, validate)
         for o in outputs:
             flat[o][sel] = res[o]
     for k in columns:
@@ -254,7 +257,7 @@ class _Plan:
     vector: bool
     known: dict[str, float]
     steps: tuple[tuple[str, Callable, bool, tuple[str, ...]], ...] = ()
-    constraints: tuple[tuple[str, Callable], ...] = ()
+    constraints: tuple[tuple[str, str, Callable], ...] = ()
 
 
 # (model key, givens, swept names, outputs) -> plan. Built once per question in a process, so a
@@ -263,14 +266,16 @@ class _Plan:
 _PLANS: dict[tuple[Any, ...], _Plan] = {}
 
 
-def _plan(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: list[str]) -> _Plan:
+def _plan(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: list[str],
+          signature: tuple[Any, ...] = (), validate: bool = True) -> _Plan:
     from ..lang.expr import compile_node, names_in
     from ..solver.plan import make_plan
     from ..solver.givens import resolve_givens
     from ..solver.question import flush_caches, solve_model
     from ..solver.seek import needs_search
 
-    key = (model.key, tuple(sorted((k, repr(v)) for k, v in given.items())), tuple(arrays), tuple(outputs))
+    key = (model.key, tuple(sorted((k, repr(v)) for k, v in given.items())), tuple(arrays), tuple(outputs),
+           signature)
     cached = _PLANS.get(key)
     if cached is not None:
         return cached
@@ -282,10 +287,11 @@ def _plan(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: 
             raise UsageError(f"'{name}' is both given and asked for", variable=name)
     known = {k: v for k, v in givens.values.items() if k not in find}
     # Validate the question once (underdetermined, contradictions) with the scalar solver.
-    try:
-        solve_model(model, find, {**given, **first})
-    except InfeasibleError:
-        pass  # this point is infeasible; the others may not be
+    if validate:
+        try:
+            solve_model(model, find, {**given, **first})
+        except InfeasibleError:
+            pass  # this point is infeasible; the others may not be
     steps = None
     plan = None
     if needs_search(model, find, known, givens) is None:
@@ -296,7 +302,7 @@ def _plan(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: 
     else:
         computed = set(arrays) | {s[0] for s in steps}
         scalars = {**plan.defaults, **known}
-        cons = tuple((con.text, compile_node(con.expr, vector=True)) for con in model.constraints
+        cons = tuple((con.text, con.doc, compile_node(con.expr, vector=True)) for con in model.constraints
                      if names_in(con.expr) <= (scalars.keys() | computed) and names_in(con.expr) & computed)
         keep = set(outputs).union(*(names_in(con.expr) for con in model.constraints))
         scalars, folded = _fold_plan(model, scalars, set(arrays), steps, keep)
@@ -364,12 +370,74 @@ class _FlagRaised(ArithmeticError):
 
 
 def _sweep_numeric(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: list[str],
-                   out: SweepResult, progress: Callable[[int, int], None] | None) -> dict[str, Any]:
-    """One categorical combination: numeric arrays of equal length -> outputs (display units)."""
+                   out: SweepResult, progress: Callable[[int, int], None] | None,
+                   validate: bool = True) -> dict[str, Any]:
+    """One categorical combination: numeric arrays of equal length -> outputs (display units).
+
+    A plan folds every ``if_`` whose condition its givens decide; where a condition reads a swept
+    variable (``if_(tp > 1, ...)`` over tp = 1, 2, 4) the points are split by which way each such
+    condition goes, and each part runs its own plan."""
+    import numpy as np
+
+    parts = _fold_parts(model, arrays, given)
+    if len(parts) == 1:
+        return _sweep_shape(model, arrays, given, outputs, out, progress, parts[0][0], validate)
+    n = len(next(iter(arrays.values())))
+    result: dict[str, Any] = {o: np.full(n, np.nan) for o in outputs}
+    for signature, where in parts:
+        sub = {k: np.asarray(v)[where] for k, v in arrays.items()}
+        res = _sweep_shape(model, sub, given, outputs, out, None, signature, validate)
+        for o in outputs:
+            result[o][where] = res[o]
+    if progress is not None:
+        progress(n, n)
+    return result
+
+
+def _fold_parts(model: Model, arrays: dict[str, Any], given: dict[str, Any]) -> list[tuple[tuple[Any, ...], Any]]:
+    """``(signature, point indices)`` per way the swept-dependent ``if_`` conditions fold."""
+    import numpy as np
+
+    from ..lang.expr import compile_node
+    from ..solver.givens import resolve_givens
+    from ..solver.plan import conditions
+
+    if not arrays:
+        return [((), None)]
+    n = len(next(iter(arrays.values())))
+    reading = [(names, node) for names, node in conditions(model) if names & arrays.keys()]
+    if not reading or n == 0:
+        return [((), None)]
+    first = {k: _display_text(model, k, float(v[0])) for k, v in arrays.items()}
+    try:
+        env: dict[str, Any] = dict(resolve_givens(model, {**given, **first}).values)
+    except ConcurError:
+        return [((), None)]  # the scalar validation in _plan reports it
+    for k, v in arrays.items():
+        env[k] = np.asarray(v, dtype=float) * model.variables[k].display.factor
+    columns = []
+    for names, node in reading:
+        if not names <= env.keys():
+            continue  # not folded by the plan: evaluated per point by np.where
+        with np.errstate(all="ignore"):
+            columns.append(np.broadcast_to(np.asarray(compile_node(node, vector=True)(env), dtype=bool), (n,)))
+    if not columns:
+        return [((), None)]
+    codes = np.stack(columns, axis=1)
+    keys, inverse = np.unique(codes, axis=0, return_inverse=True)
+    if len(keys) == 1:
+        return [(tuple(bool(b) for b in keys[0]), None)]
+    return [(tuple(bool(b) for b in key), np.flatnonzero(inverse.ravel() == j)) for j, key in enumerate(keys)]
+
+
+def _sweep_shape(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: list[str],
+                 out: SweepResult, progress: Callable[[int, int], None] | None,
+                 signature: tuple[Any, ...], validate: bool = True) -> dict[str, Any]:
+    """Points whose ``if_`` conditions all fold alike: one plan, evaluated over the arrays."""
     import numpy as np
 
     n = len(next(iter(arrays.values()))) if arrays else 1
-    plan = _plan(model, arrays, given, outputs)
+    plan = _plan(model, arrays, given, outputs, signature, validate)
     if not plan.vector:
         out.method = "per-point"
         return _per_point(model, arrays, given, outputs, n, out, progress)
@@ -434,13 +502,17 @@ def _evaluate(model: Model, plan: _Plan, inputs: dict[str, Any], out: SweepResul
                 bad = bad | mask
             env[var] = value
         with np.errstate(all="ignore"):
-            for text, check in plan.constraints:
+            for text, doc, check in plan.constraints:
                 ok = np.asarray(check(env), dtype=bool)
                 if not ok.all():
                     if fast:
                         raise _FlagRaised(text)
                     key = f"constraint '{text}'"
-                    out.violations[key] = out.violations.get(key, 0) + int((~np.broadcast_to(ok, (n,))).sum())
+                    fresh = ~np.broadcast_to(ok, (n,)) & ~np.broadcast_to(bad, (n,))  # count each point once
+                    if fresh.any():
+                        if key not in out.violations:
+                            out.messages.append(f"{key}: {doc}")
+                        out.violations[key] = out.violations.get(key, 0) + int(fresh.sum())
                     bad = bad | ~ok
     return env, bad
 
@@ -563,7 +635,7 @@ def _per_point(model: Model, arrays: dict[str, Any], given: dict[str, Any], outp
         try:
             sol = solve_model(model, find, {**given, **point})
         except InfeasibleError as exc:
-            key = exc.variable or "infeasible"
+            key = (f"constraint '{exc.constraint}'" if exc.constraint else None) or exc.variable or "infeasible"
             out.violations[key] = out.violations.get(key, 0) + 1
             if len(out.messages) < 4:
                 out.messages.append(exc.render_body())
