@@ -19,7 +19,7 @@ L8 = {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "input_tokens": 128, "out
 def test_bandwidth_bound():
     d = diagnose({**L70, "concurrency": 64}, measured_tokens_per_s=1500)
     assert d.binds == "bandwidth" and d.signature == ""
-    assert d.kv_limit == 293  # floor(451,008 / 1,536)
+    assert d.kv_limit == 220  # floor(451,008 / 2,048): whole requests of 1,024 in + 1,024 out
     assert d.ratio_to_bound == pytest.approx(1500 / d.bound_tokens_per_s)
     assert 0.25 < d.ratio_to_bound < 0.35
 

@@ -121,13 +121,14 @@ def test_curve_marks_the_kv_limit_from_the_solve(drawn, tmp_path):
     (ax,) = drawn
     given = {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "tp": 4, "input_tokens": 1024,
              "output_tokens": 1024}
-    sol = concur.solve("kv_tokens,avg_context", {**given, "concurrency": 1}, packs="llm_throughput")
-    limit = math.floor(sol.value("kv_tokens") / sol.value("avg_context"))
-    assert limit == 293  # 451,008 tokens / 1,536 per sequence; the sweep's points are 1, 3.5, 12, 43, 148, 512
+    sol = concur.solve("kv_tokens,kv_batch_limit", {**given, "concurrency": 1}, packs="llm_throughput")
+    limit = math.floor(sol.value("kv_batch_limit"))
+    # 451,008 tokens / 2,048 per request; the sweep's points are 1, 3.5, 12, 43, 148, 512
+    assert limit == math.floor(sol.value("kv_tokens") / 2048) == 220
     at = concur.solve("tokens_per_s_per_user,tokens_per_s_per_gpu", {**given, "concurrency": limit},
                       packs="llm_throughput")
     assert ax["marks"] == [pytest.approx((at.value("tokens_per_s_per_user"), at.value("tokens_per_s_per_gpu")))]
-    assert "scenario: KV pool full at c=293" in ax["legend"] and not any("Pareto" in t for t in ax["legend"])
+    assert "scenario: KV pool full at c=220" in ax["legend"] and not any("Pareto" in t for t in ax["legend"])
     assert ax["xlabel"].endswith("[token/s/request]") and ax["ylabel"].endswith("[token/s]")
     assert "model=llama-3.1-70b, gpu=h100-sxm-80gb, tp=4" in ax["title"]
 

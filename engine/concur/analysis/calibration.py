@@ -281,10 +281,12 @@ _TERMS = ("memory_time", "compute_time", "prefill_time", "t_comm", "kv_per_token
 
 def _terms(given: dict[str, Any]) -> dict[str, Any]:
     """The pack's terms for one configuration, in seconds (efficiency 1, no fixed cost, efficiency_prefill 1)."""
-    from ..api import solve
+    from ..lang.model import build_model
+    from ..solver.question import solve_model
 
-    sol = solve(find=[t for t in _TERMS if t not in given],
-                given={**given, "efficiency": 1, "t_fixed": 0, "efficiency_prefill": 1}, packs=["llm_throughput"])
+    # kv_fit ignore: the measured run did hold this batch, whatever memory settings its engine used
+    sol = solve_model(build_model(["llm_throughput"]), tuple(t for t in _TERMS if t not in given),
+                      {**given, "efficiency": 1, "t_fixed": 0, "efficiency_prefill": 1, "kv_fit": "ignore"})
     var = sol.model.variable("family")
     family = var.choices[int(sol.values["family"])] if "family" in sol.values else "other"
     return {"memory_time": sol.value("memory_time", "s"), "compute_time": sol.value("compute_time", "s"),

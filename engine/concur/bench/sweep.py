@@ -41,14 +41,14 @@ GIVEN = {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "weight_dtype": "bf16"
 
 
 def _hand(c, weights, a, decay, kv_per_token, avg_context, bw, active_per_gpu,  # type: ignore[no-untyped-def]
-          attention, peak, flops_fraction, eff, t_fixed, gpus):
+          attention, peak, flops_fraction, eff, t_fixed, gpus, kv_batch_limit):
     import numpy as np
 
     weights_read = weights * (1.0 - (1.0 - a) * np.exp(-decay * (c - 1.0)))  # the pack's MoE-aware read
     memory = (weights_read + c * avg_context * kv_per_token) / bw
     compute = (2.0 * active_per_gpu + attention) * c / peak
     t_step = np.maximum(memory, compute / flops_fraction) / eff + t_fixed  # tp 1: no all-reduce
-    return c / t_step / gpus
+    return np.where(c <= kv_batch_limit, c / t_step / gpus, np.nan)  # the pack's KV-fit check
 
 
 @click.command(name="sweep")
@@ -67,19 +67,21 @@ def command(points: int, runs: int, csv_points: int | None) -> None:
     if points < 1 or runs < 1 or csv_points < 1:
         raise click.UsageError("--points, --runs and --csv-points must be positive")
     model = build_model(["llm_throughput"])
-    c = np.linspace(1.0, 1024.0, points)
-    sweep(model, {"concurrency": c[:10]}, GIVEN, ["tokens_per_s_per_gpu"])  # warm-up
     wanted = ("weights_per_gpu", "active_fraction", "expert_decay", "kv_per_token", "avg_context",
-              "active_params_per_gpu", "attention_flops", "peak_flops", "efficiency", "t_fixed", "gpus")
+              "active_params_per_gpu", "attention_flops", "peak_flops", "efficiency", "t_fixed", "gpus",
+              "kv_batch_limit")
     # active_fraction asked for: a preset's active_params does not compute it
     sol = solve_model(model, wanted, {**GIVEN, "concurrency": 1})
     v = sol.values  # base units
     args = (v["weights_per_gpu"], v["active_fraction"], v["expert_decay"], v["kv_per_token"], v["avg_context"],
             v["hbm_bandwidth"], v["active_params_per_gpu"], v["attention_flops"], v["peak_flops"],
-            v["flops_fraction"], v["efficiency"], v["t_fixed"], v["gpus"])
+            v["flops_fraction"], v["efficiency"], v["t_fixed"], v["gpus"], v["kv_batch_limit"])
+    kv_limit = float(np.floor(v["kv_batch_limit"]))  # beyond it every point is NaN: not timed
+    c = np.linspace(1.0, kv_limit, points)
+    sweep(model, {"concurrency": c[:10]}, GIVEN, ["tokens_per_s_per_gpu"])  # warm-up
     ours = sweep(model, {"concurrency": c}, GIVEN, ["tokens_per_s_per_gpu"])["tokens_per_s_per_gpu"]
     ref = _hand(c, *args)
-    if not np.allclose(ours, ref, rtol=1e-9, atol=0):
+    if not np.allclose(ours, ref, rtol=1e-9, atol=0) or np.isnan(ours).any():
         raise click.ClickException("the sweep and the hand-written formula disagree; not timing a wrong answer")
     t_ours, t_hand = [], []
     for _ in range(runs):
@@ -91,13 +93,14 @@ def command(points: int, runs: int, csv_points: int | None) -> None:
         t_ours.append(t1 - t0)
         t_hand.append(t2 - t1)
     ours_s, hand_s = statistics.median(t_ours), statistics.median(t_hand)
-    click.echo(f"machine: {os.cpu_count()} core(s); {points:,} points; median of {runs} runs")
+    click.echo(f"machine: {os.cpu_count()} core(s); {points:,} points (concurrency 1..{kv_limit:.0f}, "
+               f"the KV pool's limit); median of {runs} runs")
     click.echo(f"concur sweep         {ours_s * 1000:9.2f} ms  (target < 1000 ms: {'ok' if ours_s < 1 else 'MISSED'})")
     click.echo(f"hand-written numpy   {hand_s * 1000:9.2f} ms")
     verdict = "ok" if ours_s <= 2 * hand_s else "MISSED"
     click.echo(f"ratio                {ours_s / hand_s:9.2f} x  (target <= 2 x: {verdict}; "
                "the sweep also checks every value it computes)")
-    _csv_comparison(model, csv_points, min(runs, 3))
+    _csv_comparison(model, csv_points, min(runs, 3), kv_limit)
 
 
 HEADER = ["config", "concurrency [request]", "tokens_per_s_per_gpu [token/s]"]
@@ -121,10 +124,10 @@ def _numpy(c: Any, y: Any, path: Path) -> None:
     np.savetxt(path, np.column_stack([c, y]), fmt="scenario,%.17g,%.17g", header=",".join(HEADER), comments="")
 
 
-def _csv_comparison(model: Any, n: int, runs: int) -> None:
+def _csv_comparison(model: Any, n: int, runs: int, kv_limit: float) -> None:
     import numpy as np
 
-    c = np.linspace(1.0, 256.0, n)
+    c = np.linspace(1.0, kv_limit, n)
     with tempfile.TemporaryDirectory(prefix="concur-bench-") as folder, \
             progress(f"sweep to CSV, {n:,} points", eager=True):
         ours_path, numpy_path = Path(folder) / "ours.csv", Path(folder) / "numpy.csv"

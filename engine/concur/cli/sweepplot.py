@@ -3,10 +3,10 @@
 * A sweep over ``concurrency`` whose ``--find`` names only decode throughputs, one of them
   ``tokens_per_s_per_gpu`` or ``tokens_per_s``, draws the **throughput curve** (:func:`concur.analysis.plot.throughput_curve`):
   that throughput (per GPU, or per replica) against ``tokens_per_s_per_user``, its roofline, the
-  concurrency of a few points, and the KV limit. The limit is ``floor(kv_tokens / avg_context)``
-  from the solve -- the concurrency at which the KV pool is full -- and the curve is evaluated
-  *at* that concurrency, so the mark sits where the pool really fills, not on the last swept
-  point that happens to fit.
+  concurrency of a few points, and the KV limit. The limit is ``floor(kv_batch_limit)`` from the
+  solve -- the most requests whose whole context the KV pool holds; the sweep leaves the points
+  beyond it NaN -- and the curve is evaluated *at* that concurrency, so the mark sits where the
+  pool really fills, not on the last swept point that happens to fit.
 * Anything else draws the ``--find`` variables against the swept one
   (:func:`concur.analysis.plot.line_plot`), one panel per variable (the runs of a --compare share it), every axis with its unit.
 
@@ -22,7 +22,7 @@ from ..errors import UsageError
 
 __all__ = ["CURVE_INPUTS", "curve_y", "extra_outputs", "draw"]
 
-CURVE_INPUTS = ("tokens_per_s_per_user", "bound_tokens_per_s", "kv_tokens", "avg_context", "gpus")
+CURVE_INPUTS = ("tokens_per_s_per_user", "bound_tokens_per_s", "kv_batch_limit", "gpus")
 _CURVE_Y = ("tokens_per_s_per_gpu", "tokens_per_s")
 
 
@@ -91,7 +91,7 @@ def draw(model: Any, runs: list[tuple[str, dict[str, Any], Any]], over: dict[str
         for label, g, res in runs:
             c = res["concurrency"]
             bound = res["bound_tokens_per_s"]
-            fits = np.floor(res["kv_tokens"] / res["avg_context"] + 1e-9)
+            fits = np.floor(res["kv_batch_limit"] + 1e-9)
             limit = float(np.nanmax(fits)) if np.isfinite(fits).any() else None
             point = _kv_point(model, g, y, limit) if limit else None
             per_gpu = y == "tokens_per_s_per_gpu"

@@ -12,7 +12,7 @@ t_fixed``) and, through ``llm_memory``, the KV pool. The report is:
 * **which bound binds**, by the largest term of the modelled step: *bandwidth*
   (``memory_time / efficiency``), *compute* (``compute_time / efficiency``) or *fixed overhead*
   (``t_fixed``); and *KV capacity* when the concurrency is at the KV limit,
-  ``floor(kv_tokens / avg_context)`` (90 % or more of it), so the load cannot grow;
+  ``floor(kv_batch_limit)`` (90 % or more of it), so the load cannot grow;
 * the T3 signature **"KV pool full with idle compute"**: KV capacity binds while
   ``compute_time`` is under half the roofline step -- the GPU's FLOPs wait for memory that
   holds no more sequences; ``concur remedies`` lists what buys room.
@@ -77,9 +77,9 @@ def diagnose(given: dict[str, Any], measured_tokens_per_s: float | None = None,
                          hint="tokens/s is decode output of the whole replica at the stated concurrency")
     model = build_model(["llm_throughput"])
     outputs = ("bound_tokens_per_s", "tokens_per_s", "memory_time", "compute_time", "t_step_bound",
-               "kv_tokens", "avg_context")
+               "kv_batch_limit", "input_tokens", "output_tokens")
     require_fixed(model, set(given), outputs)
-    g = dict(given)
+    g = {"kv_fit": "ignore", **given}  # the measured run did hold its batch: diagnose it, do not refuse it
     sol = solve_model(model, tuple(o for o in outputs if o not in g), g)
     c = sol.value("concurrency")
     if c <= 0:
@@ -95,7 +95,7 @@ def diagnose(given: dict[str, Any], measured_tokens_per_s: float | None = None,
     eff = sol.values["efficiency"]
     mem, comp, fixed = sol.value("memory_time"), sol.value("compute_time"), sol.values["t_fixed"] * 1000
     bound, modelled = sol.value("bound_tokens_per_s"), sol.value("tokens_per_s")
-    kv_limit = float(math.floor(sol.value("kv_tokens") / sol.value("avg_context") + 1e-9))
+    kv_limit = float(math.floor(sol.value("kv_batch_limit") + 1e-9))
     terms = {"bandwidth": mem / eff, "compute": comp / eff, "fixed overhead": fixed}
     binds = max(terms, key=lambda k: terms[k])
     kv_full = kv_limit <= 0 or c >= KV_FULL * kv_limit
@@ -109,7 +109,8 @@ def diagnose(given: dict[str, Any], measured_tokens_per_s: float | None = None,
         advice = ("the measurement beats the roofline: check the configuration (tp, dtypes, GPU), the "
                   "lengths and what the number counts (prefill tokens? several replicas?)")
     elif signature:
-        advice = (f"the batch is capped by KV memory ({kv_limit:g} sequences of {sol.value('avg_context'):g} "
+        whole = sol.value("input_tokens") + sol.value("output_tokens")
+        advice = (f"the batch is capped by KV memory ({kv_limit:g} sequences of {whole:g} "
                   f"tokens) while compute runs at {comp / max(mem, comp):.0%} of the step: "
                   "run `concur remedies` with the same --set values")
     elif binds == "KV capacity":
@@ -161,7 +162,7 @@ def command(ctx: click.Context, sets: tuple[str, ...], measured_tokens_per_s: fl
                       f"t_fixed {d.fixed_ms:g} ms); measured / model {d.ratio_to_model:.2f}")),
             ("step terms", (f"memory {d.memory_ms:.3g} ms, compute {d.compute_ms:.3g} ms, "
                            f"fixed {d.fixed_ms:.3g} ms")),
-            ("KV limit", f"{d.kv_limit:,.0f} sequences at the average context"),
+            ("KV limit", f"{d.kv_limit:,.0f} sequences of input + output tokens"),
             ("binds", d.binds)]
     if d.signature:
         rows.append(("signature", d.signature))
