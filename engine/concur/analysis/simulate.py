@@ -116,10 +116,14 @@ class LLMFleet:
 
     @property
     def saturation_rate(self) -> float:
-        """Arrival rate (request/s) at which the fixed point diverges: R/(osl·k)."""
-        if self.step_time_per_seq == 0:
-            return math.inf
-        return self.replicas / (self.output_tokens * self.step_time_per_seq)
+        """Arrival rate (request/s) past which the fleet cannot keep up: the smaller of where the
+        fixed point diverges, R/(osl·k), and what the batch cap lets it serve, R·B/W(B) with
+        W(B) = ttft + osl·(a + k·B) the residence at a full batch B = ``max_batch`` (Little's law per
+        replica). The simulation caps batches the same way, so both columns agree on it."""
+        uncapped = math.inf if self.step_time_per_seq == 0 else \
+            self.replicas / (self.output_tokens * self.step_time_per_seq)
+        full = self.ttft + self.output_tokens * (self.step_time_base + self.step_time_per_seq * self.max_batch)
+        return min(uncapped, self.replicas * self.max_batch / full)
 
 
 @dataclass(frozen=True)
@@ -142,11 +146,12 @@ class MMcQueue:
 
 
 def fixed_point(fleet: LLMFleet) -> dict[str, float]:
-    """The littles_law pack's closed form for ``fleet`` (no cap, no queue):
-    ``in_flight = λ(ttft + osl·a)/(1 − λ·osl·k/R)``; ``inf`` at or past saturation."""
+    """The littles_law pack's closed form for ``fleet``: ``in_flight = λ(ttft + osl·a)/(1 − λ·osl·k/R)``;
+    ``inf`` at or past :attr:`LLMFleet.saturation_rate` (which counts the batch cap: below it the
+    fixed point's batch stays under the cap, so the closed form needs no queue)."""
     lam, osl = fleet.arrival_rate, fleet.output_tokens
     denom = 1 - lam * osl * fleet.step_time_per_seq / fleet.replicas
-    if denom <= 0:
+    if denom <= 0 or lam >= fleet.saturation_rate:
         return {"in_flight": math.inf, "residence_time": math.inf, "t_step": math.inf,
                 "saturation_rate": fleet.saturation_rate}
     in_flight = lam * (fleet.ttft + osl * fleet.step_time_base) / denom
