@@ -34,6 +34,7 @@ TINY: dict[str, tuple[list[str], tuple[str, ...]]] = {
                ("peer: pyworkforce ErlangC", "pyworkforce required_positions")),
     "export": (["--repeat", "1", "--plan", "synthetic", "--variables", "12"],
                ("baseline (issue budget)", "ratio budget/median")),
+    "plan": (["--runs", "1"], ("one warm `concur solve --find replicas`", "ratio plan / solve")),
     "simulate": (["--runs", "1", "--duration", "20000"],
                  ("peer: SimPy", "SimPy seconds / concur seconds", "combined 95% CI")),
 }

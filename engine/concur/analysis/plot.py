@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import UsageError
 
-__all__ = ["Series", "pareto_front", "throughput_curve", "line_plot", "pyplot", "save_png"]
+__all__ = ["Series", "pareto_front", "pareto_plan", "throughput_curve", "line_plot", "pyplot", "save_png"]
 
 
 @dataclass(frozen=True)
@@ -264,3 +264,36 @@ def line_plot(x: Any, ys: Mapping[str, Any], path: str | Path, xlabel: str, ylab
         return save_png(fig, path)
     finally:
         plt.close(fig)
+
+
+def pareto_plan(result: Any, path: str | Path) -> Path:
+    """``concur plan --plot``: every feasible configuration at its operating point -- output tokens/s
+    per GPU (what the fleet pays for) against tokens/s per user (what a user sees, 1 / ITL) --
+    the Pareto front joined and each of its points labelled ``gpu tpN w/kv engine``."""
+    import numpy as np
+
+    plt = pyplot()
+    feasible = [c for c in result.feasible if c.itl and c.fleet_gpus]
+    if not feasible:
+        raise UsageError("no feasible configuration to plot", hint="relax the SLAs or widen the grid")
+    per_user = np.array([1.0 / c.itl for c in feasible])
+    osl = result.output_tokens
+    per_gpu = np.array([result.arrival_rate * osl / c.fleet_gpus for c in feasible])
+    front = pareto_front(per_gpu, per_user)
+    fig, ax = plt.subplots(figsize=(8.5, 5.5))
+    ax.scatter(per_user[~front], per_gpu[~front], s=14, color="0.7", label="dominated")
+    order = np.argsort(per_user[front])
+    ax.plot(per_user[front][order], per_gpu[front][order], "o-", color="C0", label="Pareto front")
+    for i in np.flatnonzero(front):
+        c = feasible[i]
+        ax.annotate(f"{c.config.gpu} tp{c.config.tp} {c.config.weight_dtype}/{c.config.kv_dtype} {c.config.engine}",
+                    (per_user[i], per_gpu[i]), fontsize=7, xytext=(4, 4), textcoords="offset points")
+    ax.set_xlabel("tokens/s per user (1 / ITL) [token/s]")
+    ax.set_ylabel("output tokens/s per GPU [token/s]")
+    ax.set_title(f"{result.question.get('model')}: {len(feasible)} feasible configurations at "
+                 f"{result.arrival_rate:g} request/s")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    out = save_png(fig, path)
+    plt.close(fig)
+    return out

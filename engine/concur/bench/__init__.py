@@ -14,4 +14,5 @@ BENCHMARKS = {
     "erlang": "concur.bench.erlang",
     "export": "concur.bench.export",
     "simulate": "concur.bench.simulate",
+    "plan": "concur.bench.plan",
 }

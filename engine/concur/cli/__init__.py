@@ -30,7 +30,7 @@ __all__ = ["main", "cli", "COMMANDS"]
 # name -> the click.Command to import on first use
 COMMANDS = {name: f"concur.cli.commands.{module}.command" for name, module in {
     "solve": "solve", "list": "list", "show": "show", "check": "check", "sweep": "sweep", "export": "export",
-    "simulate": "simulate", "diagnose": "diagnose", "remedies": "remedies", "calibrate": "calibrate",
+    "plan": "plan", "simulate": "simulate", "diagnose": "diagnose", "remedies": "remedies", "calibrate": "calibrate",
     "bench": "bench",
 }.items()}
 

@@ -1,0 +1,418 @@
+"""``concur plan``: every configuration that could serve the traffic, cheapest first.
+
+How it is designed, and why
+---------------------------
+The headline question -- *which GPU, at which tensor parallelism and precision, under which
+engine, is cheapest for this model, this traffic and these SLAs* -- is the fleet question
+(``formulas/llm_fleet.yaml``) asked for each configuration of a grid: GPUs x TP x (weight, KV)
+dtypes x engines. Solving each one with the scalar solver would cost a goal seek per
+configuration (hundreds of milliseconds: the replicas are torn out of a fixed point); the plan
+instead rewrites the fleet question around the batch, where everything is forward:
+
+* a replica at batch ``b`` holds ``b`` requests for ``W(b) = ttft(b) + output_tokens x itl(b)``,
+  so it serves ``rate(b) = b / W(b)`` (Little's law); ``itl`` and ``ttft`` grow with ``b``;
+* the fleet may run a replica up to ``b_max = min(per_replica_concurrency x utilization,
+  the largest b meeting itl_slo, the largest b meeting ttft_slo)``;
+* so ``replicas = ceil(arrival_rate / rate(b_max))`` -- the smallest fleet whose replicas need
+  not run past ``b_max`` -- and the operating batch is where ``rate(b) = arrival_rate / replicas``.
+
+This is the solver's own answer (``replicas = ceil(in_flight / (per_replica_concurrency x
+utilization))`` with the SLAs as limits), read the other way round. ``itl(b)`` and ``ttft(b)``
+come from the packs by one vectorised sweep (:mod:`concur.sweep`) per *plan shape* (the
+configurations whose ``if_`` branches fold alike), over every configuration's batch grid at once;
+the per-replica capacity from one forward run per configuration. The cheapest candidates are then
+confirmed by the scalar solver (``concur solve`` on the same givens), whose replicas and latencies
+are the ones reported.
+
+Worked example: Llama-3.1-70B, 50 request/s of 1,000 in / 400 out, TTFT <= 2 s, ITL <= 50 ms:
+on H100 TP4 bf16 the KV pool holds 322 requests per replica, a replica at b = 257.6 (80 %)
+serves about 17 request/s, so 3 replicas, 12 GPUs.
+
+A configuration is rejected with its reason: it does not fit ("the model does not fit: weights
+... exceed ..."), TP does not divide the attention heads, an SLA cannot be met even at batch 1
+("ITL 61 ms > 50 ms at the smallest batch"). One without a public list price is feasible but
+unpriced (``cost_per_month`` null), listed after the priced ones.
+
+Non-goals: mixed fleets, pipeline parallelism in the grid (give ``--set pp=N``), queueing delay
+before admission (the ``queueing`` pack), prefill/decode disaggregation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConcurError, UsageError
+from ..lang.library import get_catalog
+from ..lang.model import Model, build_model
+
+__all__ = ["AXES", "Config", "Candidate", "PlanResult", "default_axes", "plan_fleet", "rows", "why_none",
+           "HOURS_PER_MONTH"]
+
+HOURS_PER_MONTH = 730.0  # the cost pack's default (8,760 h / 12)
+_TRAFFIC = ("arrival_rate", "input_tokens", "output_tokens")
+AXES = ("gpu", "tp", "weight_dtype", "kv_dtype", "engine")  # what the plan searches: never a given
+
+
+@dataclass(frozen=True)
+class Config:
+    """One point of the grid."""
+
+    gpu: str
+    tp: int
+    weight_dtype: str
+    kv_dtype: str
+    engine: str
+
+    def given(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "tp": self.tp, "weight_dtype": self.weight_dtype, "kv_dtype": self.kv_dtype,
+                "engine": self.engine}
+
+
+@dataclass
+class Candidate:
+    """A configuration and what it gives (base units: s, usd/month...), or why it is rejected."""
+
+    config: Config
+    feasible: bool = False
+    reason: str = ""
+    replicas: int | None = None
+    gpus_per_replica: int | None = None
+    per_replica_concurrency: float | None = None
+    batch: float | None = None  # the operating batch per replica
+    ttft: float | None = None
+    itl: float | None = None
+    cost_per_month: float | None = None
+    cost_per_million_tokens: float | None = None
+    binds: str = ""
+    confirmed: bool = False  # replicas and latencies from the scalar solver
+
+    @property
+    def fleet_gpus(self) -> int | None:
+        return None if self.replicas is None or self.gpus_per_replica is None else self.replicas * self.gpus_per_replica
+
+    def sort_key(self) -> tuple[Any, ...]:
+        """Feasible first; then cheapest, fewest GPUs, quickest tokens (ITL), first token (TTFT)."""
+        cost = self.cost_per_month if self.cost_per_month is not None else math.inf
+        return (not self.feasible, cost, self.fleet_gpus or 0, self.itl or math.inf, self.ttft or math.inf,
+                self.config.gpu, self.config.tp)
+
+
+@dataclass
+class PlanResult:
+    """The question as given, every candidate (feasible cheapest first, then rejected) and notes."""
+
+    question: dict[str, Any]
+    candidates: list[Candidate]
+    notes: list[str] = field(default_factory=list)
+    arrival_rate: float = math.nan  # request/s (base units)
+    output_tokens: float = math.nan  # token/request
+
+    @property
+    def feasible(self) -> list[Candidate]:
+        return [c for c in self.candidates if c.feasible]
+
+
+def default_axes(model: Model, question: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """The default grid: every catalog GPU; TP 1, 2, 4, 8 dividing the attention heads; (bf16, bf16),
+    (bf16, fp8), (fp8, fp8) weights/KV; every engine of the engines catalog."""
+    return {"gpu": list(get_catalog("gpus").entries), "tp": [1, 2, 4, 8],
+            "dtypes": [("bf16", "bf16"), ("bf16", "fp8"), ("fp8", "fp8")],
+            "engine": list(get_catalog("engines").entries)}
+
+
+def _grid(axes: Mapping[str, Sequence[Any]]) -> list[Config]:
+    return [Config(g, int(tp), w, k, e) for g in axes["gpu"] for tp in axes["tp"] for w, k in axes["dtypes"]
+            for e in axes["engine"]]
+
+
+def plan_fleet(question: Mapping[str, Any], axes: Mapping[str, Sequence[Any]] | None = None, *,
+               confirm: int = 3, progress: Callable[[int, int], None] | None = None) -> PlanResult:
+    """Evaluate every configuration of ``axes`` for ``question`` (model, traffic, SLAs; the fleet
+    pack's names and values); see the module essay. Raises UsageError for a question that is wrong
+    whatever the configuration (a missing traffic value, an unknown model)."""
+    from ..lang.check import require_checked
+
+    model = build_model(["llm_fleet"])
+    require_checked(model)
+    question = dict(question)
+    missing = [n for n in ("model", *_TRAFFIC) if n not in question]
+    if missing:
+        raise UsageError(f"a plan needs the model and the traffic: missing {', '.join(missing)}",
+                         hint="give " + " ".join(f"--set {n}=..." for n in missing))
+    fixed = [a for a in AXES if a in question]
+    if fixed:
+        raise UsageError(f"{', '.join(fixed)} is an axis of the plan, not a given",
+                         hint="narrow the axis instead: --gpus, --tp, --weight-dtypes, --kv-dtypes, --engines")
+    axes = dict(axes or default_axes(model, question))
+    configs = _grid(axes)
+    if not configs:
+        raise UsageError("the grid is empty", hint="every axis needs at least one value")
+    from ..solver.givens import resolve_givens
+
+    probe = resolve_givens(model, {**question, **configs[0].given()})  # a bad model or value fails once, here
+    slo: dict[str, float] = {n: probe.values[n] for n in ("itl_slo", "ttft_slo") if n in probe.values}
+    rate, osl = probe.values["arrival_rate"], probe.values["output_tokens"]
+    candidates = [Candidate(c) for c in configs]
+    capacity = _capacities(model, question, candidates, progress)
+    curves = _curves(model, question, [c for c in candidates if c.config in capacity], capacity)
+    for cand in candidates:
+        if cand.config in curves:
+            _size(cand, capacity[cand.config], curves[cand.config], rate, osl, slo)
+    notes = _confirm_cheapest(model, question, candidates, confirm, rate, osl)
+    unpriced = sum(1 for c in candidates if c.feasible and c.cost_per_month is None)
+    if unpriced:
+        notes.append(f"{unpriced} feasible configuration(s) have no public list price: give --set gpu_hour_price=... "
+                     "to cost them")
+    if "utilization" not in question:
+        notes.append("planned at utilization 0.8 (the fleet pack's default headroom; --set utilization=...)")
+    return PlanResult(question, candidates, notes, rate, osl)
+
+
+@dataclass(frozen=True)
+class _Capacity:
+    values: dict[str, float]  # the configuration's givens, presets expanded (base units)
+    cap: float  # per_replica_concurrency x utilization, requests
+    kv: float  # kv_concurrency, requests
+    batch_cap: float
+    gpus_per_replica: int
+    price: float | None  # usd per gpu-second (base units)
+    utilization: float
+
+
+def _capacities(model: Model, question: Mapping[str, Any], candidates: list[Candidate],
+                progress: Callable[[int, int], None] | None) -> dict[Config, _Capacity]:
+    """Per configuration: the givens and what one replica may hold; rejects those that cannot run."""
+    from ..solver.givens import resolve_givens
+    from ..solver.run import run_question
+
+    out: dict[Config, _Capacity] = {}
+    targets = ("per_replica_concurrency", "kv_concurrency", "batch_cap", "gpus_per_replica")
+    base = {k: v for k, v in question.items() if k not in ("arrival_rate", "itl_slo", "ttft_slo")}
+    for n, cand in enumerate(candidates):
+        if progress is not None:
+            progress(n, len(candidates))
+        try:
+            givens = resolve_givens(model, {**base, **cand.config.given()})
+        except ConcurError as exc:
+            cand.reason = exc.message
+            continue
+        values = dict(givens.values)
+        heads = values.get("attention_heads")
+        if heads and int(heads) % cand.config.tp:
+            cand.reason = f"tp {cand.config.tp} does not divide the {int(heads)} attention heads"
+            continue
+        try:
+            _plan, env, _trace = run_question(model, values, targets, givens.sources)
+        except ConcurError as exc:
+            cand.reason = exc.message
+            continue
+        util = env["utilization"]
+        out[cand.config] = _Capacity(values, env["per_replica_concurrency"] * util, env["kv_concurrency"],
+                                     env["batch_cap"], int(round(env["gpus_per_replica"])),
+                                     values.get("gpu_hour_price"), util)
+    if progress is not None:
+        progress(len(candidates), len(candidates))
+    return out
+
+
+_POINTS = 96  # batch grid points per configuration (geometric from 1 to the cap, plus the cap)
+
+
+def _curves(model: Model, question: Mapping[str, Any], candidates: list[Candidate],
+            capacity: Mapping[Config, _Capacity]) -> dict[Config, tuple[Any, Any, Any]]:
+    """``(batch, itl, ttft)`` arrays per configuration, from one vectorised sweep per plan shape."""
+    import numpy as np
+
+    from ..solver.plan import plan_key
+    from ..sweep import sweep
+
+    groups: dict[Any, list[Config]] = {}
+    for cand in candidates:
+        cap = capacity[cand.config]
+        key = plan_key(model, cap.values, ("t_step", "ttft"))
+        groups.setdefault((key[1], key[3]), []).append(cand.config)
+    out: dict[Config, tuple[Any, Any, Any]] = {}
+    for configs in groups.values():
+        names = sorted(set.intersection(*(set(capacity[c].values) for c in configs)) - {"concurrency"})
+        choice = [n for n in names if model.variables[n].choices]
+        numeric = [n for n in names if n not in choice]
+        grids = [_batch_grid(capacity[c].cap) for c in configs]
+        sizes = [len(g) for g in grids]
+        over: dict[str, Any] = {"concurrency": np.concatenate(grids)}
+        for n in numeric:
+            factor = model.variables[n].display.factor
+            over[n] = np.repeat([capacity[c].values[n] / factor for c in configs], sizes)
+        given: dict[str, Any] = {n: model.variables[n].choices[int(capacity[configs[0]].values[n])] for n in choice}
+        result = sweep(model, over, given, ["t_step", "ttft"], grid=False, validate=False)  # solved in _capacities
+        itl = np.asarray(result["t_step"]) * model.variables["t_step"].display.factor
+        ttft = np.asarray(result["ttft"]) * model.variables["ttft"].display.factor
+        start = 0
+        for c, grid, size in zip(configs, grids, sizes):
+            out[c] = (grid, itl[start:start + size], ttft[start:start + size])
+            start += size
+    return out
+
+
+def _batch_grid(cap: float) -> Any:
+    import numpy as np
+
+    top = max(cap, 1.0)
+    return np.unique(np.concatenate([np.geomspace(1.0, top, _POINTS), [top]]))
+
+
+def _size(cand: Candidate, cap: _Capacity, curve: tuple[Any, Any, Any], rate: float, osl: float,
+          slo: Mapping[str, float]) -> None:
+    """Replicas, operating batch and latencies of one configuration from its curves (module essay)."""
+    import numpy as np
+
+    batch, itl, ttft = curve
+    ok = np.isfinite(itl) & np.isfinite(ttft)
+    if not ok.any():
+        cand.reason = "the throughput model has no answer for this configuration"
+        return
+    limits = [(cap.cap, "KV pool" if cap.kv <= cap.batch_cap else "engine batch cap")]
+    for name, series, word in (("itl_slo", itl, "ITL"), ("ttft_slo", ttft, "TTFT")):
+        if name not in slo:
+            continue
+        meets = ok & (series <= slo[name] * (1 + 1e-12))
+        if not meets[0]:
+            cand.reason = (f"{word} {series[0] * 1e3:.3g} ms > {slo[name] * 1e3:.3g} ms at the smallest batch "
+                           f"(one request per replica)")
+            return
+        last = int(np.flatnonzero(meets)[-1])
+        edge = batch[last]
+        if last + 1 < len(batch):  # interpolate to where the series crosses the target
+            a, b, fa, fb = batch[last], batch[last + 1], series[last], series[last + 1]
+            if fb > fa:
+                edge = a + (b - a) * (slo[name] - fa) / (fb - fa)
+        limits.append((float(min(edge, cap.cap)), name))
+    b_max, binds = min(limits, key=lambda item: item[0])
+    b_max = max(b_max, 1e-9)
+    w = ttft + osl * itl
+    served = np.where(ok, batch / w, np.nan)
+    top = float(np.interp(b_max, batch, served))
+    replicas = max(1, math.ceil(rate / top * (1 - 1e-12)))
+    per_replica = rate / replicas
+    operating = float(np.interp(per_replica, served[ok], batch[ok]))
+    cand.replicas = replicas
+    cand.gpus_per_replica = cap.gpus_per_replica
+    cand.per_replica_concurrency = cap.cap / cap.utilization
+    cand.batch = operating
+    cand.itl = float(np.interp(operating, batch, itl))
+    cand.ttft = float(np.interp(operating, batch, ttft))
+    cand.binds = binds
+    cand.feasible = True
+    _cost(cand, cap.price, rate, osl)
+
+
+def _cost(cand: Candidate, price: float | None, rate: float, osl: float) -> None:
+    if price is None or cand.fleet_gpus is None:
+        cand.cost_per_month = cand.cost_per_million_tokens = None
+        cand.reason = f"no public list price for {cand.config.gpu}: give --set gpu_hour_price=..."
+        return
+    per_hour = cand.fleet_gpus * price * 3600.0  # price is usd per gpu-second in base units
+    cand.cost_per_month = per_hour * HOURS_PER_MONTH
+    cand.cost_per_million_tokens = per_hour / (rate * osl * 3600.0) * 1e6
+    cand.reason = ""
+
+
+def _confirm_cheapest(model: Model, question: Mapping[str, Any], candidates: list[Candidate], count: int,
+                      rate: float, osl: float) -> list[str]:
+    """Sort, then re-solve the ``count`` cheapest with the scalar solver. When the solver moves one
+    (another replica count, or infeasible), the order is redone and the new top ``count`` confirmed
+    in turn; notes for any the solver could not settle within its budget."""
+    from ..errors import BudgetError
+
+    notes: list[str] = []
+    tried: set[Config] = set()
+    while True:
+        candidates.sort(key=Candidate.sort_key)
+        todo = [c for c in candidates if c.feasible][:count]
+        todo = [c for c in todo if c.config not in tried]
+        if not todo:
+            return notes
+        moved = False
+        for cand in todo:
+            tried.add(cand.config)
+            before = (cand.feasible, cand.replicas)
+            try:
+                _confirm(model, question, cand, rate, osl)
+            except BudgetError as exc:
+                notes.append(f"{_label(cand.config)}: sized from the sweep, not confirmed by the solver "
+                             f"({exc.message})")
+            moved = moved or (cand.feasible, cand.replicas) != before
+        if not moved:
+            candidates.sort(key=Candidate.sort_key)
+            return notes
+
+
+def _label(c: Config) -> str:
+    return f"{c.gpu} tp{c.tp} {c.weight_dtype}/{c.kv_dtype} {c.engine}"
+
+
+def _confirm(model: Model, question: Mapping[str, Any], cand: Candidate, rate: float, osl: float) -> None:
+    """Re-solve a candidate with the scalar solver; its replicas and latencies are the ones reported,
+    and a configuration the solver finds infeasible is rejected with the solver's reason."""
+    from ..errors import BudgetError
+    from ..solver.question import solve_model
+
+    try:
+        sol = solve_model(model, ("replicas", "gpus_per_replica", "itl", "ttft", "batch"),
+                          {**question, **cand.config.given()})
+    except BudgetError:
+        raise
+    except ConcurError as exc:
+        cand.feasible, cand.reason, cand.confirmed = False, exc.message, True
+        cand.replicas = cand.cost_per_month = cand.cost_per_million_tokens = None
+        return
+    cand.replicas = int(round(sol.values["replicas"]))
+    cand.gpus_per_replica = int(round(sol.values["gpus_per_replica"]))
+    cand.itl, cand.ttft, cand.batch = sol.values["itl"], sol.values["ttft"], sol.values["batch"]
+    price = sol.values.get("gpu_hour_price")
+    _cost(cand, price, rate, osl)
+    cand.confirmed = True
+
+
+def why_none(result: PlanResult) -> str:
+    """One line saying why no configuration serves the question: the reasons counted, the nearest miss."""
+    kinds: dict[str, int] = {}
+    nearest: dict[str, tuple[float, str]] = {}
+    for c in result.candidates:
+        if "does not fit" in c.reason:
+            kind = "do not fit in GPU memory"
+        elif "at the smallest batch" in c.reason:
+            word = c.reason.split()[0]
+            kind = f"miss the {word} target even at one request per replica"
+            excess = float(c.reason.split()[1]) / float(c.reason.split()[4])
+            if kind not in nearest or excess < nearest[kind][0]:
+                nearest[kind] = (excess, f"{_label(c.config)}: {c.reason.split(' at the')[0]}")
+        elif "does not divide" in c.reason:
+            kind = "have a TP that does not divide the attention heads"
+        else:
+            kind = c.reason.split(";")[0] or "have no answer"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    parts = []
+    for kind, n in sorted(kinds.items(), key=lambda item: -item[1]):
+        parts.append(f"{n} {kind}" + (f" (nearest: {nearest[kind][1]})" if kind in nearest else ""))
+    return f"no configuration of {len(result.candidates)} serves the question: " + ", ".join(parts)
+
+
+def rows(result: PlanResult) -> Iterable[dict[str, Any]]:
+    """Each candidate as plain JSON-ready fields (the shape of ``concur plan --json``)."""
+    for c in result.candidates:
+        yield {
+            "gpu": c.config.gpu, "tp": c.config.tp, "weight_dtype": c.config.weight_dtype,
+            "kv_dtype": c.config.kv_dtype, "engine": c.config.engine, "replicas": c.replicas,
+            "fleet_gpus": c.fleet_gpus,
+            "cost_per_month": None if c.cost_per_month is None else {"value": c.cost_per_month, "unit": "usd/month"},
+            "cost_per_million_tokens": None if c.cost_per_million_tokens is None
+            else {"value": c.cost_per_million_tokens, "unit": "usd"},
+            "ttft": None if c.ttft is None else {"value": c.ttft * 1e3, "unit": "ms"},
+            "itl": None if c.itl is None else {"value": c.itl * 1e3, "unit": "ms"},
+            "batch_per_replica": c.batch, "per_replica_concurrency": c.per_replica_concurrency,
+            "binds": c.binds or None, "feasible": c.feasible, "reason": c.reason,
+            "confirmed_by_solver": c.confirmed,
+        }

@@ -1,0 +1,70 @@
+"""``concur bench plan``: the whole default grid of ``concur plan`` against one warm ``concur solve``.
+
+The question is the fleet question a user asks first: Llama-3.1-70B, 50 request/s of 1,000 in /
+400 out, TTFT at most 2 s and ITL at most 50 ms. ``concur plan`` evaluates every catalog GPU x
+TP x (weight, KV) dtype x engine for it (:mod:`concur.analysis.fleet_plan`); the peer is the
+cost of asking one configuration the same question, ``concur solve --find replicas``, with a
+warm cache. Target: the plan costs at most 10 single solves.
+
+Every figure is the median of ``--runs`` fresh processes, interleaved (solve, plan, solve, plan,
+...) so a neighbour's load hits both alike; the cache folder is filled by an untimed run first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import click
+
+__all__ = ["command"]
+
+QUESTION = ["--set", "model=llama-3.1-70b", "--set", "arrival_rate=50", "--set", "input_tokens=1000",
+            "--set", "output_tokens=400", "--set", "ttft_slo=2 s", "--set", "itl_slo=50 ms"]
+PLAN = ["-m", "concur.cli", "plan", *QUESTION, "--json"]
+SOLVE = ["-m", "concur.cli", "solve", "--find", "replicas", *QUESTION, "--set", "gpu=h100-sxm-80gb",
+         "--set", "tp=4", "--set", "weight_dtype=bf16", "--set", "kv_dtype=bf16"]
+
+
+def _once(args: list[str], env: dict[str, str]) -> tuple[float, str]:
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, *args], env=env, check=True, capture_output=True, text=True)
+    return time.perf_counter() - start, done.stdout
+
+
+@click.command()
+@click.option("--runs", default=5, show_default=True, type=click.IntRange(1, 100),
+              help="interleaved rounds (median of each)")
+def command(runs: int) -> None:
+    """`concur plan` over the default grid vs one warm `concur solve --find replicas` (target <= 10x)."""
+    cache = tempfile.mkdtemp(prefix="concur-bench-")
+    env = {**os.environ, "CONCUR_CACHE_DIR": cache}
+    solves: list[float] = []
+    plans: list[float] = []
+    try:
+        _once(SOLVE, env)  # fill the cache folder and the OS file cache, untimed
+        _, out = _once(PLAN, env)
+        for _ in range(runs):
+            solves.append(_once(SOLVE, env)[0])
+            plans.append(_once(PLAN, env)[0])
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    candidates = json.loads(out)["candidates"]
+    feasible = sum(1 for c in candidates if c["feasible"])
+    gpus = len({c["gpu"] for c in candidates})
+    solve, plan = statistics.median(solves), statistics.median(plans)
+    click.echo(f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  median of {runs} interleaved rounds; "
+               "peer: one warm `concur solve --find replicas` (H100 TP4 bf16, the same question)")
+    click.echo(f"  concur solve (one configuration)   {solve * 1000:8.1f} ms ({min(solves) * 1000:.0f}-"
+               f"{max(solves) * 1000:.0f})")
+    click.echo(f"  concur plan ({len(candidates)} configurations, {gpus} GPUs, {feasible} feasible)"
+               f"   {plan * 1000:8.1f} ms ({min(plans) * 1000:.0f}-{max(plans) * 1000:.0f})")
+    ratio = plan / solve
+    click.echo(f"ratio plan / solve                  {ratio:8.2f} x  (target <= 10 x: {'met' if ratio <= 10 else 'MISSED'}; "
+               f"{plan / len(candidates) * 1000:.2f} ms per configuration)")

@@ -1,0 +1,221 @@
+"""``concur plan``: the cheapest configuration for a model, its traffic and its SLAs.
+
+    $ concur plan --set model=llama-3.1-70b --set arrival_rate=50 --set input_tokens=1000 \\
+        --set output_tokens=400 --set ttft_slo="2 s" --set itl_slo="50 ms"
+
+Evaluates every catalog GPU x TP x (weight, KV) dtype x engine (:mod:`concur.analysis.fleet_plan`;
+``--gpus``, ``--tp``, ``--weight-dtypes``, ``--kv-dtypes``, ``--engines`` narrow the axes) and prints
+the feasible configurations cheapest first, then the rejected ones with their reason. ``--json``
+prints ``{"candidates": [{"gpu", "tp", "weight_dtype", "kv_dtype", "engine", "replicas", "fleet_gpus",
+"cost_per_month": {"value", "unit"}, "ttft": {...}, "itl": {...}, "feasible", "reason", ...}], "notes"}``;
+``--csv FILE|-`` one row per candidate; ``--plot FILE.png`` the Pareto front of tokens/s per GPU against
+tokens/s per user; ``--export FILE.xlsx`` a comparison sheet.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from ..options import json_option, pack_path_option, set_option
+
+__all__ = ["command"]
+
+
+def _names(values: tuple[str, ...]) -> list[str]:
+    return [x.strip() for v in values for x in v.split(",") if x.strip()]
+
+
+def _axes(gpus: tuple[str, ...], tps: tuple[str, ...], weights: tuple[str, ...], kvs: tuple[str, ...],
+          engines: tuple[str, ...]) -> dict[str, list[Any]] | None:
+    from ...analysis.fleet_plan import default_axes
+    from ...errors import UnknownNameError, UsageError
+    from ...lang.library import get_catalog
+    from ...lang.model import build_model
+
+    if not (gpus or tps or weights or kvs or engines):
+        return None
+    axes = default_axes(build_model(["llm_fleet"]), {})
+    for values, catalog, key in ((gpus, "gpus", "gpu"), (engines, "engines", "engine")):
+        names = _names(values)
+        if names:
+            known = get_catalog(catalog).entries
+            bad = [n for n in names if n not in known]
+            if bad:
+                raise UnknownNameError(f"unknown {key} '{bad[0]}'", hint=f"known: {', '.join(known)}")
+            axes[key] = names
+    if tps:
+        try:
+            axes["tp"] = [int(t) for t in _names(tps)]
+        except ValueError:
+            raise UsageError(f"--tp takes whole numbers, got {', '.join(tps)}", hint="e.g. --tp 1,2,4,8") from None
+        if any(t < 1 for t in axes["tp"]):
+            raise UsageError("--tp values must be at least 1")
+    dtypes = get_catalog("dtypes").entries
+    w = _names(weights) or sorted({a for a, _ in axes["dtypes"]})
+    k = _names(kvs) or sorted({b for _, b in axes["dtypes"]})
+    bad = [d for d in w + k if d not in dtypes]
+    if bad:
+        raise UnknownNameError(f"unknown dtype '{bad[0]}'", hint=f"known: {', '.join(dtypes)}")
+    if weights or kvs:
+        axes["dtypes"] = [(a, b) for a in w for b in k]
+    return axes
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1e3:,.1f} ms"
+
+
+def _money(x: float | None) -> str:
+    return "no price" if x is None else f"${x:,.0f}"
+
+
+def table(result: Any, top: int | None, show_rejected: bool = False) -> list[str]:
+    """The feasible candidates (cheapest first) and the rejected ones, as aligned text lines."""
+    from ..render import printable
+
+    feasible = result.feasible
+    head = ["gpu", "tp", "w/kv", "engine", "replicas", "GPUs", "$/month", "$/M tok", "TTFT", "ITL", "batch",
+            "binds"]
+    rows = [head]
+    for c in feasible[:top] if top else feasible:
+        rows.append([c.config.gpu, str(c.config.tp), f"{c.config.weight_dtype}/{c.config.kv_dtype}", c.config.engine,
+                     str(c.replicas), str(c.fleet_gpus), _money(c.cost_per_month),
+                     "-" if c.cost_per_million_tokens is None else f"${c.cost_per_million_tokens:,.2f}",
+                     _ms(c.ttft), _ms(c.itl), f"{c.batch:,.0f}" if c.batch is not None else "-", c.binds])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    left = {0, 2, 3, 11}
+    lines = [("  ".join(x.ljust(w) if i in left else x.rjust(w) for i, (x, w) in enumerate(zip(r, widths)))).rstrip()
+             for r in rows]
+    if not feasible:
+        lines = ["no configuration meets the question"]
+    elif top and len(feasible) > top:
+        lines.append(f"... {len(feasible) - top} more feasible (--top 0 shows all)")
+    rejected = [c for c in result.candidates if not c.feasible]
+    if rejected:
+        groups: dict[str, dict[str, list[str]]] = {}  # "gpu tpN w/kv" -> reason -> engines
+        for c in rejected:
+            label = f"{c.config.gpu} tp{c.config.tp} {c.config.weight_dtype}/{c.config.kv_dtype}"
+            groups.setdefault(label, {}).setdefault(c.reason, []).append(c.config.engine)
+        lines.append("")
+        lines.append(f"rejected ({len(rejected)} configurations):")
+        shown = list(groups.items()) if show_rejected else list(groups.items())[:12]
+        for label, reasons in shown:
+            if len(reasons) == 1:
+                lines.append(f"  {label}: {next(iter(reasons))}")
+            else:
+                lines.append(f"  {label}: " + "; ".join(f"{'/'.join(engines)}: {reason}"
+                                                       for reason, engines in reasons.items()))
+        if len(shown) < len(groups):
+            lines.append(f"  ... {len(groups) - len(shown)} more (--rejected lists them all; --json has every reason)")
+    for note in result.notes:
+        lines.append(f"note: {note}")
+    return [printable(line) for line in lines]
+
+
+def _csv(result: Any, path: str) -> None:
+    import csv
+    import io
+
+    from ...analysis.fleet_plan import rows
+    from ..streams import write_text
+
+    buf = io.StringIO()
+    fields = ["gpu", "tp", "weight_dtype", "kv_dtype", "engine", "feasible", "replicas", "fleet_gpus",
+              "cost_per_month_usd", "cost_per_million_tokens_usd", "ttft_ms", "itl_ms", "batch_per_replica",
+              "per_replica_concurrency", "binds", "reason"]
+    out = csv.writer(buf, lineterminator="\n")
+    out.writerow(fields)
+    for r in rows(result):
+        value = lambda q: "" if q is None else f"{q['value']:.6g}"  # noqa: E731
+        out.writerow([r["gpu"], r["tp"], r["weight_dtype"], r["kv_dtype"], r["engine"], r["feasible"],
+                      r["replicas"] or "", r["fleet_gpus"] or "", value(r["cost_per_month"]),
+                      value(r["cost_per_million_tokens"]), value(r["ttft"]), value(r["itl"]),
+                      "" if r["batch_per_replica"] is None else f"{r['batch_per_replica']:.6g}",
+                      "" if r["per_replica_concurrency"] is None else f"{r['per_replica_concurrency']:.6g}",
+                      r["binds"] or "", r["reason"]])
+    write_text(path, buf.getvalue())
+
+
+def question_from(sets: tuple[str, ...], scenario: str | None) -> tuple[dict[str, Any], list[str]]:
+    """The plan's question from ``--scenario`` (a file, or ``default``: llm_fleet's embedded one, also
+    used when nothing is given) and ``--set`` (which wins), less the plan's axes, with a note saying
+    which axes the scenario named."""
+    from ...analysis.fleet_plan import AXES
+    from ..givens import default_scenario, load_scenario, parse_sets
+
+    given: dict[str, Any] = {}
+    notes = []
+    if scenario == "default" or (not sets and not scenario):
+        given = default_scenario(["llm_fleet"])
+        notes.append("the question is llm_fleet's embedded scenario (--set NAME=VALUE changes it)")
+    elif scenario:
+        given = load_scenario(scenario)[0]
+    dropped = [a for a in AXES if a in given]
+    for a in dropped:
+        del given[a]
+    if dropped:
+        notes.append(f"the scenario's {', '.join(dropped)} are axes the plan searches, not givens")
+    given.update(parse_sets(sets))
+    return given, notes
+
+
+@click.command(name="plan")
+@pack_path_option
+@set_option(help="the question: model=, arrival_rate=, input_tokens=, output_tokens=, and optionally "
+                 "ttft_slo=, itl_slo=, utilization=, gpu_hour_price= (any llm_fleet variable)")
+@click.option("--scenario", metavar="FILE|-|default",
+              help="start from a scenario file, or 'default' for llm_fleet's embedded one (used when no "
+                   "--set is given); its gpu, tp and dtypes are dropped: they are the plan's axes")
+@click.option("--gpus", multiple=True, metavar="ID[,ID]", help="GPUs to try (default: every catalog GPU)")
+@click.option("--tp", "tps", multiple=True, metavar="N[,N]", help="tensor-parallel degrees (default: 1,2,4,8)")
+@click.option("--weight-dtypes", "weights", multiple=True, metavar="DT[,DT]", help="weight dtypes (default: bf16,fp8)")
+@click.option("--kv-dtypes", "kvs", multiple=True, metavar="DT[,DT]", help="KV-cache dtypes (default: bf16,fp8)")
+@click.option("--engines", multiple=True, metavar="ID[,ID]", help="engine presets (default: every engines entry)")
+@click.option("--top", type=int, default=15, show_default=True, help="feasible rows shown in the table (0: all)")
+@click.option("--rejected", "show_rejected", is_flag=True, help="list every rejected configuration and why")
+@click.option("--csv", "csv_path", metavar="FILE|-", help="one row per candidate ('-': stdout)")
+@click.option("--plot", "plot_path", metavar="FILE.png", help="Pareto front: tokens/s per GPU vs tokens/s per user")
+@click.option("--export", "export_path", metavar="FILE.xlsx", help="a comparison workbook (needs concur[excel])")
+@json_option
+def command(sets: tuple[str, ...], scenario: str | None, gpus: tuple[str, ...], tps: tuple[str, ...],
+            weights: tuple[str, ...],
+            kvs: tuple[str, ...], engines: tuple[str, ...], top: int, show_rejected: bool, csv_path: str | None,
+            plot_path: str | None, export_path: str | None, as_json: bool) -> None:
+    """The cheapest GPU, TP, precision and engine for a model, its traffic and its SLAs.
+
+    Every configuration is sized by the llm_fleet pack (replicas from the KV pool, the engine's batch
+    cap, the decode step at the fleet's batch and the SLAs); the cheapest are re-solved by the
+    scalar solver. Rejected configurations say why (does not fit, SLA out of reach, TP).
+    """
+    from ...analysis.fleet_plan import plan_fleet, rows
+    from ..progress import progress
+    from ..render import echo
+
+    question, notes = question_from(sets, scenario)
+    axes = _axes(gpus, tps, weights, kvs, engines)
+    with progress("sizing configurations") as bar:
+        result = plan_fleet(question, axes, progress=bar.update)
+    result.notes[:0] = notes
+    if csv_path:
+        _csv(result, csv_path)
+    if plot_path:
+        from ...analysis.plot import pareto_plan
+
+        pareto_plan(result, plot_path)
+    if export_path:
+        from ...excel.plan_sheet import export_plan
+
+        export_plan(result, export_path)
+    if not result.feasible:  # after --csv and --export: the files hold every reason
+        from ...analysis.fleet_plan import why_none
+        from ...errors import InfeasibleError
+
+        raise InfeasibleError(why_none(result), hint="larger or more GPUs (--gpus, --tp), fp8 weights, or a looser "
+                                                     "SLA; --csv FILE lists every configuration and its reason")
+    if as_json:
+        click.echo(json.dumps({"candidates": list(rows(result)), "notes": result.notes}, indent=2))
+    elif not (csv_path == "-"):
+        echo("\n".join(table(result, top or None, show_rejected)))
