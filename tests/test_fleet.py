@@ -116,3 +116,17 @@ def test_rate_and_replicas_with_an_sla_take_no_detour_through_the_model_constant
         assert sol.value("itl", "ms") <= 50
     with pytest.raises(InfeasibleError, match="itl_slo"):
         solve_model(fleet, ("batch",), {**given, "replicas": 1, "itl_slo": "20 ms"})
+
+
+def test_a_budget_gives_the_largest_rate_through_the_replicas_it_buys(fleet) -> None:
+    """monthly_budget -> replicas (the most it pays for) -> arrival_rate (the most they carry):
+    two searches, each cheap, instead of a rate search whose every trial solves the replica loop."""
+    cfg = {k: v for k, v in RATE.items() if k != "arrival_rate"}
+    sol = solve_model(fleet, ("arrival_rate", "replicas", "cost_per_month"), {**cfg, "monthly_budget": 45000})
+    replicas = sol.value("replicas")
+    assert replicas == 2 and sol.value("cost_per_month", "usd/month") <= 45000
+    edge = solve_model(fleet, ("arrival_rate",), {**cfg, "replicas": 2}).value("arrival_rate")
+    assert sol.value("arrival_rate") == pytest.approx(edge, rel=1e-9)
+    assert solve_model(fleet, ("replicas",), {**RATE, "arrival_rate": edge * 1.001}).value("replicas") == 3
+    with pytest.raises(InfeasibleError, match=r"cost_per_month is 20089.6 usd/month at replicas = 1 replica"):
+        solve_model(fleet, ("arrival_rate",), {**cfg, "monthly_budget": 5000})

@@ -96,7 +96,7 @@ def render_table(sol: Any, explain: bool) -> str:
             detail = sol.equation_text(s) or s.note or str(s.method)
             if s.method in ("given", "preset", "default"):
                 detail = s.note if s.method == "preset" and s.note else str(s.method)
-            elif s.note:
+            elif s.note and s.note != detail:
                 detail += f"  ({s.note})"
             steps.append((f"  {s.variable}", format_value(value, var.display.text), detail))
         lines.extend(align(steps))

@@ -33,7 +33,7 @@ from .solution import Givens, Method, Solution, Step, show_value
 from .budget import spend
 from .run import run_question
 
-__all__ = ["Goal", "goals_for", "goal_sense", "search"]
+__all__ = ["Goal", "goals_for", "goal_sense", "search", "search_via"]
 
 
 
@@ -141,16 +141,51 @@ def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens:
     return Solution(model, find, dict(env), givens, trace, notes=[note], plan=plan)
 
 
+def search_via(model: Model, find: tuple[str, ...], known: dict[str, float], givens: Givens, x: str,
+               names: tuple[str, ...], via: str) -> Solution:
+    """``x`` against targets ``names`` that depend on it only through the rounded count ``via``: the
+    count first (the most -- or fewest -- replicas a budget allows, a search that never touches ``x``),
+    then ``x`` against that count (the largest rate those replicas carry, solved at the edge of their
+    ceil). The answer meets the targets and names the count that links them."""
+    counted = search(model, (via,), {k: v for k, v in known.items() if k != x}, givens, via, names)
+    count = counted.values[via]
+    rest = {k: v for k, v in known.items() if k not in names}
+    linked = Givens({**givens.values, via: count}, {**givens.sources, via: "given"},
+                    {k: v for k, v in givens.limits.items() if k not in names}, dict(givens.texts),
+                    list(givens.notes), dict(givens.presets))
+    sol = search(model, find, {**rest, via: count}, linked, x, (via,))
+    step = next(s for s in counted.trace if s.variable == via)
+    sol.trace[:] = [step, *(s for s in sol.trace if s.variable != via)]
+    sol.notes.insert(0, step.note or "")
+    sol.givens = givens
+    return sol
+
+
+def _distance(goals: list[Goal], env: dict[str, float]) -> float:
+    """How far ``env`` is from the targets it misses (sum of |log(value / target)|; inf if unusable)."""
+    total = 0.0
+    for g in goals:
+        v, t = env.get(g.name, math.nan), g.target
+        if not (v > 0 and t > 0):
+            return math.inf
+        total += abs(math.log(v / t))
+    return total
+
+
 def _out_of_reach(model: Model, x: str, goals: list[Goal], evaluate: Any, met: Any, lo: float | None,
                   hi: float | None, last_error: list[ConcurError]) -> InfeasibleError:
     """Why no value of ``x`` meets the goals: each given target with the best it gets at the ends
     of ``x``'s range ("itl_slo at most 20 ms is out of reach: itl is 21.7 ms at 1,000,000 replicas")."""
     ends = [e for e in (hi if hi is not None else 1e6, lo if lo is not None and lo > 0 else None) if e is not None]
+    tried = []
     for end in ends:
         env = evaluate(float(end))
         if env is None:
             continue
         missed = [g for g in goals if g.equation is None and not met(g, env)]
+        if missed:
+            tried.append((_distance(missed, env), end, env, missed))
+    for _distance_, end, env, missed in sorted(tried, key=lambda t: t[0])[:1]:  # the end nearest the goals
         if missed:
             parts = []
             for g in missed:

@@ -228,12 +228,18 @@ def _compile(model: Model, known: Mapping[str, float], targets: tuple[str, ...],
     checks += [i for i in fully_known if i not in checks]
     for i in checks:
         wanted |= set(problem.eqs[i].names) - problem.known.keys()
+    system = {i: problem.eqs[i].names for i in m.eq_to_var}
+    requirements = problem.requirements()
     for con in model.constraints:  # a constraint its defining equations determine is checked, so computed too
         unknown = names_in(con.expr) - problem.known.keys()
-        if all(n in wanted or _defined_by(problem, m, n) for n in unknown) \
-                and not _holds_already(con.expr, problem.known):
+        if not unknown or unknown <= wanted or _holds_already(con.expr, problem.known):
+            continue
+        if not all(n in wanted or _defined_by(problem, m, n) for n in unknown):
+            continue
+        # ...unless computing its inputs would invert a requirement (a given count's ceil)
+        needed = {i for block in blocks_in_order(system, m, wanted | unknown) for i in block}
+        if not needed & requirements:
             wanted |= unknown
-    system = {i: problem.eqs[i].names for i in m.eq_to_var}
     compiler = _Compiler(model, problem.eqs)
     steps = tuple(compiler.block(block, m) for block in blocks_in_order(system, m, wanted))
     computed = frozenset(v for s in steps for v in s.variables)

@@ -28,7 +28,7 @@ from ..lang.model import Model
 from .budget import budget
 from .closed_forms import save_closed_forms
 from .givens import resolve_givens
-from .goal_seek import search
+from .goal_seek import search, search_via
 from .run import run_question
 from .seek import needs_search
 from .solution import Solution
@@ -67,7 +67,9 @@ def solve_model(model: Model, find: tuple[str, ...], given: Mapping[str, Any]) -
     sources = dict(givens.sources)
     with budget():
         seek = needs_search(model, find, known, givens)
-        if seek is not None:
+        if seek is not None and seek.via is not None:
+            sol = search_via(model, find, known, givens, seek.variable, seek.goals, seek.via)
+        elif seek is not None:
             sol = search(model, find, known, givens, seek.variable, seek.goals, seek.requirement)
         else:
             plan, env, trace = run_question(model, known, find, sources)

@@ -32,11 +32,15 @@ __all__ = ["Seek", "needs_search", "rounding_equation"]
 @dataclass(frozen=True)
 class Seek:
     """A question answered by a goal seek: search ``variable`` until every given target in ``goals``
-    is met (and, with ``requirement``, the rounding equation that defines the variable)."""
+    is met (and, with ``requirement``, the rounding equation that defines the variable). With
+    ``via``, the goals depend on ``variable`` only through that rounded count: the count is searched
+    against the goals first, then ``variable`` against the count (two cheap searches, not one
+    search whose every trial solves the count's loop)."""
 
     variable: str
     goals: tuple[str, ...]
     requirement: int | None = None
+    via: str | None = None  # a rounded count the goals depend on alone: searched first (budget -> replicas -> rate)
 
 
 _SEARCH: dict[tuple[Any, ...], Seek | None] = {}
@@ -76,6 +80,9 @@ def _needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float
             base = without(g)
             if determined(base, x):
                 continue
+            via = _rounded_link(model, base, x, g, determined)
+            if via is not None:
+                return Seek(x, (g,), via=via)
             free = structure(model, base, find).matching.undetermined - {g}
             candidates = sorted(
                 (s for s in free | {x} if not model.variables[s].choices and (s == x or s not in computed)),
@@ -100,6 +107,23 @@ def _needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float
             for g in drivers:  # the given whose removal frees x, and that x drives
                 if not determined(without(g, *limits), x) and determined({**without(g), x: 1.0}, g):
                     return Seek(x, (g,))
+    return None
+
+
+def _rounded_link(model: Model, base: Mapping[str, float], x: str, g: str, determined: Any) -> str | None:
+    """A count ``n = ceil(...)`` through which alone ``x`` reaches the target ``g``: ``g`` follows
+    from ``n`` without ``x`` (which has no default to stand in for it), and ``n`` from ``x``. A
+    monthly budget caps the replicas, and the replicas cap the rate."""
+    if model.variables[x].default is not None:
+        return None  # without x the first search would use x's default, not leave it out
+    for eq in model.equations:
+        if not (isinstance(eq.lhs, Var) and isinstance(eq.rhs, Call) and eq.rhs.fn == "ceil"):
+            continue
+        n = eq.lhs.name
+        if n in (x, g) or n in base or not model.variables[n].integer:
+            continue
+        if determined({**base, n: 1.0}, g) and determined({**base, x: 1.0}, n):
+            return n
     return None
 
 
