@@ -246,3 +246,24 @@ def test_worker_queue_consumers_state_the_assumed_utilization():
     assert data["results"]["consumers"]["value"] == 30  # 200/s x 0.12 s / 0.8 = 30
     assert any("utilization = 0.8" in note for note in data["notes"])
     assert {t["variable"]: t["method"] for t in data["trace"]}["utilization"] == "default"
+
+
+# ---------------------------------------------------------------- found here: a decimal comma
+
+
+@pytest.mark.parametrize("raw", ["0,5", "0,5 GiB", "1,5", "12,34", "1,0000", "1,000,00", "1,5k"])
+def test_a_decimal_comma_is_refused_not_read_as_digits(raw):
+    """Regression: ``--set overhead=0,5`` was 5 GiB (the comma dropped) and ``1,5`` was 15."""
+    with pytest.raises(UsageError, match="decimal point"):
+        base("llm_memory", "overhead", raw)
+
+
+@pytest.mark.parametrize("raw, value", [("1,000", 1000), ("1,000,000", 1e6), ("1,000.5", 1000.5), ("1_000", 1000),
+                                        ("1,000 GiB", 1000)])
+def test_thousands_grouping_still_reads(raw, value):
+    assert base("llm_memory", "overhead", raw) == pytest.approx(value * 2**33)
+
+
+def test_a_decimal_comma_exits_2_on_the_command_line():
+    line = one_line_error(concur_cli("solve", "llm_memory", "--find", "users", *GPT_OSS, "--set", "overhead=0,5"), 2)
+    assert "0,5" in line and "decimal point" in line
