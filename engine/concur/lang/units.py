@@ -256,8 +256,10 @@ def unit_info(text: str | None, *, where: Any = None, variable: str | None = Non
     return info
 
 
+# A comma only groups thousands ("1,000,000"); "0,5" is not 5 (a decimal comma is refused).
 _NUMBER_RE = re.compile(
-    r"^\s*([-+]?(?:\d[\d_,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?:(Ki|Mi|Gi|[kKMG])(?=\s|/|$))?\s*(.*)$")
+    r"^\s*([-+]?(?:\d{1,3}(?:,\d{3})+(?![\d,_])\.?\d*|\d[\d_]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+    r"(?:(Ki|Mi|Gi|[kKMG])(?=\s|/|$))?\s*(.*)$")
 _SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30}
 _PER_RE = re.compile(r"(?:^|\s+)per\s+")
 
@@ -276,6 +278,8 @@ def parse_quantity(text: str, *, variable: str | None = None) -> tuple[float, Un
     m = _NUMBER_RE.match(text)
     if not m:
         raise ValueError(f"'{text}' is not a number with an optional unit")
+    if m.group(3).startswith(","):
+        raise ValueError(f"'{text.strip()}': a comma only groups thousands (1,000); write a decimal point (0.5)")
     number = float(m.group(1).replace("_", "").replace(",", ""))
     if not math.isfinite(number):
         raise ValueError(f"'{text}' is not a finite number")

@@ -19,6 +19,8 @@ means the same thing wherever it is typed -- ``--set``, ``--over``, a scenario f
 * ``k``/``M``/``G`` glued to the number are decimal (``8k`` = 8,000) and ``Ki``/``Mi``/``Gi``
   binary (``8Ki`` = 8,192); a token count given with a decimal multiplier earns a note, since
   8k context usually means 8,192 (:func:`prefix_note`);
+* digits group with ``_`` or a comma between groups of three (``1,000,000``); a decimal comma
+  is refused (``"0,5 GiB"`` is not 5 GiB);
 * a pint ``Quantity`` (from the Python API) is read through its magnitude and unit text.
 
 Worked example: ``littles_law`` declares ``t_step`` in s and displays it in ms. ``30``, ``"30"``,

@@ -115,7 +115,9 @@ def bracket_root(f: Callable[[float], float], lo: float, hi: float, *, what: str
     """A root of ``f`` in [lo, hi]: scan 201 points (log-spaced when wide), then bisect a sign change.
 
     Only a sign change or an isolated exact zero counts (see the module essay). Evaluations that
-    raise ``ArithmeticError``/``ValueError`` are skipped. Each evaluation spends budget
+    raise ``ArithmeticError``/``ValueError`` are skipped; a bisection that meets one (or a
+    non-finite value) gives up that sign change (a pole, or a failed inner solve: no root it can
+    vouch for) and goes on to the next. Each evaluation spends budget
     (:func:`concur.solver.budget.spend`, raising :class:`~concur.errors.BudgetError` past it).
     """
     if lo > 0 and hi / lo > 100:
@@ -145,12 +147,18 @@ def bracket_root(f: Callable[[float], float], lo: float, hi: float, *, what: str
             for _ in range(200):
                 spend(what, hint)
                 mid = 0.5 * (a + b)
-                fm = f(mid)
+                try:
+                    fm = f(mid)
+                except (ArithmeticError, ValueError):
+                    break  # f fails inside this sign change (a pole): try the next one
+                if not math.isfinite(fm):
+                    break
                 if fm == 0 or abs(b - a) <= 1e-15 * max(abs(mid), 1e-300):
                     return mid
                 if (fm > 0) == (fa > 0):
                     a, fa = mid, fm
                 else:
                     b = mid
-            return 0.5 * (a + b)
+            else:
+                return 0.5 * (a + b)
     return None
