@@ -213,11 +213,6 @@ def test_admissible_questions_answer_or_refuse(pack):
 # Refusals that state something false. Each question has a plain answer; the engine exits 3.
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "goal_seek._integer_search treats an exact ('equal') goal as monotone: over a range wider than "
-    "integers.SCAN_LIMIT (replicas 1..1e6, consumers 1..2**40) integers.smallest probes 1, 2, 4, 8, 16, ... "
-    "and bisects between failures, so only targets hit at a power of two are found (32 GPUs -> 8 works, "
-    "40 -> 10 does not); the others get InfeasibleError 'fleet_gpus exactly 40 gpu is out of reach'"))
 @pytest.mark.parametrize("pack, find, given_values, expected", [
     ("cost", "replicas", {"fleet_gpus": 40, "gpus_per_replica": 4}, 10),
     ("worker_queue", "consumers", {"capacity": 2400, "service_time": 50}, 120),
@@ -233,11 +228,6 @@ def test_an_integer_for_an_exact_target_at_a_power_of_two():
                         ).value("replicas") == 8
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "inverting mean_in_queue through mean_wait = p_wait * service_time / (servers - load) tries a load >= "
-    "servers and the pack's violation ends the solve (InfeasibleError 'the queue never drains: load (load) >= "
-    "servers (1)', the value not even rendered) instead of keeping the bracket below servers; M/M/1 with "
-    "Lq = 8.1 is utilization 0.9 (0.81 / 0.1), which the forward question gives back"))
 def test_utilization_from_the_queue_length_of_mm1():
     forward = concur.solve(find="mean_in_queue", given={"utilization": 0.9, "service_time": "1 s", "servers": 1},
                            packs="queueing")
@@ -248,10 +238,6 @@ def test_utilization_from_the_queue_length_of_mm1():
     assert back.value("utilization") == pytest.approx(0.9, rel=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "retry_after = max(0 s, (cost - tokens) / rate) is 0 for every rate when cost < tokens, yet the solver "
-    "says 'no value of rate satisfies ...' (InfeasibleError, exit 3): the question does not constrain rate, "
-    "which is a usage problem (exit 2), as the goal seek says for 'every value in range meets the target'"))
 def test_a_given_that_every_value_satisfies_is_not_called_impossible():
     with pytest.raises(ConcurError) as err:
         concur.solve(find="rate", given={"cost": "1 request", "tokens": "4 request", "retry_after": "0 s"},

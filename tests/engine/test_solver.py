@@ -174,3 +174,14 @@ def test_a_default_yields_to_a_direct_inversion_from_givens():
     """active_params given: active_fraction follows from it instead of taking its default of 1."""
     sol = concur.solve("active_fraction", {"params": 8, "active_params": "2e9 parameter"}, packs="llm_throughput")
     assert sol.value("active_fraction") == pytest.approx(0.25)
+
+
+def test_an_exact_integer_target_between_two_counts_names_both():
+    import concur
+    from concur.errors import InfeasibleError
+
+    with pytest.raises(InfeasibleError, match="no whole replicas gives fleet_gpus exactly 42 gpu: 10 replica gives "
+                                              "40 gpu, 11 replica gives 44 gpu"):
+        concur.solve(find="replicas", given={"fleet_gpus": 42, "gpus_per_replica": 4}, packs="cost")
+    assert concur.solve(find="replicas", given={"fleet_gpus": 4_000_000, "gpus_per_replica": 4},
+                        packs="cost").value("replicas") == 1_000_000

@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConcurError, InfeasibleError, SolveError
+from ..errors import ConcurError, InfeasibleError, SolveError, UsageError
 from ..lang.expr import Call, Node, compile_node, names_in, to_text
 from ..lang.model import Model
 from ..lang.pack import Variable
@@ -140,6 +140,10 @@ class _Run:
         if step.complete:
             known = ", ".join(f"{n}={show_value(self.model, n, self.env[n])}" for n in sorted(e.names)
                               if n in self.env)
+            if _holds_everywhere(e, self.env, var, v.bounds):
+                raise UsageError(f"every value of {var} satisfies '{e.eq.text}' with these givens ({known}): "
+                                 f"they do not determine {var}", where=e.eq.where, variable=var,
+                                 hint=f"give {var} directly, or a given that constrains it")
             raise InfeasibleError(f"no value of {var} satisfies '{e.eq.text}' with these givens ({known})",
                                   where=e.eq.where, variable=var,
                                   hint="the equation has no solution here: check the givens")
@@ -401,6 +405,25 @@ def value_on_demand(name: str, model: Model, env: dict[str, float]) -> float | N
                 except (ArithmeticError, ValueError):
                     return None
     return None
+
+
+def _holds_everywhere(e: SpecialisedEq, env: dict[str, float], var: str,
+                      bounds: tuple[float | None, float | None]) -> bool:
+    """True when the equation holds exactly at every probe of ``var`` across its bounds (a question
+    that leaves ``var`` free: retry_after = max(0, (cost - tokens) / rate) = 0 for any rate)."""
+    lo, hi = bounds
+    probes = [p for p in (1e-6, 1e-3, 0.5, 1.0, 7.0, 1e3, 1e6)
+              if (lo is None or p >= lo) and (hi is None or p <= hi)]
+    if len(probes) < 3:
+        return False
+    for x in probes:
+        try:
+            trial = {**env, var: x}
+            if _evaluate(e.lhs, trial) != _evaluate(e.rhs, trial):
+                return False
+        except (ArithmeticError, ValueError, KeyError, TypeError):
+            return False
+    return True
 
 
 def render_template(text: str, model: Model, env: dict[str, float]) -> str:

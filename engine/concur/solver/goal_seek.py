@@ -119,12 +119,30 @@ def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens:
         hi_i = int(math.floor(hi)) if hi is not None else 1 << 40
         # a count searched against its own ceil (replicas inside an SLA search) is the fewest that do
         fewest = requirement is not None and goals[-1].sense == "at_most"
-        chosen = _integer_search(evaluate, meets, lo_i, hi_i, fewest=fewest)
+        exact = [g for g in goals if g.sense == "equal" and g.equation is None]
+        if exact and len(goals) == 1:
+            chosen = _integer_exact(evaluate, meets, exact[0], lo_i, hi_i)
+            if chosen is not None and chosen[1] == "between":
+                g, n = exact[0], int(chosen[0])
+                below, at = evaluate(float(n - 1)), evaluate(float(n))
+                shown = [f"{show_value(model, x, float(k))} gives {show_value(model, g.name, e[g.name])}"
+                         for k, e in ((n - 1, below), (n, at)) if e is not None and k >= lo_i]
+                raise InfeasibleError(f"no whole {x} gives {g.name} exactly {show_value(model, g.name, g.target)}: "
+                                      + ", ".join(shown), variable=g.name,
+                                      hint=f"give a {g.name} one of those values reach, or ask for {g.name}")
+        else:
+            chosen = _integer_search(evaluate, meets, lo_i, hi_i, fewest=fewest)
     else:
-        chosen = _boundary(model, goals, base_known, x, sources, evaluate, meets)
-        if chosen is None:
-            lo_f = lo if lo is not None and lo > 0 else None
-            chosen = _continuous_search(evaluate, meets, lo_f, hi, xv.default)
+        try:
+            chosen = _boundary(model, goals, base_known, x, sources, evaluate, meets)
+            if chosen is None:
+                lo_f = lo if lo is not None and lo > 0 else None
+                chosen = _continuous_search(evaluate, meets, lo_f, hi, xv.default)
+        except BudgetError as exc:  # say what was searched, not which inner loop the clock stopped in
+            raise BudgetError(f"could not find the {x} giving {_describe(model, goals)} within the solve budget: "
+                              f"every trial {x} re-solves the model ({exc.message})",
+                              hint=f"give {x} directly and ask for {', '.join(g.name for g in goals)} instead",
+                              variable=x) from None
     if chosen is None:
         raise _out_of_reach(model, x, goals, evaluate, met, lo, hi, last_error)
     value, direction = chosen
@@ -290,6 +308,35 @@ def _integer_search(evaluate: Any, meets: Any, lo: int, hi: int, *, fewest: bool
         return None if best is None else (float(best), "largest")
     first = frontier.smallest(goal, lo, hi)
     return None if first is None else (float(first), "smallest")
+
+
+def _integer_exact(evaluate: Any, meets: Any, goal: Goal, lo: int, hi: int) -> tuple[float, str] | None:
+    """The smallest integer giving exactly ``goal``'s target (40 GPUs -> 10 replicas of 4), where the
+    goal's value is monotone in it: the first integer whose value reaches the target, bisected like
+    an at-least (or at-most) goal. ``(n, "between")`` when it passes the target without hitting it."""
+    def value(n: int) -> float | None:
+        env = evaluate(float(n))
+        v = None if env is None else env.get(goal.name)
+        return v if v is not None and math.isfinite(v) else None
+
+    first = next(((n, v) for n in range(lo, min(hi, lo + 64) + 1) if (v := value(n)) is not None), None)
+    if first is None:
+        return None
+    second = next(((n, v) for n in range(first[0] + 1, min(hi, first[0] + 64) + 1)
+                   if (v := value(n)) is not None and v != first[1]), None)
+    rising = second is None or second[1] > first[1]
+    tol = 1e-9 * max(abs(goal.target), 1e-300)
+
+    def reached(n: int) -> bool | None:
+        v = value(n)
+        return None if v is None else (v >= goal.target - tol if rising else v <= goal.target + tol)
+
+    n = frontier.smallest(reached, lo, hi)
+    if n is None:
+        return None
+    if not meets(evaluate(float(n))):
+        return float(n), "between"  # the target falls between n - 1 and n
+    return float(n), "smallest"
 
 
 def _continuous_search(evaluate: Any, meets: Any, lo: float | None, hi: float | None,

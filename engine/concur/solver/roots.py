@@ -114,7 +114,10 @@ def bracket_root(f: Callable[[float], float], lo: float, hi: float, *, what: str
                  hint: str = "") -> float | None:
     """A root of ``f`` in [lo, hi]: scan 201 points (log-spaced when wide), then bisect a sign change.
 
-    Only a sign change or an isolated exact zero counts (see the module essay). Evaluations that
+    Only a sign change or an isolated exact zero counts (see the module essay); an ``f`` that is 0
+    wherever it is defined is a question that does not determine the unknown (UsageError). A sign
+    change between the last defined scan point and where ``f`` stops being defined is found by
+    walking to that edge (M/M/1's queue length near load 1). Evaluations that
     raise ``ArithmeticError``/``ValueError`` are skipped; a bisection that meets one (or a
     non-finite value) gives up that sign change (a pole, or a failed inner solve: no root it can
     vouch for) and goes on to the next. Each evaluation spends budget
@@ -132,6 +135,12 @@ def bracket_root(f: Callable[[float], float], lo: float, hi: float, *, what: str
         except (ArithmeticError, ValueError):
             fx = None
         values.append(fx if fx is None or math.isfinite(fx) else None)
+    valid = [v for v in values if v is not None]
+    if len(valid) > 2 and all(v == 0 for v in valid):
+        from ..errors import UsageError
+
+        raise UsageError(f"every value of {what} in its range satisfies the equations: the givens do not "
+                         "determine it", hint=hint or "give it directly, or another value that constrains it")
     for i, (x, fx) in enumerate(zip(points, values)):
         if fx is None:
             continue
@@ -143,22 +152,55 @@ def bracket_root(f: Callable[[float], float], lo: float, hi: float, *, what: str
             continue
         prev = values[i - 1] if i > 0 else None
         if prev is not None and prev != 0 and (fx > 0) != (prev > 0):
-            a, b, fa = points[i - 1], x, prev
-            for _ in range(200):
-                spend(what, hint)
-                mid = 0.5 * (a + b)
-                try:
-                    fm = f(mid)
-                except (ArithmeticError, ValueError):
-                    break  # f fails inside this sign change (a pole): try the next one
-                if not math.isfinite(fm):
-                    break
-                if fm == 0 or abs(b - a) <= 1e-15 * max(abs(mid), 1e-300):
-                    return mid
-                if (fm > 0) == (fa > 0):
-                    a, fa = mid, fm
-                else:
-                    b = mid
-            else:
-                return 0.5 * (a + b)
+            root = _bisect_sign(f, points[i - 1], x, prev, what, hint)
+            if root is not None:
+                return root  # else f fails inside this sign change (a pole): try the next one
+    return _root_at_an_edge(f, points, values, what, hint)
+
+
+def _root_at_an_edge(f: Callable[[float], float], points: list[float], values: list[float | None], what: str,
+                     hint: str) -> float | None:
+    """A sign change hidden between the last valid scan point and where ``f`` stops being defined
+    (M/M/1's queue length grows without bound as the load nears 1, and fails past it): walk to the
+    edge of the valid region by bisection; if ``f`` changes sign on the way, bisect that change."""
+    for i in range(len(points) - 1):
+        (x0, f0), (x1, f1) = (points[i], values[i]), (points[i + 1], values[i + 1])
+        if (f0 is None) == (f1 is None) or (f0 == 0 if f0 is not None else f1 == 0):
+            continue
+        good, bad, fg = (x0, x1, f0) if f0 is not None else (x1, x0, f1)
+        assert fg is not None
+        for _ in range(80):  # toward the edge, keeping the last point where f is defined
+            spend(what, hint)
+            mid = 0.5 * (good + bad)
+            try:
+                fm = f(mid)
+            except (ArithmeticError, ValueError):
+                fm = None
+            if fm is None or not math.isfinite(fm):
+                bad = mid
+                continue
+            if (fm > 0) != (fg > 0) or fm == 0:
+                return _bisect_sign(f, good, mid, fg, what, hint)
+            good = mid
+            if abs(bad - good) <= 1e-15 * max(abs(good), 1e-300):
+                break
     return None
+
+
+def _bisect_sign(f: Callable[[float], float], a: float, b: float, fa: float, what: str, hint: str) -> float | None:
+    for _ in range(200):
+        spend(what, hint)
+        mid = 0.5 * (a + b)
+        try:
+            fm = f(mid)
+        except (ArithmeticError, ValueError):
+            return None
+        if not math.isfinite(fm):
+            return None
+        if fm == 0 or abs(b - a) <= 1e-15 * max(abs(mid), 1e-300):
+            return mid
+        if (fm > 0) == (fa > 0):
+            a, fa = mid, fm
+        else:
+            b = mid
+    return 0.5 * (a + b)
