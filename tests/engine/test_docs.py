@@ -1,4 +1,4 @@
-"""Docs cannot drift: every ``$ concur ...`` line in a ```console block of docs/*.md is run
+"""Docs cannot drift: every ``$ concur ...`` line in a ```console block of docs/*.md and README.md is run
 and its output compared (whitespace-normalised) with the lines that follow it in the doc; every
 ```pycon block (``>>>`` lines and their output, doctest-style) is run too, the blocks of one page
 as one session in page order, from the repository root."""
@@ -22,7 +22,7 @@ WRITES = ("-o", "--plot", "--csv")  # commands that write files run in a tempora
 
 
 def _examples():
-    for doc in sorted(DOCS.glob("*.md")):
+    for doc in [*sorted(DOCS.glob("*.md")), DOCS.parent / "README.md"]:
         for block in BLOCK.findall(doc.read_text()):
             lines = block.splitlines()
             i = 0
@@ -48,6 +48,27 @@ def _run(command: str, tmp: Path) -> str:
     out = subprocess.run([sys.executable, "-m", "concur.cli", *args], capture_output=True, text=True, timeout=300,
                          cwd=tmp if any(a in WRITES for a in args) else DOCS.parent)
     return out.stdout + (out.stderr if out.returncode else "")
+
+
+def test_readme_starts_with_the_two_setup_commands_and_the_first_answers_the_fleet_question():
+    """README.md opens with exactly two commands (install and run the main job; install and test);
+    the main job's concur command answers the embedded fleet scenario as the text beside it says."""
+    text = (DOCS.parent / "README.md").read_text()
+    first = re.match(r"# concur\n\n```bash\n(.*?)```", text, re.S)
+    assert first is not None, "README.md must open with its set-up commands"
+    commands = first.group(1).strip().splitlines()
+    assert len(commands) == 2
+    assert commands[0].startswith("python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/concur ")
+    assert commands[1] == "python3 -m venv .venv && .venv/bin/pip install '.[test]' && .venv/bin/python -m pytest -q"
+    job = shlex.split(commands[0].split("&& .venv/bin/concur ", 1)[1])
+    out = subprocess.run([sys.executable, "-m", "concur.cli", *job, "--json"], capture_output=True, text=True,
+                         timeout=120, cwd=DOCS.parent)
+    assert out.returncode == 0, out.stderr
+    import json
+
+    results = json.loads(out.stdout)["results"]
+    assert results["replicas"]["value"] == 3 and results["fleet_gpus"]["value"] == 12
+    assert f"${results['cost_per_month']['value']:,.0f} a month" in text.replace("\n", " ")
 
 
 @pytest.mark.parametrize("command, expected", list(_examples()))

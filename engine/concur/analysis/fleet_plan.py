@@ -86,6 +86,7 @@ class Candidate:
     itl: float | None = None
     cost_per_month: float | None = None
     cost_per_million_tokens: float | None = None
+    gpu_hour_price: float | None = None  # usd per GPU-hour the cost was computed at
     binds: str = ""
     confirmed: bool = False  # replicas and latencies from the scalar solver
 
@@ -313,7 +314,8 @@ def _cost(cand: Candidate, price: float | None, rate: float, osl: float) -> None
         cand.cost_per_month = cand.cost_per_million_tokens = None
         cand.reason = f"no public list price for {cand.config.gpu}: give --set gpu_hour_price=..."
         return
-    per_hour = cand.fleet_gpus * price * 3600.0  # price is usd per gpu-second in base units
+    cand.gpu_hour_price = price * 3600.0  # price is usd per gpu-second in base units
+    per_hour = cand.fleet_gpus * cand.gpu_hour_price
     cand.cost_per_month = per_hour * HOURS_PER_MONTH
     cand.cost_per_million_tokens = per_hour / (rate * osl * 3600.0) * 1e6
     cand.reason = ""
@@ -410,6 +412,7 @@ def rows(result: PlanResult) -> Iterable[dict[str, Any]]:
             "cost_per_month": None if c.cost_per_month is None else {"value": c.cost_per_month, "unit": "usd/month"},
             "cost_per_million_tokens": None if c.cost_per_million_tokens is None
             else {"value": c.cost_per_million_tokens, "unit": "usd"},
+            "gpu_hour_price": None if c.gpu_hour_price is None else {"value": c.gpu_hour_price, "unit": "usd/gpu/hour"},
             "ttft": None if c.ttft is None else {"value": c.ttft * 1e3, "unit": "ms"},
             "itl": None if c.itl is None else {"value": c.itl * 1e3, "unit": "ms"},
             "batch_per_replica": c.batch, "per_replica_concurrency": c.per_replica_concurrency,

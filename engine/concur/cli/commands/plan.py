@@ -77,16 +77,17 @@ def table(result: Any, top: int | None, show_rejected: bool = False) -> list[str
     from ..render import printable
 
     feasible = result.feasible
-    head = ["gpu", "tp", "w/kv", "engine", "replicas", "GPUs", "$/month", "$/M tok", "TTFT", "ITL", "batch",
-            "binds"]
+    head = ["gpu", "tp", "w/kv", "engine", "replicas", "GPUs", "$/GPU-h", "$/month", "$/M tok", "TTFT", "ITL",
+            "batch", "binds"]
     rows = [head]
     for c in feasible[:top] if top else feasible:
         rows.append([c.config.gpu, str(c.config.tp), f"{c.config.weight_dtype}/{c.config.kv_dtype}", c.config.engine,
-                     str(c.replicas), str(c.fleet_gpus), _money(c.cost_per_month),
+                     str(c.replicas), str(c.fleet_gpus),
+                     "-" if c.gpu_hour_price is None else f"${c.gpu_hour_price:,.2f}", _money(c.cost_per_month),
                      "-" if c.cost_per_million_tokens is None else f"${c.cost_per_million_tokens:,.2f}",
                      _ms(c.ttft), _ms(c.itl), f"{c.batch:,.0f}" if c.batch is not None else "-", c.binds])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    left = {0, 2, 3, 11}
+    left = {0, 2, 3, 12}
     lines = [("  ".join(x.ljust(w) if i in left else x.rjust(w) for i, (x, w) in enumerate(zip(r, widths)))).rstrip()
              for r in rows]
     if not feasible:
@@ -124,14 +125,14 @@ def _csv(result: Any, path: str) -> None:
 
     buf = io.StringIO()
     fields = ["gpu", "tp", "weight_dtype", "kv_dtype", "engine", "feasible", "replicas", "fleet_gpus",
-              "cost_per_month_usd", "cost_per_million_tokens_usd", "ttft_ms", "itl_ms", "batch_per_replica",
+              "gpu_hour_price_usd", "cost_per_month_usd", "cost_per_million_tokens_usd", "ttft_ms", "itl_ms", "batch_per_replica",
               "per_replica_concurrency", "binds", "reason"]
     out = csv.writer(buf, lineterminator="\n")
     out.writerow(fields)
     for r in rows(result):
         value = lambda q: "" if q is None else f"{q['value']:.6g}"  # noqa: E731
         out.writerow([r["gpu"], r["tp"], r["weight_dtype"], r["kv_dtype"], r["engine"], r["feasible"],
-                      r["replicas"] or "", r["fleet_gpus"] or "", value(r["cost_per_month"]),
+                      r["replicas"] or "", r["fleet_gpus"] or "", value(r["gpu_hour_price"]), value(r["cost_per_month"]),
                       value(r["cost_per_million_tokens"]), value(r["ttft"]), value(r["itl"]),
                       "" if r["batch_per_replica"] is None else f"{r['batch_per_replica']:.6g}",
                       "" if r["per_replica_concurrency"] is None else f"{r['per_replica_concurrency']:.6g}",
