@@ -123,3 +123,23 @@ def test_default_scenario_with_overrides():
     assert json.loads(out.stdout)["results"]["replicas"]["value"] == 6  # twice the default traffic
     bare = run("solve", "--find", "replicas", "--set", "arrival_rate=100")
     assert bare.returncode == 2 and "--scenario default" in bare.stderr
+
+
+def test_explain_states_each_fitted_constant_and_its_cross_validated_error():
+    """--explain names the fit behind every engine constant it used and its leave-one-source-out error."""
+    import re as _re
+
+    from concur.lang.library import get_catalog
+
+    out = subprocess.run([sys.executable, "-m", "concur.cli", "solve", "llm_throughput", "--find", "t_step",
+                          "--set", "model=llama-3.1-8b", "--set", "gpu=l40s", "--set", "input_tokens=1024",
+                          "--set", "output_tokens=1024", "--set", "concurrency=64", "--set", "engine=sglang",
+                          "--explain"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.strip().startswith("efficiency_ada "))
+    source = " ".join(get_catalog("engines").entries["sglang"].values["efficiency_ada"][1].split())
+    cv = _re.search(r"leave-one-source-out ([\d.]+%)", source)
+    assert cv is not None and f"leave-one-source-out error {cv.group(1)}" in line
+    assert "sglang@ada" in line and "preset engine=sglang" in line
+    gpu_line = next(x for x in out.stdout.splitlines() if x.strip().startswith("hbm_bandwidth "))
+    assert "leave-one-source-out" not in gpu_line  # a spec cited to a datasheet is not a fit

@@ -11,12 +11,33 @@ the one place that knows how a derivation is shown.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import Any
 
 import click
 
-__all__ = ["printable", "echo", "align", "format_value", "render_table"]
+__all__ = ["printable", "echo", "align", "format_value", "render_table", "fit_summary"]
+
+
+_FIT = re.compile(r"^(?P<cell>[\w.-]+@[\w.-]+): (?P<how>.*?)(?: of tests/data/\S+ \(.*?\))?(?:, pulled towards .*?)?; "
+                  r"in-sample median \|error\| (?P<ins>[\d.]+%), leave-one-source-out (?P<cv>[\d.]+%) over its "
+                  r"(?P<n>\d+) points$")
+
+
+def fit_summary(citation: str) -> str:
+    """A fitted catalog constant's provenance in a phrase (``--explain``): which fit, on how many
+    points, and its leave-one-source-out error; "" for a value cited to a document instead.
+
+    >>> fit_summary("vllm@hopper: fit on 9 points of tests/data/t.yaml (ids a, b); in-sample median |error| "
+    ...             "6.0%, leave-one-source-out 8.1% over its 9 points")
+    'vllm@hopper fit on 9 points; leave-one-source-out error 8.1% (in-sample 6.0%)'
+    """
+    m = _FIT.match(" ".join(citation.split()))
+    if m is None:
+        return ""
+    how = m.group("how").split(" (ids")[0]
+    return f"{m.group('cell')} {how}; leave-one-source-out error {m.group('cv')} (in-sample {m.group('ins')})"
 
 
 def printable(text: str, *, newlines: bool = False) -> str:
@@ -96,6 +117,9 @@ def render_table(sol: Any, explain: bool) -> str:
             detail = sol.equation_text(s) or s.note or str(s.method)
             if s.method in ("given", "preset", "default"):
                 detail = s.note if s.method == "preset" and s.note else str(s.method)
+                fit = fit_summary(sol.givens.citations.get(s.variable, "")) if s.method == "preset" else ""
+                if fit:
+                    detail += f"  ({fit})"
             elif s.note and s.note != detail:
                 detail += f"  ({s.note})"
             steps.append((f"  {s.variable}", format_value(value, var.display.text), detail))

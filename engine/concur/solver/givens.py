@@ -27,6 +27,7 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
     texts: dict[str, str] = {}
     notes: list[str] = []
     presets: dict[str, str] = {}
+    citations: dict[str, str] = {}
     for key, raw in given.items():
         if key in model.presets:
             presets[key] = str(raw)
@@ -43,7 +44,7 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
                         + f"known: {', '.join(catalog.entries)}")
                 if entry is None:
                     continue  # a further catalog (prices) may lack the entry: its fields stay unset
-                for fname, (fval, _source, floc) in entry.values.items():
+                for fname, (fval, cite, floc) in entry.values.items():
                     target = preset.fields.get(fname, fname) if preset.fields else fname
                     if preset.fields and fname not in preset.fields:
                         continue
@@ -59,6 +60,8 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
                                              where=floc)
                         values[target] = float(fval) * cf.unit.factor * count_factor(cf.unit, var, floc)
                     sources[target] = f"preset {key}={raw}"
+                    if isinstance(cite, str) and cite:
+                        citations[target] = cite
             continue
     for key, raw in given.items():
         if key in model.presets:
@@ -89,4 +92,4 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
             notes.append(note)
     limits = {k: model.variables[k].limit for k in values
               if sources.get(k) == "given" and model.variables[k].limit}
-    return Givens(values, sources, {k: v for k, v in limits.items() if v}, texts, notes, presets)
+    return Givens(values, sources, {k: v for k, v in limits.items() if v}, texts, notes, presets, citations)

@@ -60,6 +60,7 @@ class Givens:
     texts: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # how a given was read ("8k" = 8,000, not 8,192)
     presets: dict[str, str] = field(default_factory=dict)  # preset key -> catalog id chosen (model, gpu)
+    citations: dict[str, str] = field(default_factory=dict)  # name -> the catalog source of a preset value
 
 
 @dataclass
