@@ -1,4 +1,4 @@
-"""The engine's type hints are checked (STYLE.md habit 10): mypy over engine/concur."""
+"""The engine's type hints are checked: mypy over engine/concur (a type error fails the suite)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Structural analysis: which equation computes which unknown, and in what order.
 
-This is the EES/Modelica recipe (engine_notes §0.1–0.2): build the bipartite
+This is the recipe of equation-based modelling tools (EES, Modelica compilers): build the bipartite
 graph equations x unknowns, find a maximum matching, then
 
 * **Dulmage–Mendelsohn** split: unknowns reachable from an unmatched unknown by

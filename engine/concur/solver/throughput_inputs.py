@@ -1,4 +1,4 @@
-"""The four fixed variables of a throughput question (DESIGN.md §3 T2), as one rule.
+"""The four fixed variables of a throughput question (docs/t2-throughput.md), as one rule.
 
 A throughput number describes one operating point: a tokens/s figure quoted without its input
 length, output length, offered load and configuration could be any of a hundred-fold range
