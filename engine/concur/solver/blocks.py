@@ -9,7 +9,8 @@ has one interpreter here; none decides *which* method to use (the plan did):
   none when the roots are complete means "no value satisfies the equation" (exit 3);
 * ``NUMERIC``: bracket a root of ``lhs - rhs`` within the variable's bounds;
 * ``LOOP``: evaluate each closed-form branch, keep the first whose values are admissible and
-  satisfy every equation of the loop; without branches, sympy on the values (memoised);
+  satisfy every equation of the loop; a large linear loop: its rows as a matrix, solved by LU
+  (numpy); otherwise sympy on the values (memoised);
 * ``INTEGER_TEAR``: the smallest ``n`` whose requirement ``ceil(...)`` is at most ``n`` (for floor:
   the largest ``n`` whose capacity is at least ``n``), the rest of the loop solved for each trial;
 * ``TEAR``: bracket the torn equation's residual, the rest solved for each trial.
@@ -35,7 +36,7 @@ from .budget import Interrupted, interruptible, spend
 from .plan import BlockStep, Plan, Tear
 from .problem import SpecialisedEq, fold_known
 from .roots import bracket_root, choose_root, in_bounds, satisfies, snap_integer
-from .solution import Method, Step, show_value
+from .solution import Method, Step, list_names, show_value
 
 __all__ = ["run_plan", "render_template", "value_on_demand"]
 
@@ -190,7 +191,9 @@ class _Run:
             if not self.tear(step):
                 self.no_loop_root(step)
             return
-        if step.branches:
+        if step.linear:
+            self.linear(step)
+        elif step.branches:
             if not self.branches(step):
                 self.no_loop_root(step)
         elif step.complete:
@@ -216,13 +219,49 @@ class _Run:
                 continue
             first = first or values
             if all(in_bounds(self.model.variables[v].bounds, x) for v, x in values.items()):
-                others = ", ".join(step.variables)
+                others = list_names(step.variables)
                 for i, v in zip(step.equations, step.variables):
                     self.record(v, values[v], Method.LOOP, i, f"solved together with {others}", b)
                 return True
         if first is not None:
             self.report_bounds(step, first)
         return False
+
+    def linear(self, step: BlockStep) -> None:
+        """A large linear loop: the coefficient rows evaluated on the knowns, the dense system
+        solved with partial pivoting, and every equation checked on the solution."""
+        import numpy as np
+
+        names = list_names(step.variables)
+        spend(names, "give one of the loop's variables directly")
+        n = len(step.variables)
+        a, b = np.zeros((n, n)), np.zeros(n)
+        try:
+            for r, row in enumerate(step.linear):
+                for k, coefficient in row.coefficients:
+                    a[r, k] = _evaluate(coefficient, self.env)
+                b[r] = -_evaluate(row.constant, self.env)
+            with np.errstate(all="ignore"):
+                x = np.linalg.solve(a, b)
+        except (ArithmeticError, ValueError, np.linalg.LinAlgError):
+            x = np.full(n, np.nan)
+        values = dict(zip(step.variables, (float(v) for v in x)))
+        trial = {**self.env, **values}
+        try:
+            ok = all(satisfies(_evaluate(self.plan.eqs[i].lhs, trial), _evaluate(self.plan.eqs[i].rhs, trial),
+                               values[v]) for i, v in zip(step.equations, step.variables))
+        except (ArithmeticError, ValueError, KeyError, TypeError):
+            ok = False
+        if not ok:
+            texts = _texts([self.plan.eqs[i].eq.text for i in step.equations])
+            raise InfeasibleError(f"the linear loop {names} has no unique solution here ({texts})",
+                                  where=self.plan.eqs[step.equations[0]].eq.where,
+                                  hint="the equations are dependent with these givens: give one of its variables")
+        if not all(in_bounds(self.model.variables[v].bounds, x) for v, x in values.items()):
+            self.report_bounds(step, values)
+        note = f"solved together with {names} ({n} linear equations)"
+        for i, v in zip(step.equations, step.variables):
+            self.record(v, values[v], Method.LOOP, i, note)
 
     def report_bounds(self, step: BlockStep, values: dict[str, float]) -> None:
         self.env.update(values)
@@ -240,8 +279,8 @@ class _Run:
             if var.violation:
                 raise InfeasibleError(render_template(var.violation, self.model, self.env),
                                       where=self.plan.eqs[i].eq.where, variable=v)
-        texts = "; ".join(self.plan.eqs[i].eq.text for i in step.equations)
-        raise InfeasibleError(f"the loop {', '.join(step.variables)} has no admissible solution ({texts})",
+        texts = _texts([self.plan.eqs[i].eq.text for i in step.equations])
+        raise InfeasibleError(f"the loop {list_names(step.variables)} has no admissible solution ({texts})",
                               where=self.plan.eqs[step.equations[0]].eq.where,
                               hint="check the givens: the system may saturate or be impossible")
 
@@ -270,7 +309,7 @@ class _Run:
             low, high = var.bounds
             lo = 1e-9 if low is None or low <= 0 else low
             hi = 1e15 if high is None else high
-            root = bracket_root(residual, lo, hi, what=", ".join(step.variables),
+            root = bracket_root(residual, lo, hi, what=list_names(step.variables),
                                 hint=f"give {tear.variable} directly, or a tighter bound on it")
             if root is None:
                 continue
@@ -342,13 +381,13 @@ class _Run:
                     except (TypeError, KeyError):
                         continue
         except Interrupted:
-            spend(", ".join(variables), f"give one of {', '.join(variables)} directly")
+            spend(list_names(variables), f"give one of {list_names(variables)} directly")
         except Exception:  # noqa: BLE001 -- sympy raises anything on odd systems: "no closed form"
             solutions = []
         for values in solutions:
             if all(in_bounds(self.model.variables[v].bounds, x) for v, x in values.items()):
                 for i, v in zip(step.equations, variables):
-                    self.record(v, values[v], Method.LOOP, i, f"solved together with {', '.join(variables)}")
+                    self.record(v, values[v], Method.LOOP, i, f"solved together with {list_names(variables)}")
                 return
         if solutions:
             self.report_bounds(step, solutions[0])
@@ -357,8 +396,15 @@ class _Run:
             if violation:
                 raise InfeasibleError(render_template(violation, self.model, self.env),
                                       where=self.plan.eqs[i].eq.where, variable=v)
-        raise SolveError(f"cannot solve the loop {', '.join(variables)} ({'; '.join(e.eq.text for e in eqs)})",
+        raise SolveError(f"cannot solve the loop {list_names(variables)} ({_texts([e.eq.text for e in eqs])})",
                          where=eqs[0].eq.where, hint="give one of these values directly")
+
+
+def _texts(texts: list[str]) -> str:
+    """A loop's equations for a one-line message: all of a small loop's, the first three of a large one's."""
+    if len(texts) <= 16:
+        return "; ".join(texts)
+    return "; ".join(texts[:3]) + f"; ... ({len(texts)} equations)"
 
 
 def _remember(key: tuple[Any, ...], value: tuple[Any, list[Step]]) -> None:

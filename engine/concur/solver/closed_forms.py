@@ -20,6 +20,10 @@ stand alone on one side of its equation. Three ways to get one, cheapest first:
    parametrically (the knowns as symbols), so its closed forms serve every later question with
    the same structure. A solution that leaves a loop variable free means the equations do not
    determine the loop (``a = b + c; b = a - c``): the plan reports what is missing.
+4. **Large linear loops** (:func:`linear_rows`, no sympy): sympy's parametric solve of a loop of
+   hundreds of equations would spend the whole budget, so a loop above
+   :data:`SYMBOLIC_LOOP_LIMIT` equations that is linear in its unknowns becomes rows of
+   coefficient expressions, and the run solves the dense system on the values.
 
 Everything is cached on disk as expression trees (JSON, :mod:`concur.cache`) keyed by the packs'
 content, the specialised equation text and the variable, so a warm run never imports sympy.
@@ -44,7 +48,13 @@ from ..lang.serial import Malformed, decode, encode
 from .budget import Interrupted, interruptible
 from .problem import SpecialisedEq
 
-__all__ = ["Inversion", "LoopForm", "isolate", "invert", "solve_loop", "smooth_in", "save_closed_forms"]
+__all__ = ["Inversion", "LoopForm", "LinearRow", "SYMBOLIC_LOOP_LIMIT", "isolate", "invert", "solve_loop",
+           "linear_rows", "smooth_in", "save_closed_forms"]
+
+SYMBOLIC_LOOP_LIMIT = 16
+"""Loops of more equations than this are never handed to sympy as a whole (the shipped packs'
+largest is 11): linear ones are solved as a matrix on the values (:func:`linear_rows`), others
+are torn or left to the budget."""
 
 
 @dataclass(frozen=True)
@@ -255,6 +265,77 @@ def _sympy_inverse(e: SpecialisedEq, var: str) -> Inversion:
         return Inversion((), False)
     except Exception:  # noqa: BLE001 -- sympy raises anything (RecursionError too): "no closed form"
         return Inversion((), False)
+
+
+@dataclass(frozen=True)
+class LinearRow:
+    """One equation of a linear loop as ``sum(coefficient * unknown) + constant = 0``:
+    ``coefficients`` pairs an unknown's position in the loop with an expression of the knowns."""
+
+    coefficients: tuple[tuple[int, Node], ...]
+    constant: Node
+
+
+_ONE, _ZERO = Num(1.0), Num(0.0)
+
+
+def _linear(node: Node, position: dict[str, int]) -> tuple[dict[int, Node], list[Node]] | None:
+    """``node`` as (unknown position -> coefficient, constant terms), or None when it is not
+    linear in the unknowns (a product of two of them, one inside a function or a power...)."""
+    if isinstance(node, Var) and node.name in position:
+        return {position[node.name]: _ONE}, []
+    if not any(isinstance(n, Var) and n.name in position for n in walk(node)):
+        return {}, [node]
+    if isinstance(node, Neg):
+        inner = _linear(node.arg, position)
+        if inner is None:
+            return None
+        return {k: Neg(c) for k, c in inner[0].items()}, [Neg(t) for t in inner[1]]
+    if not isinstance(node, Bin) or node.op not in "+-*/":
+        return None
+    if node.op in "+-":
+        left, right = _linear(node.left, position), _linear(node.right, position)
+        if left is None or right is None:
+            return None
+        coefficients = dict(left[0])
+        for k, c in right[0].items():
+            c = c if node.op == "+" else Neg(c)
+            coefficients[k] = Bin("+", coefficients[k], c) if k in coefficients else c
+        return coefficients, left[1] + (right[1] if node.op == "+" else [Neg(t) for t in right[1]])
+    # a product or a quotient is linear when the unknowns sit on one side and not in a divisor
+    left, right = _linear(node.left, position), _linear(node.right, position)
+    if left is None or right is None:
+        return None
+    if node.op == "/":
+        if right[0]:
+            return None
+        scale = node.right
+        return {k: Bin("/", c, scale) for k, c in left[0].items()}, [Bin("/", t, scale) for t in left[1]]
+    if left[0] and right[0]:
+        return None
+    (lin, scale) = (left, node.right) if left[0] else (right, node.left)
+    return {k: Bin("*", c, scale) for k, c in lin[0].items()}, [Bin("*", t, scale) for t in lin[1]]
+
+
+def linear_rows(eqs: list[SpecialisedEq], variables: list[str]) -> tuple[LinearRow, ...] | None:
+    """The loop ``eqs`` as rows of a linear system in ``variables`` (``lhs - rhs`` per equation),
+    or None when one of them is not linear in the unknowns. Pure tree work, no sympy: ``x2 = x1 + x0``
+    in the unknowns (x1, x2) is the row ``-1 * x1 + 1 * x2 + (-x0) = 0``."""
+    position = {v: k for k, v in enumerate(variables)}
+    rows: list[LinearRow] = []
+    for e in eqs:
+        left, right = _linear(e.lhs, position), _linear(e.rhs, position)
+        if left is None or right is None:
+            return None
+        coefficients = dict(left[0])
+        for k, c in right[0].items():
+            coefficients[k] = Bin("-", coefficients[k], c) if k in coefficients else Neg(c)
+        terms = left[1] + [Neg(t) for t in right[1]]
+        constant = terms[0] if terms else _ZERO
+        for t in terms[1:]:
+            constant = Bin("+", constant, t)
+        rows.append(LinearRow(tuple(sorted(coefficients.items(), key=lambda kc: kc[0])), constant))
+    return tuple(rows)
 
 
 _TRANSCENDENTAL = ("exp", "ln", "log2", "log10", "min", "max", "floor", "ceil", "abs", "erlang_b", "erlang_c",

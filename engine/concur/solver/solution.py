@@ -15,7 +15,7 @@ from ..errors import UnknownNameError, UsageError
 from ..lang.model import Model
 from ..lang.pack import Equation
 
-__all__ = ["Method", "Step", "Givens", "Solution", "show_value", "describe_var", "REL_TOL"]
+__all__ = ["Method", "Step", "Givens", "Solution", "show_value", "describe_var", "list_names", "REL_TOL"]
 
 REL_TOL = 1e-6
 
@@ -168,3 +168,11 @@ def describe_var(model: Model, name: str) -> str:
     var = model.variables[name]
     unit = f" [{var.display.text}]" if var.display.text else ""
     return f"{name}{unit}"
+
+
+def list_names(names: list[str] | tuple[str, ...], limit: int = 16) -> str:
+    """Names for a one-line message: all of them up to ``limit``, else the first eight and a count
+    (a loop of 300 unknowns is named, not listed)."""
+    if len(names) <= limit:
+        return ", ".join(names)
+    return f"{', '.join(names[:8])} and {len(names) - 8} more"

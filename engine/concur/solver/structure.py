@@ -122,6 +122,7 @@ def blocks_in_order(equations: dict[int, frozenset[str]], matching: Matching, wa
     order: list[list[int]] = []
     scc_stack: list[int] = []
     counter = 0
+    successors = {e: [d for d in deps[e] if d in needed] for e in needed}  # once, not per visit
     for root in sorted(needed):
         if root in index:
             continue
@@ -133,7 +134,7 @@ def blocks_in_order(equations: dict[int, frozenset[str]], matching: Matching, wa
                 counter += 1
                 scc_stack.append(node)
                 on_stack.add(node)
-            succ = [d for d in deps[node] if d in needed]
+            succ = successors[node]
             if i < len(succ):
                 work.append((node, i + 1))
                 nxt = succ[i]
