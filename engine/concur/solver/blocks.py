@@ -53,6 +53,23 @@ def _evaluate(node: Node, env: dict[str, float]) -> float:
     return float(f[1](env))
 
 
+_ABSENT = object()
+
+
+def _sides(e: SpecialisedEq, env: dict[str, float], var: str, x: float) -> tuple[float, float]:
+    """Both sides of ``e`` with ``var`` set to ``x`` on ``env``, which is left as it was (no copy of
+    the whole environment per candidate: a 1,000-step chain would be quadratic)."""
+    old = env.get(var, _ABSENT)
+    env[var] = x
+    try:
+        return _evaluate(e.lhs, env), _evaluate(e.rhs, env)
+    finally:
+        if old is _ABSENT:
+            del env[var]
+        else:
+            env[var] = old  # type: ignore[assignment]
+
+
 _LOOP_MEMO: dict[tuple[Any, ...], tuple[Any, list[Step]]] = {}
 _LOOP_MEMO_LIMIT = 4096
 
@@ -125,8 +142,7 @@ class _Run:
         for root in step.forms:
             try:
                 x = _evaluate(root, self.env)
-                trial = {**self.env, var: x}
-                candidates.append((x, _evaluate(e.lhs, trial), _evaluate(e.rhs, trial)))
+                candidates.append((x, *_sides(e, self.env, var, x)))
             except (ArithmeticError, ValueError, KeyError, TypeError):
                 candidates.append((math.nan, math.nan, math.nan))
         chosen, count = choose_root(candidates, v.bounds)
@@ -153,8 +169,8 @@ class _Run:
         hi = 1e18 if high is None else high
 
         def residual(x: float) -> float:
-            trial = {**self.env, var: x}
-            return _evaluate(e.lhs, trial) - _evaluate(e.rhs, trial)
+            lhs, rhs = _sides(e, self.env, var, x)
+            return lhs - rhs
 
         found = bracket_root(residual, lo, hi, what=var, hint=f"give {var} directly, or a tighter bound on it")
         if found is None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..lang.expr import Call, If, Node, Var, compile_node, map_tree, names_in, walk
 from ..lang.model import Model
 from ..lang.pack import Equation, Variable
-from .structure import Matching, match
+from .structure import Matching, match, repartition
 
 __all__ = ["Problem", "SpecialisedEq", "fold_known", "evaluate", "in_bounds"]
 
@@ -40,22 +40,33 @@ class SpecialisedEq:
 
 
 _CONDITIONS: dict[str, list[frozenset[str]]] = {}
+_PLAIN: dict[str, list[SpecialisedEq | None]] = {}
 
 
 def _conditions(model: Model) -> list[frozenset[str]]:
     """Per equation, the names its ``if_`` conditions read (what can change its folding)."""
     hit = _CONDITIONS.get(model.key)
     if hit is None:
-        hit = []
+        hit, plain = [], []
         for eq in model.equations:
             names: set[str] = set()
+            branches = False
             for side in (eq.lhs, eq.rhs):
                 for n in walk(side):
                     if isinstance(n, If):
                         names |= names_in(n.cond)
+                        branches = True
             hit.append(frozenset(names))
-        _CONDITIONS[model.key] = hit
+            plain.append(None if branches else SpecialisedEq(eq, eq.lhs, eq.rhs, eq.names))
+        _CONDITIONS[model.key], _PLAIN[model.key] = hit, plain
     return hit
+
+
+def _plain(model: Model) -> list[SpecialisedEq | None]:
+    """Per equation without ``if_``, the equation as every problem specialises it (folding leaves it
+    as it is), built once per model; None for an equation with branches."""
+    _conditions(model)
+    return _PLAIN[model.key]
 
 
 # ---------------------------------------------------------------- the solver
@@ -78,38 +89,61 @@ class Problem:
         self._specialise()
         self._apply_defaults()
 
-    def _specialise(self, changed: str | None = None) -> None:
+    def _specialise(self, changed: str | None = None) -> bool:
         """Fold every equation (``changed`` None), or only those whose ``if_`` conditions read
-        ``changed`` (a default just applied): the others cannot change."""
+        ``changed`` (a default just applied): the others cannot change. True when any was folded."""
         if changed is None:
             self.eqs: dict[int, SpecialisedEq] = {}
-        conditions = _conditions(self.model)
+        conditions, plain = _conditions(self.model), _plain(self.model)
+        folded = False
         for i, eq in enumerate(self.model.equations):
             if changed is not None and changed not in conditions[i]:
+                continue
+            folded = True
+            same = plain[i]
+            if same is not None and i not in self.relax:
+                self.eqs[i] = same
                 continue
             lhs, rhs = fold_known(eq.lhs, self.known), fold_known(eq.rhs, self.known)
             if i in self.relax and isinstance(rhs, Call) and rhs.fn in ("ceil", "floor"):
                 rhs = rhs.args[0]
             self.eqs[i] = SpecialisedEq(eq, lhs, rhs, names_in(lhs) | names_in(rhs))
+        return folded
+
+    def _system(self) -> tuple[dict[int, frozenset[str]], set[str]]:
+        unknowns = {n for n in self.model.variables if n not in self.known}
+        return {i: e.names for i, e in self.eqs.items() if e.names & unknowns}, unknowns
 
     def _match(self) -> Matching:
-        unknowns = {n for n in self.model.variables if n not in self.known}
-        system = {i: e.names for i, e in self.eqs.items() if e.names & unknowns}
+        system, unknowns = self._system()
         prefer = {i: lhs.name for i in system if isinstance(lhs := self.eqs[i].lhs, Var)}
         return match(system, unknowns, prefer)
 
     def _apply_defaults(self) -> None:
+        """Defaults in declaration order, each decided on the matching of the knowns so far.
+
+        A default given to an unknown the matching left free (nothing computes it) leaves the
+        matching of the rest as a fresh one would find it, so only the Dulmage–Mendelsohn sets
+        are recomputed, and only when a later decision reads them: a pack of 1,000 defaulted
+        inputs costs a few matchings, not 1,000."""
         m = self._match()
+        stale = False  # m's DM sets still count unknowns that defaults have since made known
         for name, var in self.model.variables.items():
             if var.default is None or name in self.known or name in self.targets:
                 continue
-            if name in m.determined and self._computed_naturally(m, name):
-                continue
+            free = name not in m.var_to_eq
+            if not free:
+                if stale:
+                    m, stale = repartition(*self._system(), m), False
+                if name in m.determined and self._computed_naturally(m, name):
+                    continue
             self.known[name] = var.default
             self.defaults_used.append(name)
-            self._specialise(name)
-            m = self._match()
-        self.matching = m
+            if self._specialise(name) or not free:
+                m, stale = self._match(), False
+            else:
+                stale = True
+        self.matching = repartition(*self._system(), m) if stale else m
 
     def _computed_naturally(self, m: Matching, name: str) -> bool:
         """Whether the givens determine ``name`` in a way that should override its default.

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Matching", "match", "blocks_in_order"]
+__all__ = ["Matching", "match", "repartition", "blocks_in_order"]
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,20 @@ def match(equations: dict[int, frozenset[str]], unknowns: set[str],
     for e in adj:
         if e not in eq_to_var:
             augment(e)
-    # Dulmage–Mendelsohn: alternating reachability from unmatched unknowns.
+    return _partition(adj, unknowns, eq_to_var, var_to_eq)
+
+
+def repartition(equations: dict[int, frozenset[str]], unknowns: set[str], matching: Matching) -> Matching:
+    """``matching``'s assignment with the Dulmage–Mendelsohn sets recomputed for ``equations`` and
+    ``unknowns``: for a system that lost unknowns ``matching`` left free (given values), where
+    :func:`match` would find the very same assignment (a free unknown never decided a search)."""
+    adj = {e: [v for v in names if v in unknowns] for e, names in equations.items()}
+    return _partition(adj, unknowns, matching.eq_to_var, matching.var_to_eq)
+
+
+def _partition(adj: dict[int, list[str]], unknowns: set[str], eq_to_var: dict[int, str],
+               var_to_eq: dict[str, int]) -> Matching:
+    """Dulmage–Mendelsohn: alternating reachability from unmatched unknowns."""
     var_eqs: dict[str, list[int]] = {}
     for e, vs in adj.items():
         for v in vs:
