@@ -38,7 +38,7 @@ from .problem import SpecialisedEq, fold_known
 from .roots import bracket_root, choose_root, in_bounds, satisfies, snap_integer
 from .solution import Method, Step, list_names, show_value
 
-__all__ = ["run_plan", "render_template", "value_on_demand"]
+__all__ = ["run_plan", "render_template", "value_on_demand", "solve_sparse"]
 
 _COMPILED: dict[int, Any] = {}
 
@@ -244,28 +244,22 @@ class _Run:
         return False
 
     def linear(self, step: BlockStep) -> None:
-        """A large linear loop: the coefficient rows evaluated on the knowns, the dense system
-        solved with partial pivoting, and every equation checked on the solution."""
-        import numpy as np
-
+        """A large linear loop: the coefficient rows evaluated on the knowns, the sparse system
+        solved by elimination with partial pivoting, and every equation checked on the solution."""
         names = list_names(step.variables)
-        spend(names, "give one of the loop's variables directly")
-        n = len(step.variables)
-        a, b = np.zeros((n, n)), np.zeros(n)
+        hint = "give one of the loop's variables directly"
         try:
-            for r, row in enumerate(step.linear):
-                for k, coefficient in row.coefficients:
-                    a[r, k] = _evaluate(coefficient, self.env)
-                b[r] = -_evaluate(row.constant, self.env)
-            with np.errstate(all="ignore"):
-                x = np.linalg.solve(a, b)
-        except (ArithmeticError, ValueError, np.linalg.LinAlgError):
-            x = np.full(n, np.nan)
-        values = dict(zip(step.variables, (float(v) for v in x)))
+            rows = [{k: _evaluate(c, self.env) for k, c in row.coefficients} for row in step.linear]
+            rhs = [-_evaluate(row.constant, self.env) for row in step.linear]
+            x = solve_sparse(rows, rhs, len(step.variables), what=names, hint=hint)
+        except (ArithmeticError, ValueError):
+            x = None
+        values = dict(zip(step.variables, x)) if x is not None else {}
         trial = {**self.env, **values}
         try:
-            ok = all(satisfies(_evaluate(self.plan.eqs[i].lhs, trial), _evaluate(self.plan.eqs[i].rhs, trial),
-                               values[v]) for i, v in zip(step.equations, step.variables))
+            ok = x is not None and all(
+                satisfies(_evaluate(self.plan.eqs[i].lhs, trial), _evaluate(self.plan.eqs[i].rhs, trial), values[v])
+                for i, v in zip(step.equations, step.variables))
         except (ArithmeticError, ValueError, KeyError, TypeError):
             ok = False
         if not ok:
@@ -275,7 +269,7 @@ class _Run:
                                   hint="the equations are dependent with these givens: give one of its variables")
         if not all(in_bounds(self.model.variables[v].bounds, x) for v, x in values.items()):
             self.report_bounds(step, values)
-        note = f"solved together with {names} ({n} linear equations)"
+        note = f"solved together with {names} ({len(values)} linear equations)"
         for i, v in zip(step.equations, step.variables):
             self.record(v, values[v], Method.LOOP, i, note)
 
@@ -414,6 +408,56 @@ class _Run:
                                       where=self.plan.eqs[i].eq.where, variable=v)
         raise SolveError(f"cannot solve the loop {list_names(variables)} ({_texts([e.eq.text for e in eqs])})",
                          where=eqs[0].eq.where, hint="give one of these values directly")
+
+
+def solve_sparse(rows: list[dict[int, float]], rhs: list[float], n: int, *, what: str = "a linear loop",
+                 hint: str = "") -> list[float] | None:
+    """``x`` with ``sum(rows[r][k] * x[k]) = rhs[r]`` for every row: Gaussian elimination with
+    partial pivoting on sparse rows (a loop's equations each hold a few of its unknowns, so a
+    banded system of hundreds costs milliseconds, and no numpy). None when it is singular.
+    Spends budget once per column, so a dense system past the budget is refused, not waited for.
+
+    >>> solve_sparse([{0: 1.0, 1: 1.0}, {0: 1.0, 1: -1.0}], [3.0, 1.0], 2)
+    [2.0, 1.0]
+    """
+    rows = [dict(r) for r in rows]
+    rhs = list(rhs)
+    holding: dict[int, set[int]] = {}
+    for r, row in enumerate(rows):
+        for k in row:
+            holding.setdefault(k, set()).add(r)
+    scale = max((abs(v) for row in rows for v in row.values()), default=0.0)
+    pivots: list[int] = []
+    used: set[int] = set()
+    for k in range(n):
+        spend(what, hint)
+        candidates = sorted(r for r in holding.get(k, ()) if r not in used)
+        if not candidates:
+            return None
+        p = max(candidates, key=lambda r: abs(rows[r][k]))
+        pivot = rows[p][k]
+        if not math.isfinite(pivot) or abs(pivot) <= 1e-13 * scale:
+            return None
+        used.add(p)
+        pivots.append(p)
+        top = rows[p]
+        for r in candidates:
+            if r == p:
+                continue
+            row = rows[r]
+            f = row.pop(k) / pivot
+            holding[k].discard(r)
+            for j, v in top.items():
+                if j != k:
+                    if j not in row:
+                        holding.setdefault(j, set()).add(r)
+                    row[j] = row.get(j, 0.0) - f * v
+            rhs[r] -= f * rhs[p]
+    x = [0.0] * n
+    for k in range(n - 1, -1, -1):
+        top = rows[pivots[k]]
+        x[k] = (rhs[pivots[k]] - sum(v * x[j] for j, v in top.items() if j != k)) / top[k]
+    return x
 
 
 def _texts(texts: list[str]) -> str:
