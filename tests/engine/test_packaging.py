@@ -86,6 +86,17 @@ def test_check_imports_nothing_heavy(pack, tmp_path):
         assert not {m.split(".")[0] for m in mods} & HEAVY, (fmt, sorted(m for m in mods if m.split(".")[0] in HEAVY))
 
 
+@pytest.mark.parametrize("find", ["replicas", "users"])
+def test_warm_solve_imports_no_sympy_numpy_pint_or_yaml(find, tmp_path):
+    """The default questions, asked twice: the second run reads the parsed packs, the unit facts and the
+    closed forms (loops and inversions alike) from the cache folder, so nothing heavy is imported."""
+    statement = (f"from concur.cli import main\ntry:\n    main(['solve', '--find', '{find}'])\n"
+                 "except SystemExit as exc:\n    assert exc.code == 0, exc.code")  # answered, not refused
+    _loaded_after(statement, cache=tmp_path)  # cold: fills the cache
+    mods = {m.split(".")[0] for m in _loaded_after(statement, cache=tmp_path)}
+    assert not mods & {"sympy", "numpy", "pint", "ruamel", "rich", "mpmath"}, sorted(mods)
+
+
 def test_core_dependencies_leave_out_the_extras():
     import tomllib
 
