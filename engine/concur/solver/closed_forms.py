@@ -41,12 +41,11 @@ from pathlib import Path
 from typing import Any
 
 from ..cache import cache_dir, read_json, write_json
-from ..lang.expr import Bin, Call, Cmp, Neg, Node, Num, Var, names_in, to_text, walk
-from ..lang.functions import FUNCTIONS
+from ..lang.expr import Bin, Call, Neg, Node, Num, Var, names_in, to_text, walk
 from ..lang.model import Model
 from ..lang.serial import Malformed, decode, encode
 from .budget import Interrupted, interruptible
-from .problem import SpecialisedEq
+from .problem import SpecialisedEq, smooth_in  # noqa: F401 -- smooth_in is also this module's API
 
 __all__ = ["Inversion", "LoopForm", "LinearRow", "SYMBOLIC_LOOP_LIMIT", "isolate", "invert", "solve_loop",
            "linear_rows", "smooth_in", "save_closed_forms"]
@@ -137,18 +136,6 @@ def save_closed_forms(model: Model) -> None:
     if _DIRTY and _TABLE is not None and _TABLE_MODEL == model.key:
         if write_json(_path(model), "closed-forms", encode(_TABLE)):
             _DIRTY = False
-
-
-def smooth_in(node: Node, var: str) -> bool:
-    """False when ``var`` sits inside floor/ceil/erlang/% or a comparison (never inverted)."""
-    for n in walk(node):
-        if isinstance(n, Call) and not FUNCTIONS[n.fn].smooth and var in names_in(n):
-            return False
-        if isinstance(n, Cmp) and var in names_in(n):
-            return False
-        if isinstance(n, Bin) and n.op == "%" and var in names_in(n):
-            return False
-    return True
 
 
 def _occurrences(node: Node, var: str) -> int:

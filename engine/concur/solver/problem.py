@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..lang.expr import Call, If, Node, Var, compile_node, map_tree, names_in, walk
+from ..lang.expr import Bin, Call, Cmp, If, Node, Var, compile_node, map_tree, names_in, walk
+from ..lang.functions import FUNCTIONS
 from ..lang.model import Model
 from ..lang.pack import Equation, Variable
 from .structure import Matching, match, repartition
 
-__all__ = ["Problem", "SpecialisedEq", "fold_known", "evaluate", "in_bounds"]
+__all__ = ["Problem", "SpecialisedEq", "fold_known", "smooth_in", "evaluate", "in_bounds"]
 
 
 def fold_known(node: Node, known: dict[str, float]) -> Node:
@@ -168,6 +169,18 @@ class Problem:
         lhs_vars = {e.lhs.name for e in self.eqs.values() if isinstance(e.lhs, Var)}
         free = sorted(m.free, key=lambda v: (v in lhs_vars, list(self.model.variables).index(v)))
         return free
+
+
+def smooth_in(node: Node, var: str) -> bool:
+    """False when ``var`` sits inside floor/ceil/erlang/% or a comparison (never inverted)."""
+    for n in walk(node):
+        if isinstance(n, Call) and not FUNCTIONS[n.fn].smooth and var in names_in(n):
+            return False
+        if isinstance(n, Cmp) and var in names_in(n):
+            return False
+        if isinstance(n, Bin) and n.op == "%" and var in names_in(n):
+            return False
+    return True
 
 
 def evaluate(node: Node, env: dict[str, float]) -> float:

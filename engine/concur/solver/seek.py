@@ -21,9 +21,8 @@ from typing import Any
 
 from ..lang.expr import Call, Var, names_in, walk
 from ..lang.model import Model
-from .closed_forms import smooth_in
 from .plan import plan_key
-from .problem import Problem
+from .problem import Problem, smooth_in
 from .solution import Givens
 
 __all__ = ["Seek", "needs_search", "rounding_equation"]
