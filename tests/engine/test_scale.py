@@ -99,6 +99,21 @@ def test_large_nonlinear_loop_answers_or_refuses_in_one_line(tmp_path):
     assert "and 291 more" in proc.stderr  # the loop is named, not listed
 
 
+def test_large_nonlinear_loop_torn_where_its_residual_is_not_the_torn_variables_equation(tmp_path):
+    """x_i = sqrt(x_{i-1} x_{i-2}) given both ends: no equation of the matching can be dropped
+    with its own unknown to leave a chain, but guessing x1 and checking the last equation can."""
+    import math
+
+    lines = ["pack: means", "variables:"] + [f"  x{i}: {{unit: token}}" for i in range(301)]
+    lines += ["equations:"] + [f"  - x{i} = sqrt(x{i - 1} * x{i - 2})" for i in range(2, 301)]
+    xs = [4.0, 9.0]
+    while len(xs) <= 300:
+        xs.append(math.sqrt(xs[-1] * xs[-2]))
+    got = _solve(tmp_path, "\n".join(lines) + "\n", "x1", {"x0": 4, "x300": xs[300]})
+    assert got["value"] == pytest.approx(9, rel=1e-6)
+    assert "tear" in got["methods"]
+
+
 def _write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / f"{name}.yaml"
     path.write_text(text)

@@ -23,7 +23,8 @@ Compiling a plan (:func:`make_plan`):
    :mod:`concur.solver.closed_forms`, chosen per run by :mod:`concur.solver.roots`),
    ``NUMERIC`` (bracketed within bounds), ``LOOP`` (closed forms of the whole loop; for a loop
    of more than :data:`~concur.solver.closed_forms.SYMBOLIC_LOOP_LIMIT` equations, linear rows
-   solved as a matrix on the values; sympy on the values as a last resort), ``INTEGER_TEAR`` (a loop torn at ``n = ceil(...)``) or ``TEAR``
+   solved as a matrix on the values; sympy on the values as a last resort), ``INTEGER_TEAR``
+   (a loop torn at ``n = ceil(...)``) or ``TEAR``
    (a loop torn at one variable, the rest solved one equation at a time).
 
 Plans are cached per process by ``(model key, names given, targets, values of the names that
@@ -283,36 +284,10 @@ class _Compiler:
             return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, branches=form.branches)
         if form.status == "none":
             return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, complete=True)
-        tears = self.tears(pairs) or self.open_tears(block, variables)
+        tears = self.tears(pairs)
         if tears:
             return BlockStep(Method.TEAR, tuple(block), tuple(variables), reads, tears=tears)
         return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, complete=False)
-
-    def open_tears(self, block: list[int], variables: list[str]) -> tuple[Tear, ...]:
-        """Tears of a large loop whose residual is not the torn variable's own equation: guess
-        ``v``, and the equation the rest leaves over decides (a recurrence ``x_i = f(x_{i-1},
-        x_{i-2})`` given both ends is torn at ``x_1``, its last equation the residual). The first
-        few found, bounded variables first."""
-        order = sorted(variables, key=lambda v: self.model.variables[v].bounds == (None, None))
-        sources = self.sources(block, variables)
-        out: list[Tear] = []
-        for v in order:
-            if not sources.get(v):
-                continue
-            spend(list_names(variables), "give one of the loop's variables directly")
-            unknowns = set(variables) - {v}
-            system = {i: self.eqs[i].names for i in block}
-            prefer = {i: lhs.name for i in block if isinstance(lhs := self.eqs[i].lhs, Var) and lhs.name in unknowns}
-            m = match(system, unknowns, prefer)
-            if m.free or len(m.redundant) != 1:
-                continue
-            (residual,) = m.redundant
-            inner = self.subsystem([i for i in block if i != residual], unknowns, loops=False)
-            if inner is not None:
-                out.append(Tear(v, residual, inner))
-                if len(out) == _OPEN_TEARS:
-                    break
-        return tuple(out)
 
     def large_loop(self, block: list[int], variables: list[str], reads: frozenset[str],
                    pairs: list[tuple[int, str]]) -> BlockStep:
