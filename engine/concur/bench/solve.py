@@ -76,11 +76,11 @@ def command(runs: int) -> None:
         click.echo(f"  {label:<42} {t * 1000:8.1f} ms ({min(v) * 1000:.0f}-{max(v) * 1000:.0f})   "
                    f"{t / bare:6.1f}x bare   {t / heavy:5.2f}x sympy+pint")
     warm = median["concur solve --find users (warm cache)"]
-    cold = median["concur solve --find users (cold cache)"]
+    first = median["concur solve --find users (cold cache)"]
     check_cold = median["concur check (shipped packs, cold cache)"]
     check = median["concur check (shipped packs, warm)"]
     click.echo(f"targets: solve warm <= 5x bare ({warm / bare:.1f}x, {'met' if warm <= 5 * bare else 'MISSED'}), "
-               f"cold <= 15x bare ({cold / bare:.1f}x, {'met' if cold <= 15 * bare else 'MISSED'}); "
+               f"cold <= 15x bare ({first / bare:.1f}x, {'met' if first <= 15 * bare else 'MISSED'}); "
                f"warm solve <= 300 ms ({'met' if warm <= 0.3 else 'MISSED'}), "
                f"check <= 500 ms (cold {'met' if check_cold <= 0.5 else 'MISSED'}, "
                f"warm {'met' if check <= 0.5 else 'MISSED'})")
