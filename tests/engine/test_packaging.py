@@ -34,6 +34,7 @@ def test_wheel_contains_packs_and_catalogs(wheel):
     for cat in ROOT.glob("formulas/catalogs/*.yaml"):
         assert f"concur/formulas/catalogs/{cat.name}" in names
     assert "concur/lang/data/units.txt" in names
+    assert "concur/formulas/index.json" in names  # the shipped pack index: a cold solve parses only its pack
     assert "concur/native/counter_bench.c" in names
 
 
