@@ -81,6 +81,8 @@ class LoopForm:
 
 @dataclass(frozen=True)
 class _Table:
+    """The closed forms known for one model, keyed by equation text and variable."""
+
     inversions: dict[str, Inversion]
     loops: dict[str, LoopForm]
 

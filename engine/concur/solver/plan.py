@@ -42,12 +42,13 @@ Non-goals: reordering for numerical stability, common-subexpression elimination.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UnderdeterminedError
 from ..lang.expr import Call, If, Node, Var, names_in, walk
 from ..lang.model import Model
+from ..records import record
 from .budget import spend
 from .problem import Problem, SpecialisedEq, smooth_in
 from .solution import Method, describe_var, list_names
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
 __all__ = ["BlockStep", "Tear", "Plan", "make_plan", "plan_key", "forget_plans"]
 
 
-@dataclass(frozen=True)
+@record
 class Tear:
     """One way to tear a loop: guess ``variable``, solve ``inner`` in order, and the residual of
     equation ``equation`` (TEAR) or the ceil/floor it defines (INTEGER_TEAR) decides."""
@@ -69,7 +70,7 @@ class Tear:
     inner: tuple[BlockStep, ...]
 
 
-@dataclass(frozen=True)
+@record
 class BlockStep:
     """One block of the plan: ``equations`` (model indices) give ``variables`` by ``method``.
 
@@ -92,7 +93,7 @@ class BlockStep:
     linear: tuple[LinearRow, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class Plan:
     """A compiled question. ``known``: the names whose values a run supplies; ``defaults``: the
     pack defaults it applies (base units); ``eqs``: the equations specialised to the folded

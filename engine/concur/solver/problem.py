@@ -34,6 +34,8 @@ def fold_known(node: Node, known: dict[str, float]) -> Node:
 
 @dataclass(frozen=True)
 class SpecialisedEq:
+    """An equation with the ``if_`` its knowns decide folded away; ``names`` the variables left in it."""
+
     eq: Equation
     lhs: Node
     rhs: Node

@@ -54,6 +54,8 @@ class Step:
 
 @dataclass
 class Givens:
+    """Resolved givens: base-unit values, where each came from, the targets to meet, the texts typed."""
+
     values: dict[str, float]
     sources: dict[str, str]  # name -> "given" | "preset gpu=h100-sxm-80gb"
     limits: dict[str, str]  # given names that are targets to meet -> at_least/at_most

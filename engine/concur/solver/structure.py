@@ -15,13 +15,15 @@ Everything here is plain Python on names: no sympy, no floats.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..records import record
 
 __all__ = ["Matching", "match", "repartition", "blocks_in_order"]
 
 
-@dataclass(frozen=True)
+@record
 class Matching:
+    """A maximum matching of equations onto unknowns, with its Dulmage–Mendelsohn sets."""
+
     eq_to_var: dict[int, str]
     var_to_eq: dict[str, int]
     undetermined: frozenset[str]  # unknowns the equations cannot pin down
