@@ -9,8 +9,8 @@ has one interpreter here; none decides *which* method to use (the plan did):
   none when the roots are complete means "no value satisfies the equation" (exit 3);
 * ``NUMERIC``: bracket a root of ``lhs - rhs`` within the variable's bounds;
 * ``LOOP``: evaluate each closed-form branch, keep the first whose values are admissible and
-  satisfy every equation of the loop; a large linear loop: its rows as a matrix, solved by LU
-  (numpy); otherwise sympy on the values (memoised);
+  satisfy every equation of the loop; a large linear loop: its rows evaluated and solved by
+  sparse elimination (:func:`solve_sparse`); otherwise sympy on the values (memoised);
 * ``INTEGER_TEAR``: the smallest ``n`` whose requirement ``ceil(...)`` is at most ``n`` (for floor:
   the largest ``n`` whose capacity is at least ``n``), the rest of the loop solved for each trial;
 * ``TEAR``: bracket the torn equation's residual, the rest solved for each trial.

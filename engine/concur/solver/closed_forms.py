@@ -23,9 +23,10 @@ stand alone on one side of its equation. Three ways to get one, cheapest first:
 4. **Large linear loops** (:func:`linear_rows`, no sympy): sympy's parametric solve of a loop of
    hundreds of equations would spend the whole budget, so a loop above
    :data:`SYMBOLIC_LOOP_LIMIT` equations that is linear in its unknowns becomes rows of
-   coefficient expressions, and the run solves the dense system on the values.
+   coefficient expressions, and the run solves that system on the values (sparse elimination,
+   :func:`concur.solver.blocks.solve_sparse`). Nothing of it is sympy, so nothing is cached.
 
-Everything is cached on disk as expression trees (JSON, :mod:`concur.cache`) keyed by the packs'
+What sympy finds is cached on disk as expression trees (JSON, :mod:`concur.cache`) keyed by the packs'
 content, the specialised equation text and the variable, so a warm run never imports sympy.
 
 Non-goals: inverting ``floor``/``ceil``/``erlang_*``/``%`` or comparisons (the solver searches
