@@ -29,6 +29,8 @@ TINY: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "deque": (["--no-native", "--runs", "1", "--n", "20000", "--leaf", "1000", "--max-workers", "2", "--fib", "8"],
               ("ThreadPoolExecutor / pool", "peer ThreadPoolExecutor", "multiprocessing.Pool")),
     "solve": (["--runs", "1"], ("python -c pass", "x bare")),
+    "scale": (["--runs", "1", "--size", "40", "--recurrence", "30"],
+              ("peer: the same chain solved forwards", "backward / forward", "(exact)")),
     "sweep": (["--points", "1000", "--runs", "1"], ("hand-written numpy", "ratio")),
     "erlang": (["--runs", "3", "--servers", "50", "--loads", "10", "--exact-max", "50"],
                ("peer: pyworkforce ErlangC", "pyworkforce required_positions")),

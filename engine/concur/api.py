@@ -43,11 +43,14 @@ def packs_for(find: tuple[str, ...], given: Mapping[str, Any] | None = None,
     ``scenario_for``, from that pack's embedded scenario plus the givens. When none does, the
     first candidate (its refusal names what is missing); when no single pack declares everything,
     greedily the smallest pack for each target not yet covered.
+
+    What each pack declares comes from the shipped index (:mod:`concur.lang.index`), so only the
+    candidates tried are parsed; a stale index means building every shipped model instead.
     """
-    from .lang.model import pack_index
+    from .lang.index import shipped_index
 
     given = dict(given or {})
-    index = pack_index()
+    index = shipped_index()
     need = set(find) | set(given)
     candidates = [name for _, _, name in sorted(
         (not (set(find) & answers), len(names), name) for name, (names, answers) in index.items() if need <= names)]

@@ -42,7 +42,6 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -167,6 +166,8 @@ def private_dir(name: str) -> Path | None:
     An existing folder is used only when :func:`is_private` holds for it and its parent: a
     folder another user created first (to plant files) is refused, never reused.
     """
+    import tempfile  # here, not at import: tempfile pulls in shutil, random and the compression modules
+
     root = Path(tempfile.gettempdir()) / f"concur-{os.getuid()}"
     folder = root / name
     for step in (root, folder):
@@ -179,3 +180,12 @@ def private_dir(name: str) -> Path | None:
         if not is_private(step):
             return None
     return folder
+
+
+def __getattr__(name: str) -> Any:
+    """``concur.cache.tempfile``, imported on first use (a solve never needs it)."""
+    if name == "tempfile":
+        import tempfile
+
+        return tempfile
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,6 +34,7 @@ def test_wheel_contains_packs_and_catalogs(wheel):
     for cat in ROOT.glob("formulas/catalogs/*.yaml"):
         assert f"concur/formulas/catalogs/{cat.name}" in names
     assert "concur/lang/data/units.txt" in names
+    assert "concur/formulas/index.json" in names  # the shipped pack index: a cold solve parses only its pack
     assert "concur/native/counter_bench.c" in names
 
 
@@ -84,6 +85,17 @@ def test_check_imports_nothing_heavy(pack, tmp_path):
         mods = _loaded_after(f"from concur.cli import main\ntry:\n    main(['check', '--format', '{fmt}', *{args!r}])\n"
                              "except SystemExit:\n    pass", cache=tmp_path / f"cache-{fmt}")  # units not cached: pint
         assert not {m.split(".")[0] for m in mods} & HEAVY, (fmt, sorted(m for m in mods if m.split(".")[0] in HEAVY))
+
+
+@pytest.mark.parametrize("find", ["replicas", "users"])
+def test_warm_solve_imports_no_sympy_numpy_pint_or_yaml(find, tmp_path):
+    """The default questions, asked twice: the second run reads the parsed packs, the unit facts and the
+    closed forms (loops and inversions alike) from the cache folder, so nothing heavy is imported."""
+    statement = (f"from concur.cli import main\ntry:\n    main(['solve', '--find', '{find}'])\n"
+                 "except SystemExit as exc:\n    assert exc.code == 0, exc.code")  # answered, not refused
+    _loaded_after(statement, cache=tmp_path)  # cold: fills the cache
+    mods = {m.split(".")[0] for m in _loaded_after(statement, cache=tmp_path)}
+    assert not mods & {"sympy", "numpy", "pint", "ruamel", "rich", "mpmath"}, sorted(mods)
 
 
 def test_core_dependencies_leave_out_the_extras():

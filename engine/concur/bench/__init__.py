@@ -10,6 +10,7 @@ BENCHMARKS = {
     "counter": "concur.bench.counter",
     "deque": "concur.bench.deque",
     "solve": "concur.bench.solve",
+    "scale": "concur.bench.scale",
     "sweep": "concur.bench.sweep",
     "erlang": "concur.bench.erlang",
     "export": "concur.bench.export",

@@ -27,8 +27,9 @@ preset ids); nothing here knows about models or units -- the caller names the co
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import IO, Any, Iterator, Sequence
+
+from ..records import record
 
 __all__ = ["Block", "CHUNK", "SUMMARY_ROWS", "EDGE_ROWS", "csv_quote", "write_csv", "json_column", "cell_text",
            "write_table"]
@@ -38,7 +39,7 @@ SUMMARY_ROWS = 200
 EDGE_ROWS = 10
 
 
-@dataclass(frozen=True)
+@record
 class Block:
     """Rows sharing the leading text ``cells`` (possibly none), followed by ``columns`` (equal lengths)."""
 

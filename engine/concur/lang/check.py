@@ -28,11 +28,11 @@ equation -- and the sound rest of the pack is still unit-checked. The same probl
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConcurError, Location, UnitError
+from ..records import record
 from .expr import Bin, Call, Cmp, If, Logic, Neg, Node, Num, Str, UnitLit, Var, to_text, walk
 from .functions import FUNCTIONS, out_of_range
 from .library import inside
@@ -51,7 +51,7 @@ __all__ = ["Diagnostic", "infer_dims", "check_equation_dims", "check_model", "ch
            "require_checked"]
 
 
-@dataclass(frozen=True)
+@record
 class Diagnostic:
     """One problem: where (file, line, column when known), how bad, and what."""
 

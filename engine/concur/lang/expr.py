@@ -72,11 +72,15 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class Num(Node):
+    """A number literal."""
+
     value: float
 
 
 @dataclass(frozen=True, slots=True)
 class Var(Node):
+    """A reference to a declared variable."""
+
     name: str
 
 
@@ -98,6 +102,8 @@ class Str(Node):
 
 @dataclass(frozen=True, slots=True)
 class Bin(Node):
+    """``left op right`` for one of :data:`BIN_OPS`."""
+
     op: str  # + - * / ** %
     left: Node
     right: Node
@@ -105,17 +111,23 @@ class Bin(Node):
 
 @dataclass(frozen=True, slots=True)
 class Neg(Node):
+    """Unary minus."""
+
     arg: Node
 
 
 @dataclass(frozen=True, slots=True)
 class Call(Node):
+    """A call of a function of :data:`concur.lang.functions.FUNCTIONS`."""
+
     fn: str
     args: tuple[Node, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Cmp(Node):
+    """A comparison ``left op right`` (one of :data:`CMP_OPS`; ``==`` within a relative 1e-12)."""
+
     op: str  # < <= > >= == !=
     left: Node
     right: Node
@@ -123,12 +135,16 @@ class Cmp(Node):
 
 @dataclass(frozen=True, slots=True)
 class Logic(Node):
+    """``and``/``or`` over its arguments, or ``not`` of one."""
+
     op: str  # and / or / not
     args: tuple[Node, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class If(Node):
+    """``if_(cond, then, other)``: ``then`` where ``cond`` holds, else ``other``."""
+
     cond: Node
     then: Node
     other: Node

@@ -31,10 +31,10 @@ Bounds are inclusive; NaN is outside every range.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import InfeasibleError
+from ..records import record
 
 __all__ = ["Function", "Arg", "FUNCTIONS", "snap", "SNAP_DIGITS", "MAX_SERVERS", "MAX_LOAD", "MAX_EXP",
            "out_of_range"]
@@ -148,7 +148,7 @@ def _sym(name: str) -> Callable[..., Any]:
     return build
 
 
-@dataclass(frozen=True)
+@record
 class Arg:
     """One argument's name and the range of values the function accepts: [lo, hi], or (lo, hi]
     when ``open_lo`` (logarithms need x > 0)."""
@@ -175,7 +175,7 @@ class Arg:
                                hint=f"check the values that feed {fn}()")
 
 
-@dataclass(frozen=True)
+@record
 class Function:
     """One function of the formula language (see the module docstring for ``dims`` and ``args``).
 

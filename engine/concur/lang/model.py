@@ -23,10 +23,11 @@ silently: that problem is already recorded once.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import ConcurError, Location, PackError, UnitError, UnknownNameError
+from ..records import record
 from .expr import Cmp, Node, Num, Str, Var, map_tree, names_in, walk
 from .library import find_pack, find_used_pack, load_pack_file, pack_paths
 from .pack import Constraint, Equation, Pack, Preset, Problems, Variable
@@ -35,8 +36,10 @@ from .units import format_dims
 __all__ = ["Model", "build_model"]
 
 
-@dataclass(frozen=True)
+@record
 class Model:
+    """The packs in play composed into one system (see the module docstring for what it guarantees)."""
+
     packs: tuple[Pack, ...]
     variables: dict[str, Variable]
     equations: tuple[Equation, ...]

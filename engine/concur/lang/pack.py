@@ -33,11 +33,12 @@ from __future__ import annotations
 
 import hashlib
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import ConcurError, Location, PackError, UnitError
+from ..records import record
 from .expr import (
     RESERVED_NAMES,
     Cmp,
@@ -58,7 +59,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@record
 class Variable:
     """A declared quantity. ``default`` and ``bounds`` are in base units."""
 
@@ -78,7 +79,7 @@ class Variable:
     stated: bool = False  # an answer that leans on this variable's default says so (headroom, utilization)
 
 
-@dataclass(frozen=True)
+@record
 class Equation:
     """``lhs = rhs``; ``names`` is every variable the equation mentions."""
 
@@ -99,7 +100,7 @@ class Equation:
         return f"{self.pack}#{self.index}"
 
 
-@dataclass(frozen=True)
+@record
 class Constraint:
     """A condition a solution must satisfy (``attention_heads % tp == 0``)."""
 
@@ -110,16 +111,20 @@ class Constraint:
     pack: str
 
 
-@dataclass(frozen=True)
+@record
 class Expectation:
+    """An example's expected value for one variable, with its unit and tolerances."""
+
     value: float | str
     unit: str | None
     rel: float
     abs: float | None
 
 
-@dataclass(frozen=True)
+@record
 class Example:
+    """A worked example: givens, what to find, and what the answers must be (or the error expected)."""
+
     name: str
     given: dict[str, Any]
     find: tuple[str, ...]
@@ -129,7 +134,7 @@ class Example:
     error: str | None = None  # expected error class name for examples of refusals
 
 
-@dataclass(frozen=True)
+@record
 class Preset:
     """``--set KEY=ID`` expands catalog entry ID; ``fields`` maps catalog field -> variable."""
 
@@ -139,8 +144,10 @@ class Preset:
     where: Location
 
 
-@dataclass(frozen=True)
+@record
 class Pack:
+    """One loaded pack file (see the module docstring for its invariants)."""
+
     name: str
     doc: str
     path: str
@@ -472,14 +479,16 @@ def _example(item: Any, loc: Location, pack: str, i: int) -> Example:
 
 # ---------------------------------------------------------------- catalogs
 
-@dataclass(frozen=True)
+@record
 class CatalogField:
+    """A column of a catalog: its name, unit and meaning."""
+
     name: str
     unit: UnitInfo
     doc: str
 
 
-@dataclass(frozen=True)
+@record
 class CatalogEntry:
     """One preset. ``values`` maps field -> (raw value in the field's unit, source, location)."""
 
@@ -489,8 +498,10 @@ class CatalogEntry:
     where: Location
 
 
-@dataclass(frozen=True)
+@record
 class Catalog:
+    """A catalog file: its fields and its entries by id."""
+
     name: str
     doc: str
     path: str

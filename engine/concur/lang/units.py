@@ -27,13 +27,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from ..cache import cache_dir, digest, read_json, write_json
 from ..errors import UnitError
+from ..records import record
 
 __all__ = [
     "UnitInfo",
@@ -64,7 +64,7 @@ _REFUSED = {
 _TOKEN_RE = re.compile(r"[A-Za-z_]+")
 
 
-@dataclass(frozen=True)
+@record
 class UnitInfo:
     """A parsed unit: ``text`` as written, base ``factor`` and ``dims``."""
 

@@ -9,7 +9,8 @@ has one interpreter here; none decides *which* method to use (the plan did):
   none when the roots are complete means "no value satisfies the equation" (exit 3);
 * ``NUMERIC``: bracket a root of ``lhs - rhs`` within the variable's bounds;
 * ``LOOP``: evaluate each closed-form branch, keep the first whose values are admissible and
-  satisfy every equation of the loop; without branches, sympy on the values (memoised);
+  satisfy every equation of the loop; a large linear loop: its rows evaluated and solved by
+  sparse elimination (:func:`solve_sparse`); otherwise sympy on the values (memoised);
 * ``INTEGER_TEAR``: the smallest ``n`` whose requirement ``ceil(...)`` is at most ``n`` (for floor:
   the largest ``n`` whose capacity is at least ``n``), the rest of the loop solved for each trial;
 * ``TEAR``: bracket the torn equation's residual, the rest solved for each trial.
@@ -35,9 +36,9 @@ from .budget import Interrupted, interruptible, spend
 from .plan import BlockStep, Plan, Tear
 from .problem import SpecialisedEq, fold_known
 from .roots import bracket_root, choose_root, in_bounds, satisfies, snap_integer
-from .solution import Method, Step, show_value
+from .solution import Method, Step, list_names, show_value
 
-__all__ = ["run_plan", "render_template", "value_on_demand"]
+__all__ = ["run_plan", "render_template", "value_on_demand", "solve_sparse"]
 
 _COMPILED: dict[int, Any] = {}
 
@@ -50,6 +51,23 @@ def _evaluate(node: Node, env: dict[str, float]) -> float:
             _COMPILED.clear()
         f = _COMPILED[id(node)] = (node, compile_node(node))
     return float(f[1](env))
+
+
+_ABSENT = object()
+
+
+def _sides(e: SpecialisedEq, env: dict[str, float], var: str, x: float) -> tuple[float, float]:
+    """Both sides of ``e`` with ``var`` set to ``x`` on ``env``, which is left as it was (no copy of
+    the whole environment per candidate: a 1,000-step chain would be quadratic)."""
+    old = env.get(var, _ABSENT)
+    env[var] = x
+    try:
+        return _evaluate(e.lhs, env), _evaluate(e.rhs, env)
+    finally:
+        if old is _ABSENT:
+            del env[var]
+        else:
+            env[var] = old  # type: ignore[assignment]
 
 
 _LOOP_MEMO: dict[tuple[Any, ...], tuple[Any, list[Step]]] = {}
@@ -124,8 +142,7 @@ class _Run:
         for root in step.forms:
             try:
                 x = _evaluate(root, self.env)
-                trial = {**self.env, var: x}
-                candidates.append((x, _evaluate(e.lhs, trial), _evaluate(e.rhs, trial)))
+                candidates.append((x, *_sides(e, self.env, var, x)))
             except (ArithmeticError, ValueError, KeyError, TypeError):
                 candidates.append((math.nan, math.nan, math.nan))
         chosen, count = choose_root(candidates, v.bounds)
@@ -156,8 +173,8 @@ class _Run:
         hi = 1e18 if high is None else high
 
         def residual(x: float) -> float:
-            trial = {**self.env, var: x}
-            return _evaluate(e.lhs, trial) - _evaluate(e.rhs, trial)
+            lhs, rhs = _sides(e, self.env, var, x)
+            return lhs - rhs
 
         found = bracket_root(residual, lo, hi, what=var, hint=f"give {var} directly, or a tighter bound on it")
         if found is None:
@@ -194,7 +211,9 @@ class _Run:
             if not self.tear(step):
                 self.no_loop_root(step)
             return
-        if step.branches:
+        if step.linear:
+            self.linear(step)
+        elif step.branches:
             if not self.branches(step):
                 self.no_loop_root(step)
         elif step.complete:
@@ -220,13 +239,43 @@ class _Run:
                 continue
             first = first or values
             if all(in_bounds(self.model.variables[v].bounds, x) for v, x in values.items()):
-                others = ", ".join(step.variables)
+                others = list_names(step.variables)
                 for i, v in zip(step.equations, step.variables):
                     self.record(v, values[v], Method.LOOP, i, f"solved together with {others}", b)
                 return True
         if first is not None:
             self.report_bounds(step, first)
         return False
+
+    def linear(self, step: BlockStep) -> None:
+        """A large linear loop: the coefficient rows evaluated on the knowns, the sparse system
+        solved by elimination with partial pivoting, and every equation checked on the solution."""
+        names = list_names(step.variables)
+        hint = "give one of the loop's variables directly"
+        try:
+            rows = [{k: _evaluate(c, self.env) for k, c in row.coefficients} for row in step.linear]
+            rhs = [-_evaluate(row.constant, self.env) for row in step.linear]
+            x = solve_sparse(rows, rhs, len(step.variables), what=names, hint=hint)
+        except (ArithmeticError, ValueError):
+            x = None
+        values = dict(zip(step.variables, x)) if x is not None else {}
+        trial = {**self.env, **values}
+        try:
+            ok = x is not None and all(
+                satisfies(_evaluate(self.plan.eqs[i].lhs, trial), _evaluate(self.plan.eqs[i].rhs, trial), values[v])
+                for i, v in zip(step.equations, step.variables))
+        except (ArithmeticError, ValueError, KeyError, TypeError):
+            ok = False
+        if not ok:
+            texts = _texts([self.plan.eqs[i].eq.text for i in step.equations])
+            raise InfeasibleError(f"the linear loop {names} has no unique solution here ({texts})",
+                                  where=self.plan.eqs[step.equations[0]].eq.where,
+                                  hint="the equations are dependent with these givens: give one of its variables")
+        if not all(in_bounds(self.model.variables[v].bounds, x) for v, x in values.items()):
+            self.report_bounds(step, values)
+        note = f"solved together with {names} ({len(values)} linear equations)"
+        for i, v in zip(step.equations, step.variables):
+            self.record(v, values[v], Method.LOOP, i, note)
 
     def report_bounds(self, step: BlockStep, values: dict[str, float]) -> None:
         self.env.update(values)
@@ -244,8 +293,8 @@ class _Run:
             if var.violation:
                 raise InfeasibleError(render_template(var.violation, self.model, self.env),
                                       where=self.plan.eqs[i].eq.where, variable=v)
-        texts = "; ".join(self.plan.eqs[i].eq.text for i in step.equations)
-        raise InfeasibleError(f"the loop {', '.join(step.variables)} has no admissible solution ({texts})",
+        texts = _texts([self.plan.eqs[i].eq.text for i in step.equations])
+        raise InfeasibleError(f"the loop {list_names(step.variables)} has no admissible solution ({texts})",
                               where=self.plan.eqs[step.equations[0]].eq.where,
                               hint="check the givens: the system may saturate or be impossible")
 
@@ -274,7 +323,7 @@ class _Run:
             low, high = var.bounds
             lo = 1e-9 if low is None or low <= 0 else low
             hi = 1e15 if high is None else high
-            root = bracket_root(residual, lo, hi, what=", ".join(step.variables),
+            root = bracket_root(residual, lo, hi, what=list_names(step.variables),
                                 hint=f"give {tear.variable} directly, or a tighter bound on it")
             if root is None:
                 continue
@@ -346,13 +395,13 @@ class _Run:
                     except (TypeError, KeyError):
                         continue
         except Interrupted:
-            spend(", ".join(variables), f"give one of {', '.join(variables)} directly")
+            spend(list_names(variables), f"give one of {list_names(variables)} directly")
         except Exception:  # noqa: BLE001 -- sympy raises anything on odd systems: "no closed form"
             solutions = []
         for values in solutions:
             if all(in_bounds(self.model.variables[v].bounds, x) for v, x in values.items()):
                 for i, v in zip(step.equations, variables):
-                    self.record(v, values[v], Method.LOOP, i, f"solved together with {', '.join(variables)}")
+                    self.record(v, values[v], Method.LOOP, i, f"solved together with {list_names(variables)}")
                 return
         if solutions:
             self.report_bounds(step, solutions[0])
@@ -361,8 +410,65 @@ class _Run:
             if violation:
                 raise InfeasibleError(render_template(violation, self.model, self.env),
                                       where=self.plan.eqs[i].eq.where, variable=v)
-        raise SolveError(f"cannot solve the loop {', '.join(variables)} ({'; '.join(e.eq.text for e in eqs)})",
+        raise SolveError(f"cannot solve the loop {list_names(variables)} ({_texts([e.eq.text for e in eqs])})",
                          where=eqs[0].eq.where, hint="give one of these values directly")
+
+
+def solve_sparse(rows: list[dict[int, float]], rhs: list[float], n: int, *, what: str = "a linear loop",
+                 hint: str = "") -> list[float] | None:
+    """``x`` with ``sum(rows[r][k] * x[k]) = rhs[r]`` for every row: Gaussian elimination with
+    partial pivoting on sparse rows (a loop's equations each hold a few of its unknowns, so a
+    banded system of hundreds costs milliseconds, and no numpy). None when it is singular.
+    Spends budget once per column, so a dense system past the budget is refused, not waited for.
+
+    >>> solve_sparse([{0: 1.0, 1: 1.0}, {0: 1.0, 1: -1.0}], [3.0, 1.0], 2)
+    [2.0, 1.0]
+    """
+    rows = [dict(r) for r in rows]
+    rhs = list(rhs)
+    holding: dict[int, set[int]] = {}
+    for r, row in enumerate(rows):
+        for k in row:
+            holding.setdefault(k, set()).add(r)
+    scale = max((abs(v) for row in rows for v in row.values()), default=0.0)
+    pivots: list[int] = []
+    used: set[int] = set()
+    for k in range(n):
+        spend(what, hint)
+        candidates = sorted(r for r in holding.get(k, ()) if r not in used)
+        if not candidates:
+            return None
+        p = max(candidates, key=lambda r: abs(rows[r][k]))
+        pivot = rows[p][k]
+        if not math.isfinite(pivot) or abs(pivot) <= 1e-13 * scale:
+            return None
+        used.add(p)
+        pivots.append(p)
+        top = rows[p]
+        for r in candidates:
+            if r == p:
+                continue
+            row = rows[r]
+            f = row.pop(k) / pivot
+            holding[k].discard(r)
+            for j, v in top.items():
+                if j != k:
+                    if j not in row:
+                        holding.setdefault(j, set()).add(r)
+                    row[j] = row.get(j, 0.0) - f * v
+            rhs[r] -= f * rhs[p]
+    x = [0.0] * n
+    for k in range(n - 1, -1, -1):
+        top = rows[pivots[k]]
+        x[k] = (rhs[pivots[k]] - sum(v * x[j] for j, v in top.items() if j != k)) / top[k]
+    return x
+
+
+def _texts(texts: list[str]) -> str:
+    """A loop's equations for a one-line message: all of a small loop's, the first three of a large one's."""
+    if len(texts) <= 16:
+        return "; ".join(texts)
+    return "; ".join(texts[:3]) + f"; ... ({len(texts)} equations)"
 
 
 def _remember(key: tuple[Any, ...], value: tuple[Any, list[Step]]) -> None:

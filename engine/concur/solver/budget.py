@@ -37,9 +37,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
 
 from ..errors import BudgetError
+from ..records import record
 
 __all__ = ["DEFAULT_SECONDS", "Budget", "budget", "spend", "interruptible", "Interrupted", "remaining"]
 
@@ -47,7 +47,7 @@ DEFAULT_SECONDS = 5.0
 """Seconds one question may spend on numeric searches and symbolic work (``$CONCUR_SOLVE_BUDGET``)."""
 
 
-@dataclass(frozen=True)
+@record
 class Budget:
     """A deadline on :func:`time.monotonic` and the seconds it allowed (for messages)."""
 

@@ -20,8 +20,13 @@ stand alone on one side of its equation. Three ways to get one, cheapest first:
    parametrically (the knowns as symbols), so its closed forms serve every later question with
    the same structure. A solution that leaves a loop variable free means the equations do not
    determine the loop (``a = b + c; b = a - c``): the plan reports what is missing.
+4. **Large linear loops** (:func:`linear_rows`, no sympy): sympy's parametric solve of a loop of
+   hundreds of equations would spend the whole budget, so a loop above
+   :data:`SYMBOLIC_LOOP_LIMIT` equations that is linear in its unknowns becomes rows of
+   coefficient expressions, and the run solves that system on the values (sparse elimination,
+   :func:`concur.solver.blocks.solve_sparse`). Nothing of it is sympy, so nothing is cached.
 
-Everything is cached on disk as expression trees (JSON, :mod:`concur.cache`) keyed by the packs'
+What sympy finds is cached on disk as expression trees (JSON, :mod:`concur.cache`) keyed by the packs'
 content, the specialised equation text and the variable, so a warm run never imports sympy.
 
 Non-goals: inverting ``floor``/``ceil``/``erlang_*``/``%`` or comparisons (the solver searches
@@ -37,14 +42,19 @@ from pathlib import Path
 from typing import Any
 
 from ..cache import cache_dir, read_json, write_json
-from ..lang.expr import Bin, Call, Cmp, Neg, Node, Num, Var, names_in, to_text, walk
-from ..lang.functions import FUNCTIONS
+from ..lang.expr import Bin, Call, Neg, Node, Num, Var, names_in, to_text, walk
 from ..lang.model import Model
 from ..lang.serial import Malformed, decode, encode
 from .budget import Interrupted, interruptible
-from .problem import SpecialisedEq
+from .problem import SpecialisedEq, smooth_in  # noqa: F401 -- smooth_in is also this module's API
 
-__all__ = ["Inversion", "LoopForm", "isolate", "invert", "solve_loop", "smooth_in", "save_closed_forms"]
+__all__ = ["Inversion", "LoopForm", "LinearRow", "SYMBOLIC_LOOP_LIMIT", "isolate", "invert", "solve_loop",
+           "linear_rows", "smooth_in", "save_closed_forms"]
+
+SYMBOLIC_LOOP_LIMIT = 16
+"""Loops of more equations than this are never handed to sympy as a whole (the shipped packs'
+largest is 11): linear ones are solved as a matrix on the values (:func:`linear_rows`), others
+are torn or left to the budget."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,8 @@ class LoopForm:
 
 @dataclass(frozen=True)
 class _Table:
+    """The closed forms known for one model, keyed by equation text and variable."""
+
     inversions: dict[str, Inversion]
     loops: dict[str, LoopForm]
 
@@ -127,18 +139,6 @@ def save_closed_forms(model: Model) -> None:
     if _DIRTY and _TABLE is not None and _TABLE_MODEL == model.key:
         if write_json(_path(model), "closed-forms", encode(_TABLE)):
             _DIRTY = False
-
-
-def smooth_in(node: Node, var: str) -> bool:
-    """False when ``var`` sits inside floor/ceil/erlang/% or a comparison (never inverted)."""
-    for n in walk(node):
-        if isinstance(n, Call) and not FUNCTIONS[n.fn].smooth and var in names_in(n):
-            return False
-        if isinstance(n, Cmp) and var in names_in(n):
-            return False
-        if isinstance(n, Bin) and n.op == "%" and var in names_in(n):
-            return False
-    return True
 
 
 def _occurrences(node: Node, var: str) -> int:
@@ -255,6 +255,77 @@ def _sympy_inverse(e: SpecialisedEq, var: str) -> Inversion:
         return Inversion((), False)
     except Exception:  # noqa: BLE001 -- sympy raises anything (RecursionError too): "no closed form"
         return Inversion((), False)
+
+
+@dataclass(frozen=True)
+class LinearRow:
+    """One equation of a linear loop as ``sum(coefficient * unknown) + constant = 0``:
+    ``coefficients`` pairs an unknown's position in the loop with an expression of the knowns."""
+
+    coefficients: tuple[tuple[int, Node], ...]
+    constant: Node
+
+
+_ONE, _ZERO = Num(1.0), Num(0.0)
+
+
+def _linear(node: Node, position: dict[str, int]) -> tuple[dict[int, Node], list[Node]] | None:
+    """``node`` as (unknown position -> coefficient, constant terms), or None when it is not
+    linear in the unknowns (a product of two of them, one inside a function or a power...)."""
+    if isinstance(node, Var) and node.name in position:
+        return {position[node.name]: _ONE}, []
+    if not any(isinstance(n, Var) and n.name in position for n in walk(node)):
+        return {}, [node]
+    if isinstance(node, Neg):
+        inner = _linear(node.arg, position)
+        if inner is None:
+            return None
+        return {k: Neg(c) for k, c in inner[0].items()}, [Neg(t) for t in inner[1]]
+    if not isinstance(node, Bin) or node.op not in "+-*/":
+        return None
+    if node.op in "+-":
+        left, right = _linear(node.left, position), _linear(node.right, position)
+        if left is None or right is None:
+            return None
+        coefficients = dict(left[0])
+        for k, c in right[0].items():
+            c = c if node.op == "+" else Neg(c)
+            coefficients[k] = Bin("+", coefficients[k], c) if k in coefficients else c
+        return coefficients, left[1] + (right[1] if node.op == "+" else [Neg(t) for t in right[1]])
+    # a product or a quotient is linear when the unknowns sit on one side and not in a divisor
+    left, right = _linear(node.left, position), _linear(node.right, position)
+    if left is None or right is None:
+        return None
+    if node.op == "/":
+        if right[0]:
+            return None
+        scale = node.right
+        return {k: Bin("/", c, scale) for k, c in left[0].items()}, [Bin("/", t, scale) for t in left[1]]
+    if left[0] and right[0]:
+        return None
+    (lin, scale) = (left, node.right) if left[0] else (right, node.left)
+    return {k: Bin("*", c, scale) for k, c in lin[0].items()}, [Bin("*", t, scale) for t in lin[1]]
+
+
+def linear_rows(eqs: list[SpecialisedEq], variables: list[str]) -> tuple[LinearRow, ...] | None:
+    """The loop ``eqs`` as rows of a linear system in ``variables`` (``lhs - rhs`` per equation),
+    or None when one of them is not linear in the unknowns. Pure tree work, no sympy: ``x2 = x1 + x0``
+    in the unknowns (x1, x2) is the row ``-1 * x1 + 1 * x2 + (-x0) = 0``."""
+    position = {v: k for k, v in enumerate(variables)}
+    rows: list[LinearRow] = []
+    for e in eqs:
+        left, right = _linear(e.lhs, position), _linear(e.rhs, position)
+        if left is None or right is None:
+            return None
+        coefficients = dict(left[0])
+        for k, c in right[0].items():
+            coefficients[k] = Bin("-", coefficients[k], c) if k in coefficients else Neg(c)
+        terms = left[1] + [Neg(t) for t in right[1]]
+        constant = terms[0] if terms else _ZERO
+        for t in terms[1:]:
+            constant = Bin("+", constant, t)
+        rows.append(LinearRow(tuple(sorted(coefficients.items(), key=lambda kc: kc[0])), constant))
+    return tuple(rows)
 
 
 _TRANSCENDENTAL = ("exp", "ln", "log2", "log10", "min", "max", "floor", "ceil", "abs", "erlang_b", "erlang_c",

@@ -21,8 +21,10 @@ Compiling a plan (:func:`make_plan`):
 3. each block becomes a :class:`BlockStep` with a :class:`~concur.solver.solution.Method`:
    ``FORWARD`` (the unknown alone on one side), ``INVERTED`` (closed forms from
    :mod:`concur.solver.closed_forms`, chosen per run by :mod:`concur.solver.roots`),
-   ``NUMERIC`` (bracketed within bounds), ``LOOP`` (closed forms of the whole loop, or sympy on
-   the values as a last resort), ``INTEGER_TEAR`` (a loop torn at ``n = ceil(...)``) or ``TEAR``
+   ``NUMERIC`` (bracketed within bounds), ``LOOP`` (closed forms of the whole loop; for a loop
+   of more than :data:`~concur.solver.closed_forms.SYMBOLIC_LOOP_LIMIT` equations, linear rows
+   solved as a matrix on the values; sympy on the values as a last resort), ``INTEGER_TEAR``
+   (a loop torn at ``n = ceil(...)``) or ``TEAR``
    (a loop torn at one variable, the rest solved one equation at a time).
 
 Plans are cached per process by ``(model key, names given, targets, values of the names that
@@ -40,21 +42,25 @@ Non-goals: reordering for numerical stability, common-subexpression elimination.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import field
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UnderdeterminedError
 from ..lang.expr import Call, If, Node, Var, compile_node, names_in, to_text, walk
 from ..lang.model import Model
-from .closed_forms import invert, smooth_in, solve_loop
-from .problem import Problem, SpecialisedEq
-from .solution import Method, describe_var
+from ..records import record
+from .budget import spend
+from .problem import Problem, SpecialisedEq, smooth_in
+from .solution import Method, describe_var, list_names
 from .structure import Matching, blocks_in_order, match
+
+if TYPE_CHECKING:
+    from .closed_forms import LinearRow
 
 __all__ = ["BlockStep", "Tear", "Plan", "make_plan", "plan_key", "structure", "conditions", "forget_plans"]
 
 
-@dataclass(frozen=True)
+@record
 class Tear:
     """One way to tear a loop: guess ``variable``, solve ``inner`` in order, and the residual of
     equation ``equation`` (TEAR) or the ceil/floor it defines (INTEGER_TEAR) decides."""
@@ -64,15 +70,16 @@ class Tear:
     inner: tuple[BlockStep, ...]
 
 
-@dataclass(frozen=True)
+@record
 class BlockStep:
     """One block of the plan: ``equations`` (model indices) give ``variables`` by ``method``.
 
     ``forms``: FORWARD ``(expression,)``; INVERTED the candidate roots (``complete``: they are
     all the roots, so none proves there is no solution). ``branches``: LOOP closed forms, one
     expression per variable per branch (empty: solve the loop with sympy on the values).
-    ``tears``: TEAR/INTEGER_TEAR ways to tear the loop, tried in order. ``reads``: the names the
-    block needs.
+    ``linear``: LOOP of a large linear loop, one row per equation (solved as a matrix on the
+    values). ``tears``: TEAR/INTEGER_TEAR ways to tear the loop, tried in order. ``reads``: the
+    names the block needs.
     """
 
     method: Method
@@ -83,9 +90,10 @@ class BlockStep:
     complete: bool = True
     branches: tuple[tuple[Node, ...], ...] = ()
     tears: tuple[Tear, ...] = ()
+    linear: tuple[LinearRow, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class Plan:
     """A compiled question. ``known``: the names whose values a run supplies; ``defaults``: the
     pack defaults it applies (base units); ``eqs``: the equations specialised to the folded
@@ -271,6 +279,9 @@ def _holds_already(expr: Node, known: Mapping[str, float]) -> bool:
         return False
 
 
+_OPEN_TEARS = 3  # tears of a large loop kept (each costs a matching of the loop to find)
+
+
 class _Compiler:
     """Turns blocks of one problem into steps (recursively for the inside of torn loops)."""
 
@@ -291,22 +302,31 @@ class _Compiler:
         if isinstance(e.rhs, Var) and e.rhs.name == var and var not in names_in(e.lhs):
             return BlockStep(Method.FORWARD, (i,), (var,), reads, (e.lhs,))
         if smooth_in(e.lhs, var) and smooth_in(e.rhs, var):
+            from .closed_forms import invert  # here: a plan of forward steps never loads it
+
             inv = invert(self.model, e, var)
             if inv.roots or inv.complete:
                 return BlockStep(Method.INVERTED, (i,), (var,), reads, inv.roots, inv.complete)
         return BlockStep(Method.NUMERIC, (i,), (var,), reads)
 
-    def subsystem(self, equations: list[int], unknowns: set[str]) -> tuple[BlockStep, ...] | None:
+    def subsystem(self, equations: list[int], unknowns: set[str], loops: bool = True) -> tuple[BlockStep, ...] | None:
         """Steps solving ``equations`` for ``unknowns`` with everything else known; None when they
-        do not determine their unknowns."""
+        do not determine their unknowns, or (``loops`` False) when they hold a loop: that is
+        decided on the structure, before any block is compiled, so tearing a loop never recurses
+        into the loops inside it."""
         system = {i: self.eqs[i].names for i in equations}
         prefer = {i: lhs.name for i in equations if isinstance(lhs := self.eqs[i].lhs, Var) and lhs.name in unknowns}
         m = match(system, unknowns, prefer)
         if m.free or m.redundant:
             return None
-        return tuple(self.block(b, m) for b in blocks_in_order(system, m, unknowns))
+        order = blocks_in_order(system, m, unknowns)
+        if not loops and any(len(b) > 1 for b in order):
+            return None
+        return tuple(self.block(b, m) for b in order)
 
     def loop(self, block: list[int], variables: list[str]) -> BlockStep:
+        from .closed_forms import SYMBOLIC_LOOP_LIMIT, solve_loop
+
         reads = frozenset().union(*(self.eqs[i].names for i in block)) - set(variables)
         pairs = list(zip(block, variables))
         for i in block:  # an integer n = ceil(...)/floor(...) inside the loop: tear there
@@ -318,6 +338,8 @@ class _Compiler:
                 if inner is not None:
                     return BlockStep(Method.INTEGER_TEAR, tuple(block), tuple(variables), reads,
                                      tears=(Tear(n, i, inner),))
+        if len(block) > SYMBOLIC_LOOP_LIMIT:
+            return self.large_loop(block, variables, reads, pairs)
         form = solve_loop(self.model, [self.eqs[i] for i in block], variables)
         if form.status == "free":
             texts = "; ".join(self.eqs[i].eq.text for i in block)
@@ -335,14 +357,73 @@ class _Compiler:
             return BlockStep(Method.TEAR, tuple(block), tuple(variables), reads, tears=tears)
         return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, complete=False)
 
+    def large_loop(self, block: list[int], variables: list[str], reads: frozenset[str],
+                   pairs: list[tuple[int, str]]) -> BlockStep:
+        """A loop too large for sympy's parametric solve: linear rows when it is linear in its
+        unknowns, else a tear, else sympy on the values under the budget (an answer or a refusal)."""
+        from .closed_forms import linear_rows
+
+        rows = linear_rows([self.eqs[i] for i in block], variables)
+        if rows is not None:
+            return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, complete=False, linear=rows)
+        tears = self.tears(pairs) or self.open_tears(block, variables)
+        if tears:
+            return BlockStep(Method.TEAR, tuple(block), tuple(variables), reads, tears=tears)
+        return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, complete=False)
+
+    def open_tears(self, block: list[int], variables: list[str]) -> tuple[Tear, ...]:
+        """Tears of a large loop whose residual is not the torn variable's own equation: guess
+        ``v``, and the equation the rest leaves over decides (a recurrence ``x_i = f(x_{i-1},
+        x_{i-2})`` given both ends is torn at ``x_1``, its last equation the residual). The first
+        few found, bounded variables first."""
+        order = sorted(variables, key=lambda v: self.model.variables[v].bounds == (None, None))
+        sources = self.sources(block, variables)
+        out: list[Tear] = []
+        for v in order:
+            if not sources.get(v):
+                continue
+            spend(list_names(variables), "give one of the loop's variables directly")
+            unknowns = set(variables) - {v}
+            system = {i: self.eqs[i].names for i in block}
+            prefer = {i: lhs.name for i in block if isinstance(lhs := self.eqs[i].lhs, Var) and lhs.name in unknowns}
+            m = match(system, unknowns, prefer)
+            if m.free or len(m.redundant) != 1:
+                continue
+            (residual,) = m.redundant
+            inner = self.subsystem([i for i in block if i != residual], unknowns, loops=False)
+            if inner is not None:
+                out.append(Tear(v, residual, inner))
+                if len(out) == _OPEN_TEARS:
+                    break
+        return tuple(out)
+
+    def sources(self, block: list[int], variables: list[str]) -> dict[str, set[int]]:
+        """Loop variable -> the loop's equations that hold it and one other loop variable. Torn at
+        ``v``, the rest is solved one equation at a time only if one of these (not the residual)
+        computes its other variable first: every equation of a loop holds at least two of its
+        variables, so one holding a third cannot start. A structural filter, exact, that spares
+        a matching per hopeless candidate."""
+        inside = set(variables)
+        out: dict[str, set[int]] = {}
+        for j in block:
+            held = self.eqs[j].names & inside
+            if len(held) == 2:
+                for v in held:
+                    out.setdefault(v, set()).add(j)
+        return out
+
     def tears(self, pairs: list[tuple[int, str]]) -> tuple[Tear, ...]:
         """Ways to tear the loop at one variable so that the rest is solved one equation at a
         time; bounded variables first (their bounds bracket the root)."""
         order = sorted(pairs, key=lambda p: self.model.variables[p[1]].bounds == (None, None))
+        sources = self.sources([i for i, _ in pairs], [v for _, v in pairs])
         out: list[Tear] = []
         for i, v in order:
-            inner = self.subsystem([j for j, _ in pairs if j != i], {w for _, w in pairs if w != v})
-            if inner is None or any(s.method in (Method.LOOP, Method.TEAR, Method.INTEGER_TEAR) for s in inner):
+            if not sources.get(v, set()) - {i}:
+                continue  # nothing could be computed first: the rest stays a loop
+            spend(list_names([w for _, w in pairs]), "give one of the loop's variables directly")
+            inner = self.subsystem([j for j, _ in pairs if j != i], {w for _, w in pairs if w != v}, loops=False)
+            if inner is None:
                 continue
             out.append(Tear(v, i, inner))
         return tuple(out)

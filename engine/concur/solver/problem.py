@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..lang.expr import Bin, Call, Cmp, If, Logic, Neg, Node, Var, compile_node, names_in, walk
+from ..lang.functions import FUNCTIONS
 from ..lang.model import Model
 from ..lang.pack import Equation, Variable
-from .structure import Matching, match, without
+from .structure import Matching, match, repartition
 
-__all__ = ["Problem", "SpecialisedEq", "fold_known", "evaluate", "in_bounds"]
+__all__ = ["Problem", "SpecialisedEq", "fold_known", "smooth_in", "evaluate", "in_bounds"]
 
 
 _TESTS: dict[int, tuple[Node, frozenset[str], Any]] = {}  # id(condition) -> (it, its names, its test)
@@ -58,6 +59,8 @@ def fold_known(node: Node, known: dict[str, float]) -> Node:
 
 @dataclass(frozen=True)
 class SpecialisedEq:
+    """An equation with the ``if_`` its knowns decide folded away; ``names`` the variables left in it."""
+
     eq: Equation
     lhs: Node
     rhs: Node
@@ -65,31 +68,33 @@ class SpecialisedEq:
 
 
 _CONDITIONS: dict[str, list[frozenset[str]]] = {}
-_WRITTEN: dict[int, tuple[Equation, SpecialisedEq]] = {}
-
-
-def _as_written(eq: Equation) -> SpecialisedEq:
-    """An equation without ``if_``, specialised to nothing (one object per equation, reused)."""
-    hit = _WRITTEN.get(id(eq))
-    if hit is None or hit[0] is not eq:
-        hit = _WRITTEN[id(eq)] = (eq, SpecialisedEq(eq, eq.lhs, eq.rhs, names_in(eq.lhs) | names_in(eq.rhs)))
-    return hit[1]
+_PLAIN: dict[str, list[SpecialisedEq | None]] = {}
 
 
 def _conditions(model: Model) -> list[frozenset[str]]:
     """Per equation, the names its ``if_`` conditions read (what can change its folding)."""
     hit = _CONDITIONS.get(model.key)
     if hit is None:
-        hit = []
+        hit, plain = [], []
         for eq in model.equations:
             names: set[str] = set()
+            branches = False
             for side in (eq.lhs, eq.rhs):
                 for n in walk(side):
                     if isinstance(n, If):
                         names |= names_in(n.cond)
+                        branches = True
             hit.append(frozenset(names))
-        _CONDITIONS[model.key] = hit
+            plain.append(None if branches else SpecialisedEq(eq, eq.lhs, eq.rhs, eq.names))
+        _CONDITIONS[model.key], _PLAIN[model.key] = hit, plain
     return hit
+
+
+def _plain(model: Model) -> list[SpecialisedEq | None]:
+    """Per equation without ``if_``, the equation as every problem specialises it (folding leaves it
+    as it is), built once per model; None for an equation with branches."""
+    _conditions(model)
+    return _PLAIN[model.key]
 
 
 # ---------------------------------------------------------------- the solver
@@ -114,25 +119,24 @@ class Problem:
 
     def _specialise(self, changed: str | None = None) -> bool:
         """Fold every equation (``changed`` None), or only those whose ``if_`` conditions read
-        ``changed`` (a default just applied): the others cannot change. True when any changed."""
+        ``changed`` (a default just applied): the others cannot change. True when any was folded."""
         if changed is None:
             self.eqs: dict[int, SpecialisedEq] = {}
-        conditions = _conditions(self.model)
-        any_change = False
+        conditions, plain = _conditions(self.model), _plain(self.model)
+        folded = False
         for i, eq in enumerate(self.model.equations):
             if changed is not None and changed not in conditions[i]:
                 continue
-            if not conditions[i] and i not in self.relax:  # no if_: the equation as written
-                if changed is None:
-                    self.eqs[i] = _as_written(eq)
+            folded = True
+            same = plain[i]
+            if same is not None and i not in self.relax:
+                self.eqs[i] = same
                 continue
             lhs, rhs = fold_known(eq.lhs, self.known), fold_known(eq.rhs, self.known)
             if i in self.relax and isinstance(rhs, Call) and rhs.fn in ("ceil", "floor"):
                 rhs = rhs.args[0]
-            new = SpecialisedEq(eq, lhs, rhs, names_in(lhs) | names_in(rhs))
-            any_change = any_change or self.eqs.get(i) != new
-            self.eqs[i] = new
-        return any_change
+            self.eqs[i] = SpecialisedEq(eq, lhs, rhs, names_in(lhs) | names_in(rhs))
+        return folded
 
     def _system(self) -> tuple[dict[int, frozenset[str]], set[str]]:
         unknowns = {n for n in self.model.variables if n not in self.known}
@@ -157,30 +161,30 @@ class Problem:
         return frozenset(out)
 
     def _apply_defaults(self) -> None:
-        """Defaults, in the packs' order, for every variable the givens do not compute naturally.
+        """Defaults in declaration order, each decided on the matching of the knowns so far.
 
-        A free variable (no equation matched to it) is never determined, so it takes its default
-        without a look at the partition; such defaults are batched into one :func:`without`,
-        recomputed only before a matched variable's turn (whose answer it can change)."""
+        A default given to an unknown the matching left free (nothing computes it) leaves the
+        matching of the rest as a fresh one would find it, so only the Dulmage–Mendelsohn sets
+        are recomputed, and only when a later decision reads them: a pack of 1,000 defaulted
+        inputs costs a few matchings, not 1,000."""
         m = self._match()
-        pending: set[str] = set()
+        stale = False  # m's DM sets still count unknowns that defaults have since made known
         for name, var in self.model.variables.items():
             if var.default is None or name in self.known or name in self.targets:
                 continue
-            if name in m.var_to_eq:
-                if pending and name in m.undetermined:
-                    m, pending = without(m, frozenset(pending)), set()
+            free = name not in m.var_to_eq
+            if not free:
+                if stale:
+                    m, stale = repartition(*self._system(), m), False
                 if name in m.determined and self._computed_naturally(m, name):
                     continue
             self.known[name] = var.default
             self.defaults_used.append(name)
-            if self._specialise(name) or name in m.var_to_eq:
-                m, pending = self._match(), set()
-            else:  # a free variable took its default: the matching stands, only the partition moves
-                pending.add(name)
-        if pending:
-            m = without(m, frozenset(pending))
-        self.matching = m
+            if self._specialise(name) or not free:
+                m, stale = self._match(), False
+            else:
+                stale = True
+        self.matching = repartition(*self._system(), m) if stale else m
 
     def _computed_naturally(self, m: Matching, name: str) -> bool:
         """Whether the givens determine ``name`` in a way that should override its default.
@@ -205,6 +209,18 @@ class Problem:
         lhs_vars = {e.lhs.name for e in self.eqs.values() if isinstance(e.lhs, Var)}
         free = sorted(m.free, key=lambda v: (v in lhs_vars, list(self.model.variables).index(v)))
         return free
+
+
+def smooth_in(node: Node, var: str) -> bool:
+    """False when ``var`` sits inside floor/ceil/erlang/% or a comparison (never inverted)."""
+    for n in walk(node):
+        if isinstance(n, Call) and not FUNCTIONS[n.fn].smooth and var in names_in(n):
+            return False
+        if isinstance(n, Cmp) and var in names_in(n):
+            return False
+        if isinstance(n, Bin) and n.op == "%" and var in names_in(n):
+            return False
+    return True
 
 
 def evaluate(node: Node, env: dict[str, float]) -> float:

@@ -19,6 +19,7 @@ refusal within seconds. Every value carries a trace step: which equation gave it
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,9 +27,7 @@ from ..errors import UsageError
 from ..lang.check import require_checked
 from ..lang.model import Model
 from .budget import budget
-from .closed_forms import save_closed_forms
 from .givens import resolve_givens
-from .goal_seek import search, search_via
 from .run import run_question
 from .seek import needs_search
 from .solution import Solution
@@ -42,7 +41,9 @@ def flush_caches(model: Model) -> None:
     called by :func:`solve_model` and the sweep; a failure only costs recomputation next time."""
     from ..lang.units import save_cache
 
-    save_closed_forms(model)
+    forms = sys.modules.get("concur.solver.closed_forms")  # not loaded: nothing inverted, nothing learnt
+    if forms is not None:
+        forms.save_closed_forms(model)
     save_cache()
 
 
@@ -67,6 +68,8 @@ def solve_model(model: Model, find: tuple[str, ...], given: Mapping[str, Any]) -
     sources = dict(givens.sources)
     with budget():
         seek = needs_search(model, find, known, givens)
+        if seek is not None:
+            from .goal_seek import search, search_via  # only a goal seek loads the search
         if seek is not None and seek.via is not None:
             sol = search_via(model, find, known, givens, seek.variable, seek.goals, seek.via)
         elif seek is not None:

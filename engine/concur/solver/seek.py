@@ -16,20 +16,19 @@ It is a *goal seek* (:mod:`concur.solver.goal_seek`) when
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ..lang.expr import Call, Var, names_in, walk
 from ..lang.model import Model
-from .closed_forms import smooth_in
+from ..records import record
 from .plan import plan_key, structure
-from .problem import Problem
+from .problem import Problem, smooth_in
 from .solution import Givens
 
 __all__ = ["Seek", "needs_search", "rounding_equation"]
 
 
-@dataclass(frozen=True)
+@record
 class Seek:
     """A question answered by a goal seek: search ``variable`` until every given target in ``goals``
     is met (and, with ``requirement``, the rounding equation that defines the variable). With

@@ -15,7 +15,7 @@ from ..errors import UnknownNameError, UsageError
 from ..lang.model import Model
 from ..lang.pack import Equation
 
-__all__ = ["Method", "Step", "Givens", "Solution", "show_value", "describe_var", "REL_TOL"]
+__all__ = ["Method", "Step", "Givens", "Solution", "show_value", "describe_var", "list_names", "REL_TOL"]
 
 REL_TOL = 1e-6
 
@@ -54,6 +54,8 @@ class Step:
 
 @dataclass
 class Givens:
+    """Resolved givens: base-unit values, where each came from, the targets to meet, the texts typed."""
+
     values: dict[str, float]
     sources: dict[str, str]  # name -> "given" | "preset gpu=h100-sxm-80gb"
     limits: dict[str, str]  # given names that are targets to meet -> at_least/at_most
@@ -169,3 +171,11 @@ def describe_var(model: Model, name: str) -> str:
     var = model.variables[name]
     unit = f" [{var.display.text}]" if var.display.text else ""
     return f"{name}{unit}"
+
+
+def list_names(names: list[str] | tuple[str, ...], limit: int = 16) -> str:
+    """Names for a one-line message: all of them up to ``limit``, else the first eight and a count
+    (a loop of 300 unknowns is named, not listed)."""
+    if len(names) <= limit:
+        return ", ".join(names)
+    return f"{', '.join(names[:8])} and {len(names) - 8} more"

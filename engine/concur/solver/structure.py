@@ -15,19 +15,20 @@ Everything here is plain Python on names: no sympy, no floats.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ..records import record
 
-__all__ = ["Matching", "match", "without", "blocks_in_order"]
+__all__ = ["Matching", "match", "repartition", "blocks_in_order"]
 
 
-@dataclass(frozen=True)
+@record
 class Matching:
+    """A maximum matching of equations onto unknowns, with its Dulmage–Mendelsohn sets."""
+
     eq_to_var: dict[int, str]
     var_to_eq: dict[str, int]
     undetermined: frozenset[str]  # unknowns the equations cannot pin down
     free: frozenset[str]  # unknowns left unmatched (a subset of undetermined)
     redundant: frozenset[int]  # equations not used to compute anything
-    adjacency: dict[int, list[str]] = field(default_factory=dict, compare=False, repr=False)  # eq -> its unknowns
 
     @property
     def determined(self) -> frozenset[str]:
@@ -84,12 +85,20 @@ def match(equations: dict[int, frozenset[str]], unknowns: set[str],
     for e in sorted(adj, key=lambda e: e in last):  # stable: the packs' order, ``last`` at the end
         if e not in eq_to_var:
             augment(e)
-    return _partition(adj, eq_to_var, var_to_eq, unknowns)
+    return _partition(adj, unknowns, eq_to_var, var_to_eq)
 
 
-def _partition(adj: dict[int, list[str]], eq_to_var: dict[int, str], var_to_eq: dict[str, int],
-               unknowns: set[str]) -> Matching:
-    """Dulmage–Mendelsohn on a maximum matching: alternating reachability from unmatched unknowns."""
+def repartition(equations: dict[int, frozenset[str]], unknowns: set[str], matching: Matching) -> Matching:
+    """``matching``'s assignment with the Dulmage–Mendelsohn sets recomputed for ``equations`` and
+    ``unknowns``: for a system that lost unknowns ``matching`` left free (given values), where
+    :func:`match` would find the very same assignment (a free unknown never decided a search)."""
+    adj = {e: [v for v in names if v in unknowns] for e, names in equations.items()}
+    return _partition(adj, unknowns, matching.eq_to_var, matching.var_to_eq)
+
+
+def _partition(adj: dict[int, list[str]], unknowns: set[str], eq_to_var: dict[int, str],
+               var_to_eq: dict[str, int]) -> Matching:
+    """Dulmage–Mendelsohn: alternating reachability from unmatched unknowns."""
     var_eqs: dict[str, list[int]] = {}
     for e, vs in adj.items():
         for v in vs:
@@ -105,24 +114,7 @@ def _partition(adj: dict[int, list[str]], eq_to_var: dict[int, str], var_to_eq: 
                 undetermined.add(w)
                 stack.append(w)
     redundant = frozenset(e for e in adj if e not in eq_to_var)
-    return Matching(eq_to_var, var_to_eq, frozenset(undetermined), frozenset(free), redundant, adj)
-
-
-def without(matching: Matching, known: str | frozenset[str]) -> Matching:
-    """``matching`` once the unmatched unknown(s) ``known`` become known: the same assignment (still
-    maximum: an augmenting path avoiding an unmatched vertex would have augmented before) with the
-    partition recomputed -- what defaults applied to free variables cost, instead of a new matching.
-    Equations left with no unknown drop out."""
-    names = frozenset({known}) if isinstance(known, str) else known
-    if names & matching.var_to_eq.keys():
-        raise ValueError(f"'{sorted(names & matching.var_to_eq.keys())[0]}' is matched: a new matching is needed")
-    adj: dict[int, list[str]] = {}
-    for e, vs in matching.adjacency.items():
-        rest = [v for v in vs if v not in names] if not names.isdisjoint(vs) else vs
-        if rest:
-            adj[e] = rest
-    unknowns = {v for vs in adj.values() for v in vs} | (set(matching.free) - names) | set(matching.var_to_eq)
-    return _partition(adj, matching.eq_to_var, matching.var_to_eq, unknowns)
+    return Matching(eq_to_var, var_to_eq, frozenset(undetermined), frozenset(free), redundant)
 
 
 def blocks_in_order(equations: dict[int, frozenset[str]], matching: Matching, wanted: set[str]) -> list[list[int]]:
@@ -149,6 +141,7 @@ def blocks_in_order(equations: dict[int, frozenset[str]], matching: Matching, wa
     order: list[list[int]] = []
     scc_stack: list[int] = []
     counter = 0
+    successors = {e: [d for d in deps[e] if d in needed] for e in needed}  # once, not per visit
     for root in sorted(needed):
         if root in index:
             continue
@@ -160,7 +153,7 @@ def blocks_in_order(equations: dict[int, frozenset[str]], matching: Matching, wa
                 counter += 1
                 scc_stack.append(node)
                 on_stack.add(node)
-            succ = [d for d in deps[node] if d in needed]
+            succ = successors[node]
             if i < len(succ):
                 work.append((node, i + 1))
                 nxt = succ[i]

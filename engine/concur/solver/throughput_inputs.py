@@ -17,10 +17,10 @@ listed in :data:`FIXED_INPUTS`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UnderdeterminedError
+from ..records import record
 
 __all__ = ["FIXED_INPUTS", "THROUGHPUT_OUTPUTS", "UnfixedThroughputError", "require_fixed"]
 
@@ -29,7 +29,7 @@ class UnfixedThroughputError(UnderdeterminedError):
     """A throughput question that leaves one of the four fixed variables open (exit 2)."""
 
 
-@dataclass(frozen=True)
+@record
 class Need:
     """One thing a throughput question must fix: ``what`` it is, and the names that fix it."""
 
