@@ -1,19 +1,10 @@
 """Benchmarks behind ``concur bench NAME``: one module each, defining ``command``.
 
 Every benchmark prints the machine's core count, the baseline it is measured
-against, and the ratio, measured in one run.
+against, and the ratio, measured in one run. The registry of names is the CLI
+group's (:data:`concur.cli.commands.bench.BENCHMARKS`), re-exported here.
 """
 
-BENCHMARKS = {
-    "limiter": "concur.bench.limiter",
-    "queue": "concur.bench.queue",
-    "counter": "concur.bench.counter",
-    "deque": "concur.bench.deque",
-    "solve": "concur.bench.solve",
-    "scale": "concur.bench.scale",
-    "sweep": "concur.bench.sweep",
-    "erlang": "concur.bench.erlang",
-    "export": "concur.bench.export",
-    "simulate": "concur.bench.simulate",
-    "plan": "concur.bench.plan",
-}
+from ..cli.commands.bench import BENCHMARKS
+
+__all__ = ["BENCHMARKS"]

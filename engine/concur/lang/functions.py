@@ -140,7 +140,7 @@ def _sym(name: str) -> Callable[..., Any]:
         if name == "abs":
             return sp.Abs(args[0])
         if name in ("erlang_b", "erlang_c"):
-            from ..solver.symfuncs import erlang_function
+            from ..maths.symfuncs import erlang_function
 
             return erlang_function(name)(*args)
         raise KeyError(name)

@@ -139,7 +139,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from .circuit_breaker import CircuitBreaker, CircuitOpenError
-from .token_bucket import Decision, _deadline, validate_cost, validate_policy
+from .token_bucket import Decision, acquire_deadline, validate_cost, validate_policy
 
 __all__ = ["SCRIPT", "SCRIPT_SHA", "RedisTokenBucket"]
 
@@ -716,7 +716,7 @@ class RedisTokenBucket:
         timeout; with ``"open"`` it returns True.
         """
         n = validate_cost(n, self._capacity)
-        deadline = _deadline(self._clock, timeout)
+        deadline = acquire_deadline(self._clock, timeout)
         while True:
             decision = self.try_acquire(n)
             if decision.allowed:

@@ -83,6 +83,7 @@ __all__ = [
     "AsyncTokenBucket",
     "Decision",
     "TokenBucket",
+    "acquire_deadline",
     "ratelimit_headers",
     "retry_after_header",
     "validate_cost",
@@ -280,7 +281,7 @@ Decision(allowed=False, remaining=0.0, retry_after=1.0))
         ``ValueError`` for a cost that can never be admitted.
         """
         n = validate_cost(n, self._capacity)
-        deadline = _deadline(self._clock, timeout)
+        deadline = acquire_deadline(self._clock, timeout)
         while True:
             decision = self.try_acquire(n)
             if decision.allowed:
@@ -292,7 +293,7 @@ Decision(allowed=False, remaining=0.0, retry_after=1.0))
             self._sleep(wait)
 
 
-def _deadline(clock: Callable[[], float], timeout: float | None) -> float:
+def acquire_deadline(clock: Callable[[], float], timeout: float | None) -> float:
     """The clock reading after which a blocking acquire gives up (inf = never)."""
     if timeout is None:
         return math.inf
@@ -347,7 +348,7 @@ class AsyncTokenBucket:
         """
         bucket = self._bucket
         # try_acquire checks the cost; the deadline is read only if a wait follows.
-        deadline = _INF if timeout is None else _deadline(bucket._clock, timeout)
+        deadline = _INF if timeout is None else acquire_deadline(bucket._clock, timeout)
         while True:
             decision = bucket.try_acquire(n)
             if decision[0]:  # allowed

@@ -20,7 +20,7 @@ def erlang_function(name: str) -> Any:
     def _eval_evalf(self: Any, prec: int) -> Any:
         args = [a.evalf(prec) for a in self.args]
         if all(a.is_Number for a in args):
-            from ..maths import erlang
+            from . import erlang
 
             return sp.Float(getattr(erlang, name)(float(args[0]), float(args[1])), prec)
         return None

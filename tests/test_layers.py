@@ -1,0 +1,179 @@
+"""The layers stay visible: data flows packs -> language -> solve -> presenters, never back up.
+
+Every import inside ``engine/concur`` (module level *and* inside functions) is read from the
+source with ``ast`` and checked against the layer order below; the packages form no cycle even
+counting function-level imports; no module reaches into another's ``_private`` names; the runtime
+primitives import nothing of the engine and nothing outside the standard library but ``redis``.
+A new module lands in a layer by its package; a new top-level module must be added to ``LAYER``.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "engine" / "concur"
+
+# Lower numbers are lower layers; a module may import its own layer and any lower one.
+LAYER = {
+    "errors": 0, "readfile": 0, "cache": 0, "extras": 0, "records": 0,
+    "maths": 1,
+    "lang": 2,
+    "solver": 3,
+    "sweep": 4,
+    "analysis": 5,
+    "excel": 6,
+    "api": 7,
+    "cli": 8,
+    "bench": 9,  # benchmarks use the CLI's progress bars and writers; the CLI names them as strings
+    "concur": 10, "__main__": 10,
+    "primitives": -1, "native": 0,
+}
+DOMAIN = {"maths", "lang", "solver", "sweep", "analysis", "excel"}  # never the public facade above them
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in ROOT.rglob("*.py")}
+
+
+def _imports() -> list[tuple[str, str, str, bool]]:
+    """(importer, imported module, imported name or "", at module level) for every concur import."""
+    out = []
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        top = {id(n) for n in tree.body}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                if target != "concur" and not target.startswith("concur."):
+                    continue
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}"
+                    if sub in MODULES:
+                        out.append((name, sub, "", id(node) in top))
+                    else:
+                        out.append((name, target, alias.name, id(node) in top))
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name == "concur" or alias.name.startswith("concur."):
+                        out.append((name, alias.name, "", id(node) in top))
+    return out
+
+
+IMPORTS = _imports()
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "concur"
+
+
+def test_every_module_has_a_layer() -> None:
+    assert sorted({_layer(m) for m in MODULES} - LAYER.keys()) == []
+
+
+def test_no_import_goes_up_a_layer() -> None:
+    upward = sorted({(a, b) for a, b, _n, _top in IMPORTS
+                     if _layer(a) != _layer(b) and LAYER[_layer(b)] > LAYER[_layer(a)]})
+    assert upward == [], "imports against the layer order (packs -> language -> solve -> presenters):\n" + \
+        "\n".join(f"  {a} -> {b}" for a, b in upward)
+
+
+def test_domain_code_calls_the_solve_package_not_the_public_facade() -> None:
+    facade = sorted({(a, b) for a, b, _n, _top in IMPORTS
+                     if _layer(a) in DOMAIN and (b == "concur" or _layer(b) == "api")})
+    assert facade == []
+
+
+def test_the_engine_never_imports_its_presenters() -> None:
+    below = {"maths", "lang", "solver", "sweep", "analysis"}
+    bad = sorted({(a, b) for a, b, _n, _top in IMPORTS if _layer(a) in below and _layer(b) in {"cli", "excel", "bench"}})
+    assert bad == []
+
+
+def test_packages_form_no_cycle_even_through_function_level_imports() -> None:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for a, b, _n, _top in IMPORTS:
+        if _layer(a) != _layer(b):
+            graph[_layer(a)].add(_layer(b))
+    assert _cycles(graph) == []
+
+
+@pytest.mark.parametrize("package", sorted({_layer(m) for m in MODULES if m.count(".") >= 2}))
+def test_modules_of_a_package_form_no_cycle_at_module_level(package: str) -> None:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for a, b, _n, top in IMPORTS:
+        if top and _layer(a) == package == _layer(b) and a != b and not MODULES[b].name == "__init__.py":
+            graph[a].add(b)
+    assert _cycles(graph) == []
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    private = sorted({(a, f"{b}.{n}") for a, b, n, _top in IMPORTS
+                      if n.startswith("_") and not n.startswith("__") and a != b})
+    assert private == []
+
+
+def test_the_primitives_import_nothing_of_the_engine_and_only_the_standard_library() -> None:
+    stdlib = set(sys.stdlib_module_names)
+    for name, path in MODULES.items():
+        if _layer(name) != "primitives":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                roots = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                roots = [(node.module or "").split(".")[0]]
+            else:
+                continue
+            for root in roots:
+                assert root in stdlib or root == "redis", f"{name} imports {root}"
+    assert all(_layer(b) == "primitives" for a, b, _n, _top in IMPORTS if _layer(a) == "primitives")
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return out
