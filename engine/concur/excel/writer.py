@@ -532,6 +532,7 @@ def _write_model(wb: Workbook, layout: Layout, searches: dict[str, SearchRef]) -
         labels += [check, "Note"]
     _header(ws, 1, labels)
     value_texts: list[str] = ["Value"]
+    solved = {root: (ref, formula) for ref in searches.values() for root, formula in ref.solved.items()}
     for row, d in enumerate(plan.derived, start=2):
         var = d.var
         layout.cells[var.name] = ("Model", row, 2)
@@ -549,6 +550,12 @@ def _write_model(wb: Workbook, layout: Layout, searches: dict[str, SearchRef]) -
             style.alert_unless_ok(ws, f"H{row}")
             put_text(ws, row, 9, ref.note).alignment = style.WRAP
             layout.checks[var.name] = ref.check
+        elif var.name in solved:
+            ref, formula = solved[var.name]
+            cell = put_formula(ws, row, 2, formula)
+            put_formula(ws, row, 8, ref.check)
+            style.alert_unless_ok(ws, f"H{row}")
+            put_text(ws, row, 9, _solved_note(d, ref)).alignment = style.WRAP
         else:
             if d.expr is None:
                 raise UsageError(f"derived variable '{var.name}' ({d.where}) has no expression and is "
@@ -584,11 +591,18 @@ def _write_model(wb: Workbook, layout: Layout, searches: dict[str, SearchRef]) -
         texts = {4: d.equation, 5: d.where, 6: d.var.doc}
         if d.var.name in searches:
             texts[9] = searches[d.var.name].note
+        elif d.var.name in solved:
+            texts[9] = _solved_note(d, solved[d.var.name][0])
         _wrap_height(ws, row, texts)
         _top(ws, row, (1, 2, 3, 7))
     ws.freeze_panes = "C2"
     ws.protection.sheet = True
     style.page_setup(ws, 6, len(plan.derived) + 1, title_rows="1:1")
+
+
+def _solved_note(d: Derived, ref: SearchRef) -> str:
+    return (f"live: no closed form; solved in every candidate row of sheet '{ref.title}' and read from the row "
+            f"of the answer there ({d.solved_in})")
 
 
 # ---------------------------------------------------------------- Notes
