@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 
@@ -242,6 +242,8 @@ class WorkbookPlan:
     the text the user typed (``"8192 token"``), shown on the Notes sheet.
     ``found`` names the variables the question asked for: the summary block at the
     top of the first sheet shows them in large type (the last derived row when empty).
+    ``comparison`` is a fleet plan (:class:`concur.analysis.fleet_plan.PlanResult`) shown on
+    a *Plan* sheet of its own (:mod:`concur.excel.plan_sheet`), or None.
     """
 
     title: str
@@ -254,6 +256,7 @@ class WorkbookPlan:
     notes: list[str] = field(default_factory=list)
     givens_text: dict[str, str] = field(default_factory=dict)
     found: tuple[str, ...] = ()
+    comparison: Any = None
 
     def variables(self) -> dict[str, SheetVar]:
         """Every input and derived variable by name (inputs first, plan order)."""

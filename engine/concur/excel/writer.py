@@ -649,6 +649,17 @@ def _write_notes(wb: Workbook, layout: Layout) -> None:
     style.page_setup(ws, 2, len(lines))
 
 
+def _hours(layout: Layout) -> str | None:
+    """The billed hours in a month as a formula over the Inputs sheet (None: the workbook has none)."""
+    from ..lang.units import unit_info
+
+    name = "hours_per_month"
+    if name not in layout.scales:
+        return None
+    hours = sympy.Symbol(name) * layout.scales[name] / exact(unit_info("hour/month").factor)
+    return print_formula(layout, hours, f"the Plan sheet's '{name}'")
+
+
 # ---------------------------------------------------------------- the workbook
 
 def build_layout(plan: WorkbookPlan) -> Layout:
@@ -682,7 +693,7 @@ def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str]) -> Path:
         PosixPath('kv.xlsx')
     """
     from .search import plan_searches, write_searches
-    from .whatif import write_scenarios, write_sweeps
+    from .whatif import sheet_title, write_scenarios, write_sweeps
 
     target = require_folder(path)  # before the work, not after it
     layout = build_layout(plan)
@@ -697,6 +708,10 @@ def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str]) -> Path:
     write_searches(wb, layout, searches)
     write_sweeps(wb, layout)
     write_scenarios(wb, layout)
+    if plan.comparison is not None:
+        from .plan_sheet import write_plan_sheet
+
+        write_plan_sheet(wb, wb.create_sheet(sheet_title(wb, "Plan")), plan.comparison, _hours(layout))
     catalogs = wb["Catalogs"]
     if plan.presets:
         wb.move_sheet(catalogs, offset=len(wb.sheetnames) - 1 - wb.sheetnames.index("Catalogs"))
