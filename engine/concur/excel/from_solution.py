@@ -523,6 +523,21 @@ def _row_reads(d: Derived, rows: dict[str, Derived]) -> set[str]:
     return reads - set(found.columns)
 
 
+def _first_read(derived: list[Derived], names: list[str]) -> list[str]:
+    """``names`` (inputs the trace does not list: what a formula needs that the solver folded) in the
+    order the derived rows first read them, each row's names alphabetically; the rest as given.
+
+    The trace's order of computed steps can vary between processes (a loop's blocks come from set
+    iteration), so it must not decide where an input goes: the derived order is fixed.
+    """
+    by_name = {d.var.name: d for d in derived}
+    wanted = set(names)
+    out: list[str] = []
+    for d in derived:
+        out += [n for n in sorted(_row_reads(d, by_name)) if n in wanted and n not in out]
+    return out + [n for n in names if n not in out]
+
+
 def typed_input(inp: Input, var: Variable, base: float, typed: str | None) -> Input:
     """``inp`` shown in the unit the user typed: ``"300 request/hour"`` -> 300 request/hour.
 
@@ -577,7 +592,7 @@ def plan_from_solution(sol: Solution, title: str, sweeps: Iterable[Sweep] = (),
     rows, why = make_live(b.derived, b.candidates, b.values, bounds)
     derived = _stable_order(rows, list(sol.model.variables))
     order = [s.variable for s in sol.trace if s.variable in b.inputs]
-    order += [n for n in b.inputs if n not in order]
+    order += _first_read(derived, [n for n in b.inputs if n not in order])
     inputs = [b.inputs[n] if n in b.typed else
               typed_input(b.inputs[n], sol.model.variables[n], sol.values[n], sol.givens.texts.get(n))
               for n in order]
