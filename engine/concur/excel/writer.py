@@ -626,6 +626,15 @@ def _write_notes(wb: Workbook, layout: Layout) -> None:
         lines.append(("", (f"{', '.join(searched)}: picked live from a table of candidates on its 'Search' sheet "
                            "(the first one meeting the target); a red 'out of range' means the answer left "
                            "the table: export again.")))
+    solved = [f"{d.var.name} (for {d.solved_in})" for d in plan.derived if d.solved_in is not None]
+    if solved:
+        lines.append(("", (f"{', '.join(solved)}: a loop without a closed form, solved in every candidate row of "
+                           "the Search sheet by iterations written out right of its printed table (no iterative "
+                           "calculation, no Goal Seek); the Model sheet reads it from the row of the answer.")))
+    if plan.comparison is not None:
+        lines.append(("", ("Plan: every configuration of the fleet plan for this model and traffic, cheapest "
+                           "first, as concur plan sized it when the workbook was exported; its yellow prices "
+                           "are inputs, its replicas and latencies are not live.")))
     lines.append(("", "Where each number comes from: the Sources sheet."))
     if plan.givens_text:
         lines.append(("", ""))
