@@ -33,7 +33,7 @@ def _cells(path: Path) -> tuple[dict[str, dict[str, object]], dict[str, str]]:
 
 def test_there_are_standard_workbooks() -> None:
     stems = {p.stem for p in DEFINITIONS}
-    assert {"llm_capacity", "data_loader", "rate_limit"} <= stems
+    assert {"llm_capacity", "data_loader", "rate_limit", "staffing", "llm_fleet"} <= stems
 
 
 def test_glue_packs_are_unit_consistent() -> None:

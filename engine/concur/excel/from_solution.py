@@ -78,6 +78,8 @@ from .plan import Derived, Input, PresetChoice, Scenario, SheetVar, Sweep, Workb
 
 __all__ = ["plan_from_solution", "sheet_var", "display_value", "typed_input"]
 
+_WORDS = {"at_least": "at least", "at_most": "at most"}
+
 _INPUT_METHODS = (Method.GIVEN, Method.PRESET, Method.DEFAULT)
 _COMPUTED_METHODS = (Method.FORWARD, Method.INVERTED, Method.NUMERIC, Method.LOOP, Method.TEAR,
                      Method.INTEGER_TEAR)
@@ -312,35 +314,49 @@ class _Builder:
                   f"{'<=' if ceil else '>='} {step.variable} (the loop it closes is solved in each row)"))
 
     def _add_search(self, step: Step, sv: SheetVar, value: Any) -> None:
-        """A goal seek: the target becomes an input; an integer answer a candidate for a live table."""
+        """A goal seek: each target becomes an input; an integer answer a candidate for a live table.
+
+        Several targets (ITL and TTFT limits) and the searched count's own rounding equation
+        (``replicas = ceil(...)``, a requirement) are all part of one test: a candidate passes when
+        it meets every one of them, as the solver's search requires.
+        """
         from ..solver.goal_seek import goal_sense
 
         x = step.variable
-        goal = self._goal_of(x)
+        seek = self._seek_of(x)
         residual = None
-        if goal is not None:
-            target = self._target_input(goal, x)
-            residual = self.sym(goal) - self.sym(target)
-            sense = goal_sense(self.model, goal)
+        if seek is not None:
+            targets = [(goal, self._target_input(goal, x)) for goal in seek.goals]
+            if len(targets) == 1 and seek.requirement is None:
+                residual = self.sym(targets[0][0]) - self.sym(targets[0][1])
+            senses = [goal_sense(self.model, goal) for goal, _ in targets]
+            tests = [goal_test(self.sym(goal), self.sym(target), sense)
+                     for (goal, target), sense in zip(targets, senses)]
+            words = [f"{goal} {_WORDS.get(sense, 'equal to')} {target}" for (goal, target), sense in zip(targets, senses)]
+            if seek.requirement is not None:
+                rhs = self.model.equations[seek.requirement].rhs
+                need = self.expr_of(rhs, x)
+                ceil = any(isinstance(n, Call) and n.fn == "ceil" for n in walk(rhs))
+                tests.append(sympy.Le(need, self.sym(x)) if ceil else sympy.Ge(need, self.sym(x)))
+                words.append(f"{to_text(rhs)} {'<=' if ceil else '>='} {x}")
             direction = "largest" if step.note.startswith("largest") else "smallest"
             var = self.model.variables[x]
             checks = tuple(self.expr_of(c.expr, x) for c in self.model.constraints
                            if x in names_in(c.expr) and names_in(c.expr) <= self.available
                            and not any(self.model.variables[n].choices for n in names_in(c.expr)))
             lo, hi = var.bounds
-            word = {"at_least": "at least", "at_most": "at most"}.get(sense, "equal to")
             self.candidates.append(Candidate(
-                x, goal_test(self.sym(goal), self.sym(target), sense), direction, skip=True,
+                x, tests[0] if len(tests) == 1 else sympy.And(*tests), direction, skip=True,
                 floor=math.ceil(lo) if lo is not None else (1 if hi is None or hi >= 1 else 0),
                 ceiling=math.floor(hi) if hi is not None else None,
-                about=f"the {direction} {x} giving {goal} {word} {target}", checks=checks,
-                extra=((target, self.sol.givens.values[goal]),)))
+                about=f"the {direction} {x} giving {' and '.join(words)}", checks=checks,
+                extra=tuple((target, self.sol.givens.values[goal]) for goal, target in targets)))
         self.derived.append(Derived(sv, None, f"search: {step.note}", "search", value,
                                     implicit=True, residual=residual))
         self.have.add(x)
 
-    def _goal_of(self, x: str) -> str | None:
-        """The given target the search for ``x`` met (the solver's own choice of goal)."""
+    def _seek_of(self, x: str) -> Any:
+        """The goal seek the solver ran for ``x`` (its given targets, and its rounding requirement), or None."""
         from ..solver.seek import needs_search
 
         givens = self.sol.givens
@@ -349,9 +365,10 @@ class _Builder:
             seek = needs_search(self.model, self.sol.find, known, givens)
         except ConcurError:
             seek = None
-        if seek is None or seek.variable != x or seek.requirement is not None or len(seek.goals) != 1:
-            return None  # a search against several targets (replicas under SLAs) stays implicit
-        return seek.goals[0] if seek.goals[0] in givens.values else None
+        if seek is None or seek.variable != x or not seek.goals \
+                or not all(goal in givens.values for goal in seek.goals):
+            return None
+        return seek
 
     def _target_input(self, goal: str, x: str) -> str:
         """An input cell ``<goal>_target`` holding the given target, in the unit it was typed in."""
@@ -494,14 +511,31 @@ def _row_reads(d: Derived, rows: dict[str, Derived]) -> set[str]:
     """What a row's formula reads: its expression, or for a search what its candidate table reads."""
     if d.expr is not None:
         return {s.name for s in d.expr.free_symbols}
+    if d.solved_in is not None:  # read from the picked row of that variable's candidate table
+        return {d.solved_in}
     if d.search is None:
         return set()
     found = d.search
-    reads = {s.name for e in (found.test, *found.checks) for s in e.free_symbols}
+    reads = {s.name for e in (found.test, *found.checks, *(r.residual for r in found.roots)) for s in e.free_symbols}
     for name in found.columns:
         expr = rows[name].expr
         reads |= {s.name for s in expr.free_symbols} if expr is not None else set()
     return reads - set(found.columns)
+
+
+def _first_read(derived: list[Derived], names: list[str]) -> list[str]:
+    """``names`` (inputs the trace does not list: what a formula needs that the solver folded) in the
+    order the derived rows first read them, each row's names alphabetically; the rest as given.
+
+    The trace's order of computed steps can vary between processes (a loop's blocks come from set
+    iteration), so it must not decide where an input goes: the derived order is fixed.
+    """
+    by_name = {d.var.name: d for d in derived}
+    wanted = set(names)
+    out: list[str] = []
+    for d in derived:
+        out += [n for n in sorted(_row_reads(d, by_name)) if n in wanted and n not in out]
+    return out + [n for n in names if n not in out]
 
 
 def typed_input(inp: Input, var: Variable, base: float, typed: str | None) -> Input:
@@ -558,7 +592,7 @@ def plan_from_solution(sol: Solution, title: str, sweeps: Iterable[Sweep] = (),
     rows, why = make_live(b.derived, b.candidates, b.values, bounds)
     derived = _stable_order(rows, list(sol.model.variables))
     order = [s.variable for s in sol.trace if s.variable in b.inputs]
-    order += [n for n in b.inputs if n not in order]
+    order += _first_read(derived, [n for n in b.inputs if n not in order])
     inputs = [b.inputs[n] if n in b.typed else
               typed_input(b.inputs[n], sol.model.variables[n], sol.values[n], sol.givens.texts.get(n))
               for n in order]

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 
@@ -44,6 +44,7 @@ __all__ = [
     "Derived",
     "Input",
     "PresetChoice",
+    "Root",
     "Scenario",
     "Search",
     "SheetVar",
@@ -121,6 +122,30 @@ class PresetChoice:
 
 
 @dataclass(frozen=True)
+class Root:
+    """A value without a closed form, solved in every row of a candidate table.
+
+    ``variable`` is a torn loop's variable (``concurrency`` inside the fleet's fixed point);
+    ``residual`` its equation as ``lhs - rhs`` in base units, 0 at the solution, with
+    ``slope`` its own derivative in ``variable`` (a nonzero number), so that
+    ``g(x) = x - residual / slope`` is the loop as a fixed-point map. ``body`` names the plan
+    rows (in order) the residual reads through ``variable``: recomputed at every iterate.
+    Each row starts at ``start`` (display unit), takes ``fixed_steps`` steps ``x <- g(x)``
+    and then ``secant_steps`` secant steps; it is solved when ``|x - g(x)| <= tolerance*|x|``
+    at the last iterate, else the row reads "no root".
+    """
+
+    variable: str
+    residual: sympy.Expr
+    slope: float
+    body: tuple[str, ...]
+    start: float
+    fixed_steps: int
+    secant_steps: int
+    tolerance: float
+
+
+@dataclass(frozen=True)
 class Search:
     """A whole-number answer picked live from a table of candidates.
 
@@ -134,7 +159,8 @@ class Search:
     as out of range. A candidate whose columns leave their bounds or break one of ``checks``
     (constraints such as ``attention_heads % tp == 0``) is ``skip``ped (``skip=True``: a goal
     seek passes over it) or fails (``skip=False``: an integer loop tear counts it as not enough).
-    ``about`` says in one sentence what the table answers.
+    ``about`` says in one sentence what the table answers. ``roots`` are columns without a
+    closed form (a loop torn at a continuous variable) solved in each row (:class:`Root`).
     """
 
     test: sympy.Basic
@@ -147,6 +173,7 @@ class Search:
     checks: tuple[sympy.Basic, ...] = ()
     skip: bool = True
     about: str = ""
+    roots: tuple[Root, ...] = ()
 
     def __post_init__(self) -> None:
         if self.direction not in ("smallest", "largest") or self.high < self.low:
@@ -164,7 +191,9 @@ class Derived:
     ``implicit`` blocks have no closed form: the sheet holds ``value`` and a
     residual cell built from ``residual`` (base units, 0 at the solution).
     ``search`` rows have no closed form either, but are live: the formula picks the
-    answer from a candidate table (:class:`Search`).
+    answer from a candidate table (:class:`Search`). ``solved_in`` names the searched
+    variable whose table solves this row as a :class:`Root`: the formula reads the root
+    from the picked candidate's row.
     """
 
     var: SheetVar
@@ -175,6 +204,7 @@ class Derived:
     implicit: bool = False
     residual: sympy.Expr | None = None
     search: Search | None = None
+    solved_in: str | None = None
 
 
 @dataclass(frozen=True)
@@ -212,6 +242,8 @@ class WorkbookPlan:
     the text the user typed (``"8192 token"``), shown on the Notes sheet.
     ``found`` names the variables the question asked for: the summary block at the
     top of the first sheet shows them in large type (the last derived row when empty).
+    ``comparison`` is a fleet plan (:class:`concur.analysis.fleet_plan.PlanResult`) shown on
+    a *Plan* sheet of its own (:mod:`concur.excel.plan_sheet`), or None.
     """
 
     title: str
@@ -224,6 +256,7 @@ class WorkbookPlan:
     notes: list[str] = field(default_factory=list)
     givens_text: dict[str, str] = field(default_factory=dict)
     found: tuple[str, ...] = ()
+    comparison: Any = None
 
     def variables(self) -> dict[str, SheetVar]:
         """Every input and derived variable by name (inputs first, plan order)."""

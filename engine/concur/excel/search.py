@@ -16,6 +16,14 @@ A row of the plan with a :class:`~concur.excel.plan.Search` (built by
   constraint such as ``MOD(attention_heads,tp)=0``); *best so far* carries the last passing
   candidate down the table.
 
+* a column without a closed form -- a loop's :class:`~concur.excel.plan.Root`, such as the
+  fleet's ``concurrency`` -- is solved in the row by iterations written out right of the
+  printed table (not printed): for each iterate the root's value, every body row computed
+  from it (the Model sheet's formulas) and ``x - g(x)``; the first iterates step ``x <- g(x)``,
+  the rest are secant steps; a cell that cannot be computed reads "-". The column shows the
+  last iterate where ``|x - g(x)| <= 1e-9 |x|``, else "no solution"; the Model sheet reads
+  the root from the row of the answer (``INDEX(column, MATCH(replicas, candidates, 0))``).
+
 The Model sheet's cell is then ``INDEX`` of the first TRUE (``MATCH(TRUE,passes,0)``) -- or,
 for "largest", of *best so far* just above the first FALSE -- guarded by the *check* cell at
 the top of the search sheet, which reads ``ok``, ``out of range`` (the answer would lie
@@ -29,6 +37,10 @@ Model cell is ``IF('Search servers'!$B$3="ok",INDEX('Search servers'!$A$6:$A$61,
 MATCH(TRUE,'Search servers'!$B$6:$B$61,0)),NA())`` and shows 14; typing 0.1111 request/s
 into ``arrival_rate`` makes it 24, as ``concur solve`` says.
 
+The fleet workbook's ``Search replicas`` (50 request/s of Llama-3.1-70B on H100 TP4, ITL at most
+50 ms) has candidates 1..16, thirteen model columns (concurrency, the step time's parts, ttft,
+itl, in_flight, batch...) and 13 iterates of 11 cells each beside them; row 3 passes first.
+
 Non-goals: a candidate table inside sweeps or scenarios (they hold the answer), candidates
 beyond :data:`concur.excel.live_search.MAX_CANDIDATES`.
 """
@@ -38,20 +50,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import sympy
 from openpyxl.styles import Alignment
 from openpyxl.utils import get_column_letter
 
 from . import style
 from .cells import put_formula, put_number, put_text
-from .plan import Derived, Search
-from .whatif import DOES_NOT_FIT, ROW, column_templates, sheet_title
-from .writer import Layout, over_display, print_formula, sheet_ref, unit_label
+from .plan import Derived, Root, Search
+from .printer import exact
+from .whatif import DOES_NOT_FIT, NO_SOLUTION, ROW, column_templates, sheet_title, table_names
+from .writer import Layout, display_expr, over_display, print_formula, sheet_ref, unit_label
 
 __all__ = ["SearchRef", "plan_searches", "write_searches"]
 
 _CHECK_ROW = 3
 _HEAD = 5  # header row of the candidate table
 _SKIP = "skip"
+_FAILED = "-"  # an iterate that could not be computed
+_BOOLEAN = '"TRUE";"TRUE";"FALSE"'  # LibreOffice may show a logical result as 1 in a General cell
 _RIGHT = Alignment(horizontal="right")
 
 
@@ -63,6 +79,7 @@ class SearchRef:
     answer: str
     check: str
     note: str
+    solved: dict[str, str]  # a root the table solves -> its Model formula (the root in the picked row)
 
 
 def _columns(layout: Layout, found: Search) -> list[str]:
@@ -116,8 +133,21 @@ def plan_searches(wb: Any, layout: Layout) -> dict[str, SearchRef]:
         _, answer = _formulas(title, found)
         note = (f"live: {found.about}, picked from the candidates {found.low:,}..{found.high:,} on sheet "
                 f"'{title}'; the check reads \"out of range\" when the answer leaves them (export again)")
-        out[d.var.name] = SearchRef(title, answer, f"{sheet_ref(title)}!$B${_CHECK_ROW}", note)
+        check = f"{sheet_ref(title)}!$B${_CHECK_ROW}"
+        cands = _ranges(title, found)[0]
+        solved = {}
+        for root in found.roots:
+            column = _root_range(title, found, _columns(layout, found).index(root.variable))
+            solved[root.variable] = (f'IF({check}="ok",INDEX({column},MATCH({layout.names[d.var.name]},{cands},0)),'
+                                     f'NA())')
+        out[d.var.name] = SearchRef(title, answer, check, note, solved)
     return out
+
+
+def _root_range(title: str, found: Search, index: int) -> str:
+    """The range of the ``index``-th model column of ``found``'s table."""
+    letter = get_column_letter(_ranges(title, found)[3] + index)
+    return f"{sheet_ref(title)}!${letter}${_HEAD + 1}:${letter}${_HEAD + 1 + found.high - found.low}"
 
 
 def write_searches(wb: Any, layout: Layout, refs: dict[str, SearchRef]) -> None:
@@ -149,7 +179,14 @@ def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> None:
     where = f"search for '{x}'"
     columns = _columns(layout, found)
     _, _, _, first_col = _ranges(ws.title, found)
-    templates, _, names = column_templates(layout, x, columns, where, first=first_col)
+    last_col = first_col + len(columns) - 1
+    base = table_names(layout, x, columns, first_col)
+    iterations: list[tuple[int, str, str, str]] = []  # column, header, formula (ROW), number format
+    solved: dict[str, tuple[str, str]] = {}
+    for root in found.roots:
+        cells, solved[root.variable] = _iterations(layout, root, base, last_col + 2 + len(iterations), where)
+        iterations += cells
+    templates, _, names = column_templates(layout, x, columns, where, first=first_col, roots=solved)
     reads = {s.name for e in (found.test, *found.checks) for s in e.free_symbols}
     guards = [f"ISNUMBER({names[c]})" for c in columns if c in reads]
     skip = f'"{_SKIP}"' if found.skip else "FALSE"
@@ -160,7 +197,6 @@ def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> None:
     if guards:
         body = f"IF({_all(guards)},{body},{skip})"
     passes_col, best_col = 2, 3
-    last_col = first_col + len(columns) - 1
     check, _ = _formulas(ws.title, found)
 
     put_text(ws, 1, 1, f"{x}: the {found.direction} candidate that passes").font = style.TITLE_FONT
@@ -192,11 +228,16 @@ def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> None:
             cell = put_formula(ws, row, j, body_j)
             cell.number_format = fmt
             cell.alignment = _RIGHT
-        put_formula(ws, row, passes_col, body.replace(ROW, str(row))).alignment = _RIGHT
+        verdict = put_formula(ws, row, passes_col, body.replace(ROW, str(row)))
+        verdict.alignment, verdict.number_format = _RIGHT, _BOOLEAN
         if found.direction == "largest":
             above = f"{best}{row - 1}" if i else '""'
             put_formula(ws, row, best_col, f"IF({passes}{row}=TRUE,$A{row},{above})").number_format = "#,##0"
+        for col, _, formula, fmt in iterations:
+            cell = put_formula(ws, row, col, formula.replace(ROW, str(row)))
+            cell.number_format, cell.font = fmt, style.NOTE_FONT
     last = first + found.high - found.low
+    _iteration_headers(ws, found.roots, iterations)
 
     widths = {1: style.fit_width([labels[0], "check", f"{found.high:,}"], minimum=12, maximum=22)}
     widths[passes_col] = style.fit_width(["out of range", "none passes", "passes"], minimum=10)
@@ -218,6 +259,80 @@ def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> None:
     ws.freeze_panes = f"B{first}"
     ws.protection.sheet = True
     style.page_setup(ws, last_col, last, title_rows=f"{_HEAD}:{_HEAD}")
+
+
+def _iterations(layout: Layout, root: Root, base: dict[str, str], start: int, where: str,
+                ) -> tuple[list[tuple[int, str, str, str]], tuple[str, str]]:
+    """The cells that solve ``root`` in a row, from column ``start`` on, and (value, solved) for its column.
+
+    Iterate k has a column for the root's value x_k, one per row of the loop's body computed from
+    it (the same formulas as the Model sheet, reading x_k), and f_k = x_k - g(x_k) in the root's
+    unit: the torn equation's residual over its own slope. x_0 is ``root.start``; the next
+    ``fixed_steps`` iterates are x - f (x <- g(x)), the ``secant_steps`` after them secant steps
+    through the two previous iterates (the previous one kept when their f are equal). The root is
+    the last iterate where ``|f| <= tolerance*|x|`` there; the Python twin is
+    :func:`concur.excel.live_search.iterate_root`.
+    """
+    derived = {dd.var.name: dd for dd in layout.plan.derived}
+    d = derived[root.variable]
+    fmt = layout.formats.get(root.variable, "General")
+    cells: list[tuple[int, str, str, str]] = []
+    col = start
+    xs: list[str] = []
+    fs: list[str] = []
+    for k in range(root.fixed_steps + root.secant_steps + 1):
+        x_cell = f"{get_column_letter(col)}{ROW}"
+        if k == 0:
+            formula = print_formula(layout, sympy.Float(root.start) if root.start % 1 else sympy.Integer(int(root.start)),
+                                    where)
+        elif k <= root.fixed_steps:
+            formula = f"{xs[-1]}-{fs[-1]}"
+        else:
+            x0, x1, f0, f1 = xs[-2], xs[-1], fs[-2], fs[-1]
+            formula = f"IF({f1}={f0},{x1},{x1}-{f1}*({x1}-{x0})/({f1}-{f0}))"
+        cells.append((col, f"{root.variable} #{k}", _quiet(formula), fmt))
+        names = dict(base)
+        names[root.variable] = x_cell
+        col += 1
+        for b in root.body:
+            names[b] = f"{get_column_letter(col)}{ROW}"
+            cells.append((col, f"{b} #{k}", _quiet(print_formula(layout, display_expr(layout, derived[b]),
+                                                                  f"{where}, '{b}' (iterate {k})", names)),
+                          layout.formats.get(b, "General")))
+            col += 1
+        f_cell = f"{get_column_letter(col)}{ROW}"
+        residual = display_expr(layout, d, root.residual, out_scale=exact(root.slope) * layout.scales[root.variable])
+        cells.append((col, f"x - g(x) #{k}", _quiet(print_formula(layout, residual, f"{where}, '{root.variable}'",
+                                                                   names)), "0.00E+00"))
+        col += 1
+        xs.append(x_cell)
+        fs.append(f_cell)
+    tolerance = print_formula(layout, sympy.Float(root.tolerance), where)
+    return cells, (xs[-1], f"IF(ISNUMBER({fs[-1]}),ABS({fs[-1]})<={tolerance}*ABS({xs[-1]}),FALSE)")
+
+
+def _quiet(formula: str) -> str:
+    """An iteration cell: "-" instead of an error value (an overflow where the loop has no fixed
+    point), which the next iterates carry on to the last; the column then reads "no solution"."""
+    return f'IFERROR({formula},"{_FAILED}")'
+
+
+def _iteration_headers(ws: Any, roots: tuple[Root, ...], cells: list[tuple[int, str, str, str]]) -> None:
+    """Labels over the iteration columns (right of the printed table) and a line saying what they do."""
+    if not cells:
+        return
+    first = cells[0][0]
+    for col, header, _, _ in cells:
+        put_text(ws, _HEAD, col, header).font = style.NOTE_FONT
+        ws.cell(_HEAD, col).alignment = style.WRAP
+        ws.column_dimensions[get_column_letter(col)].width = style.fit_width([header, "-8.888E+88"], minimum=11,
+                                                                             maximum=16)
+    texts = []
+    for root in roots:
+        texts.append(f"{root.variable} solved in each row (not printed): from {root.start:g}, {root.fixed_steps} "
+                     f"steps x <- g(x), then {root.secant_steps} secant steps; solved where |x - g(x)| <= "
+                     f"{root.tolerance:g} |x| at the last iterate, else \"{NO_SOLUTION}\".")
+    put_text(ws, _HEAD - 1, first, " ".join(texts)).font = style.NOTE_FONT
 
 
 def _all(tests: list[str]) -> str:

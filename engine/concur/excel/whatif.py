@@ -61,21 +61,26 @@ from .plan import Derived, Scenario, SheetVar, Sweep
 from .printer import excel_formula
 from .writer import Layout, display_expr, print_formula, unit_label
 
-__all__ = ["DOES_NOT_FIT", "ROW", "column_templates", "moving", "sheet_title", "write_scenarios", "write_sweeps"]
+__all__ = ["DOES_NOT_FIT", "NO_SOLUTION", "ROW", "column_templates", "moving", "sheet_title", "table_names",
+           "write_scenarios", "write_sweeps"]
 
 _RIGHT = Alignment(horizontal="right")
 ROW = "@@ROW@@"  # cannot occur in a defined name or a printed number
 _BAD_SHEET_CHARS = re.compile(r"[\[\]:*?/\\']")
 
 
-def moving(layout: Layout, over: str) -> list[str]:
+def moving(layout: Layout, over: str, solved: tuple[str, ...] = ()) -> list[str]:
     """Derived variables (plan order) whose value changes when input ``over`` changes.
 
-    Implicit variables never move: they hold their solved value.
+    Implicit variables never move: they hold their solved value; so do rows without a closed
+    form, except those in ``solved`` (roots a candidate table solves in each row).
     """
-    moved = {over}
+    moved = {over, *solved}
     out = []
     for d in layout.plan.derived:
+        if d.var.name in solved:
+            out.append(d.var.name)
+            continue
         if d.implicit or d.expr is None:
             continue
         if any(s.name in moved for s in d.expr.free_symbols):
@@ -113,6 +118,7 @@ def sheet_title(wb: Any, wanted: str) -> str:
 
 
 DOES_NOT_FIT = "does not fit"
+NO_SOLUTION = "no solution"  # a root whose iterations did not settle (the loop has no fixed point there)
 _HEAD = 4  # header row of a sweep table; title and notes above it
 _CHART_CM = (16.0, 8.5)  # chart width and height
 _CHART_UNITS = 88  # column width units covering 16 cm in Excel (0.185 cm per unit)
@@ -153,27 +159,37 @@ def write_sweeps(wb: Any, layout: Layout) -> None:
         _write_sweep(wb, layout, sw, derived)
 
 
+def table_names(layout: Layout, over: str, columns: list[str], first: int = 2) -> dict[str, str]:
+    """How a row of a table reads each name: ``over`` is ``$A<row>``, a column its cell in the same
+    row (columns ``first``..), everything else its defined name (the row number is :data:`ROW`)."""
+    names = dict(layout.names)
+    names[over] = f"$A{ROW}"
+    names.update({name: f"{get_column_letter(j)}{ROW}" for j, name in enumerate(columns, start=first)})
+    return names
+
+
 def column_templates(layout: Layout, over: str, columns: list[str], where: str, first: int = 2,
+                     roots: dict[str, tuple[str, str]] | None = None,
                      ) -> tuple[list[tuple[str, str]], set[str], dict[str, str]]:
     """Row formulas of a table whose column A holds ``over`` and columns ``first``.. hold ``columns``.
 
     Returns ``(templates, may_fail, names)``: per column its formula body (the row number is
     :data:`ROW`, to be replaced) and number format; the columns that may read "does not fit";
-    and the name -> text map the bodies were printed with (``over`` is ``$A<row>``, a column its
-    cell in the same row, everything else its defined name). A column that does not move with
-    ``over`` repeats its defined name.
+    and the name -> text map the bodies were printed with (:func:`table_names`). A column that
+    does not move with ``over`` repeats its defined name. ``roots`` maps a column without a closed
+    form to ``(value, solved)``: its value where the condition ``solved`` holds (a candidate
+    table's iterations), else :data:`NO_SOLUTION`.
     """
+    roots = roots or {}
     derived = {d.var.name: d for d in layout.plan.derived}
-    movers = moving(layout, over)
+    movers = moving(layout, over, tuple(roots))
     col_of = {name: j for j, name in enumerate(columns, start=first)}
-    names = dict(layout.names)
-    names[over] = f"$A{ROW}"
-    names.update({name: f"{get_column_letter(j)}{ROW}" for name, j in col_of.items()})
+    names = table_names(layout, over, columns, first)
     # A column may show "does not fit" when its variable has bounds, or when a column it reads may
     # (decided in plan order, where every column comes after the columns it reads).
-    may_fail: set[str] = set()
+    may_fail: set[str] = set(roots)
     for name in movers:
-        if name not in col_of:
+        if name not in col_of or name in roots:
             continue
         expr = derived[name].expr
         assert expr is not None
@@ -183,6 +199,12 @@ def column_templates(layout: Layout, over: str, columns: list[str], where: str, 
     templates: list[tuple[str, str]] = []
     for name in columns:
         var, d = layout.vars[name], derived[name]
+        if name in roots:
+            value, solved = roots[name]
+            test = _bounds_test(var, value)
+            body = f'IF({test},"{DOES_NOT_FIT}",{value})' if test is not None else value
+            templates.append((f'IF({solved},{body},"{NO_SOLUTION}")', layout.formats.get(name, "General")))
+            continue
         if name not in movers:  # an output that does not move
             templates.append((layout.names[name], layout.formats.get(name, "General")))
             continue

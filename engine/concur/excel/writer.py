@@ -532,6 +532,7 @@ def _write_model(wb: Workbook, layout: Layout, searches: dict[str, SearchRef]) -
         labels += [check, "Note"]
     _header(ws, 1, labels)
     value_texts: list[str] = ["Value"]
+    solved = {root: (ref, formula) for ref in searches.values() for root, formula in ref.solved.items()}
     for row, d in enumerate(plan.derived, start=2):
         var = d.var
         layout.cells[var.name] = ("Model", row, 2)
@@ -549,6 +550,12 @@ def _write_model(wb: Workbook, layout: Layout, searches: dict[str, SearchRef]) -
             style.alert_unless_ok(ws, f"H{row}")
             put_text(ws, row, 9, ref.note).alignment = style.WRAP
             layout.checks[var.name] = ref.check
+        elif var.name in solved:
+            ref, formula = solved[var.name]
+            cell = put_formula(ws, row, 2, formula)
+            put_formula(ws, row, 8, ref.check)
+            style.alert_unless_ok(ws, f"H{row}")
+            put_text(ws, row, 9, _solved_note(d, ref)).alignment = style.WRAP
         else:
             if d.expr is None:
                 raise UsageError(f"derived variable '{var.name}' ({d.where}) has no expression and is "
@@ -584,11 +591,18 @@ def _write_model(wb: Workbook, layout: Layout, searches: dict[str, SearchRef]) -
         texts = {4: d.equation, 5: d.where, 6: d.var.doc}
         if d.var.name in searches:
             texts[9] = searches[d.var.name].note
+        elif d.var.name in solved:
+            texts[9] = _solved_note(d, solved[d.var.name][0])
         _wrap_height(ws, row, texts)
         _top(ws, row, (1, 2, 3, 7))
     ws.freeze_panes = "C2"
     ws.protection.sheet = True
     style.page_setup(ws, 6, len(plan.derived) + 1, title_rows="1:1")
+
+
+def _solved_note(d: Derived, ref: SearchRef) -> str:
+    return (f"live: no closed form; solved in every candidate row of sheet '{ref.title}' and read from the row "
+            f"of the answer there ({d.solved_in})")
 
 
 # ---------------------------------------------------------------- Notes
@@ -612,6 +626,15 @@ def _write_notes(wb: Workbook, layout: Layout) -> None:
         lines.append(("", (f"{', '.join(searched)}: picked live from a table of candidates on its 'Search' sheet "
                            "(the first one meeting the target); a red 'out of range' means the answer left "
                            "the table: export again.")))
+    solved = [f"{d.var.name} (for {d.solved_in})" for d in plan.derived if d.solved_in is not None]
+    if solved:
+        lines.append(("", (f"{', '.join(solved)}: a loop without a closed form, solved in every candidate row of "
+                           "the Search sheet by iterations written out right of its printed table (no iterative "
+                           "calculation, no Goal Seek); the Model sheet reads it from the row of the answer.")))
+    if plan.comparison is not None:
+        lines.append(("", ("Plan: every configuration of the fleet plan for this model and traffic, cheapest "
+                           "first, as concur plan sized it when the workbook was exported; its yellow prices "
+                           "are inputs, its replicas and latencies are not live.")))
     lines.append(("", "Where each number comes from: the Sources sheet."))
     if plan.givens_text:
         lines.append(("", ""))
@@ -633,6 +656,17 @@ def _write_notes(wb: Workbook, layout: Layout) -> None:
             put_text(ws, row, 2, b).alignment = style.WRAP
             _wrap_height(ws, row, {2: b})
     style.page_setup(ws, 2, len(lines))
+
+
+def _hours(layout: Layout) -> str | None:
+    """The billed hours in a month as a formula over the Inputs sheet (None: the workbook has none)."""
+    from ..lang.units import unit_info
+
+    name = "hours_per_month"
+    if name not in layout.scales:
+        return None
+    hours = sympy.Symbol(name) * layout.scales[name] / exact(unit_info("hour/month").factor)
+    return print_formula(layout, hours, f"the Plan sheet's '{name}'")
 
 
 # ---------------------------------------------------------------- the workbook
@@ -668,7 +702,7 @@ def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str]) -> Path:
         PosixPath('kv.xlsx')
     """
     from .search import plan_searches, write_searches
-    from .whatif import write_scenarios, write_sweeps
+    from .whatif import sheet_title, write_scenarios, write_sweeps
 
     target = require_folder(path)  # before the work, not after it
     layout = build_layout(plan)
@@ -683,6 +717,10 @@ def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str]) -> Path:
     write_searches(wb, layout, searches)
     write_sweeps(wb, layout)
     write_scenarios(wb, layout)
+    if plan.comparison is not None:
+        from .plan_sheet import write_plan_sheet
+
+        write_plan_sheet(wb, wb.create_sheet(sheet_title(wb, "Plan")), plan.comparison, _hours(layout))
     catalogs = wb["Catalogs"]
     if plan.presets:
         wb.move_sheet(catalogs, offset=len(wb.sheetnames) - 1 - wb.sheetnames.index("Catalogs"))

@@ -18,6 +18,7 @@ A workbook definition (YAML, loaded safely)::
       - {name: tp, over: tp, values: [1, 2, 4, 8], outputs: [users], x: tp, y: users, title: Users by TP}
     scenarios:
       - {name: fp8 KV, set: {kv_bytes: 1}, doc: fp8 KV cache}
+    plan: {engines: [default]}   # fleet packs: a Plan sheet comparing configurations (concur plan)
 
 Sweep values and scenario overrides are numbers in the variable's display unit
 or ``"NUMBER UNIT"`` text. Errors are :class:`concur.errors.UsageError` (exit 2,
@@ -39,7 +40,7 @@ from ..options import find_option, json_option, pack_path_option, set_option
 __all__ = ["command", "WorkbookDefinition", "load_definition", "solve_definition", "export_definition",
            "plan_for"]
 
-_DEF_KEYS = {"title", "doc", "packs", "given", "find", "sweeps", "scenarios"}
+_DEF_KEYS = {"title", "doc", "packs", "given", "find", "sweeps", "scenarios", "plan"}
 _SWEEP_KEYS = {"name", "over", "values", "outputs", "x", "y", "title", "log_x"}
 _SCENARIO_KEYS = {"name", "set", "doc"}
 
@@ -56,6 +57,7 @@ class WorkbookDefinition:
     find: tuple[str, ...]
     sweeps: tuple[dict[str, Any], ...]
     scenarios: tuple[dict[str, Any], ...]
+    plan: dict[str, Any] | None = None
 
 
 def _fail(path: Path, where: Any, message: str, hint: str | None = None) -> UsageError:
@@ -114,9 +116,12 @@ def load_definition(path: str | Path) -> WorkbookDefinition:
                             f"{kind} '{item['name']}' has unknown key '{bad[0]}'",
                             hint=f"allowed: {', '.join(sorted(keys))}")
     doc = data.get("doc")
+    fleet = data.get("plan")
+    if fleet is not None and not isinstance(fleet, dict):
+        raise _fail(path, data.where("plan"), "'plan' must map axis: [values] (e.g. engines: [default])")
     return WorkbookDefinition(path, title.strip(), " ".join(doc.split()) if isinstance(doc, str) else None,
                               tuple(resolved), dict(given), tuple(find), tuple(dict(s) for s in sweeps),
-                              tuple(dict(s) for s in scenarios))
+                              tuple(dict(s) for s in scenarios), None if fleet is None else dict(fleet))
 
 
 def _display(model: Any, plan: Any, name: str, raw: Any, what: str) -> float:
@@ -186,6 +191,12 @@ def export_definition(path: str | Path, out: str | Path | None = None) -> Path:
     defn = load_definition(path)
     model, sol = solve_definition(defn)
     plan = plan_for(model, sol, defn.title, defn.sweeps, defn.scenarios, doc=defn.doc)
+    if defn.plan is not None:
+        from dataclasses import replace
+
+        from ...excel.plan_sheet import fleet_comparison
+
+        plan = replace(plan, comparison=fleet_comparison(defn.given, defn.plan, f"{defn.path}: plan"))
     target = Path(out) if out is not None else defn.path.with_suffix(".xlsx")
     return write_workbook(plan, target)
 
