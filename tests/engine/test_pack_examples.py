@@ -47,12 +47,12 @@ def test_a_wrong_example_fails_concur_check(tmp_path):
 
 def test_shipped_closed_forms_are_current(tmp_path, monkeypatch):
     """The closed forms shipped for the examples (so check runs them without sympy) match the packs."""
-    from concur.solver import closed_forms
+    from concur.solver import closed_form_table, closed_forms
 
     shipped = closed_forms.SHIPPED.read_text()
     monkeypatch.setattr(closed_forms, "SHIPPED", tmp_path / "closed-forms.json")
-    assert closed_forms.write_shipped_table().read_text() == shipped, \
-        "stale: run python -m concur.solver.closed_forms and commit engine/concur/solver/data/closed-forms.json"
+    assert closed_form_table.write_shipped_table().read_text() == shipped, \
+        "stale: run python -m concur.solver.closed_form_table and commit engine/concur/solver/data/closed-forms.json"
 
 
 def test_every_shipped_pack_has_examples():

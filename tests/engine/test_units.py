@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from concur.lang import units
+from concur.lang import unit_table, units
 from concur.errors import UnitError
 
 
@@ -20,8 +20,8 @@ def test_shipped_table_agrees_with_pint():
 
 def test_shipped_table_covers_every_unit_in_the_shipped_packs():
     table = json.loads(units.SHIPPED_TABLE.read_text())
-    missing = sorted(set(units.shipped_unit_texts()) - set(table))
-    assert not missing, f"regenerate with: python -m concur.lang.units  (missing {missing})"
+    missing = sorted(set(unit_table.shipped_unit_texts()) - set(table))
+    assert not missing, f"regenerate with: python -m concur.lang.unit_table  (missing {missing})"
 
 
 @pytest.mark.parametrize("text, hint", [("KB", "KiB"), ("Gb", "Gbit"), ("b", "barn"), ("pct", "percent")])

@@ -514,18 +514,3 @@ def fit_points(points: Sequence[Point], *, efficiency_prefill: float | None = No
     eff, tf, ep = grid_fit(points, efficiency_prefill)
     errs = [abs(relative_error(p, eff, tf, ep)) for p in points]
     return Fit(eff, tf, ep, tuple(p.id for p in points), median(errs))
-
-
-def _main(argv: Sequence[str] | None = None) -> int:
-    """``python -m concur.analysis.calibration POINTS.yaml [ENGINES.yaml] [--plot PNG] [--points]``.
-
-    Prints the per-cell error table; writes the engines catalog and the fit plot when given paths
-    (:mod:`concur.analysis.engine_catalog`).
-    """
-    from .engine_catalog import main
-
-    return main(argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main())

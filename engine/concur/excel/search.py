@@ -59,7 +59,7 @@ from .cells import put_formula, put_number, put_text
 from .plan import Derived, Root, Search
 from .printer import exact
 from .whatif import DOES_NOT_FIT, NO_SOLUTION, ROW, column_templates, sheet_title, table_names
-from .writer import Layout, display_expr, over_display, print_formula, sheet_ref, unit_label
+from .layout import Layout, display_expr, over_display, print_formula, sheet_ref, unit_label
 
 __all__ = ["SearchRef", "plan_searches", "write_searches"]
 

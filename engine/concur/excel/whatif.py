@@ -59,7 +59,7 @@ from . import style
 from .cells import put_formula, put_number, put_text
 from .plan import Derived, Scenario, SheetVar, Sweep
 from .printer import excel_formula
-from .writer import Layout, display_expr, print_formula, unit_label
+from .layout import Layout, display_expr, print_formula, unit_label
 
 __all__ = ["DOES_NOT_FIT", "NO_SOLUTION", "ROW", "column_templates", "moving", "sheet_title", "table_names",
            "write_scenarios", "write_sweeps"]
@@ -297,8 +297,6 @@ def _write_sweep(wb: Any, layout: Layout, sw: Sweep, derived: dict[str, Derived]
 
 
 def _label(name: str, var: SheetVar) -> str:
-    from .writer import unit_label
-
     unit = unit_label(var)
     return f"{name} [{unit}]" if unit else name
 

@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator
 
 from ..errors import Location, PackError, UnsafeExpressionError
 from .functions import FUNCTIONS
+from .units import parse_quantity, unit_info
 
 __all__ = [
     "Node", "Num", "Var", "UnitLit", "Str", "Bin", "Neg", "Call", "Cmp", "If", "Logic",
@@ -252,8 +253,6 @@ class _Parser:
     def _unit_literal(self, body: str, col: int) -> UnitLit:
         if self.unit_lookup is None:
             raise self.fail("unit literals are not allowed here", col)
-        from .units import parse_quantity, unit_info
-
         body = body.strip()
         try:
             if body and (body[0].isdigit() or body[0] in ".+-"):

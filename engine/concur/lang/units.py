@@ -197,7 +197,7 @@ def parse_with_pint(text: str) -> UnitInfo:
 
 
 def table_rows(texts: "list[str]") -> dict[str, Any]:
-    """JSON rows for :data:`SHIPPED_TABLE` (``concur.lang.units`` regenerates it: see ``__main__`` below)."""
+    """JSON rows for :data:`SHIPPED_TABLE` (``python -m concur.lang.unit_table`` regenerates it)."""
     rows = {}
     for text in sorted(set(texts)):
         info = parse_with_pint(text)
@@ -321,33 +321,10 @@ def format_dims(dims: Dims) -> str:
     return text
 
 
-def shipped_unit_texts() -> list[str]:
-    """Every unit text that loading and checking the shipped packs and catalogs asks for
-    (variables, bracket literals, defaults, example values), plus :data:`COMMON_UNITS`."""
-    from .check import check_model
-    from .library import formulas_dir
-    from .model import build_model
-    from .pack import load_catalog, load_pack
+def units_asked() -> set[str]:
+    """Every unit text looked up since :func:`forget_units_asked` (what the shipped table must cover)."""
+    return set(_SEEN)
 
+
+def forget_units_asked() -> None:
     _SEEN.clear()
-    root = formulas_dir()
-    for path in sorted(root.glob("*.yaml")):
-        load_pack(path)
-        check_model(build_model([str(path)]))
-    for path in sorted((root / "catalogs").glob("*.yaml")):
-        load_catalog(path)
-    return sorted(set(COMMON_UNITS) | {t for t in _SEEN if t})
-
-
-def write_shipped_table() -> Path:
-    """Regenerate :data:`SHIPPED_TABLE` from pint (``python -m concur.lang.units``)."""
-    rows = table_rows(shipped_unit_texts())
-    lines = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in rows.items()]
-    SHIPPED_TABLE.write_text("{\n" + ",\n".join(lines) + "\n}\n")
-    return SHIPPED_TABLE
-
-
-if __name__ == "__main__":
-    import concur.lang.units  # the module the loader uses (this file runs as __main__, a second copy)
-
-    print(f"wrote {concur.lang.units.write_shipped_table()}")

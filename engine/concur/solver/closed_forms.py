@@ -108,7 +108,7 @@ def _validate(data: Any) -> _Table:
 
 SHIPPED = Path(__file__).with_name("data") / "closed-forms.json"
 """Closed forms of the shipped packs' examples, so ``concur check`` runs them without sympy on a
-fresh install (``python -m concur.solver.closed_forms`` regenerates it; a test keeps it current)."""
+fresh install (``python -m concur.solver.closed_form_table`` regenerates it; a test keeps it current)."""
 
 
 def _shipped(key: str) -> _Table | None:
@@ -391,29 +391,14 @@ def _sympy_loop(eqs: list[SpecialisedEq], variables: list[str]) -> LoopForm:
         return LoopForm(tuple(variables), (), "gave up")
 
 
-def write_shipped_table() -> Path:
-    """Solve every shipped pack's examples from scratch and write the closed forms they needed."""
+def start_recording(model: Model) -> None:
+    """Record, from now on, only the closed forms questions on ``model`` need (the shipped-table tool)."""
     global _TABLE, _TABLE_MODEL
-    from ..lang.library import get_pack, pack_paths
-    from ..lang.model import build_model
-    from .examples import failures_in
-    from .plan import forget_plans
-
-    forget_plans()  # a cached plan would skip the closed forms this table must record
-    out: dict[str, Any] = {}
-    for name in pack_paths():
-        model = build_model([name])
-        _TABLE, _TABLE_MODEL = _Table({}, {}), model.key
-        list(failures_in(get_pack(name), model))
-        if _TABLE.inversions or _TABLE.loops:
-            out[model.key] = encode(_TABLE)
-    SHIPPED.parent.mkdir(exist_ok=True)
-    SHIPPED.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    _TABLE = None
-    return SHIPPED
+    _TABLE, _TABLE_MODEL = _Table({}, {}), model.key
 
 
-if __name__ == "__main__":
-    import concur.solver.closed_forms  # the module the solver uses (this file runs as __main__, a second copy)
-
-    print(f"wrote {concur.solver.closed_forms.write_shipped_table()}")
+def stop_recording() -> Any:
+    """What was recorded since :func:`start_recording`, encoded (None if nothing); recording ends."""
+    global _TABLE
+    table, _TABLE = _TABLE, None
+    return encode(table) if table is not None and (table.inversions or table.loops) else None
