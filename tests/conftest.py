@@ -17,10 +17,17 @@ def drawn(monkeypatch):
         for ax in fig.axes:
             legend = ax.get_legend()
             lines = [(ln.get_label(), ln.get_marker(), ln.get_xdata(), ln.get_ydata()) for ln in ax.get_lines()]
-            seen.append({"xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(), "title": ax.get_title(),
-                         "legend": [t.get_text() for t in legend.get_texts()] if legend else [],
-                         "texts": [t.get_text() for t in ax.texts], "lines": lines,
-                         "marks": [(float(x[0]), float(y[0])) for _, m, x, y in lines if m == "X" and len(x)]})
+            seen.append(
+                {
+                    "xlabel": ax.get_xlabel(),
+                    "ylabel": ax.get_ylabel(),
+                    "title": ax.get_title(),
+                    "legend": [t.get_text() for t in legend.get_texts()] if legend else [],
+                    "texts": [t.get_text() for t in ax.texts],
+                    "lines": lines,
+                    "marks": [(float(x[0]), float(y[0])) for _, m, x, y in lines if m == "X" and len(x)],
+                }
+            )
         return path
 
     monkeypatch.setattr(plot, "save_png", capture)

@@ -19,26 +19,41 @@ from concur.cli import cli
 
 # name -> (tiny options, text naming the peer, ...)
 TINY: dict[str, tuple[list[str], tuple[str, ...]]] = {
-    "limiter": (["--iterations", "200", "--repeats", "1", "--redis-iterations", "20"],
-                ("limits moving window", "pyrate-limiter", "aiolimiter AsyncLimiter.acquire", "concur / aiolimiter")),
-    "queue": (["--iterations", "200", "--items", "200", "--repeats", "1", "--workers", "2", "--bound", "8",
-               "--work", "10"],
-              ("queue.Queue(1024)", "ThreadPoolExecutor.submit", "WorkerPool.submit / ThreadPoolExecutor.submit")),
-    "counter": (["--no-native", "--runs", "1", "--ops", "1000", "--max-threads", "1"],
-                ("peer: an int under a threading.Lock", "ShardedCounter / int+lock")),
-    "deque": (["--no-native", "--runs", "1", "--n", "20000", "--leaf", "1000", "--max-workers", "2", "--fib", "8"],
-              ("ThreadPoolExecutor / pool", "peer ThreadPoolExecutor", "multiprocessing.Pool")),
+    "limiter": (
+        ["--iterations", "200", "--repeats", "1", "--redis-iterations", "20"],
+        ("limits moving window", "pyrate-limiter", "aiolimiter AsyncLimiter.acquire", "concur / aiolimiter"),
+    ),
+    "queue": (
+        ["--iterations", "200", "--items", "200", "--repeats", "1", "--workers", "2", "--bound", "8", "--work", "10"],
+        ("queue.Queue(1024)", "ThreadPoolExecutor.submit", "WorkerPool.submit / ThreadPoolExecutor.submit"),
+    ),
+    "counter": (
+        ["--no-native", "--runs", "1", "--ops", "1000", "--max-threads", "1"],
+        ("peer: an int under a threading.Lock", "ShardedCounter / int+lock"),
+    ),
+    "deque": (
+        ["--no-native", "--runs", "1", "--n", "20000", "--leaf", "1000", "--max-workers", "2", "--fib", "8"],
+        ("ThreadPoolExecutor / pool", "peer ThreadPoolExecutor", "multiprocessing.Pool"),
+    ),
     "solve": (["--runs", "1"], ("python -c pass", "x bare")),
-    "scale": (["--runs", "1", "--size", "40", "--recurrence", "30"],
-              ("peer: the same chain solved forwards", "backward / forward", "(exact)")),
+    "scale": (
+        ["--runs", "1", "--size", "40", "--recurrence", "30"],
+        ("peer: the same chain solved forwards", "backward / forward", "(exact)"),
+    ),
     "sweep": (["--points", "1000", "--runs", "1"], ("hand-written numpy", "ratio")),
-    "erlang": (["--runs", "3", "--servers", "50", "--loads", "10", "--exact-max", "50"],
-               ("peer: pyworkforce ErlangC", "pyworkforce required_positions")),
-    "export": (["--repeat", "1", "--plan", "synthetic", "--variables", "12"],
-               ("baseline (issue budget)", "ratio budget/median")),
+    "erlang": (
+        ["--runs", "3", "--servers", "50", "--loads", "10", "--exact-max", "50"],
+        ("peer: pyworkforce ErlangC", "pyworkforce required_positions"),
+    ),
+    "export": (
+        ["--repeat", "1", "--plan", "synthetic", "--variables", "12"],
+        ("baseline (issue budget)", "ratio budget/median"),
+    ),
     "plan": (["--runs", "1"], ("one warm `concur solve --find replicas`", "ratio plan / solve")),
-    "simulate": (["--runs", "1", "--duration", "20000"],
-                 ("peer: SimPy", "SimPy seconds / concur seconds", "combined 95% CI")),
+    "simulate": (
+        ["--runs", "1", "--duration", "20000"],
+        ("peer: SimPy", "SimPy seconds / concur seconds", "combined 95% CI"),
+    ),
 }
 
 RATIO = re.compile(r"\d+(?:\.\d+)? ?x\b")

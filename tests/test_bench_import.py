@@ -28,11 +28,16 @@ COMPLETED = 200
 
 
 def _model(c: int, isl: int, osl: int) -> dict[str, float]:
-    sol = concur.solve(packs=["llm_throughput"], find=["t_step_served", "served_tokens_per_s", "ttft"],
-                       given={**CONFIG, **TRUTH, "concurrency": f"{c} request", "input_tokens": isl,
-                              "output_tokens": osl})
-    return {"tpot_ms": sol.value("t_step_served", "ms"), "output": sol.value("served_tokens_per_s", "token/s"),
-            "ttft_ms": sol.value("ttft", "ms")}
+    sol = concur.solve(
+        packs=["llm_throughput"],
+        find=["t_step_served", "served_tokens_per_s", "ttft"],
+        given={**CONFIG, **TRUTH, "concurrency": f"{c} request", "input_tokens": isl, "output_tokens": osl},
+    )
+    return {
+        "tpot_ms": sol.value("t_step_served", "ms"),
+        "output": sol.value("served_tokens_per_s", "token/s"),
+        "ttft_ms": sol.value("ttft", "ms"),
+    }
 
 
 def _vllm_files(folder: Path, *, ttft: bool = False) -> list[Path]:
@@ -40,12 +45,23 @@ def _vllm_files(folder: Path, *, ttft: bool = False) -> list[Path]:
     files = []
     for c, isl, osl in LOADS:
         m = _model(c, isl, osl)
-        doc = {"date": "20260101-000000", "num_prompts": COMPLETED, "request_rate": "inf", "burstiness": 1.0,
-               "max_concurrency": c, "duration": COMPLETED * osl / m["output"], "completed": COMPLETED,
-               "total_input_tokens": COMPLETED * isl, "total_output_tokens": COMPLETED * osl,
-               "request_throughput": m["output"] / osl, "output_throughput": m["output"],
-               "total_token_throughput": m["output"] * (isl + osl) / osl,
-               "mean_tpot_ms": m["tpot_ms"], "median_tpot_ms": m["tpot_ms"], "p99_tpot_ms": m["tpot_ms"] * 1.1}
+        doc = {
+            "date": "20260101-000000",
+            "num_prompts": COMPLETED,
+            "request_rate": "inf",
+            "burstiness": 1.0,
+            "max_concurrency": c,
+            "duration": COMPLETED * osl / m["output"],
+            "completed": COMPLETED,
+            "total_input_tokens": COMPLETED * isl,
+            "total_output_tokens": COMPLETED * osl,
+            "request_throughput": m["output"] / osl,
+            "output_throughput": m["output"],
+            "total_token_throughput": m["output"] * (isl + osl) / osl,
+            "mean_tpot_ms": m["tpot_ms"],
+            "median_tpot_ms": m["tpot_ms"],
+            "p99_tpot_ms": m["tpot_ms"] * 1.1,
+        }
         if ttft:
             doc["mean_ttft_ms"] = m["ttft_ms"]
         path = folder / f"vllm-c{c}.json"
@@ -81,8 +97,9 @@ def test_ttft_pins_the_prefill_efficiency(tmp_path: Path) -> None:
 
 
 def test_the_entry_is_used_through_a_user_catalog_folder(vllm_files: list[Path], tmp_path: Path) -> None:
-    res = CliRunner().invoke(cli, ["calibrate", *[f"--from={f}" for f in vllm_files], *SETS, "--id", "my-h100",
-                                   "--catalog", str(tmp_path)])
+    res = CliRunner().invoke(
+        cli, ["calibrate", *[f"--from={f}" for f in vllm_files], *SETS, "--id", "my-h100", "--catalog", str(tmp_path)]
+    )
     assert res.exit_code == 0, res.output
     assert (tmp_path / "engines.yaml").is_file()
     given = {**CONFIG, "concurrency": "16 request", "input_tokens": 256, "output_tokens": 1024}
@@ -92,8 +109,9 @@ def test_the_entry_is_used_through_a_user_catalog_folder(vllm_files: list[Path],
         mine = concur.solve(packs=["llm_throughput"], find=["t_step"], given={**given, "engine": "my-h100"})
     finally:
         library.set_catalog_path([])
-    truth = concur.solve(packs=["llm_throughput"], find=["t_step"],
-                         given={**given, "efficiency": 0.7, "t_fixed": "3 ms"})
+    truth = concur.solve(
+        packs=["llm_throughput"], find=["t_step"], given={**given, "efficiency": 0.7, "t_fixed": "3 ms"}
+    )
     assert mine.value("t_step", "ms") == pytest.approx(truth.value("t_step", "ms"), rel=0.03)
     with pytest.raises(concur.errors.UnknownNameError, match="my-h100"):
         concur.solve(packs=["llm_throughput"], find=["t_step"], given={**given, "engine": "my-h100"})
@@ -103,21 +121,24 @@ def test_catalog_path_from_the_environment(tmp_path: Path, monkeypatch: pytest.M
     (tmp_path / "engines.yaml").write_text(
         "catalog: engines\ndoc: mine\nfields:\n  efficiency: {doc: e}\n  t_fixed: {unit: ms, doc: t}\n"
         "entries:\n  tuned:\n    name: tuned\n    efficiency: {value: 0.9, source: my run}\n"
-        "    t_fixed: {value: 1.0, source: my run}\n")
+        "    t_fixed: {value: 1.0, source: my run}\n"
+    )
     monkeypatch.setenv(library.CATALOG_PATH_ENV, str(tmp_path))
     cat = library.get_catalog("engines")
     assert {"tuned", "vllm", "default"} <= set(cat.entries)
     given = {**CONFIG, "concurrency": 1, "input_tokens": 100, "output_tokens": 100}
     tuned = concur.solve(packs=["llm_throughput"], find=["t_step"], given={**given, "engine": "tuned"})
-    same = concur.solve(packs=["llm_throughput"], find=["t_step"],
-                        given={**given, "efficiency": 0.9, "t_fixed": "1 ms"})
+    same = concur.solve(
+        packs=["llm_throughput"], find=["t_step"], given={**given, "efficiency": 0.9, "t_fixed": "1 ms"}
+    )
     assert tuned.value("t_step", "ms") == pytest.approx(same.value("t_step", "ms"), rel=1e-12)
 
 
 def test_a_user_field_in_another_unit_is_refused(tmp_path: Path) -> None:
     (tmp_path / "engines.yaml").write_text(
         "catalog: engines\ndoc: mine\nfields:\n  t_fixed: {unit: s, doc: t}\n"
-        "entries:\n  x:\n    name: x\n    t_fixed: {value: 0.001, source: mine}\n")
+        "entries:\n  x:\n    name: x\n    t_fixed: {value: 0.001, source: mine}\n"
+    )
     try:
         library.set_catalog_path([tmp_path])
         with pytest.raises(concur.errors.PackError, match="t_fixed"):
@@ -127,46 +148,113 @@ def test_a_user_field_in_another_unit_is_refused(tmp_path: Path) -> None:
 
 
 def test_sglang_jsonl_and_aiperf_exports_are_read(tmp_path: Path) -> None:
-    lines = [{"backend": "sglang", "dataset_name": "random", "request_rate": float("inf"), "max_concurrency": c,
-              "duration": 10.0, "completed": 100, "total_input_tokens": 100 * 1000, "total_output_tokens": 100 * 200,
-              "total_output_tokens_retokenized": 100 * 200, "request_throughput": 10.0, "input_throughput": 1e4,
-              "output_throughput": 2000.0 * c ** 0.5, "mean_e2e_latency_ms": 3000.0, "mean_ttft_ms": 80.0,
-              "mean_tpot_ms": 8.0 + c / 8, "median_tpot_ms": 8.0, "mean_itl_ms": 8.0} for c in (1, 8)]
+    lines = [
+        {
+            "backend": "sglang",
+            "dataset_name": "random",
+            "request_rate": float("inf"),
+            "max_concurrency": c,
+            "duration": 10.0,
+            "completed": 100,
+            "total_input_tokens": 100 * 1000,
+            "total_output_tokens": 100 * 200,
+            "total_output_tokens_retokenized": 100 * 200,
+            "request_throughput": 10.0,
+            "input_throughput": 1e4,
+            "output_throughput": 2000.0 * c**0.5,
+            "mean_e2e_latency_ms": 3000.0,
+            "mean_ttft_ms": 80.0,
+            "mean_tpot_ms": 8.0 + c / 8,
+            "median_tpot_ms": 8.0,
+            "mean_itl_ms": 8.0,
+        }
+        for c in (1, 8)
+    ]
     sg = tmp_path / "sglang.jsonl"
     sg.write_text("\n".join(json.dumps(x).replace("Infinity", '"inf"') for x in lines) + "\n")
     runs = read_runs(sg)
     assert [(r.fmt, r.concurrency, r.input_tokens, r.output_tokens, r.backend) for r in runs] == [
-        ("sglang", 1, 1000, 200, "sglang"), ("sglang", 8, 1000, 200, "sglang")]
+        ("sglang", 1, 1000, 200, "sglang"),
+        ("sglang", 8, 1000, 200, "sglang"),
+    ]
     ai = tmp_path / "profile_export_aiperf.json"
-    ai.write_text(json.dumps({
-        "request_throughput": {"unit": "requests/sec", "avg": 3.2},
-        "time_to_first_token": {"unit": "ms", "avg": 95.0, "p50": 90.0},
-        "inter_token_latency": {"unit": "ms", "avg": 9.5, "p50": 9.4},
-        "output_token_throughput": {"unit": "tokens/sec", "avg": 410.0},
-        "output_sequence_length": {"unit": "tokens", "avg": 128.0},
-        "input_sequence_length": {"unit": "tokens", "avg": 512.0},
-        "input_config": {"endpoint": {"type": "chat"}, "loadgen": {"concurrency": 4}}}))
+    ai.write_text(
+        json.dumps(
+            {
+                "request_throughput": {"unit": "requests/sec", "avg": 3.2},
+                "time_to_first_token": {"unit": "ms", "avg": 95.0, "p50": 90.0},
+                "inter_token_latency": {"unit": "ms", "avg": 9.5, "p50": 9.4},
+                "output_token_throughput": {"unit": "tokens/sec", "avg": 410.0},
+                "output_sequence_length": {"unit": "tokens", "avg": 128.0},
+                "input_sequence_length": {"unit": "tokens", "avg": 512.0},
+                "input_config": {"endpoint": {"type": "chat"}, "loadgen": {"concurrency": 4}},
+            }
+        )
+    )
     (run,) = read_runs(ai)
-    assert (run.fmt, run.concurrency, run.input_tokens, run.output_tokens, run.tpot_ms, run.output_throughput,
-            run.ttft_ms) == ("genai-perf", 4, 512, 128, 9.5, 410.0, 95.0)
+    assert (
+        run.fmt,
+        run.concurrency,
+        run.input_tokens,
+        run.output_tokens,
+        run.tpot_ms,
+        run.output_throughput,
+        run.ttft_ms,
+    ) == ("genai-perf", 4, 512, 128, 9.5, 410.0, 95.0)
 
 
-@pytest.mark.parametrize("content, field", [
-    ({"max_concurrency": 4, "completed": 10, "total_input_tokens": 100, "total_output_tokens": 100,
-      "output_throughput": 50.0}, "mean_tpot_ms"),
-    ({"completed": 10, "total_input_tokens": 100, "total_output_tokens": 100, "output_throughput": 50.0,
-      "mean_tpot_ms": 9.0}, "max_concurrency"),
-    ({"inter_token_latency": {"avg": 9.0}, "output_token_throughput": {"avg": 100.0},
-      "input_config": {"loadgen": {"concurrency": 2}}}, "input_sequence_length"),
-    (["not", "a", "result"], "not a JSON object"),
-])
-def test_a_malformed_file_is_one_line_naming_file_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                             content: object, field: str) -> None:
+@pytest.mark.parametrize(
+    "content, field",
+    [
+        (
+            {
+                "max_concurrency": 4,
+                "completed": 10,
+                "total_input_tokens": 100,
+                "total_output_tokens": 100,
+                "output_throughput": 50.0,
+            },
+            "mean_tpot_ms",
+        ),
+        (
+            {
+                "completed": 10,
+                "total_input_tokens": 100,
+                "total_output_tokens": 100,
+                "output_throughput": 50.0,
+                "mean_tpot_ms": 9.0,
+            },
+            "max_concurrency",
+        ),
+        (
+            {
+                "inter_token_latency": {"avg": 9.0},
+                "output_token_throughput": {"avg": 100.0},
+                "input_config": {"loadgen": {"concurrency": 2}},
+            },
+            "input_sequence_length",
+        ),
+        (["not", "a", "result"], "not a JSON object"),
+    ],
+)
+def test_a_malformed_file_is_one_line_naming_file_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: object, field: str
+) -> None:
     bad = tmp_path / "run.json"
     bad.write_text(json.dumps(content))
     good = tmp_path / "good.json"
-    good.write_text(json.dumps({"max_concurrency": 1, "completed": 1, "total_input_tokens": 1,
-                                "total_output_tokens": 1, "output_throughput": 1.0, "mean_tpot_ms": 1.0}))
+    good.write_text(
+        json.dumps(
+            {
+                "max_concurrency": 1,
+                "completed": 1,
+                "total_input_tokens": 1,
+                "total_output_tokens": 1,
+                "output_throughput": 1.0,
+                "mean_tpot_ms": 1.0,
+            }
+        )
+    )
     with pytest.raises(SystemExit) as stop:
         main(["calibrate", "--from", str(good), "--from", str(bad), *SETS])
     assert stop.value.code == 2

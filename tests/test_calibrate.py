@@ -7,6 +7,8 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+from ruamel.yaml import YAML
+
 from concur.analysis import calibrate_torch as ct
 from concur.analysis.calibrate_torch import (
     Sample,
@@ -17,7 +19,6 @@ from concur.analysis.calibrate_torch import (
 )
 from concur.cli import cli, main
 from concur.errors import UsageError
-from ruamel.yaml import YAML
 
 TINY = Shapes(layers=1, hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=128)
 
@@ -49,11 +50,14 @@ def test_fit_with_noise_reports_its_error():
     assert 0.5 < fit.efficiency < 0.7 and 0 < fit.median_abs_error < 0.1
 
 
-@pytest.mark.parametrize("samples, bw, match", [
-    ([Sample(1, 1e-3, 1e9), Sample(2, 2e-3, 1e9)], 1e12, "two batch sizes"),
-    ([Sample(1, 1e-3, 1e9), Sample(2, 2e-3, 2e9)], 0.0, "bandwidth must be positive"),
-    ([Sample(1, 3e-3, 1e9), Sample(2, 1e-3, 2e9)], 1e12, "does not grow"),
-])
+@pytest.mark.parametrize(
+    "samples, bw, match",
+    [
+        ([Sample(1, 1e-3, 1e9), Sample(2, 2e-3, 1e9)], 1e12, "two batch sizes"),
+        ([Sample(1, 1e-3, 1e9), Sample(2, 2e-3, 2e9)], 0.0, "bandwidth must be positive"),
+        ([Sample(1, 3e-3, 1e9), Sample(2, 1e-3, 2e9)], 1e12, "does not grow"),
+    ],
+)
 def test_fit_refuses_what_it_cannot_fit(samples, bw, match):
     with pytest.raises(UsageError, match=match):
         fit_step_times(samples, bw)
@@ -65,8 +69,11 @@ def test_shapes_from_the_catalog():
     # 32 layers + embeddings + LM head reproduce the catalog's parameter count
     assert s.weight_params() + 2 * 128256 * 4096 == pytest.approx(8.030e9, rel=1e-3)
     assert s.kv_values_per_token() * 2 == 131072  # bf16: the pack's kv_per_token
-    for bad, match in ((("llama-3.1-8b", 0), "--layers"), (("deepseek-v3", 1), "MLA or MoE"),
-                       (("no-such-model", 1), "unknown model")):
+    for bad, match in (
+        (("llama-3.1-8b", 0), "--layers"),
+        (("deepseek-v3", 1), "MLA or MoE"),
+        (("no-such-model", 1), "unknown model"),
+    ):
         with pytest.raises(UsageError, match=match):
             shapes_for(*bad)
 
@@ -74,8 +81,16 @@ def test_shapes_from_the_catalog():
 def test_catalog_entry_carries_the_measurement():
     samples = _samples(0.5, 1e-3, 1e12, sizes=(1e9, 3e9))
     fit = fit_step_times(samples, 1e12)
-    meta = {"device": "cpu", "device_name": "cpu (2 cores)", "torch": "x", "model": "llama-3.1-8b", "layers": 2,
-            "dtype": "bf16", "context": 1024, "bandwidth_source": "given"}
+    meta = {
+        "device": "cpu",
+        "device_name": "cpu (2 cores)",
+        "torch": "x",
+        "model": "llama-3.1-8b",
+        "layers": 2,
+        "dtype": "bf16",
+        "context": 1024,
+        "bandwidth_source": "given",
+    }
     doc = catalog_entry("calibrated-cpu", fit, samples, meta)
     entry = doc["entries"]["calibrated-cpu"]
     assert doc["catalog"] == "engines"
@@ -90,8 +105,9 @@ def test_cli_without_torch_is_a_one_line_usage_error(monkeypatch, capsys):
     with pytest.raises(SystemExit) as stop:
         main(["calibrate"])
     assert stop.value.code == 2
-    assert capsys.readouterr().err == ("error: concur calibrate needs torch, which is not installed; "
-                                       "pip install 'concur[calibrate]'\n")
+    assert capsys.readouterr().err == (
+        "error: concur calibrate needs torch, which is not installed; pip install 'concur[calibrate]'\n"
+    )
 
 
 def test_measure_on_cpu_with_a_tiny_model():
@@ -122,8 +138,24 @@ def test_cli_on_cpu_writes_a_catalog_entry(tmp_path, monkeypatch):
 def test_cli_end_to_end_on_cpu(tmp_path, monkeypatch):
     pytest.importorskip("torch")
     monkeypatch.setattr(ct, "shapes_for", lambda model, layers: TINY)
-    res = CliRunner().invoke(cli, ["calibrate", "--device", "cpu", "--dtype", "fp32", "--context", "256",
-                                   "--batches", "1,16,64", "--repeats", "3", "--bandwidth", "0.05"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "calibrate",
+            "--device",
+            "cpu",
+            "--dtype",
+            "fp32",
+            "--context",
+            "256",
+            "--batches",
+            "1,16,64",
+            "--repeats",
+            "3",
+            "--bandwidth",
+            "0.05",
+        ],
+    )
     # a tiny model on a busy CPU may not be memory bound; then the fit refuses (exit 2), never crashes
     if res.exit_code == 0:
         assert "catalog: engines" in res.output and "measured/bound" in res.output

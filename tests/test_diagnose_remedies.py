@@ -6,13 +6,21 @@ import json
 
 import pytest
 from click.testing import CliRunner
+
+from concur.analysis.remedies import remedies
 from concur.cli import cli
 from concur.cli.commands.diagnose import diagnose
 from concur.errors import ContradictionError, UnderdeterminedError, UsageError
-from concur.analysis.remedies import remedies
 
-L70 = {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "tp": 4, "weight_dtype": "bf16", "kv_dtype": "bf16",
-       "input_tokens": 1024, "output_tokens": 1024}
+L70 = {
+    "model": "llama-3.1-70b",
+    "gpu": "h100-sxm-80gb",
+    "tp": 4,
+    "weight_dtype": "bf16",
+    "kv_dtype": "bf16",
+    "input_tokens": 1024,
+    "output_tokens": 1024,
+}
 L8 = {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "input_tokens": 128, "output_tokens": 128}
 
 
@@ -59,8 +67,16 @@ def test_diagnose_cli_above_bound_exits_1():
     assert json.loads(res.output)["binds"] == "bandwidth"
 
 
-MEM = {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "tp": 4, "weight_dtype": "bf16", "kv_dtype": "bf16",
-       "context": "8192 token", "overhead": "4 GiB", "mem_util": 0.9}
+MEM = {
+    "model": "llama-3.1-70b",
+    "gpu": "h100-sxm-80gb",
+    "tp": 4,
+    "weight_dtype": "bf16",
+    "kv_dtype": "bf16",
+    "context": "8192 token",
+    "overhead": "4 GiB",
+    "mem_util": 0.9,
+}
 
 
 def test_remedies_numbers_and_order():
@@ -87,8 +103,9 @@ def test_remedies_not_applicable_and_caveats():
     assert by_rank[4].result is None
     tp16 = next(r for r in rows if r.name.startswith("more GPUs"))
     assert tp16.change == {"tp": 16} and "replicated" in tp16.caveat
-    _, rows = remedies({"model": "deepseek-v3", "gpu": "h200-sxm-141gb", "tp": 8, "weight_dtype": "fp8",
-                        "context": "8192 token"})
+    _, rows = remedies(
+        {"model": "deepseek-v3", "gpu": "h200-sxm-141gb", "tp": 8, "weight_dtype": "fp8", "context": "8192 token"}
+    )
     assert "MLA" in next(r for r in rows if r.name.startswith("more GPUs")).caveat
 
 

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from concur.maths import erlang
 from concur.errors import UsageError
+from concur.maths import erlang
 
 DATA = Path(__file__).parent / "data" / "queueing_cases.yaml"
 CASES = {c["id"]: c for c in YAML(typ="safe").load(DATA.read_text())["cases"]}
@@ -52,8 +52,7 @@ def _mitan(c: dict) -> dict[str, float]:
 
 def _render(c: dict) -> dict[str, float]:  # rates per hour, times in hours
     q = erlang.mmc(_v(c, "arrival_rate"), 1 / _v(c, "service_rate"), _v(c, "servers"))
-    return {"p0": q.p0, "L": q.mean_in_system, "Lq": q.mean_in_queue, "W": q.mean_residence,
-            "Wq": q.mean_wait}
+    return {"p0": q.p0, "L": q.mean_in_system, "Lq": q.mean_in_queue, "W": q.mean_residence, "Wq": q.mean_wait}
 
 
 def _tutorsglobe(c: dict) -> dict[str, float]:  # minutes
@@ -85,8 +84,14 @@ def _erlang_b_table(c: dict) -> dict[str, float]:
 
 def _mm1(c: dict) -> dict[str, float]:  # per hour; results in hours and minutes
     q = erlang.mm1(_v(c, "arrival_rate"), 1 / _v(c, "service_rate"))
-    return {"L": q.mean_in_system, "W": q.mean_residence, "p0": q.p0, "utilization": q.utilization,
-            "Wq_min": q.mean_wait * 60, "W_min": q.mean_residence * 60}
+    return {
+        "L": q.mean_in_system,
+        "W": q.mean_residence,
+        "p0": q.p0,
+        "utilization": q.utilization,
+        "Wq_min": q.mean_wait * 60,
+        "W_min": q.mean_residence * 60,
+    }
 
 
 def _bronson(c: dict) -> dict[str, float]:
@@ -154,8 +159,7 @@ OUT_OF_SCOPE = {
 
 
 def _covered() -> list[tuple[str, str]]:
-    return [(cid, key) for cid in EVALUATORS for key in CASES[cid]["expected"]
-            if f"{cid}/{key}" not in OUT_OF_SCOPE]
+    return [(cid, key) for cid in EVALUATORS for key in CASES[cid]["expected"] if f"{cid}/{key}" not in OUT_OF_SCOPE]
 
 
 def _check_tol(got: float, exp: dict) -> None:
@@ -265,8 +269,7 @@ def test_mmc_littles_law_holds() -> None:
         (lambda: erlang.servers_for_p_wait(5, 1.5), "target"),
         (lambda: erlang.erlang_b("ten", 1), "servers"),
     ],
-    ids=["negative-servers", "negative-load", "nan-servers", "zero-service", "bad-target",
-         "not-a-number"],
+    ids=["negative-servers", "negative-load", "nan-servers", "zero-service", "bad-target", "not-a-number"],
 )
 def test_invalid_arguments_raise_usage_error(call: Callable[[], object], name: str) -> None:
     with pytest.raises(UsageError) as info:
@@ -296,7 +299,11 @@ def test_import_does_not_load_numpy() -> None:
     import sys
 
     code = "import sys, concur.maths.erlang; print('numpy' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**__import__("os").environ,
-                              "PYTHONPATH": str(Path(__file__).parents[1] / "engine")})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).parents[1] / "engine")},
+    )
     assert out.stdout.strip() == "False"

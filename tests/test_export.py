@@ -22,22 +22,41 @@ import sympy
 
 pytest.importorskip("openpyxl")
 
-from concur.cli import main  # noqa: E402
-from concur.cli.commands.export import export_definition, load_definition, plan_for, solve_definition  # noqa: E402
-from concur.errors import ConcurError  # noqa: E402
-from concur.excel.from_solution import plan_from_solution  # noqa: E402
-from concur.excel.writer import write_workbook  # noqa: E402
-from concur.lang.library import get_pack, pack_paths  # noqa: E402
-from concur.lang.model import build_model  # noqa: E402
-from concur.solver.question import solve_model  # noqa: E402
+from concur.cli import main
+from concur.cli.commands.export import export_definition, load_definition, plan_for, solve_definition
+from concur.errors import ConcurError
+from concur.excel.from_solution import plan_from_solution
+from concur.excel.writer import write_workbook
+from concur.lang.library import get_pack, pack_paths
+from concur.lang.model import build_model
+from concur.solver.question import solve_model
 
 sys.path.insert(0, str(Path(__file__).parent / "excel"))
-from lo_support import require_poppler, require_soffice  # noqa: E402
+from lo_support import require_poppler, require_soffice
 
 WORKBOOKS = Path(__file__).resolve().parent.parent / "workbooks"
-T1_ARGS = ["export", "llm_memory", "--find", "users", "--set", "model=llama-3.1-70b", "--set", "gpu=h100-sxm-80gb",
-           "--set", "tp=4", "--set", "kv_dtype=bf16", "--set", "weight_dtype=bf16", "--set", "context=8192 token",
-           "--set", "overhead=4 GiB", "--set", "mem_util=0.9"]
+T1_ARGS = [
+    "export",
+    "llm_memory",
+    "--find",
+    "users",
+    "--set",
+    "model=llama-3.1-70b",
+    "--set",
+    "gpu=h100-sxm-80gb",
+    "--set",
+    "tp=4",
+    "--set",
+    "kv_dtype=bf16",
+    "--set",
+    "weight_dtype=bf16",
+    "--set",
+    "context=8192 token",
+    "--set",
+    "overhead=4 GiB",
+    "--set",
+    "mem_util=0.9",
+]
 HOSTILE = """\
 pack: hostile
 doc: "=cmd|'/c calc'!A1"
@@ -158,8 +177,20 @@ def recalculated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     hostile_dir = tmp / "hostile"
     hostile_dir.mkdir()
     (hostile_dir / "hostile.yaml").write_text(HOSTILE)
-    code = main_quiet(["export", str(hostile_dir / "hostile.yaml"), "--find", "rate", "--set", "cpu2=2 s",
-                       "--set", "true=3", "-o", str(tmp / "hostile.xlsx")])
+    code = main_quiet(
+        [
+            "export",
+            str(hostile_dir / "hostile.yaml"),
+            "--find",
+            "rate",
+            "--set",
+            "cpu2=2 s",
+            "--set",
+            "true=3",
+            "-o",
+            str(tmp / "hostile.xlsx"),
+        ]
+    )
     assert code == 0
     jobs["hostile"] = tmp / "hostile.xlsx"
     outs = recalculate_many(list(jobs.values()), tmp / "recalc")
@@ -179,12 +210,15 @@ def main_quiet(args: list[str]) -> int:
 
 # ------------------------------------------------------------------ the DESIGN T1 numbers
 
+
 def test_t1_users_is_55_and_162_after_typing_tp_8(recalculated: dict[str, Any]) -> None:
     from concur.excel.recalc import read_names, workbook_errors
 
     assert read_names(recalculated["out"]["cap"], ["users"]) == {"users": 55}
-    assert read_names(recalculated["out"]["cap_tp8"], ["users", "kv_per_token"]) == {"users": 162,
-                                                                                     "kv_per_token": 40960}
+    assert read_names(recalculated["out"]["cap_tp8"], ["users", "kv_per_token"]) == {
+        "users": 162,
+        "kv_per_token": 40960,
+    }
     assert workbook_errors(recalculated["out"]["cap"]) == []
 
 
@@ -224,8 +258,9 @@ def test_changed_inputs_equal_a_fresh_solve(stem: str, j: int, recalculated: dic
             assert "if_ branch" in d.equation, d.var.name
             continue
         want = sol.value(d.var.name)
-        assert close(values[d.var.name], want, d.var.integer), \
+        assert close(values[d.var.name], want, d.var.integer), (
             f"{stem} {edit}: {d.var.name} sheet {values[d.var.name]!r}, fresh solve {want!r}"
+        )
 
 
 def test_printed_workbooks_show_no_hashes_or_errors(recalculated: dict[str, Any]) -> None:
@@ -262,7 +297,10 @@ def test_no_formula_holds_a_long_literal(recalculated: dict[str, Any]) -> None:
     import openpyxl
 
     assert _literals('=1056269593800965053637369973213*a/3600+POWER(x,2)+A1+"12345678901234567"') == [
-        "1056269593800965053637369973213", "3600", "2"]
+        "1056269593800965053637369973213",
+        "3600",
+        "2",
+    ]
     books = sorted(WORKBOOKS.glob("*.xlsx")) + [p for k, p in recalculated["src"].items() if k.startswith("ex_")]
     longest = (0, "")
     for book in books:
@@ -288,12 +326,20 @@ def test_hostile_text_stays_text_and_names_are_valid(recalculated: dict[str, Any
     src = openpyxl.load_workbook(recalculated["src"]["hostile"])
     assert set(src.defined_names) >= {"v_cpu2", "v_true", "rate"}
     assert all(is_valid_name(n) for n in src.defined_names)
-    texts = [c for ws in src.worksheets for row in ws.iter_rows() for c in row
-             if isinstance(c.value, str) and c.value.startswith(("=cmd", "@SUM", "+HYPER", "=1+1"))]
+    texts = [
+        c
+        for ws in src.worksheets
+        for row in ws.iter_rows()
+        for c in row
+        if isinstance(c.value, str) and c.value.startswith(("=cmd", "@SUM", "+HYPER", "=1+1"))
+    ]
     assert {c.value for c in texts} >= {"=cmd|'/c calc'!A1", "@SUM(1,1)", "+HYPERLINK(1)"}
     assert all(c.data_type == "s" for c in texts)
     assert read_names(recalculated["out"]["hostile"], ["rate", "v_cpu2", "v_true"]) == {
-        "rate": 1.5, "v_cpu2": 2, "v_true": 3}
+        "rate": 1.5,
+        "v_cpu2": 2,
+        "v_true": 3,
+    }
 
 
 def _names(path: Path) -> dict[str, str]:
@@ -309,10 +355,21 @@ def _names(path: Path) -> dict[str, str]:
 
 # ------------------------------------------------------------------ without LibreOffice
 
+
 def test_plan_has_closed_forms_and_live_choice() -> None:
     model = build_model(["llm_memory"])
-    sol = solve_model(model, ("users",), {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "tp": 4,
-                                          "context": "8192 token", "overhead": "4 GiB", "mem_util": 0.9})
+    sol = solve_model(
+        model,
+        ("users",),
+        {
+            "model": "llama-3.1-70b",
+            "gpu": "h100-sxm-80gb",
+            "tp": 4,
+            "context": "8192 token",
+            "overhead": "4 GiB",
+            "mem_util": 0.9,
+        },
+    )
     plan = plan_from_solution(sol, "T1")
     inputs = {i.var.name: i for i in plan.inputs}
     assert inputs["gpu_memory"].preset == "gpu" and inputs["gpu_memory"].value == pytest.approx(79.18)
@@ -335,8 +392,18 @@ def test_inverted_equation_exports_the_closed_form() -> None:
 
 def test_searched_integer_is_a_live_candidate_table() -> None:
     model = build_model(["llm_memory"])
-    sol = solve_model(model, ("tp",), {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "users": 100,
-                                       "context": "8192 token", "overhead": "4 GiB", "mem_util": 0.9})
+    sol = solve_model(
+        model,
+        ("tp",),
+        {
+            "model": "llama-3.1-70b",
+            "gpu": "h100-sxm-80gb",
+            "users": 100,
+            "context": "8192 token",
+            "overhead": "4 GiB",
+            "mem_util": 0.9,
+        },
+    )
     plan = plan_from_solution(sol, "search")
     (d,) = [d for d in plan.derived if d.var.name == "tp"]
     assert not d.implicit and d.value == 8 and d.expr is None and d.search is not None
@@ -354,8 +421,11 @@ def test_searched_integer_is_a_live_candidate_table() -> None:
 
 def test_continuous_search_stays_implicit_against_a_target_input() -> None:
     model = build_model(["llm_memory"])
-    sol = solve_model(model, ("context",), {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "users": 100,
-                                            "tp": 4, "overhead": "4 GiB", "mem_util": 0.9})
+    sol = solve_model(
+        model,
+        ("context",),
+        {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "users": 100, "tp": 4, "overhead": "4 GiB", "mem_util": 0.9},
+    )
     plan = plan_from_solution(sol, "search")
     (d,) = [d for d in plan.derived if d.var.name == "context"]
     assert d.implicit and d.search is None
@@ -365,8 +435,11 @@ def test_continuous_search_stays_implicit_against_a_target_input() -> None:
 
 def test_untaken_branches_and_catalog_choices_come_onto_the_sheet() -> None:
     model = build_model(["llm_memory"])
-    sol = solve_model(model, ("users",), {"model": "llama-3.1-70b", "gpu": "h200-sxm-141gb", "tp": 8,
-                                          "weight_dtype": "fp8", "context": "8192 token"})
+    sol = solve_model(
+        model,
+        ("users",),
+        {"model": "llama-3.1-70b", "gpu": "h200-sxm-141gb", "tp": 8, "weight_dtype": "fp8", "context": "8192 token"},
+    )
     assert "sliding_held" not in sol  # the solver folded the sliding-window branch away
     plan = plan_from_solution(sol, "branches")
     derived = {d.var.name: d for d in plan.derived}
@@ -384,8 +457,11 @@ def test_untaken_branches_and_catalog_choices_come_onto_the_sheet() -> None:
 
 def test_mla_export_keeps_the_gqa_branch_live() -> None:
     model = build_model(["llm_memory"])
-    sol = solve_model(model, ("users",), {"model": "deepseek-v3", "gpu": "h200-sxm-141gb", "tp": 8,
-                                          "weight_dtype": "fp8", "context": "8192 token"})
+    sol = solve_model(
+        model,
+        ("users",),
+        {"model": "deepseek-v3", "gpu": "h200-sxm-141gb", "tp": 8, "weight_dtype": "fp8", "context": "8192 token"},
+    )
     assert "kv_heads_per_gpu" not in sol
     plan = plan_from_solution(sol, "mla")
     derived = {d.var.name: d for d in plan.derived}
@@ -394,8 +470,9 @@ def test_mla_export_keeps_the_gqa_branch_live() -> None:
 
 
 def test_export_errors_are_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_cli(["export", "llm_memory", "--find", "users", "--set", "tp=abc",
-                            "-o", str(tmp_path / "x.xlsx")], capsys)
+    code, _, err = run_cli(
+        ["export", "llm_memory", "--find", "users", "--set", "tp=abc", "-o", str(tmp_path / "x.xlsx")], capsys
+    )
     assert code == 2 and err.count("\n") == 1 and err.startswith("error:")
     code, _, err = run_cli(["export", "llm_memory", "--find", "users"], capsys)
     assert code == 2 and "-o FILE.xlsx" in err
@@ -413,8 +490,7 @@ def test_export_definition_writes_beside_it(tmp_path: Path, capsys: pytest.Captu
 
 def test_given_keeps_the_unit_it_was_typed_in() -> None:
     model = build_model(["queueing"])
-    sol = solve_model(model, ("p_wait",), {"arrival_rate": "300 request/hour", "service_time": "4 min",
-                                            "servers": 30})
+    sol = solve_model(model, ("p_wait",), {"arrival_rate": "300 request/hour", "service_time": "4 min", "servers": 30})
     plan = plan_from_solution(sol, "call centre")
     inputs = {i.var.name: i for i in plan.inputs}
     assert (inputs["arrival_rate"].value, inputs["arrival_rate"].var.unit) == (300, "request/hour")
@@ -422,8 +498,7 @@ def test_given_keeps_the_unit_it_was_typed_in() -> None:
     assert plan.found == ("p_wait",)
 
 
-def test_exports_are_reproducible_and_readable_by_the_group(tmp_path: Path,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_exports_are_reproducible_and_readable_by_the_group(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     old = os.umask(0o022)
     try:
         a, b = tmp_path / "a.xlsx", tmp_path / "b.xlsx"

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+
 from concur.errors import ContradictionError, InfeasibleError
 from concur.lang.model import build_model
 from concur.solver.question import solve_model
@@ -69,9 +70,11 @@ def test_a_concurrency_past_the_kv_pool_is_refused() -> None:
     res = concur("solve", "llm_throughput", "--find", "concurrency", *sets(CONFIG), "--set", "itl=50 ms")
     assert res.returncode == 3
     assert "KV pool holds whole" in res.stderr and "kv_batch_limit=322.1" in res.stderr
-    held = solve_model(build_model(["llm_memory"]), ("users",), {**{k: v for k, v in CONFIG.items()
-                                                                     if k not in ("input_tokens", "output_tokens")},
-                                                                  "context": "1400 token"})
+    held = solve_model(
+        build_model(["llm_memory"]),
+        ("users",),
+        {**{k: v for k, v in CONFIG.items() if k not in ("input_tokens", "output_tokens")}, "context": "1400 token"},
+    )
     assert held.value("users") == 322
 
 
@@ -87,16 +90,26 @@ def test_an_sla_raises_the_replica_count_and_says_which_binds(fleet) -> None:
 def test_a_target_met_by_one_replica_is_answered_with_one_not_a_million(fleet) -> None:
     """A goal seek whose goals all hold at the lower bound answers that bound (regression: it once
     searched upward and answered 1,000,000 replicas)."""
-    cheap = {**RATE, "gpu": "h100-pcie-80gb", "tp": 8, "weight_dtype": "fp8", "kv_dtype": "fp8",
-             "engine": "sglang", "ttft_slo": "2 s", "itl_slo": "50 ms"}
+    cheap = {
+        **RATE,
+        "gpu": "h100-pcie-80gb",
+        "tp": 8,
+        "weight_dtype": "fp8",
+        "kv_dtype": "fp8",
+        "engine": "sglang",
+        "ttft_slo": "2 s",
+        "itl_slo": "50 ms",
+    }
     sol = solve_model(fleet, ("replicas", "itl"), cheap)
     assert sol.value("replicas") == 1 and sol.value("itl", "ms") <= 50
 
 
 def test_more_replicas_than_needed_are_a_question_not_a_contradiction(fleet) -> None:
     need = int(solve_model(fleet, ("replicas",), RATE).value("replicas"))
-    itls = [solve_model(fleet, ("itl", "batch"), {**RATE, "replicas": r}).value("itl", "ms")
-            for r in (need, need + 1, need + 5)]
+    itls = [
+        solve_model(fleet, ("itl", "batch"), {**RATE, "replicas": r}).value("itl", "ms")
+        for r in (need, need + 1, need + 5)
+    ]
     assert itls[0] > itls[1] > itls[2]  # a smaller batch per replica steps quicker
     with pytest.raises(InfeasibleError, match="replicas=.* is too few"):
         solve_model(fleet, ("itl",), {**RATE, "replicas": need - 1})
@@ -108,8 +121,16 @@ def test_more_replicas_than_needed_are_a_question_not_a_contradiction(fleet) -> 
 def test_rate_and_replicas_with_an_sla_take_no_detour_through_the_model_constants(fleet) -> None:
     """Givens that over-determine the loop (replicas, rate and SLAs) leave the rounding and the SLA
     equations as checks; the dense model's active_fraction keeps its natural value."""
-    given = {**RATE, "gpu": "h100-pcie-80gb", "tp": 8, "weight_dtype": "fp8", "kv_dtype": "fp8",
-             "engine": "sglang", "ttft_slo": "2 s", "itl_slo": "50 ms"}
+    given = {
+        **RATE,
+        "gpu": "h100-pcie-80gb",
+        "tp": 8,
+        "weight_dtype": "fp8",
+        "kv_dtype": "fp8",
+        "engine": "sglang",
+        "ttft_slo": "2 s",
+        "itl_slo": "50 ms",
+    }
     for r in (1, 2, 3):
         sol = solve_model(fleet, ("batch", "itl", "active_fraction"), {**given, "replicas": r})
         assert sol.value("active_fraction") == pytest.approx(1.0)

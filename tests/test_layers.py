@@ -14,13 +14,15 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1] / "engine" / "concur"
 
 # Lower numbers are lower layers; a module may import its own layer and any lower one.
 LAYER = {
-    "errors": 0, "readfile": 0, "cache": 0, "extras": 0, "records": 0,
+    "errors": 0,
+    "readfile": 0,
+    "cache": 0,
+    "extras": 0,
+    "records": 0,
     "maths": 1,
     "lang": 2,
     "solver": 3,
@@ -30,8 +32,10 @@ LAYER = {
     "api": 7,
     "cli": 8,
     "bench": 9,  # benchmarks use the CLI's progress bars and writers; the CLI names them as strings
-    "concur": 10, "__main__": 10,
-    "primitives": -1, "native": 0,
+    "concur": 10,
+    "__main__": 10,
+    "primitives": -1,
+    "native": 0,
 }
 DOMAIN = {"maths", "lang", "solver", "sweep", "analysis", "excel"}  # never the public facade above them
 
@@ -51,8 +55,13 @@ def _imports() -> list[tuple[str, str, str, bool]]:
         tree = ast.parse(path.read_text(), filename=str(path))
         package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
         top = {id(n) for n in tree.body}
-        typing_only = {id(sub) for n in ast.walk(tree) if isinstance(n, ast.If) and _type_checking(n.test)
-                       for body in n.body for sub in ast.walk(body)}
+        typing_only = {
+            id(sub)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.If) and _type_checking(n.test)
+            for body in n.body
+            for sub in ast.walk(body)
+        }
         for node in ast.walk(tree):
             if id(node) in typing_only:
                 continue  # `if TYPE_CHECKING:` imports are for the type checker, never run
@@ -78,8 +87,9 @@ def _imports() -> list[tuple[str, str, str, bool]]:
 
 
 def _type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 IMPORTS = _imports()
@@ -95,21 +105,26 @@ def test_every_module_has_a_layer() -> None:
 
 
 def test_no_import_goes_up_a_layer() -> None:
-    upward = sorted({(a, b) for a, b, _n, _top in IMPORTS
-                     if _layer(a) != _layer(b) and LAYER[_layer(b)] > LAYER[_layer(a)]})
-    assert upward == [], "imports against the layer order (packs -> language -> solve -> presenters):\n" + \
-        "\n".join(f"  {a} -> {b}" for a, b in upward)
+    upward = sorted(
+        {(a, b) for a, b, _n, _top in IMPORTS if _layer(a) != _layer(b) and LAYER[_layer(b)] > LAYER[_layer(a)]}
+    )
+    assert upward == [], "imports against the layer order (packs -> language -> solve -> presenters):\n" + "\n".join(
+        f"  {a} -> {b}" for a, b in upward
+    )
 
 
 def test_domain_code_calls_the_solve_package_not_the_public_facade() -> None:
-    facade = sorted({(a, b) for a, b, _n, _top in IMPORTS
-                     if _layer(a) in DOMAIN and (b == "concur" or _layer(b) == "api")})
+    facade = sorted(
+        {(a, b) for a, b, _n, _top in IMPORTS if _layer(a) in DOMAIN and (b == "concur" or _layer(b) == "api")}
+    )
     assert facade == []
 
 
 def test_the_engine_never_imports_its_presenters() -> None:
     below = {"maths", "lang", "solver", "sweep", "analysis"}
-    bad = sorted({(a, b) for a, b, _n, _top in IMPORTS if _layer(a) in below and _layer(b) in {"cli", "excel", "bench"}})
+    bad = sorted(
+        {(a, b) for a, b, _n, _top in IMPORTS if _layer(a) in below and _layer(b) in {"cli", "excel", "bench"}}
+    )
     assert bad == []
 
 
@@ -132,8 +147,9 @@ def test_modules_form_no_cycle_even_through_function_level_imports() -> None:
 
 
 def test_no_module_imports_another_modules_private_names() -> None:
-    private = sorted({(a, f"{b}.{n}") for a, b, n, _top in IMPORTS
-                      if n.startswith("_") and not n.startswith("__") and a != b})
+    private = sorted(
+        {(a, f"{b}.{n}") for a, b, n, _top in IMPORTS if n.startswith("_") and not n.startswith("__") and a != b}
+    )
     assert private == []
 
 

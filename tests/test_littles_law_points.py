@@ -18,10 +18,8 @@ from ruamel.yaml import YAML
 import concur
 
 DATA = Path(__file__).parent / "data"
-POINTS = {p["id"]: p for p in YAML(typ="safe").load((DATA / "throughput_points.yaml")
-                                                    .read_text())["points"]}
-CASES = {c["id"]: c for c in YAML(typ="safe").load((DATA / "queueing_cases.yaml")
-                                                   .read_text())["cases"]}
+POINTS = {p["id"]: p for p in YAML(typ="safe").load((DATA / "throughput_points.yaml").read_text())["points"]}
+CASES = {c["id"]: c for c in YAML(typ="safe").load((DATA / "queueing_cases.yaml").read_text())["cases"]}
 MLPERF = sorted(k for k in POINTS if k.startswith("mlperf") and k.endswith("-server"))
 NIM = sorted(k for k in POINTS if k.startswith("nim"))
 
@@ -71,11 +69,16 @@ def test_nim_closed_loop_point(pid: str) -> None:
 def test_sundar_replicas_case() -> None:
     c = CASES["little-replicas-sundar"]
     i, e = c["inputs"], c["expected"]
-    sol = concur.solve(find=["in_flight", "replicas"], packs="littles_law", given={
-        "arrival_rate": f"{i['arrival_rate']['value']} request/s",
-        "residence_time": f"{i['W']['value']} s",
-        "per_replica_concurrency": f"{i['concurrency_per_instance']['value']} request/replica",
-        "utilization": i["target_utilization"]["value"]})
+    sol = concur.solve(
+        find=["in_flight", "replicas"],
+        packs="littles_law",
+        given={
+            "arrival_rate": f"{i['arrival_rate']['value']} request/s",
+            "residence_time": f"{i['W']['value']} s",
+            "per_replica_concurrency": f"{i['concurrency_per_instance']['value']} request/replica",
+            "utilization": i["target_utilization"]["value"],
+        },
+    )
     assert sol.value("in_flight") == pytest.approx(e["L"]["value"], rel=1e-12)
     assert sol.value("replicas") == e["instances"]["value"]
 
@@ -87,14 +90,18 @@ def _loader(find: list[str], **given: str) -> Any:
 def test_dataloader_inflight_case() -> None:
     e = CASES["dataloader-inflight"]["expected"]
     unlimited = "1e12 MB/s"  # the case's link and connection are not the limit
-    sol = _loader(["in_flight", "throughput"], workers="8", concurrency_per_worker="1 request",
-                  request_size="0.1 MB", ttfb="50 ms", conn_bandwidth=unlimited)
+    sol = _loader(
+        ["in_flight", "throughput"],
+        workers="8",
+        concurrency_per_worker="1 request",
+        request_size="0.1 MB",
+        ttfb="50 ms",
+        conn_bandwidth=unlimited,
+    )
     assert sol.value("in_flight") == 8
     assert sol.value("throughput") * 1e6 == pytest.approx(e["bytes_per_s"]["value"], rel=1e-9)
-    sol = _loader(["in_flight"], throughput="500 MB/s", request_size="0.1 MB", ttfb="50 ms",
-                  conn_bandwidth=unlimited)
-    assert sol.value("in_flight") == pytest.approx(
-        e["concurrent_requests_for_target"]["value"], rel=1e-9)
+    sol = _loader(["in_flight"], throughput="500 MB/s", request_size="0.1 MB", ttfb="50 ms", conn_bandwidth=unlimited)
+    assert sol.value("in_flight") == pytest.approx(e["concurrent_requests_for_target"]["value"], rel=1e-9)
 
 
 def test_objstore_bandwidth_delay_product() -> None:

@@ -25,25 +25,49 @@ import pytest
 
 pytest.importorskip("openpyxl")
 
-from concur.excel.from_solution import plan_from_solution  # noqa: E402
-from concur.excel.writer import write_workbook  # noqa: E402
-from concur.lang.model import build_model  # noqa: E402
-from concur.solver.question import solve_model  # noqa: E402
+from concur.excel.from_solution import plan_from_solution
+from concur.excel.writer import write_workbook
+from concur.lang.model import build_model
+from concur.solver.question import solve_model
 
 sys.path.insert(0, str(Path(__file__).parent / "excel"))
-from lo_support import require_soffice  # noqa: E402
+from lo_support import require_soffice
 
 pytestmark = pytest.mark.libreoffice
 
-H200 = {"model": "llama-3.1-70b", "gpu": "h200-sxm-141gb", "tp": 8, "weight_dtype": "fp8", "kv_dtype": "bf16",
-        "context": "8192 token", "overhead": "4 GiB", "mem_util": 0.9}
-CALLS = {"arrival_rate": "0.05555555555555556 request/s", "service_time": "180 s", "target_time": "20 s",
-         "service_level": 0.8}
-LOOP = {"arrival_rate": "50 request/s", "ttft": "500 ms", "output_tokens": "400 token/request",
-        "step_time_base": "20 ms", "step_time_per_seq": "0.5 ms*replica/request",
-        "per_replica_concurrency": "64 request/replica", "utilization": 0.8}
-TP = {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "users": 100, "context": "8192 token", "overhead": "4 GiB",
-      "mem_util": 0.9}
+H200 = {
+    "model": "llama-3.1-70b",
+    "gpu": "h200-sxm-141gb",
+    "tp": 8,
+    "weight_dtype": "fp8",
+    "kv_dtype": "bf16",
+    "context": "8192 token",
+    "overhead": "4 GiB",
+    "mem_util": 0.9,
+}
+CALLS = {
+    "arrival_rate": "0.05555555555555556 request/s",
+    "service_time": "180 s",
+    "target_time": "20 s",
+    "service_level": 0.8,
+}
+LOOP = {
+    "arrival_rate": "50 request/s",
+    "ttft": "500 ms",
+    "output_tokens": "400 token/request",
+    "step_time_base": "20 ms",
+    "step_time_per_seq": "0.5 ms*replica/request",
+    "per_replica_concurrency": "64 request/replica",
+    "utilization": 0.8,
+}
+TP = {
+    "model": "llama-3.1-70b",
+    "gpu": "h100-sxm-80gb",
+    "users": 100,
+    "context": "8192 token",
+    "overhead": "4 GiB",
+    "mem_util": 0.9,
+}
 
 # name -> (pack, find, givens at export, the edit typed into the sheet, the same edit as a given)
 CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, Any], dict[str, Any]]] = {
@@ -51,11 +75,21 @@ CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, Any], dict[str, Any]]
     "mem_mla": ("llm_memory", "users", H200, {"model": "deepseek-v3"}, {"model": "deepseek-v3"}),
     "mem_swa": ("llm_memory", "users", H200, {"model": "gpt-oss-120b"}, {"model": "gpt-oss-120b"}),
     "mem_moe": ("llm_memory", "users", H200, {"model": "qwen3-235b-a22b"}, {"model": "qwen3-235b-a22b"}),
-    "mla_gqa": ("llm_memory", "users", {**H200, "model": "deepseek-v3"}, {"model": "llama-3.1-70b"},
-                {"model": "llama-3.1-70b"}),
+    "mla_gqa": (
+        "llm_memory",
+        "users",
+        {**H200, "model": "deepseek-v3"},
+        {"model": "llama-3.1-70b"},
+        {"model": "llama-3.1-70b"},
+    ),
     "calls": ("queueing", "servers", CALLS, {}, {}),
-    "calls_2x": ("queueing", "servers", CALLS, {"arrival_rate": 0.1111111111111111},
-                 {"arrival_rate": "0.1111111111111111 request/s"}),
+    "calls_2x": (
+        "queueing",
+        "servers",
+        CALLS,
+        {"arrival_rate": 0.1111111111111111},
+        {"arrival_rate": "0.1111111111111111 request/s"},
+    ),
     "calls_95": ("queueing", "servers", CALLS, {"service_level_target": 0.95}, {"service_level": 0.95}),
     "loop": ("littles_law", "replicas", LOOP, {}, {}),
     "loop_2x": ("littles_law", "replicas", LOOP, {"arrival_rate": 100}, {"arrival_rate": "100 request/s"}),

@@ -98,9 +98,7 @@ def test_bench_counter_command_tiny(cache) -> None:
     require_compiler()
     from concur.bench.counter import command
 
-    result = CliRunner().invoke(
-        command, ["--runs", "1", "--ops", "2000", "--native-ms", "5", "--max-threads", "2"]
-    )
+    result = CliRunner().invoke(command, ["--runs", "1", "--ops", "2000", "--native-ms", "5", "--max-threads", "2"])
     assert result.exit_code == 0, result.output
     assert "cores:" in result.output
     assert "| relaxed | padded |" in result.output

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+
 from concur.analysis.fleet_plan import Candidate, Config, plan_fleet
 from concur.analysis.simulate import LLMFleet, simulate
 from concur.cli import cli
@@ -19,11 +20,21 @@ from concur.errors import ConcurError, UsageError
 from concur.lang.model import build_model
 from concur.solver.question import solve_model
 
-QUESTION = {"model": "llama-3.1-70b", "arrival_rate": 50, "input_tokens": 1000, "output_tokens": 400,
-            "ttft_slo": "2 s", "itl_slo": "50 ms"}
+QUESTION = {
+    "model": "llama-3.1-70b",
+    "arrival_rate": 50,
+    "input_tokens": 1000,
+    "output_tokens": 400,
+    "ttft_slo": "2 s",
+    "itl_slo": "50 ms",
+}
 SETS = [x for k, v in QUESTION.items() for x in ("--set", f"{k}={v}")]
-SMALL = {"gpu": ["h100-sxm-80gb", "h200-sxm-141gb", "mi300x", "l40s"], "tp": [1, 2, 4, 8],
-         "dtypes": [("bf16", "bf16"), ("fp8", "fp8")], "engine": ["vllm"]}
+SMALL = {
+    "gpu": ["h100-sxm-80gb", "h200-sxm-141gb", "mi300x", "l40s"],
+    "tp": [1, 2, 4, 8],
+    "dtypes": [("bf16", "bf16"), ("fp8", "fp8")],
+    "engine": ["vllm"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +56,10 @@ def test_the_default_grid_tries_every_gpu_and_orders_the_feasible_by_cost(full) 
     assert len(gpus) >= 6 and "mi300x" in gpus
     feasible = [r for r in rows if r["feasible"]]
     assert feasible
-    assert rows[:len(feasible)] == feasible  # feasible first
+    assert rows[: len(feasible)] == feasible  # feasible first
     priced = [r["cost_per_month"]["value"] for r in feasible if r["cost_per_month"]]
     assert priced == sorted(priced) and len(priced) >= 10
-    assert all(r["cost_per_month"] is None for r in feasible[len(priced):])  # unpriced after the priced
+    assert all(r["cost_per_month"] is None for r in feasible[len(priced) :])  # unpriced after the priced
     assert all(r["reason"] for r in rows if not r["feasible"])
     assert any(r["gpu"] == "mi300x" and r["feasible"] for r in rows)
 
@@ -80,8 +91,7 @@ def test_the_sweep_sizes_every_configuration_as_the_solver_does(small) -> None:
 
 
 def test_rejections_say_why(small) -> None:
-    reasons = {(c.config.gpu, c.config.tp, c.config.weight_dtype): c.reason for c in small.candidates
-               if not c.feasible}
+    reasons = {(c.config.gpu, c.config.tp, c.config.weight_dtype): c.reason for c in small.candidates if not c.feasible}
     assert "does not fit" in reasons[("h100-sxm-80gb", 1, "bf16")]
     assert "131.4 GiB" in reasons[("h100-sxm-80gb", 1, "bf16")]
     assert all(r for r in reasons.values())
@@ -112,9 +122,15 @@ def test_the_cheapest_plan_simulated_meets_its_slas(small) -> None:
     lo, hi = 0.95 * best.batch, 1.05 * best.batch
     k = (step(hi)["t_step"] - step(lo)["t_step"]) / (hi - lo)
     at = step(best.batch)
-    fleet = LLMFleet(arrival_rate=50.0, replicas=best.replicas, output_tokens=400.0, ttft=at["ttft"],
-                     step_time_base=at["t_step"] - k * best.batch, step_time_per_seq=k,
-                     max_batch=int(best.per_replica_concurrency))
+    fleet = LLMFleet(
+        arrival_rate=50.0,
+        replicas=best.replicas,
+        output_tokens=400.0,
+        ttft=at["ttft"],
+        step_time_base=at["t_step"] - k * best.batch,
+        step_time_per_seq=k,
+        max_batch=int(best.per_replica_concurrency),
+    )
     res = simulate(fleet, 3000.0, seed=5, batches=10)
     assert res.unfinished == 0 and res.queue_growth == pytest.approx(0.0, abs=1e-3)
     slack = 0.01
@@ -131,8 +147,25 @@ def test_cli_table_csv_plot_export(tmp_path) -> None:
     from openpyxl import load_workbook
 
     out_csv, png, xlsx = tmp_path / "p.csv", tmp_path / "p.png", tmp_path / "p.xlsx"
-    res = CliRunner().invoke(cli, ["plan", *SETS, "--gpus", "h100-sxm-80gb,mi300x", "--tp", "4,8", "--engines",
-                                   "vllm", "--csv", str(out_csv), "--plot", str(png), "--export", str(xlsx)])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "plan",
+            *SETS,
+            "--gpus",
+            "h100-sxm-80gb,mi300x",
+            "--tp",
+            "4,8",
+            "--engines",
+            "vllm",
+            "--csv",
+            str(out_csv),
+            "--plot",
+            str(png),
+            "--export",
+            str(xlsx),
+        ],
+    )
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
     assert lines[0].split()[:4] == ["gpu", "tp", "w/kv", "engine"] and lines[1].startswith("h100-sxm-80gb")
@@ -142,9 +175,10 @@ def test_cli_table_csv_plot_export(tmp_path) -> None:
     ws = load_workbook(xlsx)["Plan"]
     formulas = [c.value for row in ws.iter_rows() for c in row if isinstance(c.value, str) and c.value.startswith("=")]
     assert any("hours_per_month" in f for f in formulas)
-    res = CliRunner().invoke(cli, ["plan", *SETS, "--gpus", "h100-sxm-80gb", "--tp", "4", "--engines", "vllm",
-                                   "--csv", "-"])
-    assert res.exit_code == 0 and list(csv.reader(io.StringIO(res.output)))[0][0] == "gpu"
+    res = CliRunner().invoke(
+        cli, ["plan", *SETS, "--gpus", "h100-sxm-80gb", "--tp", "4", "--engines", "vllm", "--csv", "-"]
+    )
+    assert res.exit_code == 0 and next(iter(csv.reader(io.StringIO(res.output))))[0] == "gpu"
 
 
 def test_plan_with_no_set_starts_from_the_embedded_scenario() -> None:
@@ -156,19 +190,26 @@ def test_plan_with_no_set_starts_from_the_embedded_scenario() -> None:
     assert any(r["feasible"] for r in out["candidates"])
 
 
-@pytest.mark.parametrize(("args", "code", "words"), [
-    (["--gpus", "h100-sxm-81gb"], 2, "unknown gpu 'h100-sxm-81gb'"),
-    (["--set", "itl_slo=50 GB"], 2, "itl_slo"),
-    (["--tp", "four"], 2, "--tp takes whole numbers"),
-    (["--set", "gpu=h100-sxm-80gb"], 2, "axis of the plan"),
-    (["--set", "model=deepseek-v3", "--gpus", "l4,rtx-4090", "--engines", "vllm"], 3,
-     "no configuration of 24 serves the question: 24 do not fit in GPU memory"),
-    (["--set", "itl_slo=5 ms", "--gpus", "l40s", "--engines", "vllm"], 3, "miss the ITL target"),
-])
+@pytest.mark.parametrize(
+    ("args", "code", "words"),
+    [
+        (["--gpus", "h100-sxm-81gb"], 2, "unknown gpu 'h100-sxm-81gb'"),
+        (["--set", "itl_slo=50 GB"], 2, "itl_slo"),
+        (["--tp", "four"], 2, "--tp takes whole numbers"),
+        (["--set", "gpu=h100-sxm-80gb"], 2, "axis of the plan"),
+        (
+            ["--set", "model=deepseek-v3", "--gpus", "l4,rtx-4090", "--engines", "vllm"],
+            3,
+            "no configuration of 24 serves the question: 24 do not fit in GPU memory",
+        ),
+        (["--set", "itl_slo=5 ms", "--gpus", "l40s", "--engines", "vllm"], 3, "miss the ITL target"),
+    ],
+)
 def test_bad_questions_get_one_line_and_an_exit_code(args, code, words) -> None:
     base = [x for k, v in QUESTION.items() if k not in ("itl_slo",) for x in ("--set", f"{k}={v}")]
-    res = subprocess.run([sys.executable, "-m", "concur", "plan", *base, *args], capture_output=True, text=True,
-                         timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "concur", "plan", *base, *args], capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == code, res.stderr
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], res.stderr
@@ -183,10 +224,22 @@ def test_the_api_refuses_a_question_without_traffic() -> None:
 
 
 def test_candidates_sort_feasible_then_cost_then_gpus() -> None:
-    a = Candidate(Config("x", 1, "bf16", "bf16", "vllm"), feasible=True, replicas=2, gpus_per_replica=1,
-                  cost_per_month=10.0, itl=0.02)
-    b = Candidate(Config("y", 2, "bf16", "bf16", "vllm"), feasible=True, replicas=1, gpus_per_replica=2,
-                  cost_per_month=10.0, itl=0.01)
+    a = Candidate(
+        Config("x", 1, "bf16", "bf16", "vllm"),
+        feasible=True,
+        replicas=2,
+        gpus_per_replica=1,
+        cost_per_month=10.0,
+        itl=0.02,
+    )
+    b = Candidate(
+        Config("y", 2, "bf16", "bf16", "vllm"),
+        feasible=True,
+        replicas=1,
+        gpus_per_replica=2,
+        cost_per_month=10.0,
+        itl=0.01,
+    )
     c = Candidate(Config("z", 1, "bf16", "bf16", "vllm"), feasible=True, replicas=1, gpus_per_replica=1)
     d = Candidate(Config("w", 1, "bf16", "bf16", "vllm"), reason="does not fit")
     assert sorted([d, c, a, b], key=Candidate.sort_key) == [b, a, c, d]

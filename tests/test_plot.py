@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from concur.errors import UsageError
 from concur.analysis.plot import Series, line_plot, pareto_front, throughput_curve
+from concur.errors import UsageError
 
 
 def test_pareto_front_small_example() -> None:
@@ -58,18 +58,34 @@ def test_import_is_light() -> None:
     import subprocess
 
     code = "import sys, concur.analysis.plot; sys.exit('matplotlib' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(__import__("pathlib").Path(
-        __import__("concur").__file__).parents[1])}).returncode == 0
+    assert (
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={"PYTHONPATH": str(__import__("pathlib").Path(__import__("concur").__file__).parents[1])},
+        ).returncode
+        == 0
+    )
 
 
 # ---------------------------------------------------------------- what a reader sees
 
+
 def test_kv_limit_is_drawn_where_the_pool_fills_not_at_the_last_fitting_point(drawn, tmp_path) -> None:
     s = _series("TP2 bf16", 2, 40)  # concurrency 1..128: the last swept point that fits is 32
     point = (123.0, 456.0)
-    throughput_curve([Series(*[getattr(s, f) for f in ("label", "concurrency", "per_user", "per_gpu",
-                                                       "bound_per_user", "bound_per_gpu")], 40, point)],
-                     tmp_path / "c.png")
+    throughput_curve(
+        [
+            Series(
+                *[
+                    getattr(s, f)
+                    for f in ("label", "concurrency", "per_user", "per_gpu", "bound_per_user", "bound_per_gpu")
+                ],
+                40,
+                point,
+            )
+        ],
+        tmp_path / "c.png",
+    )
     (ax,) = drawn
     marks = [(x, y) for label, marker, x, y in ax["lines"] if marker == "X"]
     assert [(float(x[0]), float(y[0])) for x, y in marks] == [point]
@@ -80,8 +96,9 @@ def test_kv_limit_is_drawn_where_the_pool_fills_not_at_the_last_fitting_point(dr
 
 def test_kv_limit_beyond_the_sweep_is_named_not_drawn(drawn, tmp_path) -> None:
     s = _series("TP8", 8, 1000)
-    throughput_curve([Series(s.label, s.concurrency, s.per_user, s.per_gpu, kv_limit=1000, kv_point=(1.0, 2.0))],
-                     tmp_path / "c.png")
+    throughput_curve(
+        [Series(s.label, s.concurrency, s.per_user, s.per_gpu, kv_limit=1000, kv_point=(1.0, 2.0))], tmp_path / "c.png"
+    )
     (ax,) = drawn
     assert "TP8: KV pool full at c=1,000 (beyond the sweep)" in ax["legend"]
     assert all(not (len(x) and x[0] == 1.0) for _, m, x, _ in ax["lines"] if m == "X")
@@ -96,7 +113,12 @@ def test_pareto_front_only_when_configurations_are_compared(drawn, tmp_path) -> 
 
 def test_line_plot_gives_each_unit_its_panel_and_a_title(drawn, tmp_path) -> None:
     x = np.arange(1.0, 5.0)
-    line_plot(x, {"t_step": x, "itl": x, "tokens_per_s": x * 2}, tmp_path / "l.png", "concurrency [request]",
-              {"t_step": "t_step [ms]", "itl": "itl [ms]", "tokens_per_s": "tokens_per_s [token/s]"})
+    line_plot(
+        x,
+        {"t_step": x, "itl": x, "tokens_per_s": x * 2},
+        tmp_path / "l.png",
+        "concurrency [request]",
+        {"t_step": "t_step [ms]", "itl": "itl [ms]", "tokens_per_s": "tokens_per_s [token/s]"},
+    )
     assert [ax["ylabel"] for ax in drawn] == ["t_step [ms]", "itl [ms]", "tokens_per_s [token/s]"]
     assert drawn[-1]["xlabel"] == "concurrency [request]" and "against concurrency" in drawn[0]["title"]

@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from concur.maths import erlang
-from concur.errors import UsageError
 from concur.analysis.simulate import LLMFleet, MMcQueue, fixed_point, plot_timeseries, simulate
+from concur.errors import UsageError
+from concur.maths import erlang
 
-FLEET = dict(replicas=10, output_tokens=400, ttft=0.5, step_time_base=0.02,
-             step_time_per_seq=0.0005, max_batch=256)
+FLEET = dict(replicas=10, output_tokens=400, ttft=0.5, step_time_base=0.02, step_time_per_seq=0.0005, max_batch=256)
 
 
 @pytest.mark.parametrize(
@@ -27,8 +26,7 @@ FLEET = dict(replicas=10, output_tokens=400, ttft=0.5, step_time_base=0.02,
     [(100 / 1800, 180.0, 14, 300_000.0), (0.5, 1.0, 1, 40_000.0), (3.0, 1.0, 5, 20_000.0)],
     ids=["call-centre-14-agents", "mm1-rho0.5", "mm5-rho0.6"],
 )
-def test_mmc_agrees_with_erlang_c(rate: float, service_time: float, servers: int,
-                                  duration: float) -> None:
+def test_mmc_agrees_with_erlang_c(rate: float, service_time: float, servers: int, duration: float) -> None:
     res = simulate(MMcQueue(rate, service_time, servers), duration, seed=7)
     q = erlang.mmc(rate, service_time, servers)
     assert res.p_wait.contains(q.p_wait)
@@ -66,8 +64,7 @@ MEAN_FIELD = 0.01
     [(20.0, 1500.0, None), (30.0, 2000.0, None), (40.0, 4000.0, 1000.0)],
     ids=["rate20", "rate30", "rate40"],
 )
-def test_llm_fleet_agrees_with_littles_law_fixed_point(rate: float, duration: float,
-                                                       warmup: float | None) -> None:
+def test_llm_fleet_agrees_with_littles_law_fixed_point(rate: float, duration: float, warmup: float | None) -> None:
     fleet = LLMFleet(rate, **FLEET)
     fp = fixed_point(fleet)
     res = simulate(fleet, duration, seed=2, warmup=warmup, batches=10)
@@ -124,8 +121,7 @@ def test_runs_are_deterministic_for_a_seed() -> None:
         (lambda: simulate(MMcQueue(1.0, 0.5, 1), 10.0, warmup=20.0), "warmup"),
         (lambda: simulate(MMcQueue(1.0, 0.5, 1), 10.0, batches=1), "batches"),
     ],
-    ids=["negative-rate", "zero-replicas", "fractional-batch", "infinite-service", "long-warmup",
-         "one-batch"],
+    ids=["negative-rate", "zero-replicas", "fractional-batch", "infinite-service", "long-warmup", "one-batch"],
 )
 def test_bad_arguments_raise_usage_error(make, name: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(UsageError) as info:
@@ -144,21 +140,38 @@ def test_cli_json_and_table(tmp_path: Path) -> None:
     from concur.cli.commands.simulate import command
 
     runner = CliRunner()
-    args = ["--rate", "30", "--replicas", "10", "--osl", "400", "--ttft", "0.5",
-            "--step-base", "0.02", "--step-per-seq", "0.0005", "--max-batch", "256",
-            "--duration", "300", "--seed", "1"]
+    args = [
+        "--rate",
+        "30",
+        "--replicas",
+        "10",
+        "--osl",
+        "400",
+        "--ttft",
+        "0.5",
+        "--step-base",
+        "0.02",
+        "--step-per-seq",
+        "0.0005",
+        "--max-batch",
+        "256",
+        "--duration",
+        "300",
+        "--seed",
+        "1",
+    ]
     got = runner.invoke(command, [*args, "--json"])
     assert got.exit_code == 0, got.output
     data = json.loads(got.output)
     assert data["analytic"]["in_flight"] == pytest.approx(637.5)
     assert data["in_flight"]["mean"] == pytest.approx(637.5, rel=0.05)
     png = tmp_path / "q.png"
-    got = runner.invoke(command, ["--rate", "50", "--replicas", "10", "--duration", "200",
-                                  "--plot", str(png)])
+    got = runner.invoke(command, ["--rate", "50", "--replicas", "10", "--duration", "200", "--plot", str(png)])
     assert got.exit_code == 0, got.output
     assert "does not drain" in got.output and png.exists()
-    got = runner.invoke(command, ["--model", "mmc", "--rate", "2", "--servers", "3",
-                                  "--service-time", "1", "--duration", "5000"])
+    got = runner.invoke(
+        command, ["--model", "mmc", "--rate", "2", "--servers", "3", "--service-time", "1", "--duration", "5000"]
+    )
     assert got.exit_code == 0 and "P(wait)" in got.output
     bad = runner.invoke(command, ["--rate", "-3"])
     assert isinstance(bad.exception, UsageError)

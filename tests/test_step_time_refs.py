@@ -24,16 +24,26 @@ from concur.analysis.calibration import median
 DATA = Path(__file__).parent / "data"
 REFS: list[dict[str, Any]] = YAML(typ="safe").load((DATA / "step_time_refs.yaml").read_text())["refs"]
 POINTS = {p["id"]: p for p in YAML(typ="safe").load((DATA / "throughput_points.yaml").read_text())["points"]}
-CELLS = {(gpu, engine) for gpu in ("h100-sxm-80gb", "h200-sxm-141gb", "a100-sxm-80gb", "b200")
-         for engine in ("vllm", "sglang", "trtllm")}
+CELLS = {
+    (gpu, engine)
+    for gpu in ("h100-sxm-80gb", "h200-sxm-141gb", "a100-sxm-80gb", "b200")
+    for engine in ("vllm", "sglang", "trtllm")
+}
 BOUND = 1 / 3
 
 
 def model_tpot_ms(ref: dict[str, Any]) -> float:
     given = {k: ref[k] for k in ("model", "gpu", "engine", "weight_dtype", "kv_dtype", "tp")}
-    sol = concur.solve(packs=["llm_throughput"], find=["t_step_served"],
-                       given={**given, "concurrency": f"{ref['concurrency']} request",
-                              "input_tokens": ref["input_tokens"], "output_tokens": ref["output_tokens"]})
+    sol = concur.solve(
+        packs=["llm_throughput"],
+        find=["t_step_served"],
+        given={
+            **given,
+            "concurrency": f"{ref['concurrency']} request",
+            "input_tokens": ref["input_tokens"],
+            "output_tokens": ref["output_tokens"],
+        },
+    )
     return sol.value("t_step_served", "ms")
 
 
@@ -50,7 +60,11 @@ def test_ref_is_sourced_and_consistent(ref: dict[str, Any]) -> None:
     if ref["point"]:
         assert point is not None, f"{ref['id']} names a point the data lacks"
         assert (point["engine"], point["gpu"], point["model"], point["source"]) == (
-            ref["engine"], ref["gpu"], ref["model"], ref["source"])
+            ref["engine"],
+            ref["gpu"],
+            ref["model"],
+            ref["source"],
+        )
         per_user = point["measured"]["output_tok_s_per_user"]
         assert 1000 / per_user == pytest.approx(ref["tpot_ms"], rel=0.02)  # the same measurement
 

@@ -9,16 +9,28 @@ import random
 import numpy as np
 import pytest
 from click.testing import CliRunner
+
 from concur.cli import cli, main
 from concur.errors import InfeasibleError, UnderdeterminedError, UsageError
 from concur.lang.model import build_model
 from concur.solver.question import solve_model
 from concur.sweep.vector import parse_range, require_fixed, sweep
 
-BASE = {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "weight_dtype": "bf16", "kv_dtype": "bf16",
-        "input_tokens": 1024, "output_tokens": 2048}
-MEM = {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "weight_dtype": "bf16", "kv_dtype": "bf16",
-       "context": "8192 token"}
+BASE = {
+    "model": "llama-3.1-8b",
+    "gpu": "h100-sxm-80gb",
+    "weight_dtype": "bf16",
+    "kv_dtype": "bf16",
+    "input_tokens": 1024,
+    "output_tokens": 2048,
+}
+MEM = {
+    "model": "llama-3.1-70b",
+    "gpu": "h100-sxm-80gb",
+    "weight_dtype": "bf16",
+    "kv_dtype": "bf16",
+    "context": "8192 token",
+}
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +92,12 @@ def test_fallback_equals_solve():
 
 
 def test_grid_and_violations_are_nan(throughput):
-    r = sweep(throughput, {"tp": [1, 3, 4, 8], "mem_util": [0.5, 0.9]}, {**MEM, "input_tokens": 1024,
-              "output_tokens": 1024, "concurrency": 32}, ["users", "t_step"])
+    r = sweep(
+        throughput,
+        {"tp": [1, 3, 4, 8], "mem_util": [0.5, 0.9]},
+        {**MEM, "input_tokens": 1024, "output_tokens": 1024, "concurrency": 32},
+        ["users", "t_step"],
+    )
     assert r["users"].shape == (4, 2)
     assert np.isnan(r["users"][0]).all()  # 70B bf16 does not fit on one GPU
     assert np.isnan(r["users"][1]).all()  # tp 3 does not divide 64 heads
@@ -96,8 +112,9 @@ def test_grid_and_violations_are_nan(throughput):
 
 def test_categorical_and_search_fallback():
     model = build_model(["llm_memory"])
-    r = sweep(model, {"kv_dtype": ["bf16", "fp8"]}, {**{k: v for k, v in MEM.items() if k != "kv_dtype"}, "tp": 4},
-              ["users"])
+    r = sweep(
+        model, {"kv_dtype": ["bf16", "fp8"]}, {**{k: v for k, v in MEM.items() if k != "kv_dtype"}, "tp": 4}, ["users"]
+    )
     assert r["users"].tolist() == [55, 110]
     r = sweep(model, {"users": [10, 100]}, MEM, ["tp"])
     assert r.method == "per-point" and r["tp"].tolist() == [4, 8]
@@ -120,21 +137,49 @@ def test_parse_range():
             parse_range(bad)
 
 
-ARGS = ["sweep", "llm_throughput", "--set", "model=llama-3.1-8b", "--set", "gpu=h100-sxm-80gb",
-        "--set", "input_tokens=1024", "--set", "output_tokens=2048"]
+ARGS = [
+    "sweep",
+    "llm_throughput",
+    "--set",
+    "model=llama-3.1-8b",
+    "--set",
+    "gpu=h100-sxm-80gb",
+    "--set",
+    "input_tokens=1024",
+    "--set",
+    "output_tokens=2048",
+]
 
 
 def test_cli_table_csv_json_png(tmp_path):
     runner = CliRunner()
     csv_path, png = tmp_path / "s.csv", tmp_path / "s.png"
-    res = runner.invoke(cli, ARGS + ["--over", "concurrency=1..256:5", "--log", "--find", "tokens_per_s_per_gpu",
-                                     "--compare", "kv_dtype=bf16,fp8", "--csv", str(csv_path), "--plot", str(png)])
+    res = runner.invoke(
+        cli,
+        ARGS
+        + [
+            "--over",
+            "concurrency=1..256:5",
+            "--log",
+            "--find",
+            "tokens_per_s_per_gpu",
+            "--compare",
+            "kv_dtype=bf16,fp8",
+            "--csv",
+            str(csv_path),
+            "--plot",
+            str(png),
+        ],
+    )
     assert res.exit_code == 0, res.output
     rows = list(csv.reader(csv_path.open()))
     assert rows[0] == ["config", "concurrency [request]", "tokens_per_s_per_gpu [token/s]"] and len(rows) == 11
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    res = runner.invoke(cli, ARGS + ["--over", "concurrency=1,64", "--find", "t_step", "--json",
-                                     "--set", "efficiency=1", "--set", "t_fixed=0"])
+    res = runner.invoke(
+        cli,
+        ARGS
+        + ["--over", "concurrency=1,64", "--find", "t_step", "--json", "--set", "efficiency=1", "--set", "t_fixed=0"],
+    )
     doc = json.loads(res.output)
     assert doc["runs"][0]["columns"]["t_step"] == pytest.approx([4.874, 9.922], rel=1e-3)
 
@@ -146,6 +191,7 @@ def test_cli_refuses_missing_fixed():
 
 
 # ---------------------------------------------------------------- speed work: folding and the fast pass
+
 
 def test_fold_agrees_with_the_compiled_formula(throughput):
     from concur.lang.expr import compile_node, names_in
@@ -187,13 +233,31 @@ def test_outputs_never_alias_each_other_or_the_input(throughput):
 
 # ---------------------------------------------------------------- the four fixed variables in solve
 
-SOLVE = ["solve", "llm_throughput", "--find", "tokens_per_s", "--set", "model=llama-3.1-8b",
-         "--set", "gpu=h100-sxm-80gb", "--set", "input_tokens=1024", "--set", "output_tokens=2048"]
+SOLVE = [
+    "solve",
+    "llm_throughput",
+    "--find",
+    "tokens_per_s",
+    "--set",
+    "model=llama-3.1-8b",
+    "--set",
+    "gpu=h100-sxm-80gb",
+    "--set",
+    "input_tokens=1024",
+    "--set",
+    "output_tokens=2048",
+]
 
 
-@pytest.mark.parametrize("drop, missing", [
-    ("input_tokens=1024", "input length"), ("output_tokens=2048", "output length"),
-    ("model=llama-3.1-8b", "configuration (model"), ("gpu=h100-sxm-80gb", "configuration (GPU")])
+@pytest.mark.parametrize(
+    "drop, missing",
+    [
+        ("input_tokens=1024", "input length"),
+        ("output_tokens=2048", "output length"),
+        ("model=llama-3.1-8b", "configuration (model"),
+        ("gpu=h100-sxm-80gb", "configuration (GPU"),
+    ],
+)
 def test_solve_refuses_each_missing_fixed_variable(drop, missing, capsys):
     args = [a for a in SOLVE if a != drop]
     args = [a for i, a in enumerate(args) if not (a == "--set" and (i + 1 == len(args) or args[i + 1] == "--set"))]
@@ -218,8 +282,9 @@ def test_solve_refuses_missing_offered_load_and_api_agrees(capsys):
 def test_request_rate_gives_concurrency_by_littles_law(throughput):
     import concur
 
-    sol = concur.solve("concurrency,tokens_per_s,latency", {**BASE, "request_rate": "0.5 request/s"},
-                       packs="llm_throughput")
+    sol = concur.solve(
+        "concurrency,tokens_per_s,latency", {**BASE, "request_rate": "0.5 request/s"}, packs="llm_throughput"
+    )
     c, latency = sol.value("concurrency"), sol.value("latency")
     assert c == pytest.approx(0.5 * latency, rel=1e-6)  # L = lambda x W
     back = solve_model(throughput, ("request_rate", "tokens_per_s"), {**BASE, "concurrency": f"{c!r} request"})

@@ -17,8 +17,20 @@ from click.testing import CliRunner
 from concur.cli import cli
 from concur.cli.tabular import Block, csv_quote, json_column, write_csv, write_table
 
-ARGS = ["sweep", "llm_throughput", "--set", "model=llama-3.1-8b", "--set", "gpu=h100-sxm-80gb",
-        "--set", "input_tokens=1024", "--set", "output_tokens=2048", "--find", "tokens_per_s_per_gpu"]
+ARGS = [
+    "sweep",
+    "llm_throughput",
+    "--set",
+    "model=llama-3.1-8b",
+    "--set",
+    "gpu=h100-sxm-80gb",
+    "--set",
+    "input_tokens=1024",
+    "--set",
+    "output_tokens=2048",
+    "--find",
+    "tokens_per_s_per_gpu",
+]
 
 
 def test_write_csv_reads_back_exactly_with_empty_nan_and_quoted_text():
@@ -63,8 +75,13 @@ def test_table_summarises_long_sweeps_unless_all():
 
 
 def test_csv_dash_is_stdout_and_writes_no_file_named_dash(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "concur.cli", *ARGS, "--over", "concurrency=1..256:4", "--csv", "-"],
-                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "concur.cli", *ARGS, "--over", "concurrency=1..256:4", "--csv", "-"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     rows = list(csv.reader(io.StringIO(out.stdout)))
     assert rows[0] == ["config", "concurrency [request]", "tokens_per_s_per_gpu [token/s]"] and len(rows) == 5
@@ -89,9 +106,24 @@ def test_two_outputs_on_stdout_are_refused():
 
 
 def test_json_has_null_for_points_without_an_answer():
-    res = CliRunner().invoke(cli, ["sweep", "llm_memory", "--over", "tp=1,4", "--find", "users", "--json",
-                                   "--set", "model=llama-3.1-70b", "--set", "gpu=h100-sxm-80gb",
-                                   "--set", "context=8192 token"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "sweep",
+            "llm_memory",
+            "--over",
+            "tp=1,4",
+            "--find",
+            "users",
+            "--json",
+            "--set",
+            "model=llama-3.1-70b",
+            "--set",
+            "gpu=h100-sxm-80gb",
+            "--set",
+            "context=8192 token",
+        ],
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     assert doc["runs"][0]["columns"]["users"] == [None, 55.0]
@@ -102,15 +134,29 @@ def test_plot_dash_refuses_a_terminal(monkeypatch):
     from concur.cli.streams import binary_output
     from concur.errors import UsageError
 
-    with pytest.raises(UsageError, match="terminal"):
-        with binary_output("-", ".png"):
-            pass
+    with pytest.raises(UsageError, match="terminal"), binary_output("-", ".png"):
+        pass
 
 
 # ---------------------------------------------------------------- plots
 
-T70 = ["sweep", "llm_throughput", "--set", "model=llama-3.1-70b", "--set", "gpu=h100-sxm-80gb", "--set", "tp=4",
-       "--set", "input_tokens=1024", "--set", "output_tokens=1024", "--over", "concurrency=1..512:6", "--log"]
+T70 = [
+    "sweep",
+    "llm_throughput",
+    "--set",
+    "model=llama-3.1-70b",
+    "--set",
+    "gpu=h100-sxm-80gb",
+    "--set",
+    "tp=4",
+    "--set",
+    "input_tokens=1024",
+    "--set",
+    "output_tokens=1024",
+    "--over",
+    "concurrency=1..512:6",
+    "--log",
+]
 
 
 def test_curve_marks_the_kv_limit_from_the_solve(drawn, tmp_path):
@@ -119,14 +165,14 @@ def test_curve_marks_the_kv_limit_from_the_solve(drawn, tmp_path):
     res = CliRunner().invoke(cli, T70 + ["--find", "tokens_per_s_per_gpu", "--plot", str(tmp_path / "c.png")])
     assert res.exit_code == 0, res.output
     (ax,) = drawn
-    given = {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "tp": 4, "input_tokens": 1024,
-             "output_tokens": 1024}
+    given = {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "tp": 4, "input_tokens": 1024, "output_tokens": 1024}
     sol = concur.solve("kv_tokens,kv_batch_limit", {**given, "concurrency": 1}, packs="llm_throughput")
     limit = math.floor(sol.value("kv_batch_limit"))
     # 451,008 tokens / 2,048 per request; the sweep's points are 1, 3.5, 12, 43, 148, 512
     assert limit == math.floor(sol.value("kv_tokens") / 2048) == 220
-    at = concur.solve("tokens_per_s_per_user,tokens_per_s_per_gpu", {**given, "concurrency": limit},
-                      packs="llm_throughput")
+    at = concur.solve(
+        "tokens_per_s_per_user,tokens_per_s_per_gpu", {**given, "concurrency": limit}, packs="llm_throughput"
+    )
     assert ax["marks"] == [pytest.approx((at.value("tokens_per_s_per_user"), at.value("tokens_per_s_per_gpu")))]
     assert "scenario: KV pool full at c=220" in ax["legend"] and not any("Pareto" in t for t in ax["legend"])
     assert ax["xlabel"].endswith("[token/s/request]") and ax["ylabel"].endswith("[token/s]")
@@ -136,7 +182,10 @@ def test_curve_marks_the_kv_limit_from_the_solve(drawn, tmp_path):
 def test_plot_honours_find(drawn, tmp_path):
     res = CliRunner().invoke(cli, T70 + ["--find", "t_step,ttft", "--plot", str(tmp_path / "l.png")])
     assert res.exit_code == 0, res.output
-    assert [ax["ylabel"] for ax in drawn] == ["t_step [ms]", "ttft [ms]"]  # one panel per variable, each with its unit...
+    assert [ax["ylabel"] for ax in drawn] == [
+        "t_step [ms]",
+        "ttft [ms]",
+    ]  # one panel per variable, each with its unit...
     assert drawn[-1]["xlabel"] == "concurrency [request]" and "t_step, ttft against concurrency" in drawn[0]["title"]
     assert not any(ax["marks"] for ax in drawn)  # ...and no throughput curve
 

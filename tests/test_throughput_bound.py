@@ -43,12 +43,16 @@ def skip_reason(row: dict[str, Any]) -> str | None:
     """Why a row is kept out of the bound test, or None when it runs."""
     gpus = [m for m in row.get("catalog_missing", []) if m.startswith("gpus/")]
     if gpus:
-        return (f"{row['id']}: GPU {', '.join(g.split('/', 1)[1] for g in gpus)} is not in "
-                "formulas/catalogs/gpus.yaml (no bandwidth or peak FLOP/s to bound it with)")
+        return (
+            f"{row['id']}: GPU {', '.join(g.split('/', 1)[1] for g in gpus)} is not in "
+            "formulas/catalogs/gpus.yaml (no bandwidth or peak FLOP/s to bound it with)"
+        )
     spec = row.get("speculative_decoding", "none")
     if spec != "none":
-        return (f"{row['id']}: speculative decoding ({spec}) emits several tokens per target-model step; "
-                "the one-token-per-step roofline does not bound it")
+        return (
+            f"{row['id']}: speculative decoding ({spec}) emits several tokens per target-model step; "
+            "the one-token-per-step roofline does not bound it"
+        )
     return None
 
 
@@ -79,9 +83,19 @@ FIT_IDS = _catalog_fit_ids()
 FIT_POINTS = [p for p in POINTS if p.id in FIT_IDS]
 
 
-LLAMA_8B = {"params": "8.03e9 parameter", "active_params": "8.03e9 parameter", "layers": 32, "kv_heads": 8,
-            "head_dim": 128, "attention_heads": 32, "hidden": 4096, "gpu": "h100-sxm-80gb", "tp": 1,
-            "weight_bytes": "2 B/parameter", "kv_bytes": "2 B/token"}
+LLAMA_8B = {
+    "params": "8.03e9 parameter",
+    "active_params": "8.03e9 parameter",
+    "layers": 32,
+    "kv_heads": 8,
+    "head_dim": 128,
+    "attention_heads": 32,
+    "hidden": 4096,
+    "gpu": "h100-sxm-80gb",
+    "tp": 1,
+    "weight_bytes": "2 B/parameter",
+    "kv_bytes": "2 B/token",
+}
 
 
 def _llama8b_h100(concurrency: float, *, bare: bool = False, **arch: object) -> Point:
@@ -92,8 +106,17 @@ def _llama8b_h100(concurrency: float, *, bare: bool = False, **arch: object) -> 
         for key in ("attention_heads", "layers", "kv_heads", "head_dim"):
             del given[key]
         given.update(kv_per_token="131072 B/token", attention_flops="0 flop/token", prefill_attention_flops="0 flop")
-    return point_from("t2", given, engine="other", concurrency=concurrency, input_tokens=1024,
-                      output_tokens=2048, measured_per_gpu=None, measured_per_user=None, prefill_overlap=0.0)
+    return point_from(
+        "t2",
+        given,
+        engine="other",
+        concurrency=concurrency,
+        input_tokens=1024,
+        output_tokens=2048,
+        measured_per_gpu=None,
+        measured_per_user=None,
+        prefill_overlap=0.0,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -146,9 +169,26 @@ def test_every_published_point_is_read() -> None:
             assert not point.fit, point.id
 
 
-REQUIRED_KEYS = ("id", "source_group", "model", "model_name_as_published", "config_family_for_bounds", "gpu",
-                 "gpu_as_published", "n_gpus", "weight_dtype", "kv_dtype", "engine", "engine_version",
-                 "speculative_decoding", "isl", "measured", "metric_def", "source", "locator")
+REQUIRED_KEYS = (
+    "id",
+    "source_group",
+    "model",
+    "model_name_as_published",
+    "config_family_for_bounds",
+    "gpu",
+    "gpu_as_published",
+    "n_gpus",
+    "weight_dtype",
+    "kv_dtype",
+    "engine",
+    "engine_version",
+    "speculative_decoding",
+    "isl",
+    "measured",
+    "metric_def",
+    "source",
+    "locator",
+)
 ENGINE_IDS = {"vllm", "sglang", "trtllm", "other"}
 EXTRA_DTYPES = {"nvfp4", "unknown"}  # NVIDIA's FP4 (the calibration reads it as 4-bit) and "not published"
 
@@ -207,8 +247,9 @@ def test_calibrated_median_error_within_20_percent(calibration: Any) -> None:
 
 def test_calibration_beats_the_bare_roofline(calibration: Any) -> None:
     _fs, cv = calibration
-    bare = median([abs(evaluate(p)["bound_per_gpu"] / p.measured_per_gpu - 1)
-                   for p in FIT_POINTS if p.measured_per_gpu])
+    bare = median(
+        [abs(evaluate(p)["bound_per_gpu"] / p.measured_per_gpu - 1) for p in FIT_POINTS if p.measured_per_gpu]
+    )
     assert cv.median() < bare / 3
 
 
@@ -237,8 +278,9 @@ def test_t2_worked_numbers() -> None:
     assert many["compute_time"] < many["memory_time"]
     # with the architecture, attention adds 4 x 128 flop per head and context token: 7% of the weights' FLOPs
     full = _llama8b_h100(64)
-    assert full.compute_time / _llama8b_h100(64, bare=True).compute_time == pytest.approx(1 + 1.0737e9 / 16.06e9,
-                                                                                          rel=1e-3)
+    assert full.compute_time / _llama8b_h100(64, bare=True).compute_time == pytest.approx(
+        1 + 1.0737e9 / 16.06e9, rel=1e-3
+    )
 
 
 def test_moe_reads_only_active_weights_at_batch_one() -> None:
@@ -248,10 +290,11 @@ def test_moe_reads_only_active_weights_at_batch_one() -> None:
     assert moe.memory_time == pytest.approx((8.03e9 * 2 / 4 + 2048 * 131072) / 3.35e12)
     assert dense.memory_time == pytest.approx((8.03e9 * 2 + 2048 * 131072) / 3.35e12)
     assert _llama8b_h100(200, active_params="2.0075e9 parameter").memory_time == pytest.approx(
-        _llama8b_h100(200).memory_time, rel=1e-6)
+        _llama8b_h100(200).memory_time, rel=1e-6
+    )
     # with expert counts: uniform routing leaves an expert unread by 8 tokens with probability (1 - 2/8)^8
     routed = _llama8b_h100(8, active_params="2.0075e9 parameter", experts=8, experts_per_token=2)
-    unread = 0.75 * 0.75 ** 7  # (1 - active_fraction) x (1 - k/E)^(c - 1)
+    unread = 0.75 * 0.75**7  # (1 - active_fraction) x (1 - k/E)^(c - 1)
     kv = 8 * 2048 * 131072
     assert routed.memory_time == pytest.approx((8.03e9 * 2 * (1 - unread) + kv) / 3.35e12, rel=1e-9)
 
@@ -289,13 +332,14 @@ def test_pack_defaults_are_the_engine_agnostic_fit() -> None:
             continue
         var = pack.variables[field]
         assert var.default is not None, field
-        assert var.default / var.unit.factor == pytest.approx(value * (1e-3 / var.unit.factor if var.unit.text == "ms"
-                                                                       else 1.0), rel=1e-9), field
+        assert var.default / var.unit.factor == pytest.approx(
+            value * (1e-3 / var.unit.factor if var.unit.text == "ms" else 1.0), rel=1e-9
+        ), field
 
 
 def _solve_or_skip(**kw):
     try:
-        import concur.api  # noqa: F401
+        import concur.api
     except ImportError:
         pytest.skip("engine (concur.api) not built yet")
     import concur
@@ -304,10 +348,20 @@ def _solve_or_skip(**kw):
 
 
 CONFIGS = {
-    "llama-3.1-8b tp1": {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "tp": 1, "weight_dtype": "bf16",
-                         "kv_dtype": "bf16"},
-    "llama-3.1-70b tp4": {"model": "llama-3.1-70b", "gpu": "h200-sxm-141gb", "tp": 4, "weight_dtype": "fp8",
-                          "kv_dtype": "fp8"},
+    "llama-3.1-8b tp1": {
+        "model": "llama-3.1-8b",
+        "gpu": "h100-sxm-80gb",
+        "tp": 1,
+        "weight_dtype": "bf16",
+        "kv_dtype": "bf16",
+    },
+    "llama-3.1-70b tp4": {
+        "model": "llama-3.1-70b",
+        "gpu": "h200-sxm-141gb",
+        "tp": 4,
+        "weight_dtype": "fp8",
+        "kv_dtype": "fp8",
+    },
     "deepseek-v3 tp8": {"model": "deepseek-v3", "gpu": "b200", "tp": 8, "weight_dtype": "fp8", "kv_dtype": "fp8"},
 }
 
@@ -320,13 +374,28 @@ def test_pack_and_calibration_physics_agree(name: str, concurrency: int, overlap
 
     cfg = CONFIGS[name]
     # kv_fit ignore: as in calibration, where a measured batch did run (256 x 2,304 tokens overflow 8B's pool)
-    consts = {"efficiency": 0.7, "t_fixed": "2.5 ms", "efficiency_prefill": 0.4, "prefill_overlap": overlap,
-              "kv_fit": "ignore"}
-    sol = _solve_or_skip(find=["t_step", "t_step_served", "served_tokens_per_s"],
-                         given={**cfg, **consts, "concurrency": f"{concurrency} request", "input_tokens": 2048,
-                                "output_tokens": 512})
-    point = point_from("x", cfg, engine="other", concurrency=concurrency, input_tokens=2048, output_tokens=512,
-                       measured_per_gpu=None, measured_per_user=None, prefill_overlap=overlap)
+    consts = {
+        "efficiency": 0.7,
+        "t_fixed": "2.5 ms",
+        "efficiency_prefill": 0.4,
+        "prefill_overlap": overlap,
+        "kv_fit": "ignore",
+    }
+    sol = _solve_or_skip(
+        find=["t_step", "t_step_served", "served_tokens_per_s"],
+        given={**cfg, **consts, "concurrency": f"{concurrency} request", "input_tokens": 2048, "output_tokens": 512},
+    )
+    point = point_from(
+        "x",
+        cfg,
+        engine="other",
+        concurrency=concurrency,
+        input_tokens=2048,
+        output_tokens=512,
+        measured_per_gpu=None,
+        measured_per_user=None,
+        prefill_overlap=overlap,
+    )
     assert point.layers == get_catalog("models").entries[cfg["model"]].values["layers"][0]
     ref = evaluate(point, 0.7, 2.5e-3, 0.4)
     assert sol.value("t_step", "s") == pytest.approx(float(ref["t_step"]), rel=1e-9)

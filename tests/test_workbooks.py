@@ -15,8 +15,8 @@ import pytest
 
 openpyxl = pytest.importorskip("openpyxl")
 
-from concur.lang.check import check_paths  # noqa: E402
 from concur.cli.commands.export import export_definition, load_definition  # noqa: E402
+from concur.lang.check import check_paths  # noqa: E402
 
 WORKBOOKS = Path(__file__).resolve().parent.parent / "workbooks"
 DEFINITIONS = sorted(WORKBOOKS.glob("*.yaml"))
@@ -53,8 +53,10 @@ def test_committed_workbook_is_current(definition: Path, tmp_path: Path) -> None
     for title, cells in new_sheets.items():
         old = old_sheets[title]
         diff = sorted(set(old) ^ set(cells)) + sorted(k for k in cells if k in old and old[k] != cells[k])
-        assert not diff, (f"stale {committed.name}: sheet {title} differs at {diff[:5]}; "
-                          f"run concur export workbooks/{definition.name}")
+        assert not diff, (
+            f"stale {committed.name}: sheet {title} differs at {diff[:5]}; "
+            f"run concur export workbooks/{definition.name}"
+        )
     assert old_names == new_names, f"stale {committed.name}: defined names differ"
 
 

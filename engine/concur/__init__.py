@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["solve", "load_model", "__version__"]
+__all__ = ["__version__", "load_model", "solve"]
 
 
 def solve(find: Any, given: dict[str, Any] | None = None, packs: Any = None) -> Any:

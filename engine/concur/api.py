@@ -23,7 +23,7 @@ from .lang.model import Model, build_model
 from .solver.question import solve_model
 from .solver.solution import Solution
 
-__all__ = ["solve", "load_model", "packs_for"]
+__all__ = ["load_model", "packs_for", "solve"]
 
 
 def load_model(packs: str | Iterable[str] | None = None) -> Model:
@@ -33,8 +33,11 @@ def load_model(packs: str | Iterable[str] | None = None) -> Model:
     return build_model(list(packs) if packs else None)
 
 
-def packs_for(find: tuple[str, ...], given: Mapping[str, Any] | None = None,
-              scenario_for: Callable[[str], Mapping[str, Any]] | None = None) -> list[str]:
+def packs_for(
+    find: tuple[str, ...],
+    given: Mapping[str, Any] | None = None,
+    scenario_for: Callable[[str], Mapping[str, Any]] | None = None,
+) -> list[str]:
     """Shipped packs for a question that names none.
 
     Candidates declare every target and every given name (presets included); those that list a
@@ -52,8 +55,12 @@ def packs_for(find: tuple[str, ...], given: Mapping[str, Any] | None = None,
     given = dict(given or {})
     index = shipped_index()
     need = set(find) | set(given)
-    candidates = [name for _, _, name in sorted(
-        (not (set(find) & answers), len(names), name) for name, (names, answers) in index.items() if need <= names)]
+    candidates = [
+        name
+        for _, _, name in sorted(
+            (not (set(find) & answers), len(names), name) for name, (names, answers) in index.items() if need <= names
+        )
+    ]
     for name in candidates:
         scenario = {k: v for k, v in (scenario_for(name) if scenario_for else {}).items() if k not in find}
         if _determines(name, find, {**scenario, **given}):
@@ -68,8 +75,9 @@ def packs_for(find: tuple[str, ...], given: Mapping[str, Any] | None = None,
             continue
         found = next(((name, names) for _, name, names in declared if target in names), None)
         if found is None:
-            raise UnknownNameError(f"no pack declares '{target}'",
-                                   hint="'concur list' shows the packs; 'concur show PACK' their variables")
+            raise UnknownNameError(
+                f"no pack declares '{target}'", hint="'concur list' shows the packs; 'concur show PACK' their variables"
+            )
         chosen.append(found[0])
         covered |= found[1]
     return chosen
@@ -99,8 +107,9 @@ def targets_of(find: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
-def solve(find: str | Iterable[str], given: Mapping[str, Any] | None = None,
-          packs: str | Iterable[str] | None = None) -> Solution:
+def solve(
+    find: str | Iterable[str], given: Mapping[str, Any] | None = None, packs: str | Iterable[str] | None = None
+) -> Solution:
     """Solve for ``find`` (a name, ``"a,b"`` or a list) from ``given`` over ``packs``.
 
     ``packs``: names or paths; by default the smallest shipped pack(s) declaring the targets.

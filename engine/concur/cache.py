@@ -42,8 +42,9 @@ import hashlib
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from .readfile import FileRefused, read_regular
 
@@ -52,11 +53,11 @@ __all__ = [
     "MAX_BYTES",
     "cache_dir",
     "digest",
-    "read_json",
-    "write_json",
-    "write_bytes",
     "is_private",
     "private_dir",
+    "read_json",
+    "write_bytes",
+    "write_json",
 ]
 
 FORMAT = 1
@@ -65,8 +66,17 @@ _HEADER_MAX = 512
 T = TypeVar("T")
 
 #: What a ``validate`` callback (or decoding the payload) may raise on malformed data: a miss.
-_MALFORMED = (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, RecursionError,
-              MemoryError, UnicodeError)
+_MALFORMED = (
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    OverflowError,
+    RecursionError,
+    MemoryError,
+    UnicodeError,
+)
 
 
 def cache_dir() -> Path:
@@ -105,8 +115,12 @@ def read_json(path: str | Path, kind: str, validate: Callable[[Any], T]) -> T | 
         return None
     try:
         header = json.loads(head)
-        if not (isinstance(header, dict) and header.get("concur-cache") == FORMAT and header.get("kind") == kind
-                and header.get("sha256") == hashlib.sha256(body).hexdigest()):
+        if not (
+            isinstance(header, dict)
+            and header.get("concur-cache") == FORMAT
+            and header.get("kind") == kind
+            and header.get("sha256") == hashlib.sha256(body).hexdigest()
+        ):
             return None
         return validate(json.loads(body))
     except _MALFORMED:

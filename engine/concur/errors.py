@@ -18,23 +18,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
-    "Location",
+    "EXIT_CHECK_FAILED",
+    "EXIT_INFEASIBLE",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "BudgetError",
     "ConcurError",
-    "PackError",
-    "UnsafeExpressionError",
-    "UnitError",
-    "UsageError",
-    "UnknownNameError",
-    "UnderdeterminedError",
     "ContradictionError",
     "InfeasibleError",
-    "SolveError",
-    "BudgetError",
+    "Location",
     "MissingDependencyError",
-    "EXIT_OK",
-    "EXIT_CHECK_FAILED",
-    "EXIT_USAGE",
-    "EXIT_INFEASIBLE",
+    "PackError",
+    "SolveError",
+    "UnderdeterminedError",
+    "UnitError",
+    "UnknownNameError",
+    "UnsafeExpressionError",
+    "UsageError",
 ]
 
 EXIT_OK = 0

@@ -26,7 +26,7 @@ from types import ModuleType
 
 from .errors import MissingDependencyError
 
-__all__ = ["EXTRAS", "need", "extra_for"]
+__all__ = ["EXTRAS", "extra_for", "need"]
 
 # top-level module -> the extra that installs it
 EXTRAS = {
@@ -59,5 +59,6 @@ def need(module: str, purpose: str) -> ModuleType:
         if exc.name is None or module.split(".")[0] != exc.name.split(".")[0]:
             raise  # something *inside* the module is missing: a broken install, not an extra
         extra = extra_for(module) or "all"
-        raise MissingDependencyError(f"{purpose} needs {module.split('.')[0]}, which is not installed",
-                                     extra=extra) from None
+        raise MissingDependencyError(
+            f"{purpose} needs {module.split('.')[0]}, which is not installed", extra=extra
+        ) from None

@@ -21,7 +21,8 @@ one of these is a dataclass).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, TypeVar, dataclass_transform
+from collections.abc import Callable
+from typing import Any, TypeVar, dataclass_transform
 
 __all__ = ["record"]
 
@@ -95,9 +96,14 @@ def record(cls: type[T]) -> type[T]:
     def __delattr__(self: Any, name: str) -> None:
         raise dataclasses.FrozenInstanceError(f"cannot delete field '{name}'")
 
-    methods: dict[str, Callable[..., Any]] = {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__,
-                                               "__hash__": __hash__, "__setattr__": __setattr__,
-                                               "__delattr__": __delattr__}
+    methods: dict[str, Callable[..., Any]] = {
+        "__init__": __init__,
+        "__repr__": __repr__,
+        "__eq__": __eq__,
+        "__hash__": __hash__,
+        "__setattr__": __setattr__,
+        "__delattr__": __delattr__,
+    }
     for name, fn in methods.items():
         fn.__qualname__ = f"{cls.__qualname__}.{name}"
         setattr(cls, name, fn)

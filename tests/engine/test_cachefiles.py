@@ -32,14 +32,15 @@ class Boom:
     def __init__(self, marker: Path) -> None:
         self.marker = marker
 
-    def __reduce__(self):  # noqa: D105
+    def __reduce__(self):
         return (os.system, (f"touch {self.marker}",))
 
 
 def concur(*args: str, cache: Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "CONCUR_CACHE_DIR": str(cache)}
-    return subprocess.run([sys.executable, "-m", "concur.cli", *args], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "concur.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
+    )
 
 
 def test_round_trip_and_no_temporaries(tmp_path):
@@ -163,8 +164,9 @@ def test_planted_files_in_the_cache_run_nothing_and_change_nothing(tmp_path):
     """Warm the cache, then replace every file concur wrote with a pickle that runs a command:
     the next solve ignores them (exit 0, same answer) and the command never runs."""
     cache, marker, pack = tmp_path / "cache", tmp_path / "pwned", tmp_path / "tiny.yaml"
-    pack.write_text(QUADRATIC.replace("{unit: s}", "{unit: furlong}").replace("[1 s]", "[1 furlong]")
-                    .replace("s**2", "furlong**2"))  # a unit outside the shipped table
+    pack.write_text(
+        QUADRATIC.replace("{unit: s}", "{unit: furlong}").replace("[1 s]", "[1 furlong]").replace("s**2", "furlong**2")
+    )  # a unit outside the shipped table
     args = (str(pack), "--find", "a", "--set", "b=6", "--json")  # inverting b = a * a + a: a sympy closed form
     first = concur("solve", *args, cache=cache)
     assert first.returncode == 0, first.stderr
@@ -221,8 +223,7 @@ def test_planted_unit_definitions_in_temp_are_never_read(tmp_path):
     planted = tmp / f"concur-pint-{os.getuid()}"
     planted.mkdir(parents=True)
     (planted / "default_en.txt").write_text("GiB = 1 * byte\n")
-    code = ("from concur.lang import units; units._load_disk = lambda: None; "
-            "print(units.parse_with_pint('GiB').factor)")
+    code = "from concur.lang import units; units._load_disk = lambda: None; print(units.parse_with_pint('GiB').factor)"
     env = {**os.environ, "TMPDIR": str(tmp), "CONCUR_CACHE_DIR": str(tmp_path / "file-not-dir")}
     (tmp_path / "file-not-dir").write_text("x")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
@@ -236,8 +237,14 @@ def test_unit_fact_cache_rows_are_validated(tmp_path, monkeypatch):
 
     path = tmp_path / "units.json"
     good = {"GiB": [8 * 2**30, [["[information]", 1.0]]]}
-    for bad in ({"GiB": [-1, []]}, {"GiB": [float("nan"), []]}, {"GiB": ["x", []]}, {"GiB": [1, [["os", 1]]]},
-                {"GiB": [1]}, ["GiB"]):
+    for bad in (
+        {"GiB": [-1, []]},
+        {"GiB": [float("nan"), []]},
+        {"GiB": ["x", []]},
+        {"GiB": [1, [["os", 1]]]},
+        {"GiB": [1]},
+        ["GiB"],
+    ):
         cachefiles.write_json(path, "units", bad)
         assert cachefiles.read_json(path, "units", units._rows) is None, bad
     cachefiles.write_json(path, "units", good)

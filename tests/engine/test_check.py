@@ -13,8 +13,9 @@ GOOD_HEAD = "pack: {name}\nvariables:\n  a: {{unit: GiB}}\n  b: {{unit: s}}\n  x
 
 
 def check(*paths: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "concur.cli", "check", *paths], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "concur.cli", "check", *paths], capture_output=True, text=True, timeout=60
+    )
 
 
 def write(tmp_path: Path, name: str, text: str) -> str:
@@ -36,16 +37,19 @@ def test_unit_mismatch_exits_1_with_location(tmp_path):
     assert "cannot add 'a'" in out.stdout and "'b'" in out.stdout
 
 
-@pytest.mark.parametrize("formula, needle", [
-    ("__import__('os').system('touch pwned')", "only the listed functions"),
-    ("9**9**9**9", "exponent"),
-    ("(lambda: 1)()", "only the listed functions"),
-    ("a.__class__", "not allowed"),
-    ("a[0]", "subscripts are not allowed"),
-    ("open('x')", "unknown function"),
-])
+@pytest.mark.parametrize(
+    "formula, needle",
+    [
+        ("__import__('os').system('touch pwned')", "only the listed functions"),
+        ("9**9**9**9", "exponent"),
+        ("(lambda: 1)()", "only the listed functions"),
+        ("a.__class__", "not allowed"),
+        ("a[0]", "subscripts are not allowed"),
+        ("open('x')", "unknown function"),
+    ],
+)
 def test_hostile_formulas_are_refused_fast(tmp_path, formula, needle):
-    path = write(tmp_path, "evil", GOOD_HEAD.format(name="evil") + f"  - \"x = {formula}\"\n")
+    path = write(tmp_path, "evil", GOOD_HEAD.format(name="evil") + f'  - "x = {formula}"\n')
     start = time.monotonic()
     out = check(path)
     assert time.monotonic() - start < 20
@@ -76,8 +80,9 @@ def test_duplicate_keys_and_reserved_names(tmp_path):
 
 
 def test_floor_of_bytes_is_refused(tmp_path):
-    path = write(tmp_path, "rnd", "pack: rnd\nvariables:\n  a: {unit: GiB}\n  n: {unit: GiB}\n"
-                                  "equations:\n  - n = floor(a)\n")
+    path = write(
+        tmp_path, "rnd", "pack: rnd\nvariables:\n  a: {unit: GiB}\n  n: {unit: GiB}\nequations:\n  - n = floor(a)\n"
+    )
     out = check(path)
     assert out.returncode == 1 and "rounds a count" in out.stdout
 
@@ -89,9 +94,11 @@ def test_pre_commit_hook_declared():
 
 # ---------------------------------------------------------------- a CI gate: every problem, machine formats
 
-TWO_BAD = ("pack: two\nvariables:\n  a: {unit: GiB}\n  b: {unit: s}\n  x: {unit: GiB}\n  y: {unit: furlongz}\n"
-           "  z: {unit: s, colour: red}\nequations:\n  - x = a + b\n  - x = a * (b\n  - x = a + q\n  - b = z\n"
-           "  - y = a\n  - x = a - b * 2\n")
+TWO_BAD = (
+    "pack: two\nvariables:\n  a: {unit: GiB}\n  b: {unit: s}\n  x: {unit: GiB}\n  y: {unit: furlongz}\n"
+    "  z: {unit: s, colour: red}\nequations:\n  - x = a + b\n  - x = a * (b\n  - x = a + q\n  - b = z\n"
+    "  - y = a\n  - x = a - b * 2\n"
+)
 
 
 def test_every_problem_of_a_pack_that_does_not_load(tmp_path):
@@ -101,7 +108,13 @@ def test_every_problem_of_a_pack_that_does_not_load(tmp_path):
     lines = out.stdout.splitlines()
     # each bad variable, each bad equation, and the unit mismatches of the sound rest, in file order
     assert [line.split(": error: ")[0] for line in lines] == [
-        f"{path}:6:7", f"{path}:7:3", f"{path}:9:5", f"{path}:10:13", f"{path}:11:5", f"{path}:14:5"]
+        f"{path}:6:7",
+        f"{path}:7:3",
+        f"{path}:9:5",
+        f"{path}:10:13",
+        f"{path}:11:5",
+        f"{path}:14:5",
+    ]
     assert "furlongz" in lines[0] and "colour" in lines[1] and "cannot add" in lines[2]
     assert "never closed" in lines[3] and "'q'" in lines[4] and "cannot subtract" in lines[5]
     # equations naming a variable whose declaration failed (y, z) are not blamed a second time
@@ -117,7 +130,9 @@ def test_two_mismatches_give_two_diagnostics_in_json(tmp_path):
     assert out.returncode == 1
     diags = json.loads(out.stdout)
     assert [(d["file"], d["line"], d["col"], d["severity"]) for d in diags] == [
-        (path, 7, 5, "error"), (path, 8, 5, "error")]
+        (path, 7, 5, "error"),
+        (path, 8, 5, "error"),
+    ]
     assert "cannot add" in diags[0]["message"] and "cannot subtract" in diags[1]["message"]
     clean = check("--format", "json")
     assert clean.returncode == 0 and json.loads(clean.stdout) == []

@@ -8,8 +8,24 @@ import sys
 
 import pytest
 
-T1 = ["--set", "model=llama-3.1-70b", "--set", "gpu=h100-sxm-80gb", "--set", "tp=4", "--set", "kv_dtype=bf16",
-      "--set", "weight_dtype=bf16", "--set", "context=8192 token", "--set", "overhead=4 GiB", "--set", "mem_util=0.9"]
+T1 = [
+    "--set",
+    "model=llama-3.1-70b",
+    "--set",
+    "gpu=h100-sxm-80gb",
+    "--set",
+    "tp=4",
+    "--set",
+    "kv_dtype=bf16",
+    "--set",
+    "weight_dtype=bf16",
+    "--set",
+    "context=8192 token",
+    "--set",
+    "overhead=4 GiB",
+    "--set",
+    "mem_util=0.9",
+]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -24,8 +40,9 @@ def _users(*args: str) -> int:
     return data["results"]["users"]["value"]
 
 
-@pytest.mark.parametrize("override, users", [([], 55), (["--set", "kv_dtype=fp8"], 110), (["--set", "tp=8"], 162),
-                                             (["--set", "tp=16"], 188)])
+@pytest.mark.parametrize(
+    "override, users", [([], 55), (["--set", "kv_dtype=fp8"], 110), (["--set", "tp=8"], 162), (["--set", "tp=16"], 188)]
+)
 def test_issue_commands(override, users):
     assert _users(*T1, *override) == users
 
@@ -45,11 +62,43 @@ def test_backwards_tp():
 
 
 def test_architecture_only_questions():
-    out = run("solve", "llm_memory", "--find", "kv_per_token", "--set", "layers=80", "--set", "kv_heads=8",
-              "--set", "head_dim=128", "--set", "tp=4", "--set", "kv_dtype=bf16", "--json")
+    out = run(
+        "solve",
+        "llm_memory",
+        "--find",
+        "kv_per_token",
+        "--set",
+        "layers=80",
+        "--set",
+        "kv_heads=8",
+        "--set",
+        "head_dim=128",
+        "--set",
+        "tp=4",
+        "--set",
+        "kv_dtype=bf16",
+        "--json",
+    )
     assert json.loads(out.stdout)["results"]["kv_per_token"]["value"] == 81920
-    out = run("solve", "llm_memory", "--find", "kv_blocks", "--set", "kv_pool=31.83 GiB", "--set", "layers=80",
-              "--set", "kv_heads=8", "--set", "head_dim=128", "--set", "tp=4", "--set", "kv_dtype=bf16", "--json")
+    out = run(
+        "solve",
+        "llm_memory",
+        "--find",
+        "kv_blocks",
+        "--set",
+        "kv_pool=31.83 GiB",
+        "--set",
+        "layers=80",
+        "--set",
+        "kv_heads=8",
+        "--set",
+        "head_dim=128",
+        "--set",
+        "tp=4",
+        "--set",
+        "kv_dtype=bf16",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["results"]["kv_blocks"]["value"] == 26075
 
@@ -60,14 +109,17 @@ def test_does_not_fit_exit_code():
     assert "does not fit" in out.stderr and "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--set", "contxt=8192"], "unknown variable 'contxt'"),
-    (["--set", "context=8192 furlongz"], "unknown unit"),
-    (["--set", "context=lots"], "not a number"),
-    (["--set", "context=8192 GiB"], "does not fit context"),
-    (["--set", "gpu=h100"], "unknown gpu"),
-    (["--set", "tp"], "NAME=VALUE"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--set", "contxt=8192"], "unknown variable 'contxt'"),
+        (["--set", "context=8192 furlongz"], "unknown unit"),
+        (["--set", "context=lots"], "not a number"),
+        (["--set", "context=8192 GiB"], "does not fit context"),
+        (["--set", "gpu=h100"], "unknown gpu"),
+        (["--set", "tp"], "NAME=VALUE"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(args, needle):
     out = run("solve", "--find", "users", *T1, *args)
     assert out.returncode == 2, (out.returncode, out.stderr)
@@ -84,7 +136,10 @@ def test_explain_prints_derivation():
 def test_list_and_show():
     assert "llm_memory" in run("list").stdout
     shown = run("show", "llm_memory").stdout
-    assert "kv_per_token" in shown and "users = floor((kv_tokens - prefix_held) / (effective_context - prefix_held / [user]))" in shown
+    assert (
+        "kv_per_token" in shown
+        and "users = floor((kv_tokens - prefix_held) / (effective_context - prefix_held / [user]))" in shown
+    )
 
 
 def test_default_replicas_scenario():
@@ -100,8 +155,10 @@ def test_default_replicas_scenario():
 
 def test_scenario_file(tmp_path):
     scenario = tmp_path / "plan.yaml"
-    scenario.write_text("packs: [llm_memory]\nfind: [users]\ngiven:\n  model: llama-3.1-70b\n  gpu: h100-sxm-80gb\n"
-                        "  tp: 8\n  context: 8192 token\n")
+    scenario.write_text(
+        "packs: [llm_memory]\nfind: [users]\ngiven:\n  model: llama-3.1-70b\n  gpu: h100-sxm-80gb\n"
+        "  tp: 8\n  context: 8192 token\n"
+    )
     out = run("solve", "--scenario", str(scenario), "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["results"]["users"]["value"] == 162
@@ -131,10 +188,33 @@ def test_explain_states_each_fitted_constant_and_its_cross_validated_error():
 
     from concur.lang.library import get_catalog
 
-    out = subprocess.run([sys.executable, "-m", "concur.cli", "solve", "llm_throughput", "--find", "t_step",
-                          "--set", "model=llama-3.1-8b", "--set", "gpu=l40s", "--set", "input_tokens=1024",
-                          "--set", "output_tokens=1024", "--set", "concurrency=64", "--set", "engine=sglang",
-                          "--explain"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "concur.cli",
+            "solve",
+            "llm_throughput",
+            "--find",
+            "t_step",
+            "--set",
+            "model=llama-3.1-8b",
+            "--set",
+            "gpu=l40s",
+            "--set",
+            "input_tokens=1024",
+            "--set",
+            "output_tokens=1024",
+            "--set",
+            "concurrency=64",
+            "--set",
+            "engine=sglang",
+            "--explain",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     line = next(x for x in out.stdout.splitlines() if x.strip().startswith("efficiency_ada "))
     source = " ".join(get_catalog("engines").entries["sglang"].values["efficiency_ada"][1].split())

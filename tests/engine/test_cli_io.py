@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "concur.cli", *args], capture_output=True, text=True, timeout=120,
-                          input=stdin, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "concur.cli", *args], capture_output=True, text=True, timeout=120, input=stdin, cwd=cwd
+    )
 
 
 def test_version_short_and_long():
@@ -47,19 +48,41 @@ def test_show_json():
     assert doc["presets"]["gpu"]["catalog"] == "gpus"
 
 
-@pytest.mark.parametrize("args, code, kind", [
-    (["solve", "--find", "users", "--set", "contxt=8192", "--json"], 2, "UnknownNameError"),
-    (["show", "no_such_pack", "--json"], 2, "UnknownNameError"),
-    (["list", "--json", "--bogus"], 2, "NoSuchOption"),
-    (["sweep", "llm_memory", "--over", "tp=1,2", "--find", "users", "--set", "model=nope", "--json"], 2,
-     "UnknownNameError"),
-    (["diagnose", "--json"], 2, "UsageError"),
-    (["remedies", "--json", "--set", "model=llama-3.1-70b", "--mem-util", "2"], 2, "UsageError"),
-    (["simulate", "--rate", "-1", "--json"], 2, "UsageError"),
-    (["export", "llm_memory", "--find", "users", "-o", "x.txt", "--json"], 2, "UsageError"),
-    (["solve", "--find", "users", "--set", "model=llama-3.1-405b", "--set", "gpu=l40s", "--set", "tp=1",
-      "--set", "context=8192 token", "--json"], 3, "InfeasibleError"),
-])
+@pytest.mark.parametrize(
+    "args, code, kind",
+    [
+        (["solve", "--find", "users", "--set", "contxt=8192", "--json"], 2, "UnknownNameError"),
+        (["show", "no_such_pack", "--json"], 2, "UnknownNameError"),
+        (["list", "--json", "--bogus"], 2, "NoSuchOption"),
+        (
+            ["sweep", "llm_memory", "--over", "tp=1,2", "--find", "users", "--set", "model=nope", "--json"],
+            2,
+            "UnknownNameError",
+        ),
+        (["diagnose", "--json"], 2, "UsageError"),
+        (["remedies", "--json", "--set", "model=llama-3.1-70b", "--mem-util", "2"], 2, "UsageError"),
+        (["simulate", "--rate", "-1", "--json"], 2, "UsageError"),
+        (["export", "llm_memory", "--find", "users", "-o", "x.txt", "--json"], 2, "UsageError"),
+        (
+            [
+                "solve",
+                "--find",
+                "users",
+                "--set",
+                "model=llama-3.1-405b",
+                "--set",
+                "gpu=l40s",
+                "--set",
+                "tp=1",
+                "--set",
+                "context=8192 token",
+                "--json",
+            ],
+            3,
+            "InfeasibleError",
+        ),
+    ],
+)
 def test_errors_under_json_are_one_json_object_on_stdout(args, code, kind, tmp_path):
     out = run(*args, cwd=tmp_path)
     assert out.returncode == code, (out.stdout, out.stderr)
@@ -81,8 +104,10 @@ def test_json_error_carries_location_and_variable(tmp_path):
 
 
 def test_scenario_from_stdin():
-    text = "packs: [llm_memory]\nfind: [users]\ngiven: {model: llama-3.1-70b, gpu: h100-sxm-80gb, tp: 8,\n" \
-           "  context: 8192 token}\n"
+    text = (
+        "packs: [llm_memory]\nfind: [users]\ngiven: {model: llama-3.1-70b, gpu: h100-sxm-80gb, tp: 8,\n"
+        "  context: 8192 token}\n"
+    )
     out = run("solve", "--scenario", "-", "--json", stdin=text)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["results"]["users"]["value"] == 162
@@ -91,28 +116,64 @@ def test_scenario_from_stdin():
 
 
 def test_export_to_stdout_and_json_report(tmp_path):
-    args = ["export", "llm_memory", "--find", "users", "--set", "model=llama-3.1-70b", "--set", "gpu=h100-sxm-80gb",
-            "--set", "tp=4", "--set", "context=8192 token"]
-    out = subprocess.run([sys.executable, "-m", "concur.cli", *args, "-o", "-"], capture_output=True, timeout=300,
-                         cwd=tmp_path)
+    args = [
+        "export",
+        "llm_memory",
+        "--find",
+        "users",
+        "--set",
+        "model=llama-3.1-70b",
+        "--set",
+        "gpu=h100-sxm-80gb",
+        "--set",
+        "tp=4",
+        "--set",
+        "context=8192 token",
+    ]
+    out = subprocess.run(
+        [sys.executable, "-m", "concur.cli", *args, "-o", "-"], capture_output=True, timeout=300, cwd=tmp_path
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout[:2] == b"PK" and list(tmp_path.iterdir()) == []  # an .xlsx is a zip; no file named '-'
     out = run(*args, "-o", str(tmp_path / "w.xlsx"), "--json")
-    assert json.loads(out.stdout) == {"wrote": str(tmp_path / "w.xlsx"), "title": "llm_memory",
-                                      "packs": ["llm_memory"], "find": ["users"]}
+    assert json.loads(out.stdout) == {
+        "wrote": str(tmp_path / "w.xlsx"),
+        "title": "llm_memory",
+        "packs": ["llm_memory"],
+        "find": ["users"],
+    }
 
 
 def test_simulate_plot_to_stdout(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "concur.cli", "simulate", "--rate", "5", "--duration", "50",
-                          "--plot", "-"], capture_output=True, timeout=120, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "concur.cli", "simulate", "--rate", "5", "--duration", "50", "--plot", "-"],
+        capture_output=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout[:8] == b"\x89PNG\r\n\x1a\n" and list(tmp_path.iterdir()) == []
 
 
 def test_closed_pipe_is_quiet_for_a_table():
-    proc = subprocess.Popen([sys.executable, "-m", "concur.cli", "sweep", "littles_law", "--over",
-                             "arrival_rate=1..50:400000", "--find", "in_flight", "--set", "residence_time=3", "--all"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "concur.cli",
+            "sweep",
+            "littles_law",
+            "--over",
+            "arrival_rate=1..50:400000",
+            "--find",
+            "in_flight",
+            "--set",
+            "residence_time=3",
+            "--all",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.readline()
     proc.stdout.close()
@@ -125,8 +186,7 @@ def _with_terminal_stderr(*args: str) -> tuple[str, str, int]:
     pty = pytest.importorskip("pty")
     master, slave = pty.openpty()
     env = {**os.environ, "COLUMNS": "100", "TERM": "xterm"}
-    proc = subprocess.Popen([sys.executable, "-m", "concur.cli", *args], stdout=subprocess.PIPE, stderr=slave,
-                            env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "concur.cli", *args], stdout=subprocess.PIPE, stderr=slave, env=env)
     os.close(slave)
     chunks = []
     while True:
@@ -162,9 +222,25 @@ def test_no_progress_when_stderr_is_not_a_terminal():
 def test_per_point_sweep_shows_progress_on_a_terminal():
     # concurrency from t_step inverts through max(): the sweep falls back to one solve per point
     stdout, stderr, code = _with_terminal_stderr(
-        "sweep", "llm_throughput", "--over", "t_step=5..20:40", "--find", "concurrency", "--set", "model=llama-3.1-8b",
-        "--set", "gpu=h100-sxm-80gb", "--set", "input_tokens=1024", "--set", "output_tokens=2048",
-        "--set", "efficiency=1", "--set", "t_fixed=0")
+        "sweep",
+        "llm_throughput",
+        "--over",
+        "t_step=5..20:40",
+        "--find",
+        "concurrency",
+        "--set",
+        "model=llama-3.1-8b",
+        "--set",
+        "gpu=h100-sxm-80gb",
+        "--set",
+        "input_tokens=1024",
+        "--set",
+        "output_tokens=2048",
+        "--set",
+        "efficiency=1",
+        "--set",
+        "t_fixed=0",
+    )
     assert code == 0, stderr
     assert "solving per point" in stderr and "concurrency [request]" in stdout
 

@@ -32,7 +32,7 @@ def _examples():
                     j = i + 1
                     while j < len(lines) and not lines[j].startswith("$ "):
                         j += 1
-                    yield pytest.param(cmd, "\n".join(lines[i + 1:j]), id=f"{doc.name}: {cmd[:70]}")
+                    yield pytest.param(cmd, "\n".join(lines[i + 1 : j]), id=f"{doc.name}: {cmd[:70]}")
                     i = j
                 else:
                     i += 1
@@ -45,8 +45,13 @@ def _norm(text: str) -> list[str]:
 def _run(command: str, tmp: Path) -> str:
     """What ``$ command`` prints: stdout, and stderr too when it fails."""
     args = shlex.split(command)[1:]
-    out = subprocess.run([sys.executable, "-m", "concur.cli", *args], capture_output=True, text=True, timeout=300,
-                         cwd=tmp if any(a in WRITES for a in args) else DOCS.parent)
+    out = subprocess.run(
+        [sys.executable, "-m", "concur.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp if any(a in WRITES for a in args) else DOCS.parent,
+    )
     return out.stdout + (out.stderr if out.returncode else "")
 
 
@@ -61,8 +66,13 @@ def test_readme_starts_with_the_two_setup_commands_and_the_first_answers_the_fle
     assert commands[0].startswith("python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/concur ")
     assert commands[1] == "python3 -m venv .venv && .venv/bin/pip install '.[test]' && .venv/bin/python -m pytest -q"
     job = shlex.split(commands[0].split("&& .venv/bin/concur ", 1)[1])
-    out = subprocess.run([sys.executable, "-m", "concur.cli", *job, "--json"], capture_output=True, text=True,
-                         timeout=120, cwd=DOCS.parent)
+    out = subprocess.run(
+        [sys.executable, "-m", "concur.cli", *job, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=DOCS.parent,
+    )
     assert out.returncode == 0, out.stderr
     import json
 
@@ -154,8 +164,9 @@ def test_cli_reference_covers_every_command_and_option():
         for param in command.params:
             for opt in getattr(param, "opts", []) + getattr(param, "secondary_opts", []):
                 if opt.startswith("-") and opt not in ("-h", "--help"):
-                    assert f"`{opt}" in text or f"{opt} " in text or f"{opt}=" in text, \
+                    assert f"`{opt}" in text or f"{opt} " in text or f"{opt}=" in text, (
                         f"docs/cli.md does not mention {opt} of concur {name}"
+                    )
         if isinstance(command, click.Group):
             for sub in command.list_commands(ctx):
                 assert f"`{sub}`" in text, f"docs/cli.md does not list concur {name} {sub}"

@@ -87,8 +87,12 @@ def a_value(draw, var):
     lo, hi = display_range(var)
     if var.integer:
         return draw(st.integers(math.ceil(lo), min(math.floor(hi), math.ceil(lo) + 4096)))
-    x = draw(st.one_of(st.floats(lo, hi, allow_nan=False, allow_infinity=False, allow_subnormal=False),
-                       st.sampled_from([v for v in (lo, (lo + hi) / 2, hi) if lo <= v <= hi])))
+    x = draw(
+        st.one_of(
+            st.floats(lo, hi, allow_nan=False, allow_infinity=False, allow_subnormal=False),
+            st.sampled_from([v for v in (lo, (lo + hi) / 2, hi) if lo <= v <= hi]),
+        )
+    )
     if var.display.text and draw(st.booleans()):
         return f"{x!r} {var.display.text}"
     return x
@@ -187,8 +191,11 @@ def ask_both_ways(pack: str, given_values: dict, find: list[str], invert: str | 
         return
     target = find[0]
     var = model(pack).variables[target]
-    shown = var.choices[int(sol.values[target])] if var.choices else \
-        f"{sol.values[target] / var.display.factor!r} {var.display.text}".strip()
+    shown = (
+        var.choices[int(sol.values[target])]
+        if var.choices
+        else f"{sol.values[target] / var.display.factor!r} {var.display.text}".strip()
+    )
     inverse = {k: v for k, v in given_values.items() if k != invert}
     inverse[target] = shown
     outcomes["inverse"] += 1
@@ -213,10 +220,13 @@ def test_admissible_questions_answer_or_refuse(pack):
 # Refusals that state something false. Each question has a plain answer; the engine exits 3.
 
 
-@pytest.mark.parametrize("pack, find, given_values, expected", [
-    ("cost", "replicas", {"fleet_gpus": 40, "gpus_per_replica": 4}, 10),
-    ("worker_queue", "consumers", {"capacity": 2400, "service_time": 50}, 120),
-])
+@pytest.mark.parametrize(
+    "pack, find, given_values, expected",
+    [
+        ("cost", "replicas", {"fleet_gpus": 40, "gpus_per_replica": 4}, 10),
+        ("worker_queue", "consumers", {"capacity": 2400, "service_time": 50}, 120),
+    ],
+)
 def test_an_integer_for_an_exact_target(pack, find, given_values, expected):
     with hang_guard(f"solve {pack} --find {find}"):
         assert concur.solve(find=find, given=given_values, packs=pack).value(find) == expected
@@ -224,22 +234,27 @@ def test_an_integer_for_an_exact_target(pack, find, given_values, expected):
 
 def test_an_integer_for_an_exact_target_at_a_power_of_two():
     """The working half of the case above, pinned so a fix keeps it."""
-    assert concur.solve(find="replicas", given={"fleet_gpus": 32, "gpus_per_replica": 4}, packs="cost"
-                        ).value("replicas") == 8
+    assert (
+        concur.solve(find="replicas", given={"fleet_gpus": 32, "gpus_per_replica": 4}, packs="cost").value("replicas")
+        == 8
+    )
 
 
 def test_utilization_from_the_queue_length_of_mm1():
-    forward = concur.solve(find="mean_in_queue", given={"utilization": 0.9, "service_time": "1 s", "servers": 1},
-                           packs="queueing")
+    forward = concur.solve(
+        find="mean_in_queue", given={"utilization": 0.9, "service_time": "1 s", "servers": 1}, packs="queueing"
+    )
     assert forward.value("mean_in_queue") == pytest.approx(8.1)
     with hang_guard("solve queueing --find utilization"):
-        back = concur.solve(find="utilization", given={"mean_in_queue": 8.1, "service_time": "1 s", "servers": 1},
-                            packs="queueing")
+        back = concur.solve(
+            find="utilization", given={"mean_in_queue": 8.1, "service_time": "1 s", "servers": 1}, packs="queueing"
+        )
     assert back.value("utilization") == pytest.approx(0.9, rel=1e-6)
 
 
 def test_a_given_that_every_value_satisfies_is_not_called_impossible():
     with pytest.raises(ConcurError) as err:
-        concur.solve(find="rate", given={"cost": "1 request", "tokens": "4 request", "retry_after": "0 s"},
-                     packs="token_bucket")
+        concur.solve(
+            find="rate", given={"cost": "1 request", "tokens": "4 request", "retry_after": "0 s"}, packs="token_bucket"
+        )
     assert err.value.exit_code == 2 and "no value of rate" not in str(err.value)

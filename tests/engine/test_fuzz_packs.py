@@ -13,16 +13,40 @@ from hypothesis import strategies as st
 
 from concur.lang.check import check_paths
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20), st.floats(allow_nan=True),
-                    st.text(max_size=12))
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                       st.dictionaries(st.text(max_size=6), inner, max_size=3)),
-                      max_leaves=6)
-atoms = st.sampled_from(["a", "b", "x", "2", "0", "1e308", "[GiB]", "[s]", "[730 hour/month]", "'mla'", "E",
-                         "__import__", "a.b", "a[0]", "lambda: 1", "9**9**9", "()", "[foo]", "[", "unit"])
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(10**20), 10**20), st.floats(allow_nan=True), st.text(max_size=12)
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=6,
+)
+atoms = st.sampled_from(
+    [
+        "a",
+        "b",
+        "x",
+        "2",
+        "0",
+        "1e308",
+        "[GiB]",
+        "[s]",
+        "[730 hour/month]",
+        "'mla'",
+        "E",
+        "__import__",
+        "a.b",
+        "a[0]",
+        "lambda: 1",
+        "9**9**9",
+        "()",
+        "[foo]",
+        "[",
+        "unit",
+    ]
+)
 ops = st.sampled_from([" + ", " - ", " * ", " / ", " ** ", " % ", " == ", ", ", ""])
-funcs = st.sampled_from(["", "floor", "ceil", "max", "min", "ln", "exp", "sqrt", "if_", "erlang_c", "eval",
-                         "open"])
+funcs = st.sampled_from(["", "floor", "ceil", "max", "min", "ln", "exp", "sqrt", "if_", "erlang_c", "eval", "open"])
 
 
 @st.composite
@@ -38,17 +62,38 @@ def formulas(draw):
 
 @st.composite
 def packs(draw):
-    variables = {name: draw(st.one_of(
-        st.fixed_dictionaries({"unit": st.sampled_from(["GiB", "s", "", "B/token", "KB", "furlong", "request/s"])},
-                              optional={"default": values, "bounds": values, "integer": values,
-                                        "limit": values, "choices": values, "display": values}),
-        values)) for name in draw(st.lists(st.sampled_from(["a", "b", "x", "E", "cpu2", "1x"]), max_size=4))}
-    doc: dict = {"pack": "fuzz", "variables": variables,
-                 "equations": draw(st.lists(st.one_of(st.builds(lambda lhs, rhs: f"{lhs} = {rhs}",
-                                                                atoms, formulas()),
-                                                      formulas(), values), max_size=4))}
-    for key in draw(st.lists(st.sampled_from(["uses", "presets", "constraints", "examples", "scenario", "extra"]),
-                             max_size=3)):
+    variables = {
+        name: draw(
+            st.one_of(
+                st.fixed_dictionaries(
+                    {"unit": st.sampled_from(["GiB", "s", "", "B/token", "KB", "furlong", "request/s"])},
+                    optional={
+                        "default": values,
+                        "bounds": values,
+                        "integer": values,
+                        "limit": values,
+                        "choices": values,
+                        "display": values,
+                    },
+                ),
+                values,
+            )
+        )
+        for name in draw(st.lists(st.sampled_from(["a", "b", "x", "E", "cpu2", "1x"]), max_size=4))
+    }
+    doc: dict = {
+        "pack": "fuzz",
+        "variables": variables,
+        "equations": draw(
+            st.lists(
+                st.one_of(st.builds(lambda lhs, rhs: f"{lhs} = {rhs}", atoms, formulas()), formulas(), values),
+                max_size=4,
+            )
+        ),
+    }
+    for key in draw(
+        st.lists(st.sampled_from(["uses", "presets", "constraints", "examples", "scenario", "extra"]), max_size=3)
+    ):
         doc[key] = draw(values)
     return doc
 

@@ -11,16 +11,32 @@ from concur.lang.library import get_pack, pack_paths
 
 PACKS = sorted(pack_paths())
 numbers = st.one_of(st.integers(-5, 10**6), st.floats(-1e12, 1e12, allow_nan=False), st.sampled_from([0, 1, -1]))
-texts = st.sampled_from(["8192 token", "4 GiB", "0 s", "-1 GiB", "1e400", "nan", "abc", "8k token", "3 request/s",
-                         "bf16", "h100-sxm-80gb", "mla", ""])
+texts = st.sampled_from(
+    [
+        "8192 token",
+        "4 GiB",
+        "0 s",
+        "-1 GiB",
+        "1e400",
+        "nan",
+        "abc",
+        "8k token",
+        "3 request/s",
+        "bf16",
+        "h100-sxm-80gb",
+        "mla",
+        "",
+    ]
+)
 
 
 @st.composite
 def questions(draw):
     pack = get_pack(draw(st.sampled_from(PACKS)))
     names = sorted(pack.variables)
-    given = {n: draw(st.one_of(numbers, texts)) for n in draw(st.lists(st.sampled_from(names), max_size=8,
-                                                                        unique=True))}
+    given = {
+        n: draw(st.one_of(numbers, texts)) for n in draw(st.lists(st.sampled_from(names), max_size=8, unique=True))
+    }
     if pack.presets and draw(st.booleans()):
         key = draw(st.sampled_from(sorted(pack.presets)))
         given[key] = draw(st.sampled_from(["llama-3.1-70b", "h100-sxm-80gb", "bf16", "fp8", "nope"]))

@@ -24,8 +24,9 @@ BASE = "pack: base\nvariables:\n  a: {unit: s}\n  b: {unit: s}\nequations:\n  - 
 
 def concur(*args: str, cwd: Path | None = None, timeout: float = 60) -> tuple[subprocess.CompletedProcess, float]:
     start = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "concur.cli", *args], capture_output=True, text=True, cwd=cwd,
-                         timeout=timeout)
+    out = subprocess.run(
+        [sys.executable, "-m", "concur.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout
+    )
     return out, time.monotonic() - start
 
 
@@ -43,6 +44,7 @@ def write(folder: Path, name: str, text: str) -> Path:
 
 
 # ---------------------------------------------------------------- limits while parsing
+
 
 def test_thousand_deep_nesting_is_refused_within_3s(tmp_path):
     deep = "[" * 1000 + "]" * 1000 + "\n"
@@ -100,6 +102,7 @@ def test_fifo_among_packs_of_a_folder_does_not_hang_check(tmp_path):
 
 # ---------------------------------------------------------------- packs stay in their folder
 
+
 def test_uses_of_a_system_file_is_refused_without_echo(tmp_path):
     pack = write(tmp_path / "team", "p.yaml", BASE.replace("pack: base", "pack: p\nuses: [/etc/passwd]"))
     for extra in ((), ("--pack-path", "/etc")):
@@ -125,8 +128,11 @@ def test_uses_outside_the_folder_is_refused_and_never_echoes_the_file(tmp_path):
 
 def test_uses_outside_the_folder_works_with_pack_path(tmp_path):
     write(tmp_path / "common", "base.yaml", BASE)
-    pack = write(tmp_path / "team", "top.yaml",
-                 "pack: top\nuses: [../common/base.yaml]\nvariables:\n  c: {unit: s}\nequations:\n  - c = b + a\n")
+    pack = write(
+        tmp_path / "team",
+        "top.yaml",
+        "pack: top\nuses: [../common/base.yaml]\nvariables:\n  c: {unit: s}\nequations:\n  - c = b + a\n",
+    )
     out, _ = concur("solve", str(pack), "--find", "c", "--set", "a=1")
     assert out.returncode == 1 and "outside the pack's folder" in one_line_error(out)
     out, _ = concur("solve", "--pack-path", str(tmp_path / "common"), str(pack), "--find", "c", "--set", "a=1")
@@ -165,8 +171,9 @@ def test_scenario_packs_resolve_like_uses(tmp_path):
 
 
 def test_catalog_names_are_names_not_paths(tmp_path):
-    pack = write(tmp_path, "cat.yaml", BASE.replace("pack: base", "pack: cat\npresets:\n"
-                                                    "  gpu: {catalog: ../../etc/passwd}"))
+    pack = write(
+        tmp_path, "cat.yaml", BASE.replace("pack: base", "pack: cat\npresets:\n  gpu: {catalog: ../../etc/passwd}")
+    )
     out, _ = concur("check", str(pack))
     assert out.returncode == 1 and "'../../etc/passwd' is not a valid catalog name" in one_line_error(out)
     with pytest.raises(UnknownNameError):
@@ -175,21 +182,31 @@ def test_catalog_names_are_names_not_paths(tmp_path):
 
 # ---------------------------------------------------------------- bounded functions
 
+
 def test_erlang_of_a_billion_servers_is_refused_fast(tmp_path):
-    pack = write(tmp_path, "erl.yaml", "pack: erl\nvariables:\n  a: {unit: ''}\n  c: {unit: ''}\n"
-                                       "equations:\n  - c = erlang_b(1e9, 1e9) * a\n")
+    pack = write(
+        tmp_path,
+        "erl.yaml",
+        "pack: erl\nvariables:\n  a: {unit: ''}\n  c: {unit: ''}\nequations:\n  - c = erlang_b(1e9, 1e9) * a\n",
+    )
     out, took = concur("check", str(pack))
     assert out.returncode == 1 and took < 10
-    assert (f"{pack}:6:5: error: erlang_b() servers = 1e+09 is outside its admissible range [0, 1,000,000]"
-            in one_line_error(out))
+    assert (
+        f"{pack}:6:5: error: erlang_b() servers = 1e+09 is outside its admissible range [0, 1,000,000]"
+        in one_line_error(out)
+    )
     out, took = concur("solve", str(pack), "--find", "c", "--set", "a=2")  # solve refuses a pack that fails check
     assert out.returncode == 1 and took < 10
     assert "erlang_b() servers = 1e+09 is outside its admissible range" in one_line_error(out)
 
 
 def test_function_range_is_enforced_when_a_variable_feeds_it(tmp_path):
-    pack = write(tmp_path, "erl.yaml", "pack: erl\nvariables:\n  n: {unit: ''}\n  c: {unit: ''}\n"
-                                       "equations:\n  - c = erlang_c(n, 0.9 * n) + exp(n / 1000)\n")
+    pack = write(
+        tmp_path,
+        "erl.yaml",
+        "pack: erl\nvariables:\n  n: {unit: ''}\n  c: {unit: ''}\n"
+        "equations:\n  - c = erlang_c(n, 0.9 * n) + exp(n / 1000)\n",
+    )
     assert concur("check", str(pack))[0].returncode == 0  # nothing constant to flag
     out, took = concur("solve", str(pack), "--find", "c", "--set", "n=2e6")
     assert out.returncode == 3 and took < 10 and "erlang_c() servers = 2e+06" in one_line_error(out)
@@ -198,6 +215,7 @@ def test_function_range_is_enforced_when_a_variable_feeds_it(tmp_path):
 
 
 # ---------------------------------------------------------------- text hygiene
+
 
 @pytest.mark.parametrize("where", ["formula", "variable"])
 def test_full_width_identifier_is_refused(tmp_path, where):
@@ -209,11 +227,16 @@ def test_full_width_identifier_is_refused(tmp_path, where):
 
 def test_escape_sequences_in_pack_text_never_reach_the_terminal(tmp_path):
     fake_ok = "\\x1b[2J\\x1b[1;1Hok: 10 pack(s) unit-consistent\\r"
-    pack = write(tmp_path, "esc.yaml", f'pack: esc\ndoc: "pack{fake_ok}"\nvariables:\n'
-                                       f'  a: {{unit: s, doc: "title\\x1b]0;pwned\\x07"}}\n'
-                                       'equations:\n  - a = 2 * [s]\n')
-    bad = write(tmp_path, "bad.yaml", 'pack: bad\nvariables:\n  a: {unit: s}\n'
-                                      'equations:\n  - "a = 2 * [s] + \\"\\x1b[31m\\""\n')
+    pack = write(
+        tmp_path,
+        "esc.yaml",
+        f'pack: esc\ndoc: "pack{fake_ok}"\nvariables:\n'
+        f'  a: {{unit: s, doc: "title\\x1b]0;pwned\\x07"}}\n'
+        "equations:\n  - a = 2 * [s]\n",
+    )
+    bad = write(
+        tmp_path, "bad.yaml", 'pack: bad\nvariables:\n  a: {unit: s}\nequations:\n  - "a = 2 * [s] + \\"\\x1b[31m\\""\n'
+    )
     show, _ = concur("show", str(pack))
     outs = (show, concur("check", str(bad))[0], concur("show", str(bad))[0])
     for out in outs:
@@ -224,13 +247,16 @@ def test_escape_sequences_in_pack_text_never_reach_the_terminal(tmp_path):
     assert "\\x1b[31m" in outs[1].stdout and "\\x1b[31m" in outs[2].stderr
 
 
-@pytest.mark.parametrize("snippet, message", [
-    ("  k: {choices: [x, y, x]}", "choice 'x' of 'k' is listed twice"),
-    ('  k: {choices: ["a,b", c]}', "choice 1 of 'k' contains ','"),
-    ("  k: {choices: [ok, 'say \"hi\"']}", "choice 2 of 'k' contains '\"'"),
-    ("  k: {choices: [ok, '=1+1']}", "choice 2 of 'k' must not start with = + - @"),
-    ("  k: {choices: [ok, '@SUM(A1)']}", "choice 2 of 'k' must not start with = + - @"),
-])
+@pytest.mark.parametrize(
+    "snippet, message",
+    [
+        ("  k: {choices: [x, y, x]}", "choice 'x' of 'k' is listed twice"),
+        ('  k: {choices: ["a,b", c]}', "choice 1 of 'k' contains ','"),
+        ("  k: {choices: [ok, 'say \"hi\"']}", "choice 2 of 'k' contains '\"'"),
+        ("  k: {choices: [ok, '=1+1']}", "choice 2 of 'k' must not start with = + - @"),
+        ("  k: {choices: [ok, '@SUM(A1)']}", "choice 2 of 'k' must not start with = + - @"),
+    ],
+)
 def test_check_refuses_choices_that_break_a_dropdown(tmp_path, snippet, message):
     pack = write(tmp_path, "base.yaml", BASE.replace("variables:\n", f"variables:\n{snippet}\n"))
     out, _ = concur("check", str(pack))

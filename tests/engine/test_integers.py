@@ -8,8 +8,12 @@ from hypothesis import strategies as st
 from concur.solver import integers as frontier
 
 
-@given(lo=st.integers(-50, 50), width=st.integers(0, 300), cut=st.integers(-60, 400),
-       holes=st.sets(st.integers(-60, 400), max_size=20))
+@given(
+    lo=st.integers(-50, 50),
+    width=st.integers(0, 300),
+    cut=st.integers(-60, 400),
+    holes=st.sets(st.integers(-60, 400), max_size=20),
+)
 def test_smallest_matches_brute_force(lo, width, cut, holes):
     hi = lo + width
 
@@ -20,8 +24,12 @@ def test_smallest_matches_brute_force(lo, width, cut, holes):
     assert frontier.smallest(ok, lo, hi) == want
 
 
-@given(lo=st.integers(-50, 50), width=st.integers(0, 300), cut=st.integers(-60, 400),
-       holes=st.sets(st.integers(-60, 400), max_size=20))
+@given(
+    lo=st.integers(-50, 50),
+    width=st.integers(0, 300),
+    cut=st.integers(-60, 400),
+    holes=st.sets(st.integers(-60, 400), max_size=20),
+)
 def test_largest_matches_brute_force(lo, width, cut, holes):
     hi = lo + width
     holes.discard(lo)

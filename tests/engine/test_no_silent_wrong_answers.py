@@ -20,14 +20,21 @@ from concur.errors import UsageError
 from concur.lang.model import build_model
 from concur.solver.givens import resolve_givens
 
-LITTLE = {"arrival_rate": 50, "ttft": 500, "output_tokens": 400, "t_step": 30, "per_replica_concurrency": 64,
-          "utilization": 0.8}
+LITTLE = {
+    "arrival_rate": 50,
+    "ttft": 500,
+    "output_tokens": 400,
+    "t_step": 30,
+    "per_replica_concurrency": 64,
+    "utilization": 0.8,
+}
 GPT_OSS = ["--set", "model=gpt-oss-120b", "--set", "gpu=h100-sxm-80gb", "--set", "tp=4", "--set", "context=16384 token"]
 
 
 def concur_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "concur.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "concur.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=60
+    )
 
 
 def one_line_error(out: subprocess.CompletedProcess, code: int) -> str:
@@ -71,39 +78,58 @@ def test_a_wrong_exponent_exits_2_on_the_command_line(raw):
     assert raw in line and "token/user" in line
 
 
-@pytest.mark.parametrize("raw", ["8192 token", "8192 token/user", "8192", 8192, "8Ki", "8Ki token", "8192 1/user", "8192 per user"])
+@pytest.mark.parametrize(
+    "raw", ["8192 token", "8192 token/user", "8192", 8192, "8Ki", "8Ki token", "8192 1/user", "8192 per user"]
+)
 def test_an_omitted_count_is_implied(raw):
     assert base("llm_memory", "context", raw) == 8192
 
 
 def test_rates_per_hour_and_per_minute_in_any_spelling():
-    per_hour = [base("littles_law", "arrival_rate", raw)
-                for raw in ("300/hour", "300 per hour", "300 request/hour", "5/min", "5 per minute")]
+    per_hour = [
+        base("littles_law", "arrival_rate", raw)
+        for raw in ("300/hour", "300 per hour", "300 request/hour", "5/min", "5 per minute")
+    ]
     assert per_hour == [pytest.approx(300 / 3600)] * 5
     per_min = [base("littles_law", "arrival_rate", raw) for raw in ("1000/min", "1000 per min", "1000 request/min")]
     assert per_min == [pytest.approx(1000 / 60)] * 3
     assert base("littles_law", "arrival_rate", "1000/min") == base("littles_law", "arrival_rate", "60000/hour")
 
 
-@pytest.mark.parametrize("name, raw, unit", [("t_step", "4 GiB", "ms"), ("residence_time", "4 GiB", "s"),
-                                             ("t_step", "30 token", "ms"), ("arrival_rate", "4 GiB", "request/s"),
-                                             ("arrival_rate", "300 hour", "request/s")])
+@pytest.mark.parametrize(
+    "name, raw, unit",
+    [
+        ("t_step", "4 GiB", "ms"),
+        ("residence_time", "4 GiB", "s"),
+        ("t_step", "30 token", "ms"),
+        ("arrival_rate", "4 GiB", "request/s"),
+        ("arrival_rate", "300 hour", "request/s"),
+    ],
+)
 def test_another_dimension_is_refused_naming_the_unit(name, raw, unit):
     with pytest.raises(UsageError, match=f"give it in {unit}"):
         base("littles_law", name, raw)
 
 
 def test_a_time_given_in_gib_exits_2():
-    line = one_line_error(concur_cli("solve", "littles_law", "--find", "in_flight", "--set", "arrival_rate=1",
-                                     "--set", "residence_time=4 GiB"), 2)
+    line = one_line_error(
+        concur_cli(
+            "solve", "littles_law", "--find", "in_flight", "--set", "arrival_rate=1", "--set", "residence_time=4 GiB"
+        ),
+        2,
+    )
     assert "4 GiB" in line and "give it in s" in line
 
 
 def test_the_bare_number_is_the_display_unit_not_the_base_unit():
     """The anchor every path of test_one_meaning is compared against: t_step=30 is 30 ms."""
     assert base("littles_law", "t_step", 30) == pytest.approx(0.03)
-    assert base("littles_law", "t_step", "30 ms") == base("littles_law", "t_step", "0.03 s") == \
-        base("littles_law", "t_step", "30") == pytest.approx(0.03)
+    assert (
+        base("littles_law", "t_step", "30 ms")
+        == base("littles_law", "t_step", "0.03 s")
+        == base("littles_law", "t_step", "30")
+        == pytest.approx(0.03)
+    )
     assert base("llm_memory", "params", 70) == pytest.approx(70e9)
 
 
@@ -136,8 +162,9 @@ def test_littles_law_the_same_numbers_through_over_give_13():
 
 def test_littles_law_the_same_numbers_through_a_scenario_give_13(tmp_path):
     scenario = tmp_path / "fleet.yaml"
-    scenario.write_text("packs: [littles_law]\nfind: [replicas]\ngiven:\n"
-                        + "".join(f"  {k}: {v}\n" for k, v in LITTLE.items()))
+    scenario.write_text(
+        "packs: [littles_law]\nfind: [replicas]\ngiven:\n" + "".join(f"  {k}: {v}\n" for k, v in LITTLE.items())
+    )
     assert load_scenario(str(scenario))[0] == LITTLE
     out = concur_cli("solve", "--scenario", str(scenario), "--json")
     assert answer(out)["results"]["replicas"]["value"] == 13
@@ -145,14 +172,19 @@ def test_littles_law_the_same_numbers_through_a_scenario_give_13(tmp_path):
 
 def test_littles_law_the_same_numbers_through_the_api_give_13():
     assert concur.solve(find="replicas", given=LITTLE, packs="littles_law").value("replicas") == 13
-    assert concur.solve(find="replicas", given=parse_sets(tuple(f"{k}={v}" for k, v in LITTLE.items())),
-                        packs="littles_law").value("replicas") == 13
+    assert (
+        concur.solve(
+            find="replicas", given=parse_sets(tuple(f"{k}={v}" for k, v in LITTLE.items())), packs="littles_law"
+        ).value("replicas")
+        == 13
+    )
 
 
 def _pack(folder: Path, name: str, variables: str, equations: list[str], extra: str = "") -> Path:
     path = folder / f"{name}.yaml"
-    path.write_text(f"pack: {name}\nvariables:\n{variables}equations:\n"
-                    + "".join(f"  - {eq}\n" for eq in equations) + extra)
+    path.write_text(
+        f"pack: {name}\nvariables:\n{variables}equations:\n" + "".join(f"  - {eq}\n" for eq in equations) + extra
+    )
     return path
 
 
@@ -185,9 +217,23 @@ def test_remedies_baseline_is_the_solve_answer():
 
 
 def test_queueing_mean_wait_from_a_service_level_target():
-    data = answer(concur_cli("solve", "queueing", "--find", "mean_wait",
-                             "--set", "arrival_rate=0.05555555555555556 request/s", "--set", "service_time=180 s",
-                             "--set", "target_time=20 s", "--set", "service_level=0.8", "--json"))
+    data = answer(
+        concur_cli(
+            "solve",
+            "queueing",
+            "--find",
+            "mean_wait",
+            "--set",
+            "arrival_rate=0.05555555555555556 request/s",
+            "--set",
+            "service_time=180 s",
+            "--set",
+            "target_time=20 s",
+            "--set",
+            "service_level=0.8",
+            "--json",
+        )
+    )
     assert data["results"]["mean_wait"] == {"value": pytest.approx(7.835937, rel=1e-6), "unit": "s"}
     servers = {t["variable"]: t["value"] for t in data["trace"]}["servers"]
     assert servers == 14  # the smallest staff with service_level >= 0.8 (0.888 at 14)
@@ -195,9 +241,21 @@ def test_queueing_mean_wait_from_a_service_level_target():
 
 def test_queueing_load_from_queue_length_and_blocking():
     """20/hour, Lq = 1/12 and Erlang B 2/17 are M/M/2 at load 2/3 (B(2, 2/3) = 2/17, Lq = 1/12)."""
-    data = answer(concur_cli("solve", "queueing", "--find", "load", "--set", "arrival_rate=20 request/hour",
-                             "--set", "mean_in_queue=0.08333333333333337", "--set", "blocking=0.11764705882352944",
-                             "--json"))
+    data = answer(
+        concur_cli(
+            "solve",
+            "queueing",
+            "--find",
+            "load",
+            "--set",
+            "arrival_rate=20 request/hour",
+            "--set",
+            "mean_in_queue=0.08333333333333337",
+            "--set",
+            "blocking=0.11764705882352944",
+            "--json",
+        )
+    )
     assert data["results"]["load"] == {"value": pytest.approx(2 / 3, rel=1e-6), "unit": "erlang"}
 
 
@@ -205,8 +263,21 @@ def test_worker_queue_queue_delay_from_tolerated_delay():
     """bound = floor(tolerated_delay x consumers / service_time) = 80 with tolerated_delay = 1 ms puts
     consumers / service_time in [80, 81) per ms, so queue_delay = 80 x service_time / consumers is in
     (80/81, 1] ms: the givens fix queue_delay only to that interval, and the answer must lie in it."""
-    data = answer(concur_cli("solve", "worker_queue", "--find", "queue_delay", "--set", "tolerated_delay=1",
-                             "--set", "bound=80", "--set", "throughput=80", "--json"))
+    data = answer(
+        concur_cli(
+            "solve",
+            "worker_queue",
+            "--find",
+            "queue_delay",
+            "--set",
+            "tolerated_delay=1",
+            "--set",
+            "bound=80",
+            "--set",
+            "throughput=80",
+            "--json",
+        )
+    )
     got = data["results"]["queue_delay"]
     assert got["unit"] == "ms" and 80 / 81 < got["value"] <= 1 + 1e-12
 
@@ -214,16 +285,42 @@ def test_worker_queue_queue_delay_from_tolerated_delay():
 def test_worker_queue_tolerated_delay_from_drain_time():
     """drain_time = 84 service_time / 4 = 1.05 s gives service_time = 50 ms; bound 80 at 4 consumers
     needs tolerated_delay in [1000, 1012.5) ms, and the smallest is 1,000 ms."""
-    data = answer(concur_cli("solve", "worker_queue", "--find", "tolerated_delay", "--set", "bound=80",
-                             "--set", "consumers=4", "--set", "drain_time=1.05", "--json"))
+    data = answer(
+        concur_cli(
+            "solve",
+            "worker_queue",
+            "--find",
+            "tolerated_delay",
+            "--set",
+            "bound=80",
+            "--set",
+            "consumers=4",
+            "--set",
+            "drain_time=1.05",
+            "--json",
+        )
+    )
     assert data["results"]["tolerated_delay"] == {"value": pytest.approx(1000, rel=1e-9), "unit": "ms"}
 
 
 def test_queueing_load_from_min_servers_is_in_its_interval():
     """min_servers = floor(load) + 1 = 4 puts load in [3, 4). floor snaps its argument to 12
     significant digits (concur.lang.functions), so the search may stop a few 1e-12 below 3."""
-    data = answer(concur_cli("solve", "queueing", "--find", "load", "--set", "servers=10", "--set", "p_wait=0.0179",
-                             "--set", "min_servers=4", "--json"))
+    data = answer(
+        concur_cli(
+            "solve",
+            "queueing",
+            "--find",
+            "load",
+            "--set",
+            "servers=10",
+            "--set",
+            "p_wait=0.0179",
+            "--set",
+            "min_servers=4",
+            "--json",
+        )
+    )
     load = data["results"]["load"]["value"]
     assert 3 - 1e-9 <= load < 4
 
@@ -241,8 +338,19 @@ def test_a_loop_that_leaves_a_variable_free_names_it(tmp_path):
 
 
 def test_worker_queue_consumers_state_the_assumed_utilization():
-    data = answer(concur_cli("solve", "worker_queue", "--find", "consumers", "--set", "throughput=200/s",
-                             "--set", "service_time=120 ms", "--json"))
+    data = answer(
+        concur_cli(
+            "solve",
+            "worker_queue",
+            "--find",
+            "consumers",
+            "--set",
+            "throughput=200/s",
+            "--set",
+            "service_time=120 ms",
+            "--json",
+        )
+    )
     assert data["results"]["consumers"]["value"] == 30  # 200/s x 0.12 s / 0.8 = 30
     assert any("utilization = 0.8" in note for note in data["notes"])
     assert {t["variable"]: t["method"] for t in data["trace"]}["utilization"] == "default"
@@ -258,8 +366,9 @@ def test_a_decimal_comma_is_refused_not_read_as_digits(raw):
         base("llm_memory", "overhead", raw)
 
 
-@pytest.mark.parametrize("raw, value", [("1,000", 1000), ("1,000,000", 1e6), ("1,000.5", 1000.5), ("1_000", 1000),
-                                        ("1,000 GiB", 1000)])
+@pytest.mark.parametrize(
+    "raw, value", [("1,000", 1000), ("1,000,000", 1e6), ("1,000.5", 1000.5), ("1_000", 1000), ("1,000 GiB", 1000)]
+)
 def test_thousands_grouping_still_reads(raw, value):
     assert base("llm_memory", "overhead", raw) == pytest.approx(value * 2**33)
 

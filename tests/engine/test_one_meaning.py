@@ -70,8 +70,9 @@ def values_strategy(var):
     if var.integer:
         return st.integers(math.ceil(lo), min(math.floor(hi), math.ceil(lo) + 10**6))
     # Values whose base magnitude would be subnormal lose bits in any product: not a unit question.
-    return st.floats(min_value=lo, max_value=hi, allow_nan=False, allow_infinity=False,
-                     allow_subnormal=False).filter(lambda v: v == 0 or abs(v) > 1e-290)
+    return st.floats(min_value=lo, max_value=hi, allow_nan=False, allow_infinity=False, allow_subnormal=False).filter(
+        lambda v: v == 0 or abs(v) > 1e-290
+    )
 
 
 def text_of(x: float | int) -> str:
@@ -128,8 +129,9 @@ def check_one_meaning(pack, name, x, folder):
         "pint Quantity": via_quantity(m, name, x),
     }
     for path, base in paths.items():
-        assert base == pytest.approx(expected, rel=REL, abs=0.0), \
+        assert base == pytest.approx(expected, rel=REL, abs=0.0), (
             f"{pack}.{name} = {x!r} via {path}: {base!r}, not {expected!r} ({x!r} {var.display.text})"
+        )
     for typed in (None, text_of(x)):  # the exporter with and without the typed text at hand
         shown, unit = workbook_shows(m, name, paths["--set"], typed)
         assert shown == pytest.approx(x, rel=REL, abs=0.0), f"{pack}.{name}: the workbook shows {shown!r}, not {x!r}"
@@ -162,8 +164,9 @@ def test_drawn_values_mean_one_thing_on_every_path(pack, tmp_path_factory):
 @pytest.mark.parametrize("pack", PACKS)
 def test_show_json_prints_the_display_unit(pack):
     """The unit ``concur show PACK --json`` prints (the command itself) is the unit a bare number means."""
-    out = subprocess.run([sys.executable, "-m", "concur.cli", "show", pack, "--json"], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "concur.cli", "show", pack, "--json"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     shown = json.loads(out.stdout)["variables"]
     m = model(pack)
@@ -216,23 +219,69 @@ def test_json_given_echoes_value_unit_source_and_typed_text(pack, example):
 def test_cli_json_given_for_the_issue_question():
     """``--json`` echo of the littles_law question: bare numbers in the display unit, a typed rate
     kept as typed and converted to the display unit."""
-    out = subprocess.run([sys.executable, "-m", "concur.cli", "solve", "littles_law", "--find", "replicas",
-                          "--set", "arrival_rate=300/hour", "--set", "ttft=500", "--set", "output_tokens=400",
-                          "--set", "t_step=30", "--set", "per_replica_concurrency=64", "--set", "utilization=0.8",
-                          "--json"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "concur.cli",
+            "solve",
+            "littles_law",
+            "--find",
+            "replicas",
+            "--set",
+            "arrival_rate=300/hour",
+            "--set",
+            "ttft=500",
+            "--set",
+            "output_tokens=400",
+            "--set",
+            "t_step=30",
+            "--set",
+            "per_replica_concurrency=64",
+            "--set",
+            "utilization=0.8",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     echo = json.loads(out.stdout)["given"]
     assert echo["t_step"] == {"value": 30.0, "unit": "ms", "source": "given", "typed": "30"}
     assert echo["ttft"] == {"value": 500.0, "unit": "ms", "source": "given", "typed": "500"}
     assert echo["arrival_rate"]["value"] == pytest.approx(300 / 3600)
-    assert (echo["arrival_rate"]["unit"], echo["arrival_rate"]["source"], echo["arrival_rate"]["typed"]) == \
-        ("request/s", "given", "300/hour")
+    assert (echo["arrival_rate"]["unit"], echo["arrival_rate"]["source"], echo["arrival_rate"]["typed"]) == (
+        "request/s",
+        "given",
+        "300/hour",
+    )
 
 
 def test_cli_json_given_names_the_preset():
-    out = subprocess.run([sys.executable, "-m", "concur.cli", "solve", "llm_memory", "--find", "users",
-                          "--set", "model=gpt-oss-120b", "--set", "gpu=h100-sxm-80gb", "--set", "tp=4",
-                          "--set", "context=16384 token", "--json"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "concur.cli",
+            "solve",
+            "llm_memory",
+            "--find",
+            "users",
+            "--set",
+            "model=gpt-oss-120b",
+            "--set",
+            "gpu=h100-sxm-80gb",
+            "--set",
+            "tp=4",
+            "--set",
+            "context=16384 token",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     echo = json.loads(out.stdout)["given"]
     assert echo["model"] == {"value": "gpt-oss-120b", "unit": "", "source": "preset"}
@@ -245,9 +294,18 @@ def test_workbook_input_of_a_real_export_shows_the_bare_number():
     """End to end through plan_from_solution: ``t_step=30`` (ms) is an input cell showing 30 ms."""
     from concur.excel.from_solution import plan_from_solution
 
-    sol = concur.solve(find="replicas", given={"arrival_rate": 50, "ttft": 500, "output_tokens": 400, "t_step": 30,
-                                               "per_replica_concurrency": 64, "utilization": 0.8},
-                       packs="littles_law")
+    sol = concur.solve(
+        find="replicas",
+        given={
+            "arrival_rate": 50,
+            "ttft": 500,
+            "output_tokens": 400,
+            "t_step": 30,
+            "per_replica_concurrency": 64,
+            "utilization": 0.8,
+        },
+        packs="littles_law",
+    )
     inputs = {i.var.name: i for i in plan_from_solution(sol, "fleet").inputs}
     assert (inputs["t_step"].value, inputs["t_step"].var.unit) == (30, "ms")
     assert (inputs["ttft"].value, inputs["ttft"].var.unit) == (500, "ms")

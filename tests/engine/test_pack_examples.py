@@ -10,8 +10,8 @@ import pytest
 from concur.errors import ConcurError
 from concur.lang.library import get_pack, pack_paths
 from concur.lang.model import build_model
-from concur.solver.examples import run_example
 from concur.lang.units import unit_info
+from concur.solver.examples import run_example
 
 
 def _cases():
@@ -37,10 +37,13 @@ def test_example(pack_name, example):
 def test_a_wrong_example_fails_concur_check(tmp_path):
     """Regression: check used to pass a pack whose example expects 21 for b = 2 a with a = 10 s."""
     pack = tmp_path / "wrong.yaml"
-    pack.write_text("pack: wrong\nvariables:\n  a: {unit: s}\n  b: {unit: s}\nequations:\n  - b = 2 * a\n"
-                    "examples:\n  - name: twice ten\n    given: {a: 10 s}\n    find: [b]\n    expect:\n      b: 21\n")
-    out = subprocess.run([sys.executable, "-m", "concur.cli", "check", str(pack)], capture_output=True, text=True,
-                         timeout=120)
+    pack.write_text(
+        "pack: wrong\nvariables:\n  a: {unit: s}\n  b: {unit: s}\nequations:\n  - b = 2 * a\n"
+        "examples:\n  - name: twice ten\n    given: {a: 10 s}\n    find: [b]\n    expect:\n      b: 21\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "concur.cli", "check", str(pack)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 1
     assert f"{pack}:8:5: error: example 'twice ten': b: expected 21 (rel 1e-06), got 20 s" in out.stdout
 
@@ -51,8 +54,9 @@ def test_shipped_closed_forms_are_current(tmp_path, monkeypatch):
 
     shipped = closed_forms.SHIPPED.read_text()
     monkeypatch.setattr(closed_forms, "SHIPPED", tmp_path / "closed-forms.json")
-    assert closed_form_table.write_shipped_table().read_text() == shipped, \
+    assert closed_form_table.write_shipped_table().read_text() == shipped, (
         "stale: run python -m concur.solver.closed_form_table and commit engine/concur/solver/data/closed-forms.json"
+    )
 
 
 def test_every_shipped_pack_has_examples():

@@ -69,8 +69,13 @@ print(json.dumps(sorted(parsed)))
 def test_cold_question_parses_only_the_packs_and_catalogs_in_play(tmp_path):
     runs = {}
     for find in ("users", "replicas"):
-        out = subprocess.run([sys.executable, "-c", PARSED, find], capture_output=True, text=True, timeout=120,
-                             env={**os.environ, "CONCUR_CACHE_DIR": str(tmp_path / find)})
+        out = subprocess.run(
+            [sys.executable, "-c", PARSED, find],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "CONCUR_CACHE_DIR": str(tmp_path / find)},
+        )
         assert out.returncode == 0, out.stderr
         runs[find] = json.loads(out.stdout.strip().splitlines()[-1])
     assert runs["users"] == ["dtypes.yaml", "gpus.yaml", "llm_memory.yaml", "models.yaml"]

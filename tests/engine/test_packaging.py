@@ -18,11 +18,19 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("wheel")
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                           "-w", str(out), str(ROOT)], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if proc.returncode != 0:
-        proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)],
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     assert proc.returncode == 0, proc.stderr
     return next(out.glob("concur-*.whl"))
 
@@ -40,14 +48,20 @@ def test_wheel_contains_packs_and_catalogs(wheel):
 
 def test_installed_wheel_solves(wheel, tmp_path):
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
-                   check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        check=True,
+        timeout=300,
+    )
     env = {**os.environ, "PYTHONPATH": str(target)}
-    code = ("import concur, json; from concur.lang.library import formulas_dir; "
-            "s = concur.solve('users', {'model': 'llama-3.1-70b', 'gpu': 'h100-sxm-80gb', 'tp': 8, "
-            "'context': '8192 token'}); print(json.dumps([concur.__file__, str(formulas_dir()), s.value('users')]))")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path,
-                         timeout=120)
+    code = (
+        "import concur, json; from concur.lang.library import formulas_dir; "
+        "s = concur.solve('users', {'model': 'llama-3.1-70b', 'gpu': 'h100-sxm-80gb', 'tp': 8, "
+        "'context': '8192 token'}); print(json.dumps([concur.__file__, str(formulas_dir()), s.value('users')]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     module, formulas, users = json.loads(out.stdout)
     assert module.startswith(str(target)) and formulas.startswith(str(target))
@@ -63,8 +77,9 @@ def _loaded_after(statement: str, cache: Path | None = None) -> set[str]:
 
 
 def test_primitives_import_is_light():
-    mods = _loaded_after("import concur.primitives as p; p.TokenBucket; p.WorkerPool; p.ShardedCounter; "
-                         "p.WorkStealingDeque")
+    mods = _loaded_after(
+        "import concur.primitives as p; p.TokenBucket; p.WorkerPool; p.ShardedCounter; p.WorkStealingDeque"
+    )
     assert not mods & {"sympy", "pint", "openpyxl", "numpy", "click", "matplotlib", "concur.solver.question"}
 
 
@@ -74,16 +89,21 @@ HEAVY = {"sympy", "numpy", "openpyxl", "matplotlib", "rich", "PIL"}
 @pytest.mark.parametrize("pack", ["", "ok", "broken"])
 def test_check_imports_nothing_heavy(pack, tmp_path):
     """The pre-commit hook's path: clean packs, a user's pack, and a pack reported problem by problem."""
-    body = {"ok": "variables:\n  a: {unit: furlong/fortnight}\n  b: {unit: s}\n  x: {unit: furlong}\n"
-                  "equations:\n  - x = a * b\n",
-            "broken": "variables:\n  a: {unit: GiB}\n  y: {unit: nope}\nequations:\n  - a = a + 1\n  - a = (\n"}
+    body = {
+        "ok": "variables:\n  a: {unit: furlong/fortnight}\n  b: {unit: s}\n  x: {unit: furlong}\n"
+        "equations:\n  - x = a * b\n",
+        "broken": "variables:\n  a: {unit: GiB}\n  y: {unit: nope}\nequations:\n  - a = a + 1\n  - a = (\n",
+    }
     args = []
     if pack:
         (tmp_path / f"{pack}.yaml").write_text(f"pack: {pack}\n" + body[pack])
         args = [str(tmp_path / f"{pack}.yaml")]
     for fmt in ("text", "json", "github"):
-        mods = _loaded_after(f"from concur.cli import main\ntry:\n    main(['check', '--format', '{fmt}', *{args!r}])\n"
-                             "except SystemExit:\n    pass", cache=tmp_path / f"cache-{fmt}")  # units not cached: pint
+        mods = _loaded_after(
+            f"from concur.cli import main\ntry:\n    main(['check', '--format', '{fmt}', *{args!r}])\n"
+            "except SystemExit:\n    pass",
+            cache=tmp_path / f"cache-{fmt}",
+        )  # units not cached: pint
         assert not {m.split(".")[0] for m in mods} & HEAVY, (fmt, sorted(m for m in mods if m.split(".")[0] in HEAVY))
 
 
@@ -91,8 +111,10 @@ def test_check_imports_nothing_heavy(pack, tmp_path):
 def test_warm_solve_imports_no_sympy_numpy_pint_or_yaml(find, tmp_path):
     """The default questions, asked twice: the second run reads the parsed packs, the unit facts and the
     closed forms (loops and inversions alike) from the cache folder, so nothing heavy is imported."""
-    statement = (f"from concur.cli import main\ntry:\n    main(['solve', '--find', '{find}'])\n"
-                 "except SystemExit as exc:\n    assert exc.code == 0, exc.code")  # answered, not refused
+    statement = (
+        f"from concur.cli import main\ntry:\n    main(['solve', '--find', '{find}'])\n"
+        "except SystemExit as exc:\n    assert exc.code == 0, exc.code"
+    )  # answered, not refused
     _loaded_after(statement, cache=tmp_path)  # cold: fills the cache
     mods = {m.split(".")[0] for m in _loaded_after(statement, cache=tmp_path)}
     assert not mods & {"sympy", "numpy", "pint", "ruamel", "rich", "mpmath"}, sorted(mods)
@@ -115,11 +137,40 @@ def test_core_dependencies_leave_out_the_extras():
 def test_missing_extra_is_one_line_naming_it(tmp_path):
     """Without matplotlib / openpyxl installed, the command says which extra to install (exit 2)."""
     for blocked, argv, extra in (
-            ("matplotlib", ["sweep", "littles_law", "--over", "arrival_rate=1,2", "--find", "in_flight",
-                            "--set", "residence_time=3", "--plot", str(tmp_path / "p.png")], "plot"),
-            ("openpyxl", ["export", "littles_law", "--find", "in_flight", "--set", "arrival_rate=1",
-                          "--set", "residence_time=3", "-o", str(tmp_path / "w.xlsx")], "excel")):
-        code = (f"import sys; sys.modules[{blocked!r}] = None\nfrom concur.cli import main\nmain({argv!r})")
+        (
+            "matplotlib",
+            [
+                "sweep",
+                "littles_law",
+                "--over",
+                "arrival_rate=1,2",
+                "--find",
+                "in_flight",
+                "--set",
+                "residence_time=3",
+                "--plot",
+                str(tmp_path / "p.png"),
+            ],
+            "plot",
+        ),
+        (
+            "openpyxl",
+            [
+                "export",
+                "littles_law",
+                "--find",
+                "in_flight",
+                "--set",
+                "arrival_rate=1",
+                "--set",
+                "residence_time=3",
+                "-o",
+                str(tmp_path / "w.xlsx"),
+            ],
+            "excel",
+        ),
+    ):
+        code = f"import sys; sys.modules[{blocked!r}] = None\nfrom concur.cli import main\nmain({argv!r})"
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert out.returncode == 2, out.stderr
         assert out.stderr.count("\n") == 1 and f"pip install 'concur[{extra}]'" in out.stderr, out.stderr

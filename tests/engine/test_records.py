@@ -31,8 +31,14 @@ def _pair():
 
 def test_construction_matches_dataclass():
     ref, rec = _pair()
-    for args, kwargs in (((), {"name": "a"}), (("a",), {}), (("a", 2.0), {}), (("a",), {"tags": {"k": "v"}}),
-                         ((), {"name": "a", "size": 3.0, "tags": {}, "note": "n"}), (("a", 2.0, {}, "n"), {})):
+    for args, kwargs in (
+        ((), {"name": "a"}),
+        (("a",), {}),
+        (("a", 2.0), {}),
+        (("a",), {"tags": {"k": "v"}}),
+        ((), {"name": "a", "size": 3.0, "tags": {}, "note": "n"}),
+        (("a", 2.0, {}, "n"), {}),
+    ):
         a, b = ref(*args, **kwargs), rec(*args, **kwargs)
         assert dataclasses.asdict(a) == dataclasses.asdict(b)
         assert repr(a) == repr(b)
@@ -78,6 +84,7 @@ def test_pickle_round_trip():
 
 def test_methods_a_record_cannot_share_are_refused():
     with pytest.raises(TypeError, match="__post_init__"):
+
         @record
         class Bad:
             """Needs a post-init."""

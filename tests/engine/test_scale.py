@@ -39,9 +39,13 @@ else:
 def _solve(tmp_path: Path, pack: str, find: str, given: dict[str, float]) -> dict:
     path = tmp_path / (pack.split("\n", 1)[0].split(": ")[1] + ".yaml")
     path.write_text(pack)
-    out = subprocess.run([sys.executable, "-c", SOLVE, str(path), find, json.dumps(given)], capture_output=True,
-                         text=True, timeout=HANG_GUARD_S, env={**os.environ,
-                                                                "CONCUR_CACHE_DIR": str(tmp_path / "cache")})
+    out = subprocess.run(
+        [sys.executable, "-c", SOLVE, str(path), find, json.dumps(given)],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        env={**os.environ, "CONCUR_CACHE_DIR": str(tmp_path / "cache")},
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -88,12 +92,32 @@ def test_dependent_linear_loop_is_refused(tmp_path):
 
 def test_large_nonlinear_loop_answers_or_refuses_in_one_line(tmp_path):
     lines = recurrence_pack(300, name="squares").splitlines()
-    pack = "\n".join(line.replace("+ x", "+ x1 * x1 / [1 token] + x") if line.startswith("  - x3 ") else line
-                     for line in lines) + "\n"
+    pack = (
+        "\n".join(
+            line.replace("+ x", "+ x1 * x1 / [1 token] + x") if line.startswith("  - x3 ") else line for line in lines
+        )
+        + "\n"
+    )
     assert "x3 = x2 + x1 * x1 / [1 token] + x1" in pack
-    proc = subprocess.run([sys.executable, "-m", "concur.cli", "solve", str(_write(tmp_path, "squares", pack)),
-                           "--find", "x1", "--set", "x0=0", "--set", "x300=5"], capture_output=True, text=True,
-                          timeout=HANG_GUARD_S, env={**os.environ, "CONCUR_CACHE_DIR": str(tmp_path)})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "concur.cli",
+            "solve",
+            str(_write(tmp_path, "squares", pack)),
+            "--find",
+            "x1",
+            "--set",
+            "x0=0",
+            "--set",
+            "x300=5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        env={**os.environ, "CONCUR_CACHE_DIR": str(tmp_path)},
+    )
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.count("\n") == 1 and len(proc.stderr) < 600, proc.stderr
     assert "and 291 more" in proc.stderr  # the loop is named, not listed
@@ -137,16 +161,16 @@ def _specialised(text: str):
     from concur.solver.problem import SpecialisedEq
 
     lhs, rhs = parse_equation(text)
-    return SpecialisedEq(Equation(text, lhs, rhs, "", Location("t.yaml"), "t", 1), lhs, rhs,
-                         names_in(lhs) | names_in(rhs))
+    return SpecialisedEq(
+        Equation(text, lhs, rhs, "", Location("t.yaml"), "t", 1), lhs, rhs, names_in(lhs) | names_in(rhs)
+    )
 
 
 def test_linear_rows_read_coefficients_off_the_tree():
     from concur.lang.expr import compile_node
     from concur.solver.closed_forms import linear_rows
 
-    rows = linear_rows([_specialised("x2 = x1 + x0"), _specialised("y = a * (x1 - 2 * x2) / b + c")],
-                       ["x1", "x2", "y"])
+    rows = linear_rows([_specialised("x2 = x1 + x0"), _specialised("y = a * (x1 - 2 * x2) / b + c")], ["x1", "x2", "y"])
     env = {"x0": 3.0, "a": 5.0, "b": 2.0, "c": 7.0}
     got = [({k: compile_node(c)(env) for k, c in row.coefficients}, compile_node(row.constant)(env)) for row in rows]
     assert got == [({0: -1.0, 1: 1.0}, -3.0), ({0: -2.5, 1: 5.0, 2: 1.0}, -7.0)]

@@ -7,8 +7,16 @@ import pytest
 import concur
 from concur.errors import ContradictionError, InfeasibleError, UnderdeterminedError, UsageError
 
-T1 = {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "tp": 4, "kv_dtype": "bf16", "weight_dtype": "bf16",
-      "context": "8192 token", "overhead": "4 GiB", "mem_util": 0.9}
+T1 = {
+    "model": "llama-3.1-70b",
+    "gpu": "h100-sxm-80gb",
+    "tp": 4,
+    "kv_dtype": "bf16",
+    "weight_dtype": "bf16",
+    "context": "8192 token",
+    "overhead": "4 GiB",
+    "mem_util": 0.9,
+}
 
 
 @pytest.mark.parametrize("extra, users", [({}, 55), ({"kv_dtype": "fp8"}, 110), ({"tp": 8}, 162), ({"tp": 16}, 188)])
@@ -57,8 +65,14 @@ def test_underdetermined_names_what_is_missing():
 
 
 def test_contradiction_names_equation_and_values():
-    given = {"kv_pool": "34 GiB", "model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "tp": 4, "overhead": "4 GiB",
-             "mem_util": 0.9}
+    given = {
+        "kv_pool": "34 GiB",
+        "model": "llama-3.1-70b",
+        "gpu": "h100-sxm-80gb",
+        "tp": 4,
+        "overhead": "4 GiB",
+        "mem_util": 0.9,
+    }
     with pytest.raises(ContradictionError, match=r"kv_pool=34 GiB contradicts .* the model gives 34\.4"):
         concur.solve("kv_blocks", given, packs="llm_memory")
 
@@ -93,8 +107,15 @@ def test_mla_replicated_latent():
     assert sol.value("kv_per_token") == 61 * 576 * 2
 
 
-FLEET = {"arrival_rate": 50, "ttft": "500 ms", "output_tokens": 400, "step_time_base": "20 ms",
-         "step_time_per_seq": "0.05 ms*replica/request", "per_replica_concurrency": 64, "utilization": 0.8}
+FLEET = {
+    "arrival_rate": 50,
+    "ttft": "500 ms",
+    "output_tokens": 400,
+    "step_time_base": "20 ms",
+    "step_time_per_seq": "0.05 ms*replica/request",
+    "per_replica_concurrency": 64,
+    "utilization": 0.8,
+}
 
 
 def test_replicas_inside_the_batch_fixed_point_is_the_smallest_that_suffices():
@@ -103,9 +124,11 @@ def test_replicas_inside_the_batch_fixed_point_is_the_smallest_that_suffices():
     assert n == 10
     # the fixed point at n replicas fits under n x 64 x 0.8; at n - 1 it would not
     assert sol.value("in_flight") <= n * 64 * 0.8
-    fewer = concur.solve("in_flight", {k: v for k, v in FLEET.items() if k not in ("per_replica_concurrency",
-                                                                                  "utilization")}
-                         | {"replicas": n - 1}, packs="littles_law")
+    fewer = concur.solve(
+        "in_flight",
+        {k: v for k, v in FLEET.items() if k not in ("per_replica_concurrency", "utilization")} | {"replicas": n - 1},
+        packs="littles_law",
+    )
     assert fewer.value("in_flight") > (n - 1) * 64 * 0.8
     step = next(s for s in sol.trace if s.variable == "replicas")
     assert step.method == "integer tear" and "loop torn" in step.note
@@ -114,8 +137,11 @@ def test_replicas_inside_the_batch_fixed_point_is_the_smallest_that_suffices():
 def test_saturated_fleet_is_an_answer_not_a_crash():
     given = {k: v for k, v in FLEET.items() if k not in ("per_replica_concurrency", "utilization")}
     with pytest.raises(InfeasibleError, match="never drains"):
-        concur.solve("in_flight", given | {"arrival_rate": 70, "replicas": 10,
-                                           "step_time_per_seq": "0.5 ms*replica/request"}, packs="littles_law")
+        concur.solve(
+            "in_flight",
+            given | {"arrival_rate": 70, "replicas": 10, "step_time_per_seq": "0.5 ms*replica/request"},
+            packs="littles_law",
+        )
 
 
 def test_solution_items_are_quantities_with_units():
@@ -128,8 +154,14 @@ def test_solution_items_are_quantities_with_units():
 
 def test_exactly_at_saturation_is_the_saturation_answer():
     """Regression: at arrival_rate == saturation_rate the loop has no solution at all (was exit 1)."""
-    given = {"arrival_rate": 50, "replicas": 10, "output_tokens": 400, "ttft": 500, "step_time_base": 20,
-             "step_time_per_seq": 0.5}  # bare numbers are in the display units (ms)
+    given = {
+        "arrival_rate": 50,
+        "replicas": 10,
+        "output_tokens": 400,
+        "ttft": 500,
+        "step_time_base": 20,
+        "step_time_per_seq": 0.5,
+    }  # bare numbers are in the display units (ms)
     with pytest.raises(InfeasibleError, match="never drains"):
         concur.solve("in_flight", given, packs="littles_law")
 
@@ -164,8 +196,16 @@ def test_request_rate_above_what_a_replica_serves_is_an_answer():
 
 def test_an_equation_whose_every_variable_is_given_is_checked():
     """Regression: a fully given equation used to be skipped, so contradictions passed silently."""
-    given = {"gpu_memory": "80 GiB", "mem_util": 0.9, "weights_per_gpu": "30 GiB", "overhead": "4 GiB",
-             "kv_pool": "20 GiB", "layers": 80, "kv_heads": 8, "head_dim": 128}
+    given = {
+        "gpu_memory": "80 GiB",
+        "mem_util": 0.9,
+        "weights_per_gpu": "30 GiB",
+        "overhead": "4 GiB",
+        "kv_pool": "20 GiB",
+        "layers": 80,
+        "kv_heads": 8,
+        "head_dim": 128,
+    }
     with pytest.raises(ContradictionError, match="kv_pool=20 GiB contradicts"):
         concur.solve("kv_blocks", given, packs="llm_memory")
 
@@ -180,8 +220,14 @@ def test_an_exact_integer_target_between_two_counts_names_both():
     import concur
     from concur.errors import InfeasibleError
 
-    with pytest.raises(InfeasibleError, match="no whole replicas gives fleet_gpus exactly 42 gpu: 10 replica gives "
-                                              "40 gpu, 11 replica gives 44 gpu"):
+    with pytest.raises(
+        InfeasibleError,
+        match="no whole replicas gives fleet_gpus exactly 42 gpu: 10 replica gives 40 gpu, 11 replica gives 44 gpu",
+    ):
         concur.solve(find="replicas", given={"fleet_gpus": 42, "gpus_per_replica": 4}, packs="cost")
-    assert concur.solve(find="replicas", given={"fleet_gpus": 4_000_000, "gpus_per_replica": 4},
-                        packs="cost").value("replicas") == 1_000_000
+    assert (
+        concur.solve(find="replicas", given={"fleet_gpus": 4_000_000, "gpus_per_replica": 4}, packs="cost").value(
+            "replicas"
+        )
+        == 1_000_000
+    )

@@ -13,6 +13,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_mypy_is_clean():
     pytest.importorskip("mypy")
-    out = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary", str(ROOT / "engine" / "concur")],
-                         capture_output=True, text=True, cwd=ROOT, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-error-summary", str(ROOT / "engine" / "concur")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from concur.lang import unit_table, units
 from concur.errors import UnitError
+from concur.lang import unit_table, units
 
 
 def test_shipped_table_agrees_with_pint():
@@ -36,8 +36,10 @@ def test_bytes_and_time_do_not_mix():
     assert units.unit_info("GB").factor == 8 * 10**9
 
 
-@pytest.mark.parametrize("text, number, unit", [("8k token", 8000, "token"), ("4 GiB", 4, "GiB"), ("0.9", 0.9, ""),
-                                                ("1_000 request/s", 1000, "request/s")])
+@pytest.mark.parametrize(
+    "text, number, unit",
+    [("8k token", 8000, "token"), ("4 GiB", 4, "GiB"), ("0.9", 0.9, ""), ("1_000 request/s", 1000, "request/s")],
+)
 def test_parse_quantity(text, number, unit):
     got, info = units.parse_quantity(text)
     assert got == number and info.text == unit

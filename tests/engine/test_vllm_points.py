@@ -33,21 +33,33 @@ def _arch_given(point: dict) -> dict:
     pp = point.get("pipeline_parallel_size") or 1
     per_token = arch["kv_bytes_per_token_per_rank"]
     if arch.get("kv_lora_rank"):
-        given = {"attention": "mla", "layers": arch["layers"], "kv_lora_rank": arch["kv_lora_rank"],
-                 "qk_rope_head_dim": arch["qk_rope_head_dim"]}
+        given = {
+            "attention": "mla",
+            "layers": arch["layers"],
+            "kv_lora_rank": arch["kv_lora_rank"],
+            "qk_rope_head_dim": arch["qk_rope_head_dim"],
+        }
         elems = math.ceil(arch["layers"] / pp) * (arch["kv_lora_rank"] + arch["qk_rope_head_dim"])
     else:
         given = {"layers": arch["layers"], "kv_heads": arch["kv_heads"], "head_dim": arch["head_dim"]}
         elems = 2 * math.ceil(arch["layers"] / pp) * max(1, arch["kv_heads"] // tp) * arch["head_dim"]
-    given.update({"tp": tp, "pp": pp, "kv_bytes": f"{per_token / elems} B/token",
-                  "block_size": f"{point.get('block_size') or point.get('block_size_implied') or 16} token"})
+    given.update(
+        {
+            "tp": tp,
+            "pp": pp,
+            "kv_bytes": f"{per_token / elems} B/token",
+            "block_size": f"{point.get('block_size') or point.get('block_size_implied') or 16} token",
+        }
+    )
     return given
 
 
 def _usable(point: dict) -> bool:
     arch = point.get("arch") or {}
     flags = set(point.get("flags") or [])
-    if "hybrid_sliding" in flags and not (arch.get("sliding_window") and "alternating" in str(arch.get("layer_pattern"))):
+    if "hybrid_sliding" in flags and not (
+        arch.get("sliding_window") and "alternating" in str(arch.get("layer_pattern"))
+    ):
         return False
     return bool(arch.get("kv_bytes_per_token_per_rank")) and not flags & {"hybrid_linear", "exotic"}
 
@@ -57,16 +69,29 @@ def _sliding_given(point: dict) -> dict:
     arch = point["arch"]
     if not arch.get("sliding_window"):
         return {}
-    return {"sliding_window": f"{arch['sliding_window']} token", "sliding_window_layers": arch["layers"] // 2,
-            "prefill_chunk": f"{point.get('max_num_batched_tokens') or 2048} token"}
+    return {
+        "sliding_window": f"{arch['sliding_window']} token",
+        "sliding_window_layers": arch["layers"] // 2,
+        "prefill_chunk": f"{point.get('max_num_batched_tokens') or 2048} token",
+    }
 
 
 KV_POINTS = [p for p in POINTS if _usable(p)]
-COUNT_POINTS = [p for p in KV_POINTS if p.get("reported_available_kv_cache_gib")
-                and (p.get("reported_num_gpu_blocks") or p.get("reported_kv_cache_tokens"))]
-COMPONENT_POINTS = [p for p in POINTS if p.get("gpu_memory_gib_reported") and p.get("gpu_memory_utilization")
-                    and p.get("reported_weights_gib") and p.get("reported_available_kv_cache_gib")
-                    and p.get("outcome") == "ok"]
+COUNT_POINTS = [
+    p
+    for p in KV_POINTS
+    if p.get("reported_available_kv_cache_gib")
+    and (p.get("reported_num_gpu_blocks") or p.get("reported_kv_cache_tokens"))
+]
+COMPONENT_POINTS = [
+    p
+    for p in POINTS
+    if p.get("gpu_memory_gib_reported")
+    and p.get("gpu_memory_utilization")
+    and p.get("reported_weights_gib")
+    and p.get("reported_available_kv_cache_gib")
+    and p.get("outcome") == "ok"
+]
 
 
 def test_data_has_points():
@@ -89,8 +114,7 @@ def test_block_count_within_log_rounding(point):
     gib = point["reported_available_kv_cache_gib"]
     counts = []
     for pool in (gib - GIB_HALF_STEP, gib + GIB_HALF_STEP):
-        sol = concur.solve("kv_blocks,kv_tokens", {**_arch_given(point), "kv_pool": f"{pool} GiB"},
-                           packs="llm_memory")
+        sol = concur.solve("kv_blocks,kv_tokens", {**_arch_given(point), "kv_pool": f"{pool} GiB"}, packs="llm_memory")
         counts.append((sol.value("kv_blocks"), sol.value("kv_tokens")))
     (lo_blocks, lo_tokens), (hi_blocks, hi_tokens) = counts
     if point.get("reported_num_gpu_blocks"):
@@ -99,13 +123,17 @@ def test_block_count_within_log_rounding(point):
         assert lo_tokens <= point["reported_kv_cache_tokens"] <= hi_tokens
 
 
-CONCURRENCY_POINTS = [p for p in COUNT_POINTS + [q for q in KV_POINTS if q.get("reported_available_kv_cache_gib")
-                                                 and q.get("reported_kv_cache_tokens")]
-                      if p.get("reported_max_concurrency") and p.get("max_model_len")]
+CONCURRENCY_POINTS = [
+    p
+    for p in COUNT_POINTS
+    + [q for q in KV_POINTS if q.get("reported_available_kv_cache_gib") and q.get("reported_kv_cache_tokens")]
+    if p.get("reported_max_concurrency") and p.get("max_model_len")
+]
 
 
-@pytest.mark.parametrize("point", [pytest.param(p, id=p["id"], marks=_marks(p))
-                                   for p in {id(p): p for p in CONCURRENCY_POINTS}.values()])
+@pytest.mark.parametrize(
+    "point", [pytest.param(p, id=p["id"], marks=_marks(p)) for p in {id(p): p for p in CONCURRENCY_POINTS}.values()]
+)
 def test_max_concurrency_from_logged_tokens(point):
     """vLLM's "Maximum concurrency for N tokens per request: X" from its logged KV tokens."""
     tokens = point.get("reported_kv_cache_tokens") or point["reported_num_gpu_blocks"] * 16
@@ -126,9 +154,15 @@ def test_kv_pool_from_logged_components(point):
         match = re.search(r"peak_torch_memory=([0-9.]+)GiB", point.get("other_reported") or "")
         activation = float(match.group(1)) - point["reported_weights_gib"] if match else 0.0
     overhead = activation + (point.get("reported_non_torch_gib") or 0.0)
-    sol = concur.solve("kv_pool", {"gpu_memory": f"{point['gpu_memory_gib_reported']} GiB",
-                                   "mem_util": point["gpu_memory_utilization"],
-                                   "weights_per_gpu": f"{point['reported_weights_gib']} GiB",
-                                   "overhead": f"{overhead} GiB"}, packs="llm_memory")
+    sol = concur.solve(
+        "kv_pool",
+        {
+            "gpu_memory": f"{point['gpu_memory_gib_reported']} GiB",
+            "mem_util": point["gpu_memory_utilization"],
+            "weights_per_gpu": f"{point['reported_weights_gib']} GiB",
+            "overhead": f"{overhead} GiB",
+        },
+        packs="llm_memory",
+    )
     # each logged component is rounded to 0.01 GiB: allow half a step per term
     assert sol.value("kv_pool", "GiB") == pytest.approx(point["reported_available_kv_cache_gib"], abs=0.025)

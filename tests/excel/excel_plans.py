@@ -8,6 +8,7 @@ billions, so the writer's unit scaling is exercised.
 from __future__ import annotations
 
 import sympy as sp
+
 from concur.excel.plan import (
     Derived,
     Input,
@@ -38,7 +39,9 @@ V = {
     "context": SheetVar("context", "token", 1, "tokens reserved per user", integer=True, bounds=(1, None)),
     "weights_per_gpu": SheetVar("weights_per_gpu", "GiB", GIB, "weights held by one GPU"),
     "kv_pool": SheetVar("kv_pool", "GiB", GIB, "memory left for the KV cache"),
-    "kv_heads_per_gpu": SheetVar("kv_heads_per_gpu", "", 1, "KV heads per GPU (replicated past tp = kv_heads)", integer=True),
+    "kv_heads_per_gpu": SheetVar(
+        "kv_heads_per_gpu", "", 1, "KV heads per GPU (replicated past tp = kv_heads)", integer=True
+    ),
     "kv_per_token": SheetVar("kv_per_token", "B/token", 1, "KV bytes per token per GPU"),
     "kv_blocks": SheetVar("kv_blocks", "block", 1, "paged blocks that fit", integer=True),
     "kv_tokens": SheetVar("kv_tokens", "token", 1, "tokens the KV pool holds", integer=True),
@@ -61,11 +64,22 @@ MODELS = {  # display units: params in billions
     "llama-3.1-8b": {"params": 8.03, "layers": 32, "kv_heads": 8, "head_dim": 128},
     "qwen3-32b": {"params": 32.8, "layers": 64, "kv_heads": 8, "head_dim": 128},
 }
-GPUS = {"h100-sxm-80gb": {"gpu_memory": 79.18}, "h200-sxm-141gb": {"gpu_memory": 139.81},
-        "a100-sxm-80gb": {"gpu_memory": 79.15}}
+GPUS = {
+    "h100-sxm-80gb": {"gpu_memory": 79.18},
+    "h200-sxm-141gb": {"gpu_memory": 139.81},
+    "a100-sxm-80gb": {"gpu_memory": 79.15},
+}
 
-BASE_INPUTS = {"weight_bytes": 2, "kv_bytes": 2, "mem_util": 0.90, "overhead": 4, "tp": 4, "pp": 1,
-               "block_size": 16, "context": 8192}
+BASE_INPUTS = {
+    "weight_bytes": 2,
+    "kv_bytes": 2,
+    "mem_util": 0.90,
+    "overhead": 4,
+    "tp": 4,
+    "pp": 1,
+    "block_size": 16,
+    "context": 8192,
+}
 
 
 def preset_table(catalog: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -104,22 +118,63 @@ def t1_plan(description_override: str | None = None) -> WorkbookPlan:
             var = SheetVar(var.name, var.unit, var.scale, description_override, bounds=var.bounds)
         inputs.append(Input(var, value, preset=preset, source="catalog" if preset else ""))
     expected = python_eval(vals)
-    derived = [Derived(V[n], EXPR[n], f"{n} = ...", f"formulas/llm_memory.yaml:{10 + i}", expected[n])
-               for i, n in enumerate(DERIVED_ORDER)]
-    presets = [
-        PresetChoice("model", "models", "llama-3.1-70b", tuple(MODELS), preset_table(MODELS),
-                     {"params": {k: "config.json / model card" for k in MODELS}}),
-        PresetChoice("gpu", "gpus", "h100-sxm-80gb", tuple(GPUS), preset_table(GPUS),
-                     {"gpu_memory": {k: "nvidia-smi / vLLM log" for k in GPUS}}),
+    derived = [
+        Derived(V[n], EXPR[n], f"{n} = ...", f"formulas/llm_memory.yaml:{10 + i}", expected[n])
+        for i, n in enumerate(DERIVED_ORDER)
     ]
-    sweeps = [Sweep("tp", "tp", (1, 2, 4, 8, 16), ("users",), "tensor parallel",
-                    "users", "Users vs tensor parallelism", log_x=True),
-              Sweep("context", "context", (2048, 4096, 8192, 16384, 32768), ("users",), "context [token]",
-                    "users", "Users vs context", log_x=True)]
-    scenarios = [Scenario("fp8 KV", {"kv_bytes": 1}, "fp8 KV cache"), Scenario("TP8", {"tp": 8}),
-                 Scenario("TP16", {"tp": 16})]
+    presets = [
+        PresetChoice(
+            "model",
+            "models",
+            "llama-3.1-70b",
+            tuple(MODELS),
+            preset_table(MODELS),
+            {"params": {k: "config.json / model card" for k in MODELS}},
+        ),
+        PresetChoice(
+            "gpu",
+            "gpus",
+            "h100-sxm-80gb",
+            tuple(GPUS),
+            preset_table(GPUS),
+            {"gpu_memory": {k: "nvidia-smi / vLLM log" for k in GPUS}},
+        ),
+    ]
+    sweeps = [
+        Sweep(
+            "tp",
+            "tp",
+            (1, 2, 4, 8, 16),
+            ("users",),
+            "tensor parallel",
+            "users",
+            "Users vs tensor parallelism",
+            log_x=True,
+        ),
+        Sweep(
+            "context",
+            "context",
+            (2048, 4096, 8192, 16384, 32768),
+            ("users",),
+            "context [token]",
+            "users",
+            "Users vs context",
+            log_x=True,
+        ),
+    ]
+    scenarios = [
+        Scenario("fp8 KV", {"kv_bytes": 1}, "fp8 KV cache"),
+        Scenario("TP8", {"tp": 8}),
+        Scenario("TP16", {"tp": 16}),
+    ]
     return WorkbookPlan(
-        title="T1 KV cache -> users", doc="How many users fit: Llama-3.1-70B on H100 (DESIGN.md T1).",
-        inputs=inputs, presets=presets, derived=derived, sweeps=sweeps, scenarios=scenarios,
+        title="T1 KV cache -> users",
+        doc="How many users fit: Llama-3.1-70B on H100 (DESIGN.md T1).",
+        inputs=inputs,
+        presets=presets,
+        derived=derived,
+        sweeps=sweeps,
+        scenarios=scenarios,
         notes=["bf16 weights, bf16 KV unless a scenario says otherwise"],
-        givens_text={"context": "8192 token", "tp": "4"})
+        givens_text={"context": "8192 token", "tp": "4"},
+    )

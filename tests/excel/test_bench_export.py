@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from click.testing import CliRunner
+
 from concur.bench.export import command, synthetic_plan
 from concur.excel.writer import write_workbook
 

@@ -36,8 +36,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 from lo_support import require_poppler, require_soffice  # noqa: E402
 
 DEFINITION = Path(__file__).resolve().parents[2] / "workbooks" / "llm_fleet.yaml"
-ANSWERS = ("replicas", "fleet_gpus", "cost_per_month", "cost_per_million_tokens", "itl", "ttft",
-           "per_replica_concurrency", "concurrency")
+ANSWERS = (
+    "replicas",
+    "fleet_gpus",
+    "cost_per_month",
+    "cost_per_million_tokens",
+    "itl",
+    "ttft",
+    "per_replica_concurrency",
+    "concurrency",
+)
 INTEGERS = {"replicas", "fleet_gpus", "per_replica_concurrency"}
 
 # name -> (the edit typed into the Inputs sheet, the same edit as a given of the question)
@@ -45,14 +53,22 @@ EDITS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "as_exported": ({}, {}),
     "rate_100": ({"arrival_rate": 100}, {"arrival_rate": "100 request/s"}),
     "h200": ({"gpu": "h200-sxm-141gb"}, {"gpu": "h200-sxm-141gb"}),
-    "a100_rate_20": ({"gpu": "a100-sxm-80gb", "arrival_rate": 20},
-                     {"gpu": "a100-sxm-80gb", "arrival_rate": "20 request/s"}),
-    "mixtral_rate_200": ({"model": "mixtral-8x7b", "arrival_rate": 200},
-                         {"model": "mixtral-8x7b", "arrival_rate": "200 request/s"}),
-    "gpt_oss_rate_100": ({"model": "gpt-oss-120b", "arrival_rate": 100},
-                         {"model": "gpt-oss-120b", "arrival_rate": "100 request/s"}),
-    "lengths": ({"input_tokens": 2000, "output_tokens": 300},
-                {"input_tokens": "2000 token/request", "output_tokens": "300 token/request"}),
+    "a100_rate_20": (
+        {"gpu": "a100-sxm-80gb", "arrival_rate": 20},
+        {"gpu": "a100-sxm-80gb", "arrival_rate": "20 request/s"},
+    ),
+    "mixtral_rate_200": (
+        {"model": "mixtral-8x7b", "arrival_rate": 200},
+        {"model": "mixtral-8x7b", "arrival_rate": "200 request/s"},
+    ),
+    "gpt_oss_rate_100": (
+        {"model": "gpt-oss-120b", "arrival_rate": 100},
+        {"model": "gpt-oss-120b", "arrival_rate": "100 request/s"},
+    ),
+    "lengths": (
+        {"input_tokens": 2000, "output_tokens": 300},
+        {"input_tokens": "2000 token/request", "output_tokens": "300 token/request"},
+    ),
     "utilization": ({"utilization": 0.5}, {"utilization": 0.5}),
     "itl_30ms": ({"itl_slo_target": 30}, {"itl_slo": "30 ms"}),
     "price": ({"gpu_hour_price": 5.25}, {"gpu_hour_price": "5.25 usd/gpu/hour"}),
@@ -70,6 +86,7 @@ def _question(edit: dict[str, Any]) -> Any:
 
 
 # ------------------------------------------------------------------ how it is built
+
 
 def test_replicas_and_the_loop_inside_are_live_formulas(book: Path) -> None:
     wb = openpyxl.load_workbook(book)
@@ -98,8 +115,17 @@ def test_inputs_look_like_inputs_and_targets_are_inputs(book: Path) -> None:
     ws = openpyxl.load_workbook(book)["Inputs"]
     head = next(c.row for c in ws["A"] if c.value == "Name")
     rows = {ws.cell(r, 1).value: ws.cell(r, 2) for r in range(head + 1, ws.max_row + 1) if ws.cell(r, 1).value}
-    assert {"arrival_rate", "input_tokens", "utilization", "ttft_slo_target", "itl_slo_target", "gpu_hour_price",
-            "hours_per_month", "model", "gpu"} <= set(rows)
+    assert {
+        "arrival_rate",
+        "input_tokens",
+        "utilization",
+        "ttft_slo_target",
+        "itl_slo_target",
+        "gpu_hour_price",
+        "hours_per_month",
+        "model",
+        "gpu",
+    } <= set(rows)
     for name, cell in rows.items():
         assert cell.fill.start_color.rgb == style.INPUT_FILL.start_color.rgb, name
         assert cell.font.color.rgb in (style.INPUT_FONT.color.rgb, style.LOOKUP_FONT.color.rgb), name
@@ -138,8 +164,9 @@ def test_exports_are_byte_identical_and_readable_by_the_group(book: Path, tmp_pa
     assert again.stat().st_mode & 0o777 == 0o644
 
 
-@pytest.mark.parametrize("model", ["llama-3.1-70b", "llama-3.1-8b", "mixtral-8x7b", "qwen3-235b-a22b",
-                                   "gpt-oss-120b", "deepseek-v3"])
+@pytest.mark.parametrize(
+    "model", ["llama-3.1-70b", "llama-3.1-8b", "mixtral-8x7b", "qwen3-235b-a22b", "gpt-oss-120b", "deepseek-v3"]
+)
 def test_each_rows_iterations_reach_the_solvers_fixed_point(model: str) -> None:
     """The Python twin of a candidate row (what the sheet computes) against the solver's own trial at
     that replica count (its bracketed root): the same root, or none where one replica saturates."""
@@ -167,8 +194,14 @@ def test_each_rows_iterations_reach_the_solvers_fixed_point(model: str) -> None:
     for gpu in ("h100-sxm-80gb", "a100-sxm-80gb", "mi300x"):
         for tp in (2, 8):
             for replicas, rate in itertools.product((1, 2, 5), (20.0, 400.0)):
-                question = {**given, "model": model, "gpu": gpu, "tp": tp, "arrival_rate": f"{rate} request/s",
-                            "replicas": replicas}
+                question = {
+                    **given,
+                    "model": model,
+                    "gpu": gpu,
+                    "tp": tp,
+                    "arrival_rate": f"{rate} request/s",
+                    "replicas": replicas,
+                }
                 try:
                     values = trial(question)
                 except ConcurError as exc:
@@ -186,6 +219,7 @@ def test_each_rows_iterations_reach_the_solvers_fixed_point(model: str) -> None:
 
 
 # ------------------------------------------------------------------ LibreOffice
+
 
 @pytest.fixture(scope="module")
 def recalculated(book: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
@@ -249,8 +283,9 @@ def test_a_fleet_beyond_the_candidates_says_out_of_range(recalculated: dict[str,
     from concur.excel.recalc import read_names
 
     out = recalculated["out"]["long_requests"]
-    assert _question({"input_tokens": "4000 token/request", "output_tokens": "1000 token/request"}).value(
-        "replicas") > 16
+    assert (
+        _question({"input_tokens": "4000 token/request", "output_tokens": "1000 token/request"}).value("replicas") > 16
+    )
     assert read_names(out, ["replicas", "cost_per_month"]) == {"replicas": "#N/A", "cost_per_month": "#N/A"}
     wb = openpyxl.load_workbook(out, data_only=True)
     assert wb["Search replicas"]["B3"].value == "out of range" and wb["Inputs"]["E5"].value == "out of range"

@@ -7,6 +7,7 @@ No LibreOffice here: :func:`pick` is the Python twin of the sheet's MATCH/INDEX 
 from __future__ import annotations
 
 import sympy as sp
+
 from concur.excel.live_search import MAX_CANDIDATES, Candidate, make_live, pick
 from concur.excel.plan import Derived, SheetVar
 
@@ -32,10 +33,20 @@ def _plan(answer: float) -> tuple[list[Derived], Candidate]:
     """n (searched) -> y = 3*n -> a test y >= target (12): the smallest n is 4."""
     n = SheetVar("n", "", 1, "searched", integer=True, bounds=(1, None))
     y = SheetVar("y", "", 1, "grows with n", bounds=(0, None))
-    rows = [Derived(n, None, "search", "search", answer, implicit=True, residual=S("y") - S("target")),
-            Derived(y, 3 * S("n"), "y = 3 n", "t:1", 3 * answer)]
-    cand = Candidate("n", sp.Ge(S("y"), S("target")), "smallest", skip=True, floor=1, ceiling=None,
-                     about="the smallest n giving y at least target", extra=(("target", 12.0),))
+    rows = [
+        Derived(n, None, "search", "search", answer, implicit=True, residual=S("y") - S("target")),
+        Derived(y, 3 * S("n"), "y = 3 n", "t:1", 3 * answer),
+    ]
+    cand = Candidate(
+        "n",
+        sp.Ge(S("y"), S("target")),
+        "smallest",
+        skip=True,
+        floor=1,
+        ceiling=None,
+        about="the smallest n giving y at least target",
+        extra=(("target", 12.0),),
+    )
     return rows, cand
 
 
@@ -60,7 +71,7 @@ def test_a_goal_behind_a_row_without_a_usable_residual_stays_implicit() -> None:
     z = SheetVar("z", "", 1, "found numerically")  # z**2 = y: the slope 2 z is no number, no fixed-point map
     rows.append(Derived(z, None, "z = f(y)", "t:2", 1.0, implicit=True, residual=S("z") ** 2 - S("y")))
     cand = Candidate("n", sp.Ge(S("z"), S("target")), "smallest", True, 1, None, "z", extra=(("target", 12.0),))
-    out, notes = make_live(rows, [cand], {"n": 4.0, "y": 12.0, "z": 12.0 ** 0.5}, {})
+    out, notes = make_live(rows, [cand], {"n": 4.0, "y": 12.0, "z": 12.0**0.5}, {})
     assert out[0].implicit and "no closed form" in notes[0]
 
 
@@ -72,13 +83,22 @@ def _loop(solved: float) -> tuple[list[Derived], Candidate, dict[str, float]]:
     var = {name: SheetVar(name, "", 1, name, bounds=(0, None)) for name in ("c", "t", "w", "b")}
     n = SheetVar("n", "", 1, "replicas", integer=True, bounds=(1, None))
     c, t, w, b, k = S("c"), S("t"), S("w"), S("b"), S("n")
-    rows = [Derived(n, None, "n = ceil(...)", "t:1", 4.0, implicit=True, residual=k - sp.ceiling(10 * w / 10)),
-            Derived(var["c"], None, "c = b", "t:2", solved, implicit=True, residual=c - b),
-            Derived(var["t"], 1 + c / 10, "t = 1 + 0.1 c", "t:3", 2.0),
-            Derived(var["w"], 2 * t, "w = 2 t", "t:4", 4.0),
-            Derived(var["b"], 10 * w / k, "b = 10 w / n", "t:5", 10.0)]
-    cand = Candidate("n", sp.Le(sp.ceiling(10 * w / 10), k), "smallest", skip=False, floor=1, ceiling=None,
-                     about="the smallest n with ceil(10 w / 10) <= n")
+    rows = [
+        Derived(n, None, "n = ceil(...)", "t:1", 4.0, implicit=True, residual=k - sp.ceiling(10 * w / 10)),
+        Derived(var["c"], None, "c = b", "t:2", solved, implicit=True, residual=c - b),
+        Derived(var["t"], 1 + c / 10, "t = 1 + 0.1 c", "t:3", 2.0),
+        Derived(var["w"], 2 * t, "w = 2 t", "t:4", 4.0),
+        Derived(var["b"], 10 * w / k, "b = 10 w / n", "t:5", 10.0),
+    ]
+    cand = Candidate(
+        "n",
+        sp.Le(sp.ceiling(10 * w / 10), k),
+        "smallest",
+        skip=False,
+        floor=1,
+        ceiling=None,
+        about="the smallest n with ceil(10 w / 10) <= n",
+    )
     return rows, cand, {"n": 4.0, "c": solved, "t": 2.0, "w": 4.0, "b": 10.0}
 
 
@@ -97,8 +117,10 @@ def test_a_loop_whose_row_disagrees_with_the_solver_stays_implicit() -> None:
     rows, cand, values = _loop(11.0)  # the solver's c at n = 4 (10) misreported
     out, notes = make_live(rows, [cand], values, {name: (0.0, None) for name in "ctwb"})
     assert out[0].search is None and out[1].implicit
-    assert notes == ["n stays implicit (Goal Seek its residual after editing inputs): its row of the answer "
-                     "solves c = 10, not the solver's 11"]
+    assert notes == [
+        "n stays implicit (Goal Seek its residual after editing inputs): its row of the answer "
+        "solves c = 10, not the solver's 11"
+    ]
 
 
 def test_the_iterations_find_the_smaller_fixed_point_or_none() -> None:
@@ -108,7 +130,7 @@ def test_the_iterations_find_the_smaller_fixed_point_or_none() -> None:
     root = Root("x", S("x"), 1.0, (), 0.0, FIXED_STEPS, SECANT_STEPS, TOLERANCE)
     # g(x) = 0.5 + x^2/3 has fixed points (3 -+ sqrt 3)/2 = 0.634 and 2.366: the smaller is stable
     got = iterate_root(root, lambda x: x - (0.5 + x * x / 3))
-    assert got is not None and abs(got - (3 - 3 ** 0.5) / 2) <= 1e-12
+    assert got is not None and abs(got - (3 - 3**0.5) / 2) <= 1e-12
     assert iterate_root(root, lambda x: x - (1 + x * x)) is None  # g above the diagonal everywhere: none
     assert iterate_root(root, lambda x: x - 2.5) == 2.5  # a constant g: one step
 
@@ -116,8 +138,7 @@ def test_the_iterations_find_the_smaller_fixed_point_or_none() -> None:
 def test_large_answers_get_a_window_around_them() -> None:
     n = SheetVar("n", "", 1, "searched", integer=True, bounds=(1, None))
     y = SheetVar("y", "", 1, "y")
-    rows = [Derived(n, None, "search", "search", 5000.0, implicit=True),
-            Derived(y, S("n"), "y = n", "t:1", 5000.0)]
+    rows = [Derived(n, None, "search", "search", 5000.0, implicit=True), Derived(y, S("n"), "y = n", "t:1", 5000.0)]
     cand = Candidate("n", sp.Ge(S("y"), S("target")), "smallest", True, 1, None, "n", extra=(("target", 5000.0),))
     out, notes = make_live(rows, [cand], {"n": 5000.0, "y": 5000.0}, {})
     found = out[0].search

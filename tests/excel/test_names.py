@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from concur.excel.names import MAX_NAME_LENGTH, is_valid_name, mangle, mangle_all
 
 

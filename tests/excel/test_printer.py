@@ -6,6 +6,7 @@ import math
 
 import pytest
 import sympy as sp
+
 from concur.errors import ConcurError
 from concur.excel.printer import (
     UnprintableError,
@@ -27,8 +28,8 @@ def xl(expr):
 
 def test_unary_minus_power_is_parenthesised():
     # Spreadsheets read =-x^2 as (-x)^2; Python's -x**2 is -(x**2).
-    assert xl(-x**2) == "(-POWER(x,2))"
-    assert "^" not in xl(-x**2)
+    assert xl(-(x**2)) == "(-POWER(x,2))"
+    assert "^" not in xl(-(x**2))
 
 
 def test_power_tower_is_right_associative():

@@ -13,6 +13,17 @@ import random
 import openpyxl
 import pytest
 import sympy as sp
+from excel_plans import (
+    DERIVED_ORDER,
+    GPUS,
+    MODELS,
+    V,
+    inputs_display,
+    python_eval,
+    t1_plan,
+)
+from lo_support import require_soffice
+
 from concur.excel import recalc
 from concur.excel.plan import Derived, Input, SheetVar, WorkbookPlan
 from concur.excel.printer import py_eval
@@ -25,16 +36,6 @@ from concur.excel.recalc import (
     workbook_errors,
 )
 from concur.excel.writer import write_workbook
-from excel_plans import (
-    DERIVED_ORDER,
-    GPUS,
-    MODELS,
-    V,
-    inputs_display,
-    python_eval,
-    t1_plan,
-)
-from lo_support import require_soffice
 
 pytestmark = pytest.mark.libreoffice
 
@@ -44,13 +45,23 @@ S = sp.Symbol
 
 def _trap_plan() -> tuple[WorkbookPlan, dict[str, float], dict[str, sp.Expr], dict[str, SheetVar]]:
     """Inputs with awkward names and texts; derived expressions hitting every printer trap."""
-    ins = {"a": 2.0, "b": 3.0, "c": 0.1, "d": 0.1, "cpu2": -7.0, "TRUE": 5.0, "servers": 100.0, "load": 90.0,
-           "mem": 1.5, "e_val": 20.0}
+    ins = {
+        "a": 2.0,
+        "b": 3.0,
+        "c": 0.1,
+        "d": 0.1,
+        "cpu2": -7.0,
+        "TRUE": 5.0,
+        "servers": 100.0,
+        "load": 90.0,
+        "mem": 1.5,
+        "e_val": 20.0,
+    }
     svars = {n: SheetVar(n, "", 1, INJECTIONS[i % len(INJECTIONS)]) for i, n in enumerate(ins)}
     svars["mem"] = SheetVar("mem", "GiB", 2**30, "memory in GiB")
     a, b, c, d, cpu2, t, srv, load, mem, ev = (S(n) for n in ins)
     exprs = {
-        "neg_sq": -a**2,  # -4, not 4
+        "neg_sq": -(a**2),  # -4, not 4
         "tower": sp.Pow(a, sp.Pow(b, 2)),  # 512, not 64
         "ceil_trap": sp.ceiling(c * b / d),  # 0.1*3/0.1 = 3.0000000000000004 -> 3
         "floor_trap": sp.floor(sp.Float(0.7) * t * 2),  # 6.999999999999999 -> 7
@@ -70,17 +81,20 @@ def _trap_plan() -> tuple[WorkbookPlan, dict[str, float], dict[str, sp.Expr], di
     for n, e in exprs.items():
         val = py_eval(e, env) / outs[n].scale if e.free_symbols else float(e)
         derived.append(Derived(outs[n], e, f"{n} = {e}", "traps:1", val))
-    plan = WorkbookPlan("traps", "printer traps", inputs=[Input(svars[n], v) for n, v in ins.items()],
-                        derived=derived)
+    plan = WorkbookPlan("traps", "printer traps", inputs=[Input(svars[n], v) for n, v in ins.items()], derived=derived)
     expected = {d.var.name: d.value for d in derived}
     return plan, expected, exprs, outs
 
 
 def _perturbation(rng: random.Random) -> dict:
     while True:
-        over = {"tp": rng.choice([2, 4, 8]), "mem_util": round(rng.uniform(0.8, 0.95), 3),
-                "context": rng.choice([1024, 3000, 8192, 20000, 32768]),
-                "overhead": round(rng.uniform(1, 6), 2), "kv_bytes": rng.choice([1, 2])}
+        over = {
+            "tp": rng.choice([2, 4, 8]),
+            "mem_util": round(rng.uniform(0.8, 0.95), 3),
+            "context": rng.choice([1024, 3000, 8192, 20000, 32768]),
+            "overhead": round(rng.uniform(1, 6), 2),
+            "kv_bytes": rng.choice([1, 2]),
+        }
         model, gpu = rng.choice(sorted(MODELS)), rng.choice(sorted(GPUS))
         if python_eval(inputs_display(model, gpu, **over))["users"] >= 1:
             return {"model": model, "gpu": gpu, **over}
@@ -102,8 +116,12 @@ def batch(tmp_path_factory):
     trap_plan, trap_expected, _, trap_vars = _trap_plan()
     files["traps"] = write_workbook(trap_plan, src / "traps.xlsx")
     results = recalculate_many(list(files.values()), out)
-    return {"paths": dict(zip(files, results)), "perturbations": perturbations,
-            "traps": (trap_expected, trap_vars), "src": src}
+    return {
+        "paths": dict(zip(files, results)),
+        "perturbations": perturbations,
+        "traps": (trap_expected, trap_vars),
+        "src": src,
+    }
 
 
 def test_t1_users_is_55_and_tp8_is_162(batch):

@@ -5,9 +5,11 @@ from __future__ import annotations
 import openpyxl
 import pytest
 import sympy as sp
+from excel_plans import GIB, V, t1_plan
+
 from concur.errors import UsageError
-from concur.excel import writer as writer_mod
 from concur.excel import style
+from concur.excel import writer as writer_mod
 from concur.excel.cells import put_text
 from concur.excel.plan import (
     Derived,
@@ -18,7 +20,6 @@ from concur.excel.plan import (
     WorkbookPlan,
 )
 from concur.excel.writer import write_workbook
-from excel_plans import GIB, V, t1_plan
 
 INJECTION = "=cmd|'/c calc'!A1"
 
@@ -44,8 +45,16 @@ def _input_row(ws, name):
 
 def test_sheets_and_defined_names(t1_book):
     _, wb = t1_book
-    assert wb.sheetnames == ["Inputs", "Model", "Sweep tp", "Sweep context", "Scenarios", "Catalogs", "Sources",
-                             "Notes"]
+    assert wb.sheetnames == [
+        "Inputs",
+        "Model",
+        "Sweep tp",
+        "Sweep context",
+        "Scenarios",
+        "Catalogs",
+        "Sources",
+        "Notes",
+    ]
     for name in ("users", "tp", "kv_pool", "model", "gpu", "gpu_memory"):
         assert name in wb.defined_names
     assert wb.defined_names["users"].attr_text == "Model!$B$8"
@@ -168,10 +177,16 @@ def test_sweep_point_outside_bounds_says_does_not_fit(tmp_path):
     a = SheetVar("a", "GiB", GIB, "memory")
     left = SheetVar("left", "GiB", GIB, "memory left", bounds=(0, None))
     users = SheetVar("users", "user", 1, "users", integer=True)
-    plan = WorkbookPlan("fit", "", inputs=[Input(a, 10)],
-                        derived=[Derived(left, sp.Symbol("a") - 4 * GIB, "left = a - 4 GiB", "p:1", 6),
-                                 Derived(users, sp.floor(sp.Symbol("left") / GIB), "users = ...", "p:2", 6)],
-                        sweeps=[Sweep("a", "a", (2, 10), ("users",), "a", "users", "t")])
+    plan = WorkbookPlan(
+        "fit",
+        "",
+        inputs=[Input(a, 10)],
+        derived=[
+            Derived(left, sp.Symbol("a") - 4 * GIB, "left = a - 4 GiB", "p:1", 6),
+            Derived(users, sp.floor(sp.Symbol("left") / GIB), "users = ...", "p:2", 6),
+        ],
+        sweeps=[Sweep("a", "a", (2, 10), ("users",), "a", "users", "t")],
+    )
     ws = openpyxl.load_workbook(write_workbook(plan, tmp_path / "f.xlsx"))["Sweep a"]
     row = _row_of(ws, "a [GiB]") + 1
     assert ws.cell(row, 3).value == f'=IF($A{row}-4<0,"does not fit",$A{row}-4)'
@@ -185,8 +200,12 @@ def test_excel_misread_names_are_renamed_and_listed(tmp_path):
     cpu2 = SheetVar("cpu2", "", 1, "cores")
     true = SheetVar("TRUE", "", 1, "a flag")
     out = SheetVar("r", "", 1, "result")
-    plan = WorkbookPlan("names", "", inputs=[Input(cpu2, 3), Input(true, 2)],
-                        derived=[Derived(out, sp.Symbol("cpu2") * sp.Symbol("TRUE"), "r = cpu2*TRUE", "x:1", 6)])
+    plan = WorkbookPlan(
+        "names",
+        "",
+        inputs=[Input(cpu2, 3), Input(true, 2)],
+        derived=[Derived(out, sp.Symbol("cpu2") * sp.Symbol("TRUE"), "r = cpu2*TRUE", "x:1", 6)],
+    )
     path = write_workbook(plan, tmp_path / "n.xlsx")
     wb = openpyxl.load_workbook(path)
     assert {"v_cpu2", "v_TRUE", "v_r"} <= set(wb.defined_names)
@@ -198,8 +217,13 @@ def test_excel_misread_names_are_renamed_and_listed(tmp_path):
 
 def _small_plan(expr, **kw):
     a = SheetVar("a", "", 1, "a")
-    return WorkbookPlan("p", "", inputs=[Input(a, 1.0)],
-                        derived=[Derived(SheetVar("b", "", 1, "b"), expr, "b = ...", "pack.yaml:7", 1.0)], **kw)
+    return WorkbookPlan(
+        "p",
+        "",
+        inputs=[Input(a, 1.0)],
+        derived=[Derived(SheetVar("b", "", 1, "b"), expr, "b = ...", "pack.yaml:7", 1.0)],
+        **kw,
+    )
 
 
 def test_unknown_symbol_names_the_equation_location(tmp_path):
@@ -240,9 +264,12 @@ def test_implicit_block_gets_value_residual_and_goal_seek_note(tmp_path):
     x = SheetVar("x", "", 1, "root of x**2 = a")
     a = sp.Symbol("a")
     xs = sp.Symbol("x")
-    plan = WorkbookPlan("imp", "", inputs=[Input(SheetVar("a", "", 1, "a"), 2.0)],
-                        derived=[Derived(x, None, "x**2 = a", "p.yaml:3", 2**0.5, implicit=True,
-                                         residual=xs**2 - a)])
+    plan = WorkbookPlan(
+        "imp",
+        "",
+        inputs=[Input(SheetVar("a", "", 1, "a"), 2.0)],
+        derived=[Derived(x, None, "x**2 = a", "p.yaml:3", 2**0.5, implicit=True, residual=xs**2 - a)],
+    )
     wb = openpyxl.load_workbook(write_workbook(plan, tmp_path / "i.xlsx"))
     ws = wb["Model"]
     assert ws["B2"].value == pytest.approx(2**0.5) and not ws["B2"].protection.locked

@@ -14,10 +14,11 @@ from concurrent.futures import (
 )
 
 import pytest
-from concur.primitives import WorkerPool
-from concur.primitives.pool_future import PoolFuture
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from concur.primitives import WorkerPool
+from concur.primitives.pool_future import PoolFuture
 
 OPS = [
     "set_running",
@@ -172,9 +173,7 @@ def test_result_waiters_racing_completion_never_hang(fast_switching):
     for i in range(2_000):
         future: PoolFuture[int] = PoolFuture()
         got: list[int] = []
-        waiter = threading.Thread(
-            target=lambda f=future, got=got: got.append(f.result(timeout=10))
-        )
+        waiter = threading.Thread(target=lambda f=future, got=got: got.append(f.result(timeout=10)))
         waiter.start()
         assert future.set_running_or_notify_cancel()
         future.set_result(i)

@@ -8,6 +8,7 @@ import socket
 import threading
 
 import pytest
+
 from concur.primitives import CircuitBreaker, Decision, RedisTokenBucket
 from concur.primitives.redis_bucket import SCRIPT_SHA, ttl_ms
 

@@ -5,6 +5,7 @@ sharing buckets on all three nodes without exceeding the window bound."""
 from __future__ import annotations
 
 import pytest
+
 from concur.primitives import RedisTokenBucket
 
 redis = pytest.importorskip("redis")

@@ -11,6 +11,7 @@ not timed.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import threading
@@ -18,6 +19,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+
 from concur.bench.redis_server import free_port
 from concur.primitives import CircuitBreaker, CircuitOpenError, Decision, RedisTokenBucket
 
@@ -178,10 +180,8 @@ class FakeServer:
     def close(self) -> None:
         self.stopping.set()
         for conn in self.conns:
-            try:
+            with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         self.thread.join(timeout=10)
         assert not self.thread.is_alive()
         self.listener.close()
@@ -278,12 +278,36 @@ def test_tls_works_and_a_certificate_that_does_not_verify_raises(redis_server, t
         openssl("req", "-x509", *ec, "-keyout", f"{ca}.key", "-out", f"{ca}.crt", "-days", "2", "-subj", f"/CN={ca}")
     openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1")
     (tmp_path / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", "server.crt", "-days", "2", "-extfile", "san.ext")
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+    )
     tls_port = free_port()
-    redis_server("--tls-port", str(tls_port), "--tls-cert-file", str(tmp_path / "server.crt"),
-                 "--tls-key-file", str(tmp_path / "server.key"), "--tls-ca-cert-file", str(tmp_path / "ca.crt"),
-                 "--tls-auth-clients", "no")
+    redis_server(
+        "--tls-port",
+        str(tls_port),
+        "--tls-cert-file",
+        str(tmp_path / "server.crt"),
+        "--tls-key-file",
+        str(tmp_path / "server.key"),
+        "--tls-ca-cert-file",
+        str(tmp_path / "ca.crt"),
+        "--tls-auth-clients",
+        "no",
+    )
 
     def tls_client(ca: str):
         return redis.Redis(host="127.0.0.1", port=tls_port, ssl=True, ssl_ca_certs=str(tmp_path / ca))

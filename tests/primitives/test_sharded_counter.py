@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import pytest
@@ -71,7 +72,7 @@ def test_reads_during_adds_are_monotonic_and_bounded(fast_switching) -> None:
     total = 4 * 10_000 * 3
     assert c.value() == total
     assert len(reads) > 1
-    assert all(a <= b for a, b in zip(reads, reads[1:]))
+    assert all(a <= b for a, b in itertools.pairwise(reads))
     assert all(0 <= x <= total and x % 3 == 0 for x in reads)
 
 

@@ -11,6 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from concur.primitives import (
     AsyncTokenBucket,
     Decision,
@@ -18,8 +21,6 @@ from concur.primitives import (
     ratelimit_headers,
     retry_after_header,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 ENGINE = Path(__file__).resolve().parents[2] / "engine"
 
@@ -64,9 +65,7 @@ def test_cost_above_capacity_raises_instead_of_waiting_forever(clock):
 def test_initial_tokens_validated(clock):
     with pytest.raises(ValueError, match="initial tokens"):
         TokenBucket(10, 1, clock, initial=11)
-    assert TokenBucket(10, 1, clock, initial=0).try_acquire() == Decision(
-        False, 0.0, 1.0
-    )
+    assert TokenBucket(10, 1, clock, initial=0).try_acquire() == Decision(False, 0.0, 1.0)
 
 
 # --- decisions under a fake clock (the essay's worked example as a case table) --------
@@ -131,7 +130,7 @@ def no_sleep(seconds: float) -> None:
 def test_infinite_rate_with_a_frozen_clock_never_waits():
     """Regression: refill was (now - last) * rate, so with no time passing an infinite-rate
     bucket stayed empty, retry_after was 0, and acquire(timeout=1) spun forever."""
-    frozen = lambda: 5.0  # noqa: E731
+    frozen = lambda: 5.0
     bucket = TokenBucket(capacity=2, rate=math.inf, clock=frozen, initial=0, sleep=no_sleep)
     assert bucket.peek(2) == Decision(True, 0.0, 0.0)
     assert bucket.try_acquire(2) == Decision(True, 0.0, 0.0)
@@ -224,9 +223,7 @@ OPS = st.lists(
     start=st.floats(min_value=0, max_value=1e6),
     ops=OPS,
 )
-def test_window_bound_nonnegative_tokens_and_exact_retry_after(
-    capacity, rate, start, ops
-):
+def test_window_bound_nonnegative_tokens_and_exact_retry_after(capacity, rate, start, ops):
     clock = _Clock(start)
     bucket = TokenBucket(capacity, rate, clock)
     admitted: list[tuple[float, float]] = []  # (time, cost)
@@ -247,9 +244,7 @@ def test_window_bound_nonnegative_tokens_and_exact_retry_after(
         if retry:
             clock.now += decision.retry_after
             again = bucket.try_acquire(cost)
-            assert again.allowed, (
-                "retrying after retry_after must succeed with no competitor"
-            )
+            assert again.allowed, "retrying after retry_after must succeed with no competitor"
             admitted.append((clock.now, cost))
     for i, (t0, _) in enumerate(admitted):
         total = 0.0
@@ -272,9 +267,7 @@ class _Clock:
 
 def test_eight_threads_admit_exactly_capacity(fast_switching):
     capacity = 500
-    bucket = TokenBucket(
-        capacity=capacity, rate=1e-9
-    )  # real clock; refill is negligible
+    bucket = TokenBucket(capacity=capacity, rate=1e-9)  # real clock; refill is negligible
     barrier = threading.Barrier(8)
     counts = [0] * 8
 

@@ -9,6 +9,10 @@ from collections import Counter, deque
 from concurrent.futures import CancelledError
 
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
 from concur.primitives import (
     BoundedQueue,
     PoolFull,
@@ -17,9 +21,6 @@ from concur.primitives import (
     QueueEmpty,
     WorkerPool,
 )
-from hypothesis import settings
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 
 def eventually(predicate, timeout: float = 10.0) -> None:
@@ -168,17 +169,13 @@ class QueueModel(RuleBasedStateMachine):
 
 
 TestQueueModel = QueueModel.TestCase
-TestQueueModel.settings = settings(
-    max_examples=100, stateful_step_count=30, deadline=None
-)
+TestQueueModel.settings = settings(max_examples=100, stateful_step_count=30, deadline=None)
 
 
 # --- WorkerPool basics ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "workers, bound", [(0, 1), (1, 0), (1.5, 1), (True, 1), (1, "2")]
-)
+@pytest.mark.parametrize("workers, bound", [(0, 1), (1, 0), (1.5, 1), (True, 1), (1, "2")])
 def test_pool_rejects_bad_sizes(workers, bound):
     with pytest.raises(ValueError, match="integer >= 1"):
         WorkerPool(abs, workers, bound)
@@ -235,9 +232,7 @@ def test_with_block_waits_for_everything_submitted():
 def test_future_cancelled_by_its_owner_is_skipped():
     gate = threading.Event()
     ran: list[int] = []
-    with WorkerPool(
-        lambda x: (gate.wait(10), ran.append(x)), workers=1, bound=4
-    ) as pool:
+    with WorkerPool(lambda x: (gate.wait(10), ran.append(x)), workers=1, bound=4) as pool:
         first = pool.submit(0)
         eventually(first.running)
         second = pool.submit(1)
@@ -259,9 +254,7 @@ def test_submit_timeout_when_full():
 
 def test_join_or_shutdown_from_a_worker_is_refused():
     pool: WorkerPool[str, object] = WorkerPool(
-        lambda what: (
-            pool.join() if what == "join" else pool.shutdown(wait=(what == "wait"))
-        ),
+        lambda what: pool.join() if what == "join" else pool.shutdown(wait=(what == "wait")),
         workers=1,
         bound=2,
     )
@@ -270,9 +263,7 @@ def test_join_or_shutdown_from_a_worker_is_refused():
             pool.submit("join").result(timeout=10)
         with pytest.raises(PoolMisuse, match="shutdown"):
             pool.submit("wait").result(timeout=10)
-        assert (
-            pool.submit("nowait").result(timeout=10) == []
-        )  # allowed: it does not wait
+        assert pool.submit("nowait").result(timeout=10) == []  # allowed: it does not wait
         assert pool.state in ("draining", "terminated")
     assert pool.state == "terminated"
 
@@ -294,7 +285,7 @@ def test_fresh_threads_reusing_a_dead_workers_ident_are_not_workers():
             assert pool.join() is True
             assert pool.shutdown(wait=True) == []
             assert pool.shutdown(wait=False, cancel_pending=True) == []
-        except BaseException as exc:  # noqa: BLE001 -- collected and asserted below
+        except BaseException as exc:
             errors.append(exc)
 
     for _ in range(50):  # one at a time: each new thread may take the last one's ident
@@ -334,9 +325,7 @@ def test_shutdown_matrix(state, cancel_pending):
                 except PoolShutdown:
                     refused.append(i)
 
-            blocked = [
-                threading.Thread(target=producer, args=(i,)) for i in (10, 11, 12)
-            ]
+            blocked = [threading.Thread(target=producer, args=(i,)) for i in (10, 11, 12)]
             for t in blocked:
                 t.start()
             eventually(lambda: pool._queue._putters == 3)
@@ -351,18 +340,14 @@ def test_shutdown_matrix(state, cancel_pending):
     with pytest.raises(PoolShutdown):
         pool.submit(99)
     gate.set()
-    assert (
-        pool.shutdown(wait=True, cancel_pending=cancel_pending) == []
-    )  # again: harmless
+    assert pool.shutdown(wait=True, cancel_pending=cancel_pending) == []  # again: harmless
     assert pool.state == "terminated" and pool.live_workers == 0
     assert pool.join(timeout=10)
     queued = [2, 3, 4] if futures else []
     if cancel_pending:
         assert cancelled == queued
         assert sorted(ran) == ([0, 1] if futures else [])
-        assert [f.cancelled() for f in futures] == [False, False, True, True, True][
-            : len(futures)
-        ]
+        assert [f.cancelled() for f in futures] == [False, False, True, True, True][: len(futures)]
         for f in futures[2:]:
             with pytest.raises(CancelledError):
                 f.result()
@@ -413,9 +398,7 @@ def test_no_item_lost_or_duplicated_with_failures_and_shutdown_mid_stream(
     assert pool.join(timeout=10)
 
     futures = dict(x_f for part in submitted for x_f in part)
-    assert (
-        len(futures) + sum(refused) == total
-    )  # every item was either accepted or refused
+    assert len(futures) + sum(refused) == total  # every item was either accepted or refused
     counts = Counter(seen)
     assert max(counts.values()) == 1, "an item ran twice"
     ran = set(counts)
@@ -434,9 +417,7 @@ def test_drain_shutdown_under_stress_runs_everything(fast_switching):
     total = 20_000
     out: list[int] = []
     with WorkerPool(out.append, workers=6, bound=16) as pool:
-        joiners = [
-            threading.Thread(target=pool.join, kwargs={"timeout": 30}) for _ in range(2)
-        ]
+        joiners = [threading.Thread(target=pool.join, kwargs={"timeout": 30}) for _ in range(2)]
         for t in joiners:
             t.start()
         for x in range(total):
@@ -522,9 +503,7 @@ def test_map_raises_the_earliest_failure_after_everything_ran():
 
 
 def test_map_after_shutdown_and_from_a_worker_is_refused():
-    pool: WorkerPool[int, object] = WorkerPool(
-        lambda x: pool.map([x]), workers=1, bound=2
-    )
+    pool: WorkerPool[int, object] = WorkerPool(lambda x: pool.map([x]), workers=1, bound=2)
     with pool, pytest.raises(PoolMisuse, match="map"):
         pool.submit(1).result(timeout=10)
     with pytest.raises(PoolShutdown):
@@ -548,9 +527,7 @@ def test_map_items_cancelled_by_shutdown_raise_cancelled_error():
     assert pool.shutdown(wait=False, cancel_pending=True) == [1, 2]
     gate.set()
     mapper.join(10)
-    assert outcome == [
-        "WorkerPool.map: 2 of 3 items were cancelled by shutdown(cancel_pending=True)"
-    ]
+    assert outcome == ["WorkerPool.map: 2 of 3 items were cancelled by shutdown(cancel_pending=True)"]
     pool.shutdown()
     assert pool.join(timeout=10) and pool.completed == 1
 

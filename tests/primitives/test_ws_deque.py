@@ -187,8 +187,11 @@ def test_fib_at_depth_without_deadlock(workers, fast_switching) -> None:
 
 def tree_task(spawn, seen, node, branching, depth):
     seen.append(node)
-    kids = [spawn(tree_task, seen, node * branching + k + 1, branching, depth - 1)
-            for k in range(branching)] if depth else []
+    kids = (
+        [spawn(tree_task, seen, node * branching + k + 1, branching, depth - 1) for k in range(branching)]
+        if depth
+        else []
+    )
     return 1 + sum(k.result() for k in kids)
 
 

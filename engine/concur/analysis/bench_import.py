@@ -31,14 +31,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..errors import UsageError
 from .calibration import Point, grid_fit, log_errors, median, point_from
 
-__all__ = ["Run", "read_runs", "CalibrationResult", "fit_runs", "catalog_document", "ENGINE_OVERLAP"]
+__all__ = ["ENGINE_OVERLAP", "CalibrationResult", "Run", "catalog_document", "fit_runs", "read_runs"]
 
 ENGINE_OVERLAP = {"vllm": 1.0, "sglang": 0.0, "trt": 1.0, "tensorrt": 1.0}
 """prefill_overlap by the engine a result file names in its ``backend`` field (see engines.yaml)."""
@@ -61,8 +62,11 @@ class Run:
 
 
 def _fail(label: str, what: str) -> UsageError:
-    return UsageError(f"{label}: {what}", hint="give vllm bench serve --save-result JSON, SGLang bench_serving "
-                                                "JSONL or a genai-perf/AIPerf profile_export JSON")
+    return UsageError(
+        f"{label}: {what}",
+        hint="give vllm bench serve --save-result JSON, SGLang bench_serving "
+        "JSONL or a genai-perf/AIPerf profile_export JSON",
+    )
 
 
 def _num(obj: Mapping[str, Any], key: str, label: str, *, positive: bool = True) -> float:
@@ -97,12 +101,22 @@ def _serve_run(obj: Mapping[str, Any], label: str, fmt: str) -> Run:
         e2e = _opt(obj, "mean_e2el_ms") or _opt(obj, "mean_e2e_latency_ms")
         rate = _opt(obj, "request_throughput")
         if e2e is None or rate is None:
-            raise _fail(label, "missing field 'max_concurrency' (or 'request_throughput' and 'mean_e2el_ms' "
-                               "for an open-loop run)")
+            raise _fail(
+                label,
+                "missing field 'max_concurrency' (or 'request_throughput' and 'mean_e2el_ms' for an open-loop run)",
+            )
         concurrency = rate * e2e / 1000.0
-    return Run(label, fmt, concurrency, _num(obj, "total_input_tokens", label) / completed,
-               _num(obj, "total_output_tokens", label) / completed, tpot, output, _opt(obj, "mean_ttft_ms"),
-               str(obj.get("backend", "")))
+    return Run(
+        label,
+        fmt,
+        concurrency,
+        _num(obj, "total_input_tokens", label) / completed,
+        _num(obj, "total_output_tokens", label) / completed,
+        tpot,
+        output,
+        _opt(obj, "mean_ttft_ms"),
+        str(obj.get("backend", "")),
+    )
 
 
 def _perf_run(obj: Mapping[str, Any], label: str) -> Run:
@@ -113,13 +127,24 @@ def _perf_run(obj: Mapping[str, Any], label: str) -> Run:
     for source in (loadgen if isinstance(loadgen, dict) else {}, config if isinstance(config, dict) else {}):
         concurrency = concurrency or _opt(source, "concurrency")
     if concurrency is None:
-        raise _fail(label, "missing field 'input_config.loadgen.concurrency' (AIPerf) or "
-                           "'input_config.concurrency' (genai-perf): a closed-loop run is needed")
+        raise _fail(
+            label,
+            "missing field 'input_config.loadgen.concurrency' (AIPerf) or "
+            "'input_config.concurrency' (genai-perf): a closed-loop run is needed",
+        )
     endpoint = config.get("endpoint") if isinstance(config, dict) else None
     backend = str((endpoint or {}).get("type", "")) if isinstance(endpoint, dict) else ""
-    return Run(label, "genai-perf", concurrency, _num(obj, "input_sequence_length", label),
-               _num(obj, "output_sequence_length", label), _num(obj, "inter_token_latency", label),
-               _num(obj, "output_token_throughput", label), _opt(obj, "time_to_first_token"), backend)
+    return Run(
+        label,
+        "genai-perf",
+        concurrency,
+        _num(obj, "input_sequence_length", label),
+        _num(obj, "output_sequence_length", label),
+        _num(obj, "inter_token_latency", label),
+        _num(obj, "output_token_throughput", label),
+        _opt(obj, "time_to_first_token"),
+        backend,
+    )
 
 
 def _run(obj: Any, label: str) -> Run:
@@ -175,10 +200,13 @@ class CalibrationResult:
     prefill_from: str  # "TTFT of <run>" or "fitted"
 
     def to_json(self) -> dict[str, Any]:
-        return {"efficiency": round(self.efficiency, 4),
-                "t_fixed": {"value": round(self.t_fixed * 1e3, 4), "unit": "ms"},
-                "efficiency_prefill": round(self.efficiency_prefill, 4), "points": len(self.runs),
-                "median_abs_error": round(self.median_abs_error, 4)}
+        return {
+            "efficiency": round(self.efficiency, 4),
+            "t_fixed": {"value": round(self.t_fixed * 1e3, 4), "unit": "ms"},
+            "efficiency_prefill": round(self.efficiency_prefill, 4),
+            "points": len(self.runs),
+            "median_abs_error": round(self.median_abs_error, 4),
+        }
 
 
 def _overlap(runs: Sequence[Run], given: Mapping[str, Any]) -> float:
@@ -196,9 +224,18 @@ def _points(runs: Sequence[Run], config: Mapping[str, Any], overlap: float) -> l
     gpus = int(config.get("tp", 1)) * int(config.get("pp", 1))
     out = []
     for run in runs:
-        user = point_from(run.label, config, engine="user", concurrency=run.concurrency,
-                          input_tokens=run.input_tokens, output_tokens=run.output_tokens, prefill_overlap=overlap,
-                          source_group=run.label, measured_per_gpu=None, measured_per_user=1000.0 / run.tpot_ms)
+        user = point_from(
+            run.label,
+            config,
+            engine="user",
+            concurrency=run.concurrency,
+            input_tokens=run.input_tokens,
+            output_tokens=run.output_tokens,
+            prefill_overlap=overlap,
+            source_group=run.label,
+            measured_per_gpu=None,
+            measured_per_user=1000.0 / run.tpot_ms,
+        )
         out.append((user, replace(user, measured_per_user=None, measured_per_gpu=run.output_throughput / gpus)))
     return out
 
@@ -210,9 +247,11 @@ def fit_runs(runs: Sequence[Run], given: Mapping[str, Any]) -> CalibrationResult
     Raises :class:`UsageError` with fewer than two runs or two runs at one concurrency only.
     """
     if len(runs) < 2 or len({round(r.concurrency, 6) for r in runs}) < 2:
-        raise UsageError(f"a fit needs runs at two or more concurrencies, got {len(runs)} run(s) at "
-                         f"{sorted({r.concurrency for r in runs})}",
-                         hint="benchmark with --max-concurrency 1, 8, 32 ...")
+        raise UsageError(
+            f"a fit needs runs at two or more concurrencies, got {len(runs)} run(s) at "
+            f"{sorted({r.concurrency for r in runs})}",
+            hint="benchmark with --max-concurrency 1, 8, 32 ...",
+        )
     config = {k: v for k, v in given.items() if k != "prefill_overlap"}
     overlap = _overlap(runs, given)
     pairs = _points(runs, config, overlap)
@@ -234,9 +273,11 @@ def fit_runs(runs: Sequence[Run], given: Mapping[str, Any]) -> CalibrationResult
 def catalog_document(result: CalibrationResult, entry_id: str, given: Mapping[str, Any]) -> dict[str, Any]:
     """An engines-catalog document holding one entry for ``result`` (what ``-o`` writes)."""
     config = ", ".join(f"{k}={v}" for k, v in given.items())
-    files = ", ".join(sorted({r.label.rsplit(':', 1)[0] if r.fmt == 'sglang' else r.label for r in result.runs}))
-    src = (f"concur calibrate --from on {len(result.runs)} runs ({files}) of {config}; median |error| "
-           f"{100 * result.median_abs_error:.1f}% over their TPOT and output throughput")
+    files = ", ".join(sorted({r.label.rsplit(":", 1)[0] if r.fmt == "sglang" else r.label for r in result.runs}))
+    src = (
+        f"concur calibrate --from on {len(result.runs)} runs ({files}) of {config}; median |error| "
+        f"{100 * result.median_abs_error:.1f}% over their TPOT and output throughput"
+    )
     return {
         "catalog": "engines",
         "doc": "Engine constants calibrated on the user's own benchmark results (concur calibrate --from).",
@@ -246,14 +287,23 @@ def catalog_document(result: CalibrationResult, entry_id: str, given: Mapping[st
             "efficiency_prefill": {"doc": "fraction of peak_flops x flops_fraction a prefill reaches"},
             "prefill_overlap": {"doc": "1 when the engine runs prefill chunks inside decode steps, else 0"},
         },
-        "entries": {entry_id: {
-            "name": f"calibrated: {config}",
-            "efficiency": {"value": round(result.efficiency, 4), "source": src},
-            "t_fixed": {"value": round(result.t_fixed * 1e3, 4), "source": src},
-            "efficiency_prefill": {"value": round(result.efficiency_prefill, 4),
-                                   "source": f"{src}; from the {result.prefill_from}"},
-            "prefill_overlap": {"value": int(result.prefill_overlap), "source": (
-                "given with --set" if "prefill_overlap" in given else
-                "from the result files' backend field (vllm, trt: 1; sglang or unnamed: 0)")},
-        }},
+        "entries": {
+            entry_id: {
+                "name": f"calibrated: {config}",
+                "efficiency": {"value": round(result.efficiency, 4), "source": src},
+                "t_fixed": {"value": round(result.t_fixed * 1e3, 4), "source": src},
+                "efficiency_prefill": {
+                    "value": round(result.efficiency_prefill, 4),
+                    "source": f"{src}; from the {result.prefill_from}",
+                },
+                "prefill_overlap": {
+                    "value": int(result.prefill_overlap),
+                    "source": (
+                        "given with --set"
+                        if "prefill_overlap" in given
+                        else "from the result files' backend field (vllm, trt: 1; sglang or unnamed: 0)"
+                    ),
+                },
+            }
+        },
     }

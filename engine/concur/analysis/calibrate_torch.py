@@ -121,14 +121,17 @@ def fit_step_times(samples: Sequence[Sample], bandwidth: float) -> StepFit:
     x = np.asarray([s.bytes for s in samples], dtype=float)
     y = np.asarray([s.t_step for s in samples], dtype=float)
     if len(set(x.tolist())) < 2:
-        raise UsageError("calibrate: need at least two batch sizes with different bytes read",
-                         hint="pass --batches 1,8,32,64")
+        raise UsageError(
+            "calibrate: need at least two batch sizes with different bytes read", hint="pass --batches 1,8,32,64"
+        )
     a, b = np.polyfit(x, y, 1)
     if b < 0:
         a, b = float(x @ y / (x @ x)), 0.0
     if not a > 0:
-        raise UsageError("calibrate: the measured step time does not grow with the bytes read; the step is "
-                         "not memory bound here", hint="use a larger --context or larger batches")
+        raise UsageError(
+            "calibrate: the measured step time does not grow with the bytes read; the step is not memory bound here",
+            hint="use a larger --context or larger batches",
+        )
     fit = StepFit(float(1.0 / (a * bandwidth)), float(b), float(bandwidth), 0.0)
     errors = [abs(fit.predict(s.bytes) / s.t_step - 1) for s in samples]
     return StepFit(fit.efficiency, fit.t_fixed, fit.bandwidth, float(statistics.median(errors)))
@@ -144,8 +147,10 @@ def shapes_for(model_id: str, layers: int) -> Shapes:
         raise UsageError(f"calibrate: unknown model '{model_id}'", hint=f"one of: {', '.join(cat.entries)}")
     v = {k: val[0] for k, val in cat.entries[model_id].values.items()}
     if v.get("attention", "gqa") != "gqa" or v.get("active_params", v["params"]) != v["params"]:
-        raise UsageError(f"calibrate: '{model_id}' is MLA or MoE; the synthetic step models dense GQA models",
-                         hint="use e.g. --model llama-3.1-8b")
+        raise UsageError(
+            f"calibrate: '{model_id}' is MLA or MoE; the synthetic step models dense GQA models",
+            hint="use e.g. --model llama-3.1-8b",
+        )
     hidden, heads, kv, hd, n = (int(v[k]) for k in ("hidden", "attention_heads", "kv_heads", "head_dim", "layers"))
     per_layer = (v["params"] - 2 * v["vocab"] * hidden) / n
     attn = hidden * hd * (2 * heads + 2 * kv)
@@ -184,8 +189,17 @@ def measure_bandwidth(device: str, size_bytes: int = 1 << 30, repeats: int = 5) 
     return 2 * n * 4 / best
 
 
-def measure(shapes: Shapes, context: int, batches: Sequence[int], *, device: str, dtype: str = "bf16",
-            repeats: int = 5, seed: int = 0, progress: Callable[[int, int], None] | None = None) -> list[Sample]:
+def measure(
+    shapes: Shapes,
+    context: int,
+    batches: Sequence[int],
+    *,
+    device: str,
+    dtype: str = "bf16",
+    repeats: int = 5,
+    seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Sample]:
     """Time the synthetic decode step (module essay) for each batch size: one Sample each.
 
     ``progress(done, total)`` is called after each batch size."""
@@ -201,12 +215,21 @@ def measure(shapes: Shapes, context: int, batches: Sequence[int], *, device: str
     def rand(*shape: int) -> Any:
         return (torch.randn(*shape, generator=gen) * 0.02).to(device=device, dtype=tdt)
 
-    layers = [{"qkv": rand(s.hidden, (s.heads + 2 * s.kv_heads) * s.head_dim), "o": rand(s.heads * s.head_dim, s.hidden),
-               "up": rand(s.hidden, 2 * s.intermediate), "down": rand(s.intermediate, s.hidden)} for _ in range(s.layers)]
+    layers = [
+        {
+            "qkv": rand(s.hidden, (s.heads + 2 * s.kv_heads) * s.head_dim),
+            "o": rand(s.heads * s.head_dim, s.hidden),
+            "up": rand(s.hidden, 2 * s.intermediate),
+            "down": rand(s.intermediate, s.hidden),
+        }
+        for _ in range(s.layers)
+    ]
     samples = []
     for batch in batches:
-        cache = [(rand(batch, s.kv_heads, context, s.head_dim), rand(batch, s.kv_heads, context, s.head_dim))
-                 for _ in range(s.layers)]
+        cache = [
+            (rand(batch, s.kv_heads, context, s.head_dim), rand(batch, s.kv_heads, context, s.head_dim))
+            for _ in range(s.layers)
+        ]
         x0 = rand(batch, s.hidden)
 
         with torch.inference_mode():
@@ -232,7 +255,7 @@ def _step(torch: Any, s: Shapes, layers: list[dict[str, Any]], cache: list[tuple
     for w, (k, v) in zip(layers, cache):
         qkv = x @ w["qkv"]
         q = qkv[:, : s.heads * s.head_dim].reshape(batch, s.kv_heads, group, s.head_dim)
-        att = torch.softmax((q @ k.transpose(-1, -2)) * s.head_dim ** -0.5, dim=-1) @ v
+        att = torch.softmax((q @ k.transpose(-1, -2)) * s.head_dim**-0.5, dim=-1) @ v
         x = x + att.reshape(batch, s.heads * s.head_dim) @ w["o"]
         gate, up = (x @ w["up"]).chunk(2, dim=-1)
         x = x + (torch.nn.functional.silu(gate) * up) @ w["down"]
@@ -241,20 +264,48 @@ def _step(torch: Any, s: Shapes, layers: list[dict[str, Any]], cache: list[tuple
 
 def catalog_entry(entry_id: str, fit: StepFit, samples: Sequence[Sample], meta: dict[str, Any]) -> dict[str, Any]:
     """An engines-catalog document with one entry: the fit, its source, and the measurement."""
-    how = (f"concur calibrate on {meta['device_name']}: synthetic decode step of {meta['model']} "
-           f"({meta['layers']} layers, {meta['dtype']}, context {meta['context']}), bandwidth "
-           f"{fit.bandwidth / 1e12:.4g} TB/s ({meta['bandwidth_source']}); median |error| "
-           f"{100 * fit.median_abs_error:.1f}%")
+    how = (
+        f"concur calibrate on {meta['device_name']}: synthetic decode step of {meta['model']} "
+        f"({meta['layers']} layers, {meta['dtype']}, context {meta['context']}), bandwidth "
+        f"{fit.bandwidth / 1e12:.4g} TB/s ({meta['bandwidth_source']}); median |error| "
+        f"{100 * fit.median_abs_error:.1f}%"
+    )
     points = []
     for s in samples:
         bound = s.bytes / fit.bandwidth
-        points.append({"batch": s.batch, "t_step_ms": round(s.t_step * 1e3, 4), "bytes": s.bytes,
-                       "bound_ms": round(bound * 1e3, 4), "measured_over_bound": round(s.t_step / bound, 3)})
-    return {"catalog": "engines",
-            "entries": {entry_id: {
+        points.append(
+            {
+                "batch": s.batch,
+                "t_step_ms": round(s.t_step * 1e3, 4),
+                "bytes": s.bytes,
+                "bound_ms": round(bound * 1e3, 4),
+                "measured_over_bound": round(s.t_step / bound, 3),
+            }
+        )
+    return {
+        "catalog": "engines",
+        "entries": {
+            entry_id: {
                 "name": f"synthetic decode step, {meta['device_name']}",
                 "efficiency": {"value": round(fit.efficiency, 4), "source": how},
                 "t_fixed": {"value": round(fit.t_fixed * 1e3, 4), "source": how},
-                "measurement": {**{k: meta[k] for k in ("device", "device_name", "torch", "model", "layers", "dtype",
-                                                        "context", "bandwidth_source")},
-                                "bandwidth_tb_s": round(fit.bandwidth / 1e12, 5), "points": points}}}}
+                "measurement": {
+                    **{
+                        k: meta[k]
+                        for k in (
+                            "device",
+                            "device_name",
+                            "torch",
+                            "model",
+                            "layers",
+                            "dtype",
+                            "context",
+                            "bandwidth_source",
+                        )
+                    },
+                    "bandwidth_tb_s": round(fit.bandwidth / 1e12, 5),
+                    "points": points,
+                },
+            }
+        },
+    }

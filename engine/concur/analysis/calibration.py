@@ -64,24 +64,25 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..errors import PackError
 
 __all__ = [
-    "gpu_entry",
-    "Point",
     "Fit",
-    "load_points",
-    "point_from",
+    "Point",
     "evaluate",
-    "log_errors",
-    "relative_error",
     "fit_points",
+    "gpu_entry",
     "grid_fit",
+    "load_points",
+    "log_errors",
     "median",
+    "point_from",
+    "relative_error",
 ]
 
 # A dtype the source does not state (or names in a way not recognised below) is taken as the
@@ -89,17 +90,26 @@ __all__ = [
 # bound, so the bound stays an upper bound whatever the engine really used. Said in the point's notes.
 _UNKNOWN_KV_BYTES = 1.0
 _UNKNOWN_WEIGHT_BYTES = 0.5
-_DTYPE_WORDS = ((("fp4", "nvfp4", "mxfp4", "int4", "w4", "awq", "gptq", "4bit", "4-bit"), 0.5),
-                (("fp8", "int8", "w8", "e4m3", "e5m2", "8bit"), 1.0),
-                (("bf16", "fp16", "half", "bfloat16", "float16"), 2.0),
-                (("fp32", "float32"), 4.0))
+_DTYPE_WORDS = (
+    (("fp4", "nvfp4", "mxfp4", "int4", "w4", "awq", "gptq", "4bit", "4-bit"), 0.5),
+    (("fp8", "int8", "w8", "e4m3", "e5m2", "8bit"), 1.0),
+    (("bf16", "fp16", "half", "bfloat16", "float16"), 2.0),
+    (("fp32", "float32"), 4.0),
+)
 # Lengths of public datasets whose mean the source does not state (tokens, Llama tokenizer):
 # ShareGPT as sampled by the vLLM/SGLang serving benchmarks; used only where a point names it.
 _DATASET_LENGTHS = {"sharegpt": (256.0, 256.0)}
 # Architecture fields the pack needs beyond the KV shapes, read from the models catalog entry
 # of the point's concur model id (or from its config family where the catalog lacks the model).
-_ARCH_FIELDS = ("attention_heads", "hidden", "experts", "experts_per_token", "attention", "kv_lora_rank",
-                "qk_rope_head_dim")
+_ARCH_FIELDS = (
+    "attention_heads",
+    "hidden",
+    "experts",
+    "experts_per_token",
+    "attention",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+)
 _V1_DEFAULT = (0, 8)
 """vLLM version from which the V1 engine (chunked prefill always on) is the default: v0.8.0
 release notes, 'V1 engine is enabled by default'."""
@@ -210,8 +220,9 @@ def _lengths(raw: Mapping[str, Any], notes: list[str]) -> tuple[float, float]:
         osl = isl
         notes.append(f"output length not stated; {isl:g} assumed (KV read is small at this batch)")
     if isl is None or osl is None:
-        raise PackError(f"point '{raw.get('id')}': cannot tell its input/output lengths",
-                        hint="give numeric isl and osl")
+        raise PackError(
+            f"point '{raw.get('id')}': cannot tell its input/output lengths", hint="give numeric isl and osl"
+        )
     return isl, osl
 
 
@@ -285,15 +296,24 @@ def _terms(given: dict[str, Any]) -> dict[str, Any]:
     from ..solver.question import solve_model
 
     # kv_fit ignore: the measured run did hold this batch, whatever memory settings its engine used
-    sol = solve_model(build_model(["llm_throughput"]), tuple(t for t in _TERMS if t not in given),
-                      {**given, "efficiency": 1, "t_fixed": 0, "efficiency_prefill": 1, "kv_fit": "ignore"})
+    sol = solve_model(
+        build_model(["llm_throughput"]),
+        tuple(t for t in _TERMS if t not in given),
+        {**given, "efficiency": 1, "t_fixed": 0, "efficiency_prefill": 1, "kv_fit": "ignore"},
+    )
     var = sol.model.variable("family")
     family = var.choices[int(sol.values["family"])] if "family" in sol.values else "other"
-    return {"memory_time": sol.value("memory_time", "s"), "compute_time": sol.value("compute_time", "s"),
-            "prefill_time": sol.value("prefill_time", "s"), "t_comm": sol.value("t_comm", "s"),
-            "kv_per_token": sol.value("kv_per_token", "B/token"),
-            "flops_fraction": float(sol.values.get("flops_fraction", 1.0)), "family": family,
-            "layers": int(round(sol.values.get("layers", 0))), "experts": float(sol.values.get("experts", 0.0))}
+    return {
+        "memory_time": sol.value("memory_time", "s"),
+        "compute_time": sol.value("compute_time", "s"),
+        "prefill_time": sol.value("prefill_time", "s"),
+        "t_comm": sol.value("t_comm", "s"),
+        "kv_per_token": sol.value("kv_per_token", "B/token"),
+        "flops_fraction": float(sol.values.get("flops_fraction", 1.0)),
+        "family": family,
+        "layers": round(sol.values.get("layers", 0)),
+        "experts": float(sol.values.get("experts", 0.0)),
+    }
 
 
 def _architecture(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -302,8 +322,11 @@ def _architecture(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, A
 
     params = float(cfg["params"])
     given: dict[str, Any] = {
-        "params": f"{params!r} parameter", "active_params": f"{float(cfg.get('active_params', params))!r} parameter",
-        "layers": int(cfg["layers"]), "kv_heads": int(cfg["kv_heads"]), "head_dim": int(cfg["head_dim"]),
+        "params": f"{params!r} parameter",
+        "active_params": f"{float(cfg.get('active_params', params))!r} parameter",
+        "layers": int(cfg["layers"]),
+        "kv_heads": int(cfg["kv_heads"]),
+        "head_dim": int(cfg["head_dim"]),
     }
     entry = get_catalog("models").entries.get(str(raw.get("model", "")))
     values = {k: v[0] for k, v in entry.values.items()} if entry is not None else {}
@@ -319,21 +342,50 @@ def _architecture(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, A
     return given
 
 
-def point_from(pid: str, given: Mapping[str, Any], *, engine: str, concurrency: float, input_tokens: float,
-               output_tokens: float, measured_per_gpu: float | None, measured_per_user: float | None,
-               prefill_overlap: float, source_group: str = "", fit: bool = True,
-               assumptions: Sequence[str] = ()) -> Point:
+def point_from(
+    pid: str,
+    given: Mapping[str, Any],
+    *,
+    engine: str,
+    concurrency: float,
+    input_tokens: float,
+    output_tokens: float,
+    measured_per_gpu: float | None,
+    measured_per_user: float | None,
+    prefill_overlap: float,
+    source_group: str = "",
+    fit: bool = True,
+    assumptions: Sequence[str] = (),
+) -> Point:
     """A :class:`Point` for one configuration (``given``: pack givens without load or lengths), solved by the pack."""
-    terms = _terms({**given, "concurrency": float(concurrency), "input_tokens": input_tokens,
-                    "output_tokens": output_tokens})
+    terms = _terms(
+        {**given, "concurrency": float(concurrency), "input_tokens": input_tokens, "output_tokens": output_tokens}
+    )
     tp, pp = int(given.get("tp", 1)), int(given.get("pp", 1))
-    return Point(id=pid, engine=engine, gpu=str(given.get("gpu", "")), memory_time=terms["memory_time"],
-                 compute_time=terms["compute_time"], prefill_time=terms["prefill_time"], tp=tp, pp=pp,
-                 concurrency=float(concurrency), input_tokens=input_tokens, output_tokens=output_tokens,
-                 measured_per_gpu=measured_per_gpu, measured_per_user=measured_per_user, fit=fit,
-                 assumptions=tuple(assumptions), gpu_family=terms["family"], source_group=source_group,
-                 flops_fraction=terms["flops_fraction"], t_comm=terms["t_comm"], prefill_overlap=prefill_overlap,
-                 layers=terms["layers"], moe=terms["experts"] > 0)
+    return Point(
+        id=pid,
+        engine=engine,
+        gpu=str(given.get("gpu", "")),
+        memory_time=terms["memory_time"],
+        compute_time=terms["compute_time"],
+        prefill_time=terms["prefill_time"],
+        tp=tp,
+        pp=pp,
+        concurrency=float(concurrency),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        measured_per_gpu=measured_per_gpu,
+        measured_per_user=measured_per_user,
+        fit=fit,
+        assumptions=tuple(assumptions),
+        gpu_family=terms["family"],
+        source_group=source_group,
+        flops_fraction=terms["flops_fraction"],
+        t_comm=terms["t_comm"],
+        prefill_overlap=prefill_overlap,
+        layers=terms["layers"],
+        moe=terms["experts"] > 0,
+    )
 
 
 def _point(raw: Mapping[str, Any], configs: Mapping[str, Any]) -> Point:
@@ -354,8 +406,14 @@ def _point(raw: Mapping[str, Any], configs: Mapping[str, Any]) -> Point:
     kv_bytes = _bytes(raw.get("kv", "unknown"), notes, kv=True)
     params = float(cfg["params"])
     isl, osl = _lengths(raw, notes)
-    given: dict[str, Any] = {**_architecture(raw, cfg), "gpu": gpu, "tp": tp, "pp": pp,
-                             "weight_bytes": f"{w_bytes} B/parameter", "kv_bytes": f"{kv_bytes} B/token"}
+    given: dict[str, Any] = {
+        **_architecture(raw, cfg),
+        "gpu": gpu,
+        "tp": tp,
+        "pp": pp,
+        "weight_bytes": f"{w_bytes} B/parameter",
+        "kv_bytes": f"{kv_bytes} B/token",
+    }
     measured = raw.get("measured", {})
     replicas = max(1, n_gpus // (tp * pp))
     per_gpu = _number(measured.get("output_tok_s_per_gpu"))
@@ -381,16 +439,29 @@ def _point(raw: Mapping[str, Any], configs: Mapping[str, Any]) -> Point:
         free = nominal - params * w_bytes / (tp * pp)
         conc = math.floor(free / (one["kv_per_token"] * (isl + osl)))
         fit = False
-        notes.append(f"load '{load}': concurrency {conc} = most sequences whose KV fits beside the weights; "
-                     "left out of the fit")
+        notes.append(
+            f"load '{load}': concurrency {conc} = most sequences whose KV fits beside the weights; left out of the fit"
+        )
     if str(raw.get("speculative_decoding", "none")) != "none":
         fit = False
-        notes.append(f"speculative decoding ({raw['speculative_decoding']}): several tokens per step; "
-                     "left out of the fit")
+        notes.append(
+            f"speculative decoding ({raw['speculative_decoding']}): several tokens per step; left out of the fit"
+        )
     overlap = _overlap(raw, engine, notes)
-    return point_from(pid, given, engine=engine, concurrency=float(conc), input_tokens=isl, output_tokens=osl,
-                      measured_per_gpu=per_gpu, measured_per_user=per_user, prefill_overlap=overlap,
-                      source_group=str(raw.get("source_group", "")), fit=fit, assumptions=notes)
+    return point_from(
+        pid,
+        given,
+        engine=engine,
+        concurrency=float(conc),
+        input_tokens=isl,
+        output_tokens=osl,
+        measured_per_gpu=per_gpu,
+        measured_per_user=per_user,
+        prefill_overlap=overlap,
+        source_group=str(raw.get("source_group", "")),
+        fit=fit,
+        assumptions=notes,
+    )
 
 
 def evaluate(point: Point, efficiency: Any = 1.0, t_fixed: Any = 0.0, efficiency_prefill: Any = None) -> dict:
@@ -418,13 +489,26 @@ def evaluate(point: Point, efficiency: Any = 1.0, t_fixed: Any = 0.0, efficiency
         per_step = c * p.prefill_time / np.asarray(efficiency_prefill, dtype=float) / p.output_tokens
         tpot = t_step + np.maximum(0.0, per_step - p.prefill_overlap * np.maximum(0.0, memory - compute))
     gpus = p.tp * p.pp
-    return {"memory_time": p.memory_time, "compute_time": p.compute_time, "t_step_bound": bound,
-            "t_step": t_step, "tpot": tpot, "per_user": 1.0 / tpot, "per_gpu": c / tpot / gpus,
-            "bound_per_user": 1.0 / bound, "bound_per_gpu": c / bound / gpus}
+    return {
+        "memory_time": p.memory_time,
+        "compute_time": p.compute_time,
+        "t_step_bound": bound,
+        "t_step": t_step,
+        "tpot": tpot,
+        "per_user": 1.0 / tpot,
+        "per_gpu": c / tpot / gpus,
+        "bound_per_user": 1.0 / bound,
+        "bound_per_gpu": c / bound / gpus,
+    }
 
 
-def log_errors(points: Sequence[Point], efficiency: Any, t_fixed: Any, efficiency_prefill: Any,
-               scales: Sequence[float] | None = None) -> Any:
+def log_errors(
+    points: Sequence[Point],
+    efficiency: Any,
+    t_fixed: Any,
+    efficiency_prefill: Any,
+    scales: Sequence[float] | None = None,
+) -> Any:
     """log(model/measured) per point (last axis): on the per-GPU throughput where published, else per user.
 
     ``scales`` multiplies ``t_fixed`` point by point (a per-layer cost times each point's
@@ -472,9 +556,15 @@ _TFIX = (0.0, 0.030)
 _EFF_PREFILL = (0.05, 1.0)
 
 
-def grid_fit(points: Sequence[Point], eta_p: float | None, *, scales: Sequence[float] | None = None,
-             t_range: tuple[float, float] = _TFIX, prior: tuple[float, float, float] | None = None,
-             prior_weight: float = 0.0) -> tuple[float, float, float]:
+def grid_fit(
+    points: Sequence[Point],
+    eta_p: float | None,
+    *,
+    scales: Sequence[float] | None = None,
+    t_range: tuple[float, float] = _TFIX,
+    prior: tuple[float, float, float] | None = None,
+    prior_weight: float = 0.0,
+) -> tuple[float, float, float]:
     """Minimise sum |log error| over (efficiency, t_fixed[, efficiency_prefill]) by refined grids.
 
     ``eta_p`` fixes efficiency_prefill (else it is fitted too). With ``prior`` (efficiency,

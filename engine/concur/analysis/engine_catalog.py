@@ -13,28 +13,51 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .calibration import Point, median
 from .engine_fits import ENGINES, FAMILIES, MIN_POINTS, CrossValidation, FitSet, Level
 
-__all__ = ["DATA_LABEL", "PREFILL_OVERLAP", "engines_catalog", "main", "plot_fit", "report", "write_atomically",
-           "write_catalog", "yaml_text"]
+__all__ = [
+    "DATA_LABEL",
+    "PREFILL_OVERLAP",
+    "engines_catalog",
+    "main",
+    "plot_fit",
+    "report",
+    "write_atomically",
+    "write_catalog",
+    "yaml_text",
+]
 
 DATA_LABEL = "tests/data/throughput_points.yaml"
-_NAMES = {"default": "any engine (engine-agnostic fits per GPU family)", "sglang": "SGLang",
-          "trtllm": "TensorRT-LLM (incl. NIM and MLPerf submissions built on it)", "vllm": "vLLM"}
+_NAMES = {
+    "default": "any engine (engine-agnostic fits per GPU family)",
+    "sglang": "SGLang",
+    "trtllm": "TensorRT-LLM (incl. NIM and MLPerf submissions built on it)",
+    "vllm": "vLLM",
+}
 PREFILL_OVERLAP: dict[str, tuple[int, str]] = {
-    "vllm": (1, "vLLM V1 (the default engine since v0.8.0, release notes 'V1 engine is enabled by default') always "
-                "schedules with chunked prefill: a step carries the running decodes plus prefill chunks up to "
-                "max_num_batched_tokens (docs.vllm.ai, 'Optimization and Tuning', chunked prefill)"),
-    "trtllm": (1, "TensorRT-LLM in-flight batching runs requests in the context phase and in the generation "
-                  "phase in the same iteration (NVIDIA/TensorRT-LLM docs/source/advanced/gpt-attention.md, "
-                  "'In-flight batching'); chunked context splits long prompts (enable_chunked_context)"),
-    "sglang": (0, "SGLang runs prefill batches and decode batches as separate forward passes unless "
-                  "--enable-mixed-chunk is set; its default is False (sgl-project/sglang "
-                  "python/sglang/srt/server_args.py, enable_mixed_chunk: bool = False)"),
+    "vllm": (
+        1,
+        "vLLM V1 (the default engine since v0.8.0, release notes 'V1 engine is enabled by default') always "
+        "schedules with chunked prefill: a step carries the running decodes plus prefill chunks up to "
+        "max_num_batched_tokens (docs.vllm.ai, 'Optimization and Tuning', chunked prefill)",
+    ),
+    "trtllm": (
+        1,
+        "TensorRT-LLM in-flight batching runs requests in the context phase and in the generation "
+        "phase in the same iteration (NVIDIA/TensorRT-LLM docs/source/advanced/gpt-attention.md, "
+        "'In-flight batching'); chunked context splits long prompts (enable_chunked_context)",
+    ),
+    "sglang": (
+        0,
+        "SGLang runs prefill batches and decode batches as separate forward passes unless "
+        "--enable-mixed-chunk is set; its default is False (sgl-project/sglang "
+        "python/sglang/srt/server_args.py, enable_mixed_chunk: bool = False)",
+    ),
     "default": (0, "engine unknown: no prefill is assumed to hide under decode steps (the slower, safe side)"),
 }
 
@@ -47,21 +70,27 @@ def _pct(x: float) -> str:
 
 def _cell_cv(cv: CrossValidation, points: Sequence[Point], engine: str, family: str | None) -> tuple[float, int]:
     """Leave-one-source-out median over the points an entry's constants describe (all engines for default)."""
-    ids = [p.id for p in points if p.fit and (engine == "default" or p.engine == engine)
-           and (family is None or p.gpu_family == family)]
+    ids = [
+        p.id
+        for p in points
+        if p.fit and (engine == "default" or p.engine == engine) and (family is None or p.gpu_family == family)
+    ]
     return cv.median(ids, engine=engine != "default"), len(ids)
 
 
-def _describe(fs: FitSet, cv: CrossValidation, points: Sequence[Point], engine: str, family: str,
-              data_label: str) -> tuple[Level, str]:
+def _describe(
+    fs: FitSet, cv: CrossValidation, points: Sequence[Point], engine: str, family: str, data_label: str
+) -> tuple[Level, str]:
     """The level an entry's constant for ``family`` comes from, and the source text saying so."""
     fam = None if family == "other" else family
     if fam is not None and f"{engine}@{fam}" in fs.cells:
         lv = fs.cells[f"{engine}@{fam}"]
         err, n = _cell_cv(cv, points, engine, fam)
-        return lv, (f"{engine}@{fam}: fit on {len(lv.ids)} points of {data_label} (ids {', '.join(lv.ids)}), pulled "
-                    f"towards the {'global' if engine == 'default' else engine} fit; in-sample median |error| "
-                    f"{_pct(lv.in_sample)}, leave-one-source-out {_pct(err)} over its {n} points")
+        return lv, (
+            f"{engine}@{fam}: fit on {len(lv.ids)} points of {data_label} (ids {', '.join(lv.ids)}), pulled "
+            f"towards the {'global' if engine == 'default' else engine} fit; in-sample median |error| "
+            f"{_pct(lv.in_sample)}, leave-one-source-out {_pct(err)} over its {n} points"
+        )
     wide = fs.engines.get(engine) if engine != "default" else None
     lv = wide or fs.glob
     err, n = _cell_cv(cv, points, engine if wide else "default", None)
@@ -73,8 +102,10 @@ def _describe(fs: FitSet, cv: CrossValidation, points: Sequence[Point], engine: 
         have = sum(1 for p in points if p.fit and p.gpu_family == fam and engine in ("default", p.engine))
         reason = f"{have} {who}points on {fam} GPUs (fewer than {MIN_POINTS}): "
     ids = f"ids {', '.join(lv.ids)}" if family == "other" else f"ids listed under {where}"
-    return lv, (f"{engine}@{family}: {reason}{what}, fit on {len(lv.ids)} points of {data_label} ({ids}); in-sample "
-                f"median |error| {_pct(lv.in_sample)}, leave-one-source-out {_pct(err)} over its {n} points")
+    return lv, (
+        f"{engine}@{family}: {reason}{what}, fit on {len(lv.ids)} points of {data_label} ({ids}); in-sample "
+        f"median |error| {_pct(lv.in_sample)}, leave-one-source-out {_pct(err)} over its {n} points"
+    )
 
 
 def engines_catalog(fs: FitSet, cv: CrossValidation, points: Sequence[Point], data_label: str = DATA_LABEL) -> dict:
@@ -88,9 +119,11 @@ def engines_catalog(fs: FitSet, cv: CrossValidation, points: Sequence[Point], da
     fields["prefill_overlap"] = {"doc": "1 when the engine runs prefill chunks inside decode steps, else 0"}
     fields["efficiency"] = {"doc": "one efficiency for every GPU (user entries from concur calibrate)"}
     fields["t_fixed"] = {"unit": "ms", "doc": "fixed cost per decode step of the calibrated model (user entries)"}
-    moe_src = (f"one factor for every engine and GPU, chosen from {', '.join(f'{m:g}' for m in (1, 1.5, 2, 2.5, 3))} "
-               f"by the total |log error| over the {sum(p.fit for p in points)} usable points of {data_label}; "
-               "leave-one-source-out folds chose " + ", ".join(f"{g} {m:g}" for g, m in cv.moe_factors.items()))
+    moe_src = (
+        f"one factor for every engine and GPU, chosen from {', '.join(f'{m:g}' for m in (1, 1.5, 2, 2.5, 3))} "
+        f"by the total |log error| over the {sum(p.fit for p in points)} usable points of {data_label}; "
+        "leave-one-source-out folds chose " + ", ".join(f"{g} {m:g}" for g, m in cv.moe_factors.items())
+    )
     entries: dict[str, Any] = {}
     for engine in ("default", *ENGINES):
         entry: dict[str, Any] = {"name": _NAMES[engine]}
@@ -100,24 +133,30 @@ def engines_catalog(fs: FitSet, cv: CrossValidation, points: Sequence[Point], da
             entry[f"t_layer_{fam}"] = {"value": round(lv.t_layer * 1e3, 5), "source": src}
         wide = fs.engines.get(engine, fs.glob)
         err, n = _cell_cv(cv, points, engine if engine in fs.engines else "default", None)
-        entry["efficiency_prefill"] = {"value": round(wide.efficiency_prefill, 4), "source": (
-            f"{'global fit' if wide is fs.glob else engine + ' over all GPUs'} on {len(wide.ids)} points of "
-            f"{data_label} (the prefill shows through the served accounting); leave-one-source-out {_pct(err)} "
-            f"over {n} points")}
+        entry["efficiency_prefill"] = {
+            "value": round(wide.efficiency_prefill, 4),
+            "source": (
+                f"{'global fit' if wide is fs.glob else engine + ' over all GPUs'} on {len(wide.ids)} points of "
+                f"{data_label} (the prefill shows through the served accounting); leave-one-source-out {_pct(err)} "
+                f"over {n} points"
+            ),
+        }
         entry["moe_layer_factor"] = {"value": fs.moe_factor, "source": moe_src}
         overlap, why = PREFILL_OVERLAP[engine]
         entry["prefill_overlap"] = {"value": overlap, "source": why}
         entries[engine] = entry
     return {
         "catalog": "engines",
-        "doc": ("Serving-engine constants of the decode step of formulas/llm_throughput.yaml, per GPU family: "
-                "t_step = max(memory_time, compute_time / flops_fraction) / efficiency + t_comm + layers x t_layer "
-                "(x moe_layer_factor for MoE). Generated by `python -m concur.analysis.engine_catalog "
-                f"{data_label} formulas/catalogs/engines.yaml` (concur.analysis.engine_fits): each family's "
-                f"constants come from the engine's own points on that family when there are at least {MIN_POINTS}, "
-                "else from the engine over all GPUs, else from the global fit; every source names the level, the "
-                "points and the in-sample and leave-one-source-out median errors. Edit the data or the physics, "
-                "not this file."),
+        "doc": (
+            "Serving-engine constants of the decode step of formulas/llm_throughput.yaml, per GPU family: "
+            "t_step = max(memory_time, compute_time / flops_fraction) / efficiency + t_comm + layers x t_layer "
+            "(x moe_layer_factor for MoE). Generated by `python -m concur.analysis.engine_catalog "
+            f"{data_label} formulas/catalogs/engines.yaml` (concur.analysis.engine_fits): each family's "
+            f"constants come from the engine's own points on that family when there are at least {MIN_POINTS}, "
+            "else from the engine over all GPUs, else from the global fit; every source names the level, the "
+            "points and the in-sample and leave-one-source-out median errors. Edit the data or the physics, "
+            "not this file."
+        ),
         "fields": fields,
         "entries": entries,
     }
@@ -151,22 +190,28 @@ def yaml_text(doc: Any, header: str = "") -> str:
 
 def write_catalog(doc: dict, path: str | Path) -> None:
     """Write ``doc`` as YAML to ``path`` atomically (a temporary file, then rename)."""
-    write_atomically(path, yaml_text(
-        doc, "Generated by `python -m concur.analysis.engine_catalog`; edit the data or the physics, not this file."))
+    write_atomically(
+        path,
+        yaml_text(
+            doc, "Generated by `python -m concur.analysis.engine_catalog`; edit the data or the physics, not this file."
+        ),
+    )
 
 
 def report(fs: FitSet, cv: CrossValidation, points: Sequence[Point], *, per_point: bool = False) -> list[str]:
     """The per-cell error table (markdown) with the overall medians; optionally one line per point."""
     usable = [p for p in points if p.fit]
-    lines = [f"usable points: {len(usable)} of {len(points)} (the rest have no numeric load or use speculative "
-             f"decoding); MoE layer factor {fs.moe_factor:g}",
-             f"median |error| of served throughput, leave-one-source-out: with the engine's constants "
-             f"{_pct(cv.median())}, without (engine-agnostic family fit) {_pct(cv.median(engine=False))}; "
-             f"in-sample with the engine {_pct(median([abs(fs.error(p)) for p in usable]))}",
-             "",
-             "| cell | points | constants from | efficiency | t_layer | efficiency_prefill | in-sample "
-             "| leave-one-source-out |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"usable points: {len(usable)} of {len(points)} (the rest have no numeric load or use speculative "
+        f"decoding); MoE layer factor {fs.moe_factor:g}",
+        f"median |error| of served throughput, leave-one-source-out: with the engine's constants "
+        f"{_pct(cv.median())}, without (engine-agnostic family fit) {_pct(cv.median(engine=False))}; "
+        f"in-sample with the engine {_pct(median([abs(fs.error(p)) for p in usable]))}",
+        "",
+        "| cell | points | constants from | efficiency | t_layer | efficiency_prefill | in-sample "
+        "| leave-one-source-out |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for engine in ENGINES:
         for fam in FAMILIES:
             members = [p for p in usable if p.engine == engine and p.gpu_family == fam]
@@ -175,10 +220,15 @@ def report(fs: FitSet, cv: CrossValidation, points: Sequence[Point], *, per_poin
             out = cv.median([p.id for p in members])
             if not members and lv is fs.glob:
                 continue
-            lines.append(f"| {engine}@{fam} | {len(members)} | {lv.key} | {lv.efficiency:.3f} | "
-                         f"{lv.t_layer * 1e6:.1f} us | {lv.efficiency_prefill:.3f} | {_pct(ins)} | {_pct(out)} |")
-    lines += ["", "| source group (held out) | points | leave-one-source-out, with engine | without |",
-              "| --- | --- | --- | --- |"]
+            lines.append(
+                f"| {engine}@{fam} | {len(members)} | {lv.key} | {lv.efficiency:.3f} | "
+                f"{lv.t_layer * 1e6:.1f} us | {lv.efficiency_prefill:.3f} | {_pct(ins)} | {_pct(out)} |"
+            )
+    lines += [
+        "",
+        "| source group (held out) | points | leave-one-source-out, with engine | without |",
+        "| --- | --- | --- | --- |",
+    ]
     for group in sorted({p.source_group for p in usable}):
         ids = [p.id for p in usable if p.source_group == group]
         lines.append(f"| {group} | {len(ids)} | {_pct(cv.median(ids))} | {_pct(cv.median(ids, engine=False))} |")
@@ -197,17 +247,27 @@ def plot_fit(fs: FitSet, cv: CrossValidation, points: Sequence[Point], path: str
     import matplotlib.pyplot as plt
 
     usable = [p for p in points if p.fit]
-    measured = [float(p.measured_per_gpu if p.measured_per_gpu is not None else p.measured_per_user or 0.0)
-                for p in usable]
+    measured = [
+        float(p.measured_per_gpu if p.measured_per_gpu is not None else p.measured_per_user or 0.0) for p in usable
+    ]
     fig, ax = plt.subplots(figsize=(7.0, 6.2), dpi=110)
     colours = {"vllm": "tab:blue", "sglang": "tab:orange", "trtllm": "tab:green"}
-    for label, errs, marker, fill in (("in-sample", {p.id: fs.error(p) for p in usable}, "o", True),
-                                      ("leave-one-source-out", cv.with_engine, "s", False)):
+    for label, errs, marker, fill in (
+        ("in-sample", {p.id: fs.error(p) for p in usable}, "o", True),
+        ("leave-one-source-out", cv.with_engine, "s", False),
+    ):
         for eng, colour in colours.items():
             xs = [m for p, m in zip(usable, measured) if p.engine == eng]
             ys = [m * (1 + errs[p.id]) for p, m in zip(usable, measured) if p.engine == eng]
-            ax.scatter(xs, ys, marker=marker, s=30, facecolors=colour if fill else "none", edgecolors=colour,
-                       label=f"{eng}, {label}")
+            ax.scatter(
+                xs,
+                ys,
+                marker=marker,
+                s=30,
+                facecolors=colour if fill else "none",
+                edgecolors=colour,
+                label=f"{eng}, {label}",
+            )
     lo, hi = min(measured) / 1.6, max(measured) * 1.6
     ax.plot([lo, hi], [lo, hi], "k-", lw=1)
     for f in (0.8, 1.2):
@@ -218,8 +278,11 @@ def plot_fit(fs: FitSet, cv: CrossValidation, points: Sequence[Point], path: str
     ax.set_ylim(lo, hi)
     ax.set_xlabel("measured (tok/s per GPU, or per user where only that is published)")
     ax.set_ylabel("modelled (llm_throughput, engine's constants)")
-    ax.set_title(f"served throughput: median |error| {_pct(median([abs(fs.error(p)) for p in usable]))} in-sample, "
-                 f"{_pct(cv.median())} held out", fontsize=10)
+    ax.set_title(
+        f"served throughput: median |error| {_pct(median([abs(fs.error(p)) for p in usable]))} in-sample, "
+        f"{_pct(cv.median())} held out",
+        fontsize=10,
+    )
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(True, which="both", alpha=0.3)
     target = Path(path)
@@ -248,12 +311,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write("error: --plot needs a PNG path\n")
             return 2
         plot = args[i + 1]
-        del args[i:i + 2]
+        del args[i : i + 2]
     per_point = "--points" in args
     args = [a for a in args if a != "--points"]
     if not args or len(args) > 2:
-        sys.stderr.write("usage: python -m concur.analysis.engine_catalog POINTS.yaml [ENGINES.yaml] [--plot PNG] "
-                         "[--points]\n")
+        sys.stderr.write(
+            "usage: python -m concur.analysis.engine_catalog POINTS.yaml [ENGINES.yaml] [--plot PNG] [--points]\n"
+        )
         return 2
     points = load_points(args[0])
     fs = fit_set(points)

@@ -41,13 +41,24 @@ bands on a prediction; a cell with no points says so in its source text and uses
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from .calibration import Point, grid_fit, log_errors, median
 
-__all__ = ["FAMILIES", "ENGINES", "MIN_POINTS", "PRIOR_WEIGHT", "MOE_FACTORS", "Level", "FitSet", "fit_set",
-           "cross_validate", "CrossValidation", "scales"]
+__all__ = [
+    "ENGINES",
+    "FAMILIES",
+    "MIN_POINTS",
+    "MOE_FACTORS",
+    "PRIOR_WEIGHT",
+    "CrossValidation",
+    "FitSet",
+    "Level",
+    "cross_validate",
+    "fit_set",
+    "scales",
+]
 
 FAMILIES = ("ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4")
 """GPU families of the gpus catalog; ``other`` (family unknown) resolves to the engine's fit."""
@@ -105,12 +116,12 @@ class FitSet:
         return math.expm1(float(log_errors([point], lv.efficiency, lv.t_layer, lv.efficiency_prefill, sc)[0]))
 
 
-def _level(key: str, pts: Sequence[Point], moe: float, eta_p: float | None,
-           prior: Level | None = None) -> Level:
+def _level(key: str, pts: Sequence[Point], moe: float, eta_p: float | None, prior: Level | None = None) -> Level:
     sc = scales(pts, moe)
     p0 = None if prior is None else (prior.efficiency, prior.t_layer, T_LAYER_PRIOR_SCALE)
-    eff, tl, ep = grid_fit(pts, eta_p, scales=sc, t_range=T_LAYER_RANGE, prior=p0,
-                           prior_weight=PRIOR_WEIGHT if prior is not None else 0.0)
+    eff, tl, ep = grid_fit(
+        pts, eta_p, scales=sc, t_range=T_LAYER_RANGE, prior=p0, prior_weight=PRIOR_WEIGHT if prior is not None else 0.0
+    )
     errs = [abs(math.expm1(float(x))) for x in log_errors(pts, eff, tl, ep, sc)]
     return Level(key, eff, tl, ep, tuple(p.id for p in pts), median(errs))
 
@@ -144,7 +155,7 @@ def fit_set(points: Sequence[Point], moe_factor: float | None = None) -> FitSet:
     if len(usable) < MIN_POINTS:
         raise ValueError(f"a calibration needs at least {MIN_POINTS} usable points, got {len(usable)}")
     best: tuple[float, FitSet] | None = None
-    for moe in ((moe_factor,) if moe_factor is not None else MOE_FACTORS):
+    for moe in (moe_factor,) if moe_factor is not None else MOE_FACTORS:
         fs = _fit_at(usable, moe)
         loss = sum(abs(math.log1p(fs.error(p))) for p in usable)
         if best is None or loss < best[0]:

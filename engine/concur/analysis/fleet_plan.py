@@ -48,8 +48,17 @@ from ..errors import ConcurError, UsageError
 from ..lang.library import get_catalog
 from ..lang.model import Model, build_model
 
-__all__ = ["AXES", "Config", "Candidate", "PlanResult", "default_axes", "plan_fleet", "rows", "why_none",
-           "HOURS_PER_MONTH"]
+__all__ = [
+    "AXES",
+    "HOURS_PER_MONTH",
+    "Candidate",
+    "Config",
+    "PlanResult",
+    "default_axes",
+    "plan_fleet",
+    "rows",
+    "why_none",
+]
 
 HOURS_PER_MONTH = 730.0  # the cost pack's default (8,760 h / 12)
 _TRAFFIC = ("arrival_rate", "input_tokens", "output_tokens")
@@ -67,8 +76,13 @@ class Config:
     engine: str
 
     def given(self) -> dict[str, Any]:
-        return {"gpu": self.gpu, "tp": self.tp, "weight_dtype": self.weight_dtype, "kv_dtype": self.kv_dtype,
-                "engine": self.engine}
+        return {
+            "gpu": self.gpu,
+            "tp": self.tp,
+            "weight_dtype": self.weight_dtype,
+            "kv_dtype": self.kv_dtype,
+            "engine": self.engine,
+        }
 
 
 @dataclass
@@ -97,8 +111,15 @@ class Candidate:
     def sort_key(self) -> tuple[Any, ...]:
         """Feasible first; then cheapest, fewest GPUs, quickest tokens (ITL), first token (TTFT)."""
         cost = self.cost_per_month if self.cost_per_month is not None else math.inf
-        return (not self.feasible, cost, self.fleet_gpus or 0, self.itl or math.inf, self.ttft or math.inf,
-                self.config.gpu, self.config.tp)
+        return (
+            not self.feasible,
+            cost,
+            self.fleet_gpus or 0,
+            self.itl or math.inf,
+            self.ttft or math.inf,
+            self.config.gpu,
+            self.config.tp,
+        )
 
 
 @dataclass
@@ -119,18 +140,31 @@ class PlanResult:
 def default_axes(model: Model, question: Mapping[str, Any]) -> dict[str, list[Any]]:
     """The default grid: every catalog GPU; TP 1, 2, 4, 8 dividing the attention heads; (bf16, bf16),
     (bf16, fp8), (fp8, fp8) weights/KV; every engine of the engines catalog."""
-    return {"gpu": list(get_catalog("gpus").entries), "tp": [1, 2, 4, 8],
-            "dtypes": [("bf16", "bf16"), ("bf16", "fp8"), ("fp8", "fp8")],
-            "engine": list(get_catalog("engines").entries)}
+    return {
+        "gpu": list(get_catalog("gpus").entries),
+        "tp": [1, 2, 4, 8],
+        "dtypes": [("bf16", "bf16"), ("bf16", "fp8"), ("fp8", "fp8")],
+        "engine": list(get_catalog("engines").entries),
+    }
 
 
 def _grid(axes: Mapping[str, Sequence[Any]]) -> list[Config]:
-    return [Config(g, int(tp), w, k, e) for g in axes["gpu"] for tp in axes["tp"] for w, k in axes["dtypes"]
-            for e in axes["engine"]]
+    return [
+        Config(g, int(tp), w, k, e)
+        for g in axes["gpu"]
+        for tp in axes["tp"]
+        for w, k in axes["dtypes"]
+        for e in axes["engine"]
+    ]
 
 
-def plan_fleet(question: Mapping[str, Any], axes: Mapping[str, Sequence[Any]] | None = None, *,
-               confirm: int = 3, progress: Callable[[int, int], None] | None = None) -> PlanResult:
+def plan_fleet(
+    question: Mapping[str, Any],
+    axes: Mapping[str, Sequence[Any]] | None = None,
+    *,
+    confirm: int = 3,
+    progress: Callable[[int, int], None] | None = None,
+) -> PlanResult:
     """Evaluate every configuration of ``axes`` for ``question`` (model, traffic, SLAs; the fleet
     pack's names and values); see the module essay. Raises UsageError for a question that is wrong
     whatever the configuration (a missing traffic value, an unknown model)."""
@@ -141,12 +175,16 @@ def plan_fleet(question: Mapping[str, Any], axes: Mapping[str, Sequence[Any]] | 
     question = dict(question)
     missing = [n for n in ("model", *_TRAFFIC) if n not in question]
     if missing:
-        raise UsageError(f"a plan needs the model and the traffic: missing {', '.join(missing)}",
-                         hint="give " + " ".join(f"--set {n}=..." for n in missing))
+        raise UsageError(
+            f"a plan needs the model and the traffic: missing {', '.join(missing)}",
+            hint="give " + " ".join(f"--set {n}=..." for n in missing),
+        )
     fixed = [a for a in AXES if a in question]
     if fixed:
-        raise UsageError(f"{', '.join(fixed)} is an axis of the plan, not a given",
-                         hint="narrow the axis instead: --gpus, --tp, --weight-dtypes, --kv-dtypes, --engines")
+        raise UsageError(
+            f"{', '.join(fixed)} is an axis of the plan, not a given",
+            hint="narrow the axis instead: --gpus, --tp, --weight-dtypes, --kv-dtypes, --engines",
+        )
     axes = dict(axes or default_axes(model, question))
     configs = _grid(axes)
     if not configs:
@@ -165,8 +203,10 @@ def plan_fleet(question: Mapping[str, Any], axes: Mapping[str, Sequence[Any]] | 
     notes = _confirm_cheapest(model, question, candidates, confirm, rate, osl)
     unpriced = sum(1 for c in candidates if c.feasible and c.cost_per_month is None)
     if unpriced:
-        notes.append(f"{unpriced} feasible configuration(s) have no public list price: give --set gpu_hour_price=... "
-                     "to cost them")
+        notes.append(
+            f"{unpriced} feasible configuration(s) have no public list price: give --set gpu_hour_price=... "
+            "to cost them"
+        )
     if "utilization" not in question:
         notes.append("planned at utilization 0.8 (the fleet pack's default headroom; --set utilization=...)")
     return PlanResult(question, candidates, notes, rate, osl)
@@ -183,8 +223,9 @@ class _Capacity:
     utilization: float
 
 
-def _capacities(model: Model, question: Mapping[str, Any], candidates: list[Candidate],
-                progress: Callable[[int, int], None] | None) -> dict[Config, _Capacity]:
+def _capacities(
+    model: Model, question: Mapping[str, Any], candidates: list[Candidate], progress: Callable[[int, int], None] | None
+) -> dict[Config, _Capacity]:
     """Per configuration: the givens and what one replica may hold; rejects those that cannot run."""
     from ..solver.givens import resolve_givens
     from ..solver.run import run_question
@@ -211,9 +252,15 @@ def _capacities(model: Model, question: Mapping[str, Any], candidates: list[Cand
             cand.reason = exc.message
             continue
         util = env["utilization"]
-        out[cand.config] = _Capacity(values, env["per_replica_concurrency"] * util, env["kv_concurrency"],
-                                     env["batch_cap"], int(round(env["gpus_per_replica"])),
-                                     values.get("gpu_hour_price"), util)
+        out[cand.config] = _Capacity(
+            values,
+            env["per_replica_concurrency"] * util,
+            env["kv_concurrency"],
+            env["batch_cap"],
+            round(env["gpus_per_replica"]),
+            values.get("gpu_hour_price"),
+            util,
+        )
     if progress is not None:
         progress(len(candidates), len(candidates))
     return out
@@ -222,8 +269,9 @@ def _capacities(model: Model, question: Mapping[str, Any], candidates: list[Cand
 _POINTS = 96  # batch grid points per configuration (geometric from 1 to the cap, plus the cap)
 
 
-def _curves(model: Model, question: Mapping[str, Any], candidates: list[Candidate],
-            capacity: Mapping[Config, _Capacity]) -> dict[Config, tuple[Any, Any, Any]]:
+def _curves(
+    model: Model, question: Mapping[str, Any], candidates: list[Candidate], capacity: Mapping[Config, _Capacity]
+) -> dict[Config, tuple[Any, Any, Any]]:
     """``(batch, itl, ttft)`` arrays per configuration, from one vectorised sweep per plan shape."""
     import numpy as np
 
@@ -252,7 +300,7 @@ def _curves(model: Model, question: Mapping[str, Any], candidates: list[Candidat
         ttft = np.asarray(result["ttft"]) * model.variables["ttft"].display.factor
         start = 0
         for c, grid, size in zip(configs, grids, sizes):
-            out[c] = (grid, itl[start:start + size], ttft[start:start + size])
+            out[c] = (grid, itl[start : start + size], ttft[start : start + size])
             start += size
     return out
 
@@ -264,8 +312,9 @@ def _batch_grid(cap: float) -> Any:
     return np.unique(np.concatenate([np.geomspace(1.0, top, _POINTS), [top]]))
 
 
-def _size(cand: Candidate, cap: _Capacity, curve: tuple[Any, Any, Any], rate: float, osl: float,
-          slo: Mapping[str, float]) -> None:
+def _size(
+    cand: Candidate, cap: _Capacity, curve: tuple[Any, Any, Any], rate: float, osl: float, slo: Mapping[str, float]
+) -> None:
     """Replicas, operating batch and latencies of one configuration from its curves (module essay)."""
     import numpy as np
 
@@ -280,8 +329,10 @@ def _size(cand: Candidate, cap: _Capacity, curve: tuple[Any, Any, Any], rate: fl
             continue
         meets = ok & (series <= slo[name] * (1 + 1e-12))
         if not meets[0]:
-            cand.reason = (f"{word} {series[0] * 1e3:.3g} ms > {slo[name] * 1e3:.3g} ms at the smallest batch "
-                           f"(one request per replica)")
+            cand.reason = (
+                f"{word} {series[0] * 1e3:.3g} ms > {slo[name] * 1e3:.3g} ms at the smallest batch "
+                f"(one request per replica)"
+            )
             return
         last = int(np.flatnonzero(meets)[-1])
         edge = batch[last]
@@ -321,8 +372,9 @@ def _cost(cand: Candidate, price: float | None, rate: float, osl: float) -> None
     cand.reason = ""
 
 
-def _confirm_cheapest(model: Model, question: Mapping[str, Any], candidates: list[Candidate], count: int,
-                      rate: float, osl: float) -> list[str]:
+def _confirm_cheapest(
+    model: Model, question: Mapping[str, Any], candidates: list[Candidate], count: int, rate: float, osl: float
+) -> list[str]:
     """Sort, then re-solve the ``count`` cheapest with the scalar solver. When the solver moves one
     (another replica count, or infeasible), the order is redone and the new top ``count`` confirmed
     in turn; notes for any the solver could not settle within its budget."""
@@ -343,8 +395,9 @@ def _confirm_cheapest(model: Model, question: Mapping[str, Any], candidates: lis
             try:
                 _confirm(model, question, cand, rate, osl)
             except BudgetError as exc:
-                notes.append(f"{_label(cand.config)}: sized from the sweep, not confirmed by the solver "
-                             f"({exc.message})")
+                notes.append(
+                    f"{_label(cand.config)}: sized from the sweep, not confirmed by the solver ({exc.message})"
+                )
             moved = moved or (cand.feasible, cand.replicas) != before
         if not moved:
             candidates.sort(key=Candidate.sort_key)
@@ -362,16 +415,17 @@ def _confirm(model: Model, question: Mapping[str, Any], cand: Candidate, rate: f
     from ..solver.question import solve_model
 
     try:
-        sol = solve_model(model, ("replicas", "gpus_per_replica", "itl", "ttft", "batch"),
-                          {**question, **cand.config.given()})
+        sol = solve_model(
+            model, ("replicas", "gpus_per_replica", "itl", "ttft", "batch"), {**question, **cand.config.given()}
+        )
     except BudgetError:
         raise
     except ConcurError as exc:
         cand.feasible, cand.reason, cand.confirmed = False, exc.message, True
         cand.replicas = cand.cost_per_month = cand.cost_per_million_tokens = None
         return
-    cand.replicas = int(round(sol.values["replicas"]))
-    cand.gpus_per_replica = int(round(sol.values["gpus_per_replica"]))
+    cand.replicas = round(sol.values["replicas"])
+    cand.gpus_per_replica = round(sol.values["gpus_per_replica"])
     cand.itl, cand.ttft, cand.batch = sol.values["itl"], sol.values["ttft"], sol.values["batch"]
     price = sol.values.get("gpu_hour_price")
     _cost(cand, price, rate, osl)
@@ -406,16 +460,24 @@ def rows(result: PlanResult) -> Iterable[dict[str, Any]]:
     """Each candidate as plain JSON-ready fields (the shape of ``concur plan --json``)."""
     for c in result.candidates:
         yield {
-            "gpu": c.config.gpu, "tp": c.config.tp, "weight_dtype": c.config.weight_dtype,
-            "kv_dtype": c.config.kv_dtype, "engine": c.config.engine, "replicas": c.replicas,
+            "gpu": c.config.gpu,
+            "tp": c.config.tp,
+            "weight_dtype": c.config.weight_dtype,
+            "kv_dtype": c.config.kv_dtype,
+            "engine": c.config.engine,
+            "replicas": c.replicas,
             "fleet_gpus": c.fleet_gpus,
             "cost_per_month": None if c.cost_per_month is None else {"value": c.cost_per_month, "unit": "usd/month"},
-            "cost_per_million_tokens": None if c.cost_per_million_tokens is None
+            "cost_per_million_tokens": None
+            if c.cost_per_million_tokens is None
             else {"value": c.cost_per_million_tokens, "unit": "usd"},
             "gpu_hour_price": None if c.gpu_hour_price is None else {"value": c.gpu_hour_price, "unit": "usd/gpu/hour"},
             "ttft": None if c.ttft is None else {"value": c.ttft * 1e3, "unit": "ms"},
             "itl": None if c.itl is None else {"value": c.itl * 1e3, "unit": "ms"},
-            "batch_per_replica": c.batch, "per_replica_concurrency": c.per_replica_concurrency,
-            "binds": c.binds or None, "feasible": c.feasible, "reason": c.reason,
+            "batch_per_replica": c.batch,
+            "per_replica_concurrency": c.per_replica_concurrency,
+            "binds": c.binds or None,
+            "feasible": c.feasible,
+            "reason": c.reason,
             "confirmed_by_solver": c.confirmed,
         }

@@ -24,13 +24,14 @@ name and renamed, so a failure never leaves half a PNG.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..errors import UsageError
 
-__all__ = ["Series", "pareto_front", "pareto_plan", "throughput_curve", "line_plot", "pyplot", "save_png"]
+__all__ = ["Series", "line_plot", "pareto_front", "pareto_plan", "pyplot", "save_png", "throughput_curve"]
 
 
 @dataclass(frozen=True)
@@ -81,8 +82,10 @@ def _check(series: Series) -> None:
     for name in ("per_user", "per_gpu", "bound_per_user", "bound_per_gpu"):
         arr = getattr(series, name)
         if arr is not None and len(np.asarray(arr)) != n:
-            raise UsageError(f"series '{series.label}': {name} has {len(np.asarray(arr))} values, "
-                             f"concurrency has {n}", hint="give one value per concurrency")
+            raise UsageError(
+                f"series '{series.label}': {name} has {len(np.asarray(arr))} values, concurrency has {n}",
+                hint="give one value per concurrency",
+            )
     if n == 0:
         raise UsageError(f"series '{series.label}' is empty")
 
@@ -127,9 +130,15 @@ def label_indices(n: int, most: int = 8) -> list[int]:
     return sorted({round(i * (n - 1) / (most - 1)) for i in range(most)})
 
 
-def throughput_curve(series: Sequence[Series], path: str | Path, *, title: str | None = None,
-                     log_y: bool = False, x_label: str = "decode speed per user [token/s]",
-                     y_label: str = "decode throughput per GPU [token/s]") -> Path:
+def throughput_curve(
+    series: Sequence[Series],
+    path: str | Path,
+    *,
+    title: str | None = None,
+    log_y: bool = False,
+    x_label: str = "decode speed per user [token/s]",
+    y_label: str = "decode throughput per GPU [token/s]",
+) -> Path:
     """Draw tok/s per GPU against tok/s per user for each series; write a PNG to ``path``.
 
     Returns the path.  Raises :class:`UsageError` for empty or mismatched arrays.
@@ -156,8 +165,14 @@ def throughput_curve(series: Sequence[Series], path: str | Path, *, title: str |
                 ax.plot(x[~fits], y[~fits], "o", mfc="none", color=color, ms=4)
             labelled.append((c, x, y, color))
             if s.bound_per_user is not None and s.bound_per_gpu is not None:
-                ax.plot(np.asarray(s.bound_per_user, float), np.asarray(s.bound_per_gpu, float), "--",
-                        color=color, lw=1, alpha=0.7)
+                ax.plot(
+                    np.asarray(s.bound_per_user, float),
+                    np.asarray(s.bound_per_gpu, float),
+                    "--",
+                    color=color,
+                    lw=1,
+                    alpha=0.7,
+                )
             _mark_kv_limit(ax, s, c, x, y, fits, color)
             all_x.append(x[fits])
             all_y.append(y[fits])
@@ -171,8 +186,15 @@ def throughput_curve(series: Sequence[Series], path: str | Path, *, title: str |
             xs, ys = xs[keep], ys[keep]
             front = pareto_front(xs, ys)
             order = np.argsort(xs[front])
-            ax.step(xs[front][order], ys[front][order], where="post", color="black", lw=3, alpha=0.35,
-                    label="Pareto front (best of all configurations)")
+            ax.step(
+                xs[front][order],
+                ys[front][order],
+                where="post",
+                color="black",
+                lw=3,
+                alpha=0.35,
+                label="Pareto front (best of all configurations)",
+            )
         ax.set_xlabel(x_label)
         ax.set_ylabel(y_label)
         if log_y:
@@ -203,8 +225,9 @@ def _label_concurrency(ax: Any, curves: list[tuple[Any, Any, Any, str]], spacing
             if any(abs(u - pu) < spacing and abs(v - pv) < spacing for pu, pv in placed):
                 continue
             placed.append((u, v))
-            ax.annotate(f"c={_number(c[k])}", (x[k], y[k]), textcoords="offset points", xytext=(4, -10),
-                        fontsize=7, color=color)
+            ax.annotate(
+                f"c={_number(c[k])}", (x[k], y[k]), textcoords="offset points", xytext=(4, -10), fontsize=7, color=color
+            )
 
 
 def _mark_kv_limit(ax: Any, s: Series, c: Any, x: Any, y: Any, fits: Any, color: str) -> None:
@@ -228,8 +251,16 @@ def _mark_kv_limit(ax: Any, s: Series, c: Any, x: Any, y: Any, fits: Any, color:
     ax.plot([px], [py], "X", color=color, ms=10, mec="black", label=f"{s.label}: {text}")
 
 
-def line_plot(x: Any, ys: Mapping[str, Any], path: str | Path, xlabel: str, ylabel: str | Mapping[str, str],
-              log_x: bool = False, *, title: str | None = None) -> Path:
+def line_plot(
+    x: Any,
+    ys: Mapping[str, Any],
+    path: str | Path,
+    xlabel: str,
+    ylabel: str | Mapping[str, str],
+    log_x: bool = False,
+    *,
+    title: str | None = None,
+) -> Path:
     """One line per entry of ``ys`` (label -> array, same length as ``x``); write a PNG; return the path.
 
     ``ylabel`` is one axis label (with its unit) for every line, or label -> axis label: lines
@@ -286,12 +317,18 @@ def pareto_plan(result: Any, path: str | Path) -> Path:
     ax.plot(per_user[front][order], per_gpu[front][order], "o-", color="C0", label="Pareto front")
     for i in np.flatnonzero(front):
         c = feasible[i]
-        ax.annotate(f"{c.config.gpu} tp{c.config.tp} {c.config.weight_dtype}/{c.config.kv_dtype} {c.config.engine}",
-                    (per_user[i], per_gpu[i]), fontsize=7, xytext=(4, 4), textcoords="offset points")
+        ax.annotate(
+            f"{c.config.gpu} tp{c.config.tp} {c.config.weight_dtype}/{c.config.kv_dtype} {c.config.engine}",
+            (per_user[i], per_gpu[i]),
+            fontsize=7,
+            xytext=(4, 4),
+            textcoords="offset points",
+        )
     ax.set_xlabel("tokens/s per user (1 / ITL) [token/s]")
     ax.set_ylabel("output tokens/s per GPU [token/s]")
-    ax.set_title(f"{result.question.get('model')}: {len(feasible)} feasible configurations at "
-                 f"{result.arrival_rate:g} request/s")
+    ax.set_title(
+        f"{result.question.get('model')}: {len(feasible)} feasible configurations at {result.arrival_rate:g} request/s"
+    )
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize=8)
     out = save_png(fig, path)

@@ -74,8 +74,14 @@ class Remedy:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self, base: Scenario) -> dict[str, Any]:
-        out = {"rank": self.rank, "name": self.name, "change": self.change, "cost": self.cost,
-               "caveat": self.caveat, "applies": self.result is not None}
+        out = {
+            "rank": self.rank,
+            "name": self.name,
+            "change": self.change,
+            "cost": self.cost,
+            "caveat": self.caveat,
+            "applies": self.result is not None,
+        }
         if self.result is not None:
             out.update(asdict(self.result))
             out["users_per_gpu"] = self.result.users_per_gpu
@@ -125,14 +131,23 @@ def _value(given: dict[str, Any], name: str) -> Any:
     g = resolve_givens(model, {k: v for k, v in given.items() if k != "concurrency"})
     if name not in g.values:
         var = model.variables[name]
-        return var.choices[int(var.default)] if var.choices and var.default is not None else (
-            None if var.default is None else var.default / var.display.factor)
+        return (
+            var.choices[int(var.default)]
+            if var.choices and var.default is not None
+            else (None if var.default is None else var.default / var.display.factor)
+        )
     var = model.variables[name]
     return var.choices[int(g.values[name])] if var.choices else g.values[name] / var.display.factor
 
 
-def remedies(given: dict[str, Any], *, real_context: float | None = None, shared_prefix: float | None = None,
-             mem_util: float = 0.95, larger_gpu: str | None = None) -> tuple[Scenario, list[Remedy]]:
+def remedies(
+    given: dict[str, Any],
+    *,
+    real_context: float | None = None,
+    shared_prefix: float | None = None,
+    mem_util: float = 0.95,
+    larger_gpu: str | None = None,
+) -> tuple[Scenario, list[Remedy]]:
     """The baseline and the six remedies (seven rows: 6 has a TP and a larger-GPU variant), cheapest first.
 
     ``given``: an ``llm_memory`` scenario (model/gpu/tp/dtypes/context/...), optionally with
@@ -143,8 +158,11 @@ def remedies(given: dict[str, Any], *, real_context: float | None = None, shared
     from ..lang.library import get_catalog
 
     if "context" not in given:
-        raise UsageError("remedies need the per-request reservation", variable="context",
-                         hint="--set context=8192 (the engine's max-model-len)")
+        raise UsageError(
+            "remedies need the per-request reservation",
+            variable="context",
+            hint="--set context=8192 (the engine's max-model-len)",
+        )
     base = evaluate(given)
     out: list[Remedy] = []
     context = float(_value(given, "context"))
@@ -159,32 +177,58 @@ def remedies(given: dict[str, Any], *, real_context: float | None = None, shared
         reason = "give --real-context (the longest prompt + output the product really sends)"
     elif real_context >= context:
         reason = f"the reservation ({context:g} token) is already no larger than the real context"
-    row(1, "size max-model-len from the real context", {} if reason else {"context": real_context},
-        "free (one flag: --max-model-len)", "requests longer than the new limit are refused", reason)
+    row(
+        1,
+        "size max-model-len from the real context",
+        {} if reason else {"context": real_context},
+        "free (one flag: --max-model-len)",
+        "requests longer than the new limit are refused",
+        reason,
+    )
     # 2. fp8 KV
     kv = _value(given, "kv_bytes")
-    row(2, "fp8 KV cache", {"kv_dtype": "fp8"}, "free (one flag: --kv-cache-dtype fp8)",
+    row(
+        2,
+        "fp8 KV cache",
+        {"kv_dtype": "fp8"},
+        "free (one flag: --kv-cache-dtype fp8)",
         "small accuracy loss on long contexts: evaluate on your task",
-        "KV cache is already 1 byte or less" if kv is not None and kv <= 1 else "")
+        "KV cache is already 1 byte or less" if kv is not None and kv <= 1 else "",
+    )
     # 3. mem_util
     cur = float(_value(given, "mem_util"))
-    row(3, f"raise mem_util to {mem_util:g}", {"mem_util": mem_util}, "free (one flag: --gpu-memory-utilization)",
+    row(
+        3,
+        f"raise mem_util to {mem_util:g}",
+        {"mem_util": mem_util},
+        "free (one flag: --gpu-memory-utilization)",
         "less headroom: activation spikes or other processes on the GPU can OOM",
-        "" if mem_util > cur else f"mem_util is already {cur:g}")
+        "" if mem_util > cur else f"mem_util is already {cur:g}",
+    )
     # 4. prefix caching
     reason = ""
     if shared_prefix is None:
         reason = "give --shared-prefix (system prompt / few-shot tokens every request shares)"
     elif not 0 < shared_prefix < context:
         reason = f"--shared-prefix must lie between 0 and the context {context:g}"
-    row(4, "prefix caching / shorter prompts", {} if reason else {"shared_prefix": f"{shared_prefix!r} token"},
+    row(
+        4,
+        "prefix caching / shorter prompts",
+        {} if reason else {"shared_prefix": f"{shared_prefix!r} token"},
         "engineering (enable prefix caching; restructure prompts)",
-        "only a prefix identical across requests is shared; a cache miss costs a full prefill", reason)
+        "only a prefix identical across requests is shared; a cache miss costs a full prefill",
+        reason,
+    )
     # 5. fp8 weights
     wb = _value(given, "weight_bytes")
-    row(5, "fp8 weights", {"weight_dtype": "fp8"}, "an fp8 checkpoint and an accuracy evaluation",
+    row(
+        5,
+        "fp8 weights",
+        {"weight_dtype": "fp8"},
+        "an fp8 checkpoint and an accuracy evaluation",
         "quantisation error: evaluate; needs FP8 support (Hopper or newer) to be fast",
-        "weights are already 1 byte or less" if wb is not None and wb <= 1 else "")
+        "weights are already 1 byte or less" if wb is not None and wb <= 1 else "",
+    )
     # 6a. more GPUs per replica
     tp = int(float(_value(given, "tp")))
     heads = _value(given, "attention_heads")
@@ -197,22 +241,36 @@ def remedies(given: dict[str, Any], *, real_context: float | None = None, shared
     if attention == "mla":
         caveat = "MLA latent is replicated on every TP rank: more GPUs free weight memory only"
     elif nxt is not None and kv_heads is not None and nxt > kv_heads:
-        caveat = (f"tp {nxt} > kv_heads {int(kv_heads)}: KV heads are replicated, so per-GPU KV per "
-                  "token stops shrinking and users per GPU fall")
-    row(6, f"more GPUs per replica (tp {tp} -> {nxt})" if nxt else "more GPUs per replica",
-        {"tp": nxt} if nxt else {}, f"{nxt // tp if nxt and nxt % tp == 0 else nxt}x the GPUs per replica"
-        if nxt else "hardware", caveat,
-        "" if nxt else "no larger tensor-parallel degree divides the attention heads")
+        caveat = (
+            f"tp {nxt} > kv_heads {int(kv_heads)}: KV heads are replicated, so per-GPU KV per "
+            "token stops shrinking and users per GPU fall"
+        )
+    row(
+        6,
+        f"more GPUs per replica (tp {tp} -> {nxt})" if nxt else "more GPUs per replica",
+        {"tp": nxt} if nxt else {},
+        f"{nxt // tp if nxt and nxt % tp == 0 else nxt}x the GPUs per replica" if nxt else "hardware",
+        caveat,
+        "" if nxt else "no larger tensor-parallel degree divides the attention heads",
+    )
     # 6b. a larger GPU
     gpus = get_catalog("gpus")
     mem = float(_value(given, "gpu_memory") or 0)
     reason = ""
     if larger_gpu is None:
-        bigger = sorted((float(e.values["gpu_memory"][0]), gid) for gid, e in gpus.entries.items()
-                        if "gpu_memory" in e.values and float(e.values["gpu_memory"][0]) > mem + 1e-9)
+        bigger = sorted(
+            (float(e.values["gpu_memory"][0]), gid)
+            for gid, e in gpus.entries.items()
+            if "gpu_memory" in e.values and float(e.values["gpu_memory"][0]) > mem + 1e-9
+        )
         larger_gpu = bigger[0][1] if bigger else None
         reason = "" if larger_gpu else "no GPU in the catalog has more memory"
-    row(6, f"a larger GPU ({larger_gpu})" if larger_gpu else "a larger GPU",
-        {"gpu": larger_gpu} if larger_gpu else {}, "new hardware (same GPU count)",
-        "different bandwidth and FLOP/s: re-check the throughput curve", reason)
+    row(
+        6,
+        f"a larger GPU ({larger_gpu})" if larger_gpu else "a larger GPU",
+        {"gpu": larger_gpu} if larger_gpu else {},
+        "new hardware (same GPU count)",
+        "different bandwidth and FLOP/s: re-check the throughput curve",
+        reason,
+    )
     return base, out

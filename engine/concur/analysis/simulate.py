@@ -56,20 +56,21 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 from ..errors import UsageError
 
 __all__ = [
+    "Estimate",
     "LLMFleet",
     "MMcQueue",
-    "Estimate",
     "SimResult",
-    "simulate",
     "fixed_point",
     "plot_timeseries",
+    "simulate",
 ]
 
 _ARRIVE, _PREFILLED, _DEPART = 0, 1, 2
@@ -111,8 +112,11 @@ class LLMFleet:
         _positive("step_time_per_seq", self.step_time_per_seq, allow_zero=True)
         _whole("max_batch", self.max_batch)
         if self.step_time_base == 0 and self.step_time_per_seq == 0:
-            raise UsageError("step_time_base and step_time_per_seq cannot both be 0",
-                             variable="step_time_base", hint="a decode step takes time")
+            raise UsageError(
+                "step_time_base and step_time_per_seq cannot both be 0",
+                variable="step_time_base",
+                hint="a decode step takes time",
+            )
 
     @property
     def saturation_rate(self) -> float:
@@ -120,8 +124,9 @@ class LLMFleet:
         fixed point diverges, R/(osl·k), and what the batch cap lets it serve, R·B/W(B) with
         W(B) = ttft + osl·(a + k·B) the residence at a full batch B = ``max_batch`` (Little's law per
         replica). The simulation caps batches the same way, so both columns agree on it."""
-        uncapped = math.inf if self.step_time_per_seq == 0 else \
-            self.replicas / (self.output_tokens * self.step_time_per_seq)
+        uncapped = (
+            math.inf if self.step_time_per_seq == 0 else self.replicas / (self.output_tokens * self.step_time_per_seq)
+        )
         full = self.ttft + self.output_tokens * (self.step_time_base + self.step_time_per_seq * self.max_batch)
         return min(uncapped, self.replicas * self.max_batch / full)
 
@@ -141,8 +146,9 @@ class MMcQueue:
         _positive("service_time", self.service_time)
         _whole("servers", self.servers)
         if self.service not in ("exponential", "deterministic"):
-            raise UsageError(f"service must be 'exponential' or 'deterministic', got "
-                             f"{self.service!r}", variable="service")
+            raise UsageError(
+                f"service must be 'exponential' or 'deterministic', got {self.service!r}", variable="service"
+            )
 
 
 def fixed_point(fleet: LLMFleet) -> dict[str, float]:
@@ -152,16 +158,39 @@ def fixed_point(fleet: LLMFleet) -> dict[str, float]:
     lam, osl = fleet.arrival_rate, fleet.output_tokens
     denom = 1 - lam * osl * fleet.step_time_per_seq / fleet.replicas
     if denom <= 0 or lam >= fleet.saturation_rate:
-        return {"in_flight": math.inf, "residence_time": math.inf, "t_step": math.inf,
-                "saturation_rate": fleet.saturation_rate}
+        return {
+            "in_flight": math.inf,
+            "residence_time": math.inf,
+            "t_step": math.inf,
+            "saturation_rate": fleet.saturation_rate,
+        }
     in_flight = lam * (fleet.ttft + osl * fleet.step_time_base) / denom
     t_step = fleet.step_time_base + fleet.step_time_per_seq * in_flight / fleet.replicas
-    return {"in_flight": in_flight, "residence_time": in_flight / lam, "t_step": t_step,
-            "saturation_rate": fleet.saturation_rate}
+    return {
+        "in_flight": in_flight,
+        "residence_time": in_flight / lam,
+        "t_step": t_step,
+        "saturation_rate": fleet.saturation_rate,
+    }
 
 
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-         9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042}
+_T975 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    12: 2.179,
+    15: 2.131,
+    20: 2.086,
+    25: 2.060,
+    30: 2.042,
+}
 
 
 def _t975(df: int) -> float:
@@ -214,17 +243,17 @@ class SimResult:
     duration: float
     warmup: float
     seed: int
-    latency: Estimate          # arrival to completion
-    wait: Estimate             # time in the FIFO queue before admission
-    p_wait: Estimate           # share of requests that queued at all
-    in_flight: Estimate        # time-average admitted (in service / in a batch)
-    in_queue: Estimate         # time-average waiting in the queue
-    throughput: float          # completions per unit time in the window
+    latency: Estimate  # arrival to completion
+    wait: Estimate  # time in the FIFO queue before admission
+    p_wait: Estimate  # share of requests that queued at all
+    in_flight: Estimate  # time-average admitted (in service / in a batch)
+    in_queue: Estimate  # time-average waiting in the queue
+    throughput: float  # completions per unit time in the window
     latency_p50: float
     latency_p99: float
-    recorded: int              # requests arriving in the window
-    unfinished: int            # of those, not finished by 2·duration
-    queue_growth: float        # least-squares slope of queue length, second half (1/time)
+    recorded: int  # requests arriving in the window
+    unfinished: int  # of those, not finished by 2·duration
+    queue_growth: float  # least-squares slope of queue length, second half (1/time)
     series_t: tuple[float, ...] = field(repr=False)
     series_queue: tuple[int, ...] = field(repr=False)
     series_in_flight: tuple[int, ...] = field(repr=False)
@@ -236,25 +265,41 @@ class SimResult:
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready summary (no time series)."""
+
         def est(e: Estimate) -> dict[str, float]:
             return {"mean": e.mean, "ci95": e.half_width}
 
         return {
-            "model": type(self.model).__name__, "params": vars(self.model).copy(),
-            "duration": self.duration, "warmup": self.warmup, "seed": self.seed,
-            "latency": est(self.latency), "latency_p50": self.latency_p50,
-            "latency_p99": self.latency_p99, "wait": est(self.wait), "p_wait": est(self.p_wait),
-            "in_flight": est(self.in_flight), "in_queue": est(self.in_queue),
-            "throughput": self.throughput, "recorded": self.recorded,
-            "unfinished": self.unfinished, "queue_growth": self.queue_growth,
+            "model": type(self.model).__name__,
+            "params": vars(self.model).copy(),
+            "duration": self.duration,
+            "warmup": self.warmup,
+            "seed": self.seed,
+            "latency": est(self.latency),
+            "latency_p50": self.latency_p50,
+            "latency_p99": self.latency_p99,
+            "wait": est(self.wait),
+            "p_wait": est(self.p_wait),
+            "in_flight": est(self.in_flight),
+            "in_queue": est(self.in_queue),
+            "throughput": self.throughput,
+            "recorded": self.recorded,
+            "unfinished": self.unfinished,
+            "queue_growth": self.queue_growth,
         }
 
 
 class _Recorder:
     """Integrates the time averages per batch and samples the time series."""
 
-    def __init__(self, warmup: float, duration: float, batches: int, samples: int,
-                 progress: Callable[[float, float], None] | None = None) -> None:
+    def __init__(
+        self,
+        warmup: float,
+        duration: float,
+        batches: int,
+        samples: int,
+        progress: Callable[[float, float], None] | None = None,
+    ) -> None:
         self.warmup, self.end, self.nb = warmup, duration, batches
         self.progress = progress  # told (simulated time, duration) at each sample of the series
         self.width = (duration - warmup) / batches
@@ -308,14 +353,11 @@ def simulate(
     warm = _default_warmup(model, duration) if warmup is None else warmup
     _positive("warmup", warm, allow_zero=True)
     if warm >= duration:
-        raise UsageError(f"warmup ({warm}) must be shorter than duration ({duration})",
-                         variable="warmup")
+        raise UsageError(f"warmup ({warm}) must be shorter than duration ({duration})", variable="warmup")
     if not isinstance(batches, int) or batches < 2:
-        raise UsageError(f"batches must be a whole number >= 2, got {batches!r}",
-                         variable="batches")
+        raise UsageError(f"batches must be a whole number >= 2, got {batches!r}", variable="batches")
     if not isinstance(samples, int) or samples < 2:
-        raise UsageError(f"samples must be a whole number >= 2, got {samples!r}",
-                         variable="samples")
+        raise UsageError(f"samples must be a whole number >= 2, got {samples!r}", variable="samples")
     if not isinstance(model, (LLMFleet, MMcQueue)):
         raise UsageError(f"model must be an LLMFleet or MMcQueue, got {type(model).__name__}")
     rec = _Recorder(warm, duration, batches, samples, progress)
@@ -338,8 +380,15 @@ def _default_warmup(model: LLMFleet | MMcQueue, duration: float) -> float:
     return duration / 10
 
 
-def _run(model: LLMFleet | MMcQueue, duration: float, rng: random.Random, rec: _Recorder,
-         arrive: list[float], admit: list[float], done: list[float]) -> None:
+def _run(
+    model: LLMFleet | MMcQueue,
+    duration: float,
+    rng: random.Random,
+    rec: _Recorder,
+    arrive: list[float],
+    admit: list[float],
+    done: list[float],
+) -> None:
     """The event loop.  Fills per-request ``arrive/admit/done`` (nan = not yet)."""
     events: list[tuple[float, int, int, int, int]] = []  # (time, seq, kind, where, what)
     seq = 0
@@ -347,15 +396,15 @@ def _run(model: LLMFleet | MMcQueue, duration: float, rng: random.Random, rec: _
     osl = model.output_tokens if isinstance(model, LLMFleet) else 0.0
     units = model.replicas if isinstance(model, LLMFleet) else model.servers
     cap = model.max_batch if isinstance(model, LLMFleet) else 1
-    active = [0] * units              # admitted requests per replica / server
-    vclock = [0.0] * units            # virtual tokens produced per decoding sequence
-    vtime = [0.0] * units             # when vclock was last brought up to date
+    active = [0] * units  # admitted requests per replica / server
+    vclock = [0.0] * units  # virtual tokens produced per decoding sequence
+    vtime = [0.0] * units  # when vclock was last brought up to date
     finish: list[list[tuple[float, int]]] = [[] for _ in range(units)]  # (V mark, request)
-    version = [0] * units             # invalidates stale departure events
-    queue: list[int] = []             # FIFO of waiting request ids
+    version = [0] * units  # invalidates stale departure events
+    queue: list[int] = []  # FIFO of waiting request ids
     qhead = 0
     in_flight = 0
-    pending = 0                       # recorded requests not yet finished
+    pending = 0  # recorded requests not yet finished
     limit = 2 * duration
 
     def push(t: float, kind: int, where: int, what: int) -> None:
@@ -390,8 +439,7 @@ def _run(model: LLMFleet | MMcQueue, duration: float, rng: random.Random, rec: _
         else:
             active[r] += 1
             assert isinstance(model, MMcQueue)
-            s = (model.service_time if model.service == "deterministic"
-                 else rng.expovariate(1 / model.service_time))
+            s = model.service_time if model.service == "deterministic" else rng.expovariate(1 / model.service_time)
             push(now + s, _DEPART, r, req)
 
     def finish_request(req: int, now: float) -> None:
@@ -466,9 +514,17 @@ def _slope(ts: list[float], ys: list[int]) -> float:
     return sum((t - mt) * (y - my) for t, y in zip(ts, ys)) / den if den else 0.0
 
 
-def _summarise(model: LLMFleet | MMcQueue, duration: float, warm: float, seed: int,
-               nb: int, rec: _Recorder, arrive: list[float], admit: list[float],
-               done: list[float]) -> SimResult:
+def _summarise(
+    model: LLMFleet | MMcQueue,
+    duration: float,
+    warm: float,
+    seed: int,
+    nb: int,
+    rec: _Recorder,
+    arrive: list[float],
+    admit: list[float],
+    done: list[float],
+) -> SimResult:
     width = rec.width
     lat: list[list[float]] = [[] for _ in range(nb)]
     wait: list[list[float]] = [[] for _ in range(nb)]
@@ -487,21 +543,28 @@ def _summarise(model: LLMFleet | MMcQueue, duration: float, warm: float, seed: i
         lat[b].append(d - a)
         wait[b].append(s - a)
         all_lat.append(d - a)
-    mean = lambda xs: sum(xs) / len(xs) if xs else math.nan  # noqa: E731
+    mean = lambda xs: sum(xs) / len(xs) if xs else math.nan
     all_lat.sort()
     half = [i for i, t in enumerate(rec.st) if t >= duration / 2]
     return SimResult(
-        model=model, duration=duration, warmup=warm, seed=seed,
+        model=model,
+        duration=duration,
+        warmup=warm,
+        seed=seed,
         latency=Estimate.of([mean(x) for x in lat]),
         wait=Estimate.of([mean(x) for x in wait]),
         p_wait=Estimate.of([mean([1.0 if w > 0 else 0.0 for w in x]) for x in wait]),
         in_flight=Estimate.of([a / width for a in rec.area_flight]),
         in_queue=Estimate.of([a / width for a in rec.area_queue]),
         throughput=completions / (duration - warm),
-        latency_p50=_percentile(all_lat, 0.50), latency_p99=_percentile(all_lat, 0.99),
-        recorded=recorded, unfinished=unfinished,
+        latency_p50=_percentile(all_lat, 0.50),
+        latency_p99=_percentile(all_lat, 0.99),
+        recorded=recorded,
+        unfinished=unfinished,
         queue_growth=_slope([rec.st[i] for i in half], [rec.sq[i] for i in half]),
-        series_t=tuple(rec.st), series_queue=tuple(rec.sq), series_in_flight=tuple(rec.sf),
+        series_t=tuple(rec.st),
+        series_queue=tuple(rec.sq),
+        series_in_flight=tuple(rec.sf),
     )
 
 
@@ -520,11 +583,12 @@ def plot_timeseries(result: SimResult, path: str | Path, *, title: str | None = 
         m = result.model
         if title is None:
             if isinstance(m, LLMFleet):
-                title = (f"{m.arrival_rate:g} request/s into {m.replicas} replicas "
-                         f"(saturation {m.saturation_rate:.3g} request/s)")
+                title = (
+                    f"{m.arrival_rate:g} request/s into {m.replicas} replicas "
+                    f"(saturation {m.saturation_rate:.3g} request/s)"
+                )
             else:
-                title = (f"M/M/{m.servers}: load {m.arrival_rate * m.service_time:g} erlang "
-                         f"on {m.servers} servers")
+                title = f"M/M/{m.servers}: load {m.arrival_rate * m.service_time:g} erlang on {m.servers} servers"
         ax.set_title(title)
         ax.set_xlabel("time (s)" if isinstance(m, LLMFleet) else "time")
         ax.set_ylabel("requests")

@@ -24,11 +24,11 @@ import statistics
 import sys
 import threading
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import click
 
-__all__ = ["command", "core_count", "thread_counts", "spread", "median_spread", "markdown_table", "python_thread_rate"]
+__all__ = ["command", "core_count", "markdown_table", "median_spread", "python_thread_rate", "spread", "thread_counts"]
 
 SWITCH_INTERVALS = (0.005, 1e-4, 1e-6)
 
@@ -150,8 +150,10 @@ def command(runs: int, ops: int, native: bool, native_ms: int, max_threads: int 
     """Sharded vs locked counters: Python threads, processes, and native C atomics."""
     cores = core_count()
     counts = thread_counts(max_threads or cores, oversubscribe=max_threads is None)
-    click.echo(f"cores: {cores}   python: {sys.version.split()[0]}   "
-               f"GIL: {getattr(sys, '_is_gil_enabled', lambda: True)()}   threads: {counts}")
+    click.echo(
+        f"cores: {cores}   python: {sys.version.split()[0]}   "
+        f"GIL: {getattr(sys, '_is_gil_enabled', lambda: True)()}   threads: {counts}"
+    )
     click.echo(f"\n## Python threads: increments/s, median (min-max) of {runs} runs, {ops:,} increments per run\n")
     old = sys.getswitchinterval()
     rows = []
@@ -170,9 +172,11 @@ def command(runs: int, ops: int, native: bool, native_ms: int, max_threads: int 
     finally:
         sys.setswitchinterval(old)
     click.echo(markdown_table(["switch interval", "counter", *[f"{n} thr" for n in counts]], rows))
-    click.echo(f"\npeer: an int under a threading.Lock (what one writes by hand); at {counts[-1]} threads, "
-               f"{SWITCH_INTERVALS[0]:g} s: ShardedCounter / int+lock = {top['ShardedCounter'] / top['int+lock']:.2f}x "
-               f"increments/s, LockedCounter / int+lock = {top['LockedCounter'] / top['int+lock']:.2f}x")
+    click.echo(
+        f"\npeer: an int under a threading.Lock (what one writes by hand); at {counts[-1]} threads, "
+        f"{SWITCH_INTERVALS[0]:g} s: ShardedCounter / int+lock = {top['ShardedCounter'] / top['int+lock']:.2f}x "
+        f"increments/s, LockedCounter / int+lock = {top['LockedCounter'] / top['int+lock']:.2f}x"
+    )
 
     import multiprocessing
 
@@ -200,12 +204,13 @@ def command(runs: int, ops: int, native: bool, native_ms: int, max_threads: int 
         return
     from concur.native import counter_table
 
-    click.echo(f"\n## Native C11 atomics: increments/s (all threads), median (min-max) of {runs} runs "
-               f"of {native_ms} ms\n")
+    click.echo(
+        f"\n## Native C11 atomics: increments/s (all threads), median (min-max) of {runs} runs of {native_ms} ms\n"
+    )
     table = counter_table(counts, runs=runs, ms=native_ms)
     nrows = [
-        [r.order, r.mode, *[spread(c.median, c.low, c.high) for c in table
-                            if c.order == r.order and c.mode == r.mode]]
-        for r in table if r.threads == counts[0]
+        [r.order, r.mode, *[spread(c.median, c.low, c.high) for c in table if c.order == r.order and c.mode == r.mode]]
+        for r in table
+        if r.threads == counts[0]
     ]
     click.echo(markdown_table(["order", "layout", *[f"{n} thr" for n in counts]], nrows))

@@ -29,7 +29,8 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -108,13 +109,23 @@ def per_task_table(n: int, counts: list[int], runs: int) -> tuple[list[list[obje
     best_floor, best_exec = min(floor), min(executor)
     rows: list[list[object]] = []
     for w in counts:
-        rows.append([w, f"{min(fixed[w]) * 1e3:.2f}", f"{min(per[w]) / tasks * 1e6:.2f}", f"{marginal[w] * 1e6:.2f}",
-                     f"{marginal[w] / one:.2f}x", f"{marginal[w] / best_floor:.0f}x",
-                     f"{best_exec / marginal[w]:.2f}x"])
+        rows.append(
+            [
+                w,
+                f"{min(fixed[w]) * 1e3:.2f}",
+                f"{min(per[w]) / tasks * 1e6:.2f}",
+                f"{marginal[w] * 1e6:.2f}",
+                f"{marginal[w] / one:.2f}x",
+                f"{marginal[w] / best_floor:.0f}x",
+                f"{best_exec / marginal[w]:.2f}x",
+            ]
+        )
     worst = max(marginal.values())
-    summary = (f"{tasks:,} tasks; floor (plain recursive calls) {best_floor * 1e6:.3f} µs/task; peer "
-               f"ThreadPoolExecutor({counts[-1]}) submit+result of empty tasks {best_exec * 1e6:.2f} µs/task; "
-               f"slowest worker count / one worker: {worst / one:.2f}x")
+    summary = (
+        f"{tasks:,} tasks; floor (plain recursive calls) {best_floor * 1e6:.3f} µs/task; peer "
+        f"ThreadPoolExecutor({counts[-1]}) submit+result of empty tasks {best_exec * 1e6:.2f} µs/task; "
+        f"slowest worker count / one worker: {worst / one:.2f}x"
+    )
     return rows, summary
 
 
@@ -157,32 +168,45 @@ def _chunk(bounds: tuple[int, int]) -> int:
 
 @click.command(name="deque")
 @click.option("--runs", default=5, show_default=True, type=click.IntRange(1, 50), help="runs per cell")
-@click.option("--n", "n", default=4_000_000, show_default=True, type=click.IntRange(1000),
-              help="sum squares of range(N)")
+@click.option(
+    "--n", "n", default=4_000_000, show_default=True, type=click.IntRange(1000), help="sum squares of range(N)"
+)
 @click.option("--leaf", default=2000, show_default=True, type=click.IntRange(1), help="leaf size of the split")
 @click.option("--native/--no-native", default=True, show_default=True, help="also run the C measurement")
 @click.option("--native-mb", default="4,64,256", show_default=True, help="array sizes (MiB) for the C run")
 @click.option("--max-workers", type=click.IntRange(1, 64), default=None, help="override the worker counts' top")
-@click.option("--fib", "fib_n", default=20, show_default=True, type=click.IntRange(2, 30),
-              help="per-task table: fib(N) spawns fib(N+1) tasks")
-def command(runs: int, n: int, leaf: int, native: bool, native_mb: str, max_workers: int | None,
-            fib_n: int) -> None:
+@click.option(
+    "--fib",
+    "fib_n",
+    default=20,
+    show_default=True,
+    type=click.IntRange(2, 30),
+    help="per-task table: fib(N) spawns fib(N+1) tasks",
+)
+def command(runs: int, n: int, leaf: int, native: bool, native_mb: str, max_workers: int | None, fib_n: int) -> None:
     """Work-stealing deque and pool: space bound, GIL-bound speed-up, processes, native locality."""
     from concur.primitives import WorkStealingPool
 
     cores = core_count()
     counts = thread_counts(max_workers or cores, oversubscribe=max_workers is None)
-    click.echo(f"cores: {cores}   python: {sys.version.split()[0]}   "
-               f"GIL: {getattr(sys, '_is_gil_enabled', lambda: True)()}   workers: {counts}")
+    click.echo(
+        f"cores: {cores}   python: {sys.version.split()[0]}   "
+        f"GIL: {getattr(sys, '_is_gil_enabled', lambda: True)()}   workers: {counts}"
+    )
 
     tasks, lifo_peak, fifo_peak = tree_peak_lengths(n, leaf)
     click.echo(f"\n## Space: binary split of {n:,} into leaves of <= {leaf:,}\n")
-    click.echo(markdown_table(["tasks", "peak deque, owner LIFO", "peak deque, FIFO"],
-                              [[f"{tasks:,}", lifo_peak, f"{fifo_peak:,}"]]))
+    click.echo(
+        markdown_table(
+            ["tasks", "peak deque, owner LIFO", "peak deque, FIFO"], [[f"{tasks:,}", lifo_peak, f"{fifo_peak:,}"]]
+        )
+    )
 
     expected = sum(i * i for i in range(n))
-    click.echo(f"\n## WorkStealingPool: sum of squares of range({n:,}), leaves {leaf:,}; "
-               f"seconds, median (min-max) of {runs} runs\n")
+    click.echo(
+        f"\n## WorkStealingPool: sum of squares of range({n:,}), leaves {leaf:,}; "
+        f"seconds, median (min-max) of {runs} runs\n"
+    )
     old = sys.getswitchinterval()
     rows = []
     try:
@@ -203,17 +227,38 @@ def command(runs: int, n: int, leaf: int, native: bool, native_mb: str, max_work
                     steals.extend(pool.stats.steals)
                 med = statistics.median(times)
                 base = base or med
-                rows.append([f"{interval:g} s", w, median_spread(times, "{:.3f}"), f"{base / med:.2f}x",
-                             f"{min(steals)}-{max(steals)}"])
+                rows.append(
+                    [
+                        f"{interval:g} s",
+                        w,
+                        median_spread(times, "{:.3f}"),
+                        f"{base / med:.2f}x",
+                        f"{min(steals)}-{max(steals)}",
+                    ]
+                )
     finally:
         sys.setswitchinterval(old)
     click.echo(markdown_table(["switch interval", "workers", "seconds", "speed-up", "steals per worker"], rows))
 
-    click.echo(f"\n## Per-task overhead: fib({fib_n}) with empty leaves; best of {runs} interleaved runs; "
-               "the peer is ThreadPoolExecutor\n")
+    click.echo(
+        f"\n## Per-task overhead: fib({fib_n}) with empty leaves; best of {runs} interleaved runs; "
+        "the peer is ThreadPoolExecutor\n"
+    )
     rows, summary = per_task_table(fib_n, counts, runs)
-    click.echo(markdown_table(["workers", "fixed ms/run", "µs/task, whole run", "µs/task less fixed", "x 1 worker",
-                               "x floor", "ThreadPoolExecutor / pool"], rows))
+    click.echo(
+        markdown_table(
+            [
+                "workers",
+                "fixed ms/run",
+                "µs/task, whole run",
+                "µs/task less fixed",
+                "x 1 worker",
+                "x floor",
+                "ThreadPoolExecutor / pool",
+            ],
+            rows,
+        )
+    )
     click.echo(f"\n{summary}")
 
     import multiprocessing
@@ -244,16 +289,24 @@ def command(runs: int, n: int, leaf: int, native: bool, native_mb: str, max_work
     from concur.native import deque_table
 
     sizes = [int(s) for s in native_mb.split(",") if s.strip()]
-    click.echo(f"\n## Native C: tree over an array, one pass per task, leaves of 4,096 elements; "
-               f"ms, median (min-max) of {runs} runs\n")
+    click.echo(
+        f"\n## Native C: tree over an array, one pass per task, leaves of 4,096 elements; "
+        f"ms, median (min-max) of {runs} runs\n"
+    )
     table = deque_table(sizes, runs=runs)
     nrows = []
     for mb in sizes:
         lifo = next(r for r in table if r.megabytes == mb and r.order == "lifo")
         fifo = next(r for r in table if r.megabytes == mb and r.order == "fifo")
-        nrows.append([f"{mb} MiB", f"{lifo.tasks:,}",
-                      spread(lifo.median * 1e3, lifo.low * 1e3, lifo.high * 1e3, "{:.1f}"),
-                      spread(fifo.median * 1e3, fifo.low * 1e3, fifo.high * 1e3, "{:.1f}"),
-                      f"{fifo.median / lifo.median:.2f}x", lifo.max_deque, f"{fifo.max_deque:,}"])
-    click.echo(markdown_table(["array", "tasks", "LIFO ms", "FIFO ms", "FIFO/LIFO", "peak LIFO", "peak FIFO"],
-                              nrows))
+        nrows.append(
+            [
+                f"{mb} MiB",
+                f"{lifo.tasks:,}",
+                spread(lifo.median * 1e3, lifo.low * 1e3, lifo.high * 1e3, "{:.1f}"),
+                spread(fifo.median * 1e3, fifo.low * 1e3, fifo.high * 1e3, "{:.1f}"),
+                f"{fifo.median / lifo.median:.2f}x",
+                lifo.max_deque,
+                f"{fifo.max_deque:,}",
+            ]
+        )
+    click.echo(markdown_table(["array", "tasks", "LIFO ms", "FIFO ms", "FIFO/LIFO", "peak LIFO", "peak FIFO"], nrows))

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Any, Callable
+from functools import partial
+from typing import Any
 
 import click
 
@@ -30,7 +32,7 @@ from ..cli.progress import progress
 from ..maths.erlang import erlang_c, erlang_c_array, servers_for_service_level
 from .counter import core_count
 
-__all__ = ["command", "time_call", "textbook_erlang_c"]
+__all__ = ["command", "textbook_erlang_c", "time_call"]
 
 BUDGET_S = 1e-3
 PEER = "pyworkforce ErlangC"
@@ -71,64 +73,84 @@ def _us(seconds: float) -> str:
 
 
 @click.command(name="erlang")
-@click.option("--runs", type=click.IntRange(3, 100000), default=200, show_default=True,
-              help="timed calls per server count")
-@click.option("--servers", default="50,500,5000,20000", show_default=True,
-              help="server counts for the P(wait) table (load 0.98 x servers)")
-@click.option("--loads", default="10,100,1000,4900", show_default=True,
-              help="offered loads (erlang) for the staffing table")
-@click.option("--exact-max", type=click.IntRange(0), default=500, show_default=True,
-              help="also compare with exact rationals up to this many servers (slow: ~7 s at 5,000)")
+@click.option(
+    "--runs", type=click.IntRange(3, 100000), default=200, show_default=True, help="timed calls per server count"
+)
+@click.option(
+    "--servers",
+    default="50,500,5000,20000",
+    show_default=True,
+    help="server counts for the P(wait) table (load 0.98 x servers)",
+)
+@click.option(
+    "--loads", default="10,100,1000,4900", show_default=True, help="offered loads (erlang) for the staffing table"
+)
+@click.option(
+    "--exact-max",
+    type=click.IntRange(0),
+    default=500,
+    show_default=True,
+    help="also compare with exact rationals up to this many servers (slow: ~7 s at 5,000)",
+)
 def command(runs: int, servers: str, loads: str, exact_max: int) -> None:
     """Erlang C and staffing vs pyworkforce (budget: erlang_c(5000, 4900) under 1 ms)."""
     counts = [int(s) for s in servers.split(",") if s.strip()]
     load_list = [float(s) for s in loads.split(",") if s.strip()]
-    click.echo(f"cores: {core_count()}; peer: {PEER} (pyworkforce.queuing); "
-               f"budget: erlang_c(5000, 4900) under {BUDGET_S * 1e3:g} ms")
+    click.echo(
+        f"cores: {core_count()}; peer: {PEER} (pyworkforce.queuing); "
+        f"budget: erlang_c(5000, 4900) under {BUDGET_S * 1e3:g} ms"
+    )
     if _peer(1.0) is None:
         click.echo(f"{PEER}: not installed (pip install pyworkforce); ratios not available")
 
     click.echo(f"\n## P(wait), median (min-max) of {runs} calls; ratio = {PEER} / concur\n")
-    click.echo("| servers | load | P(wait) | concur erlang_c | pyworkforce waiting_probability | ratio "
-               "| abs diff to peer | abs diff to exact |")
+    click.echo(
+        "| servers | load | P(wait) | concur erlang_c | pyworkforce waiting_probability | ratio "
+        "| abs diff to peer | abs diff to exact |"
+    )
     click.echo("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for c in counts:
         load = c * 0.98
         with progress(f"P(wait) at {c:,} servers", eager=True):  # each row's timing, erased before it prints
             ours = erlang_c(c, load)
-            med, lo, hi = time_call(lambda: erlang_c(c, load), runs)
+            med, lo, hi = time_call(partial(erlang_c, c, load), runs)
             peer = _peer(load)
             peer_cell, ratio, diff = "-", "-", "-"
             if peer is not None:
-                p_med, p_lo, p_hi = time_call(lambda: peer.waiting_probability(c), runs)
+                p_med, p_lo, p_hi = time_call(partial(peer.waiting_probability, c), runs)
                 peer_cell = f"{_us(p_med)} ({_us(p_lo)}-{_us(p_hi)})"
                 ratio = f"{p_med / med:.2f}x"
                 diff = f"{abs(ours - peer.waiting_probability(c)):.1e}"
             exact = "-"
             if c <= exact_max and load == round(load):  # the rational formula takes a whole load
                 exact = f"{abs(ours - textbook_erlang_c(c, round(load))):.1e}"
-        click.echo(f"| {c:,} | {load:g} | {ours:.6f} | {_us(med)} ({_us(lo)}-{_us(hi)}) | {peer_cell} | {ratio} "
-                   f"| {diff} | {exact} |")
+        click.echo(
+            f"| {c:,} | {load:g} | {ours:.6f} | {_us(med)} ({_us(lo)}-{_us(hi)}) | {peer_cell} | {ratio} "
+            f"| {diff} | {exact} |"
+        )
 
     staff_runs = max(3, runs // 20)
-    click.echo(f"\n## Staffing: fewest servers answering 80% within 20 s, 180 s handling time; "
-               f"median of {staff_runs} calls; ratio = {PEER} / concur\n")
+    click.echo(
+        f"\n## Staffing: fewest servers answering 80% within 20 s, 180 s handling time; "
+        f"median of {staff_runs} calls; ratio = {PEER} / concur\n"
+    )
     click.echo("| load | concur servers_for_service_level | pyworkforce required_positions | servers | ratio |")
     click.echo("| ---: | ---: | ---: | ---: | ---: |")
     for load in load_list:
         with progress(f"staffing at {load:g} erlang", eager=True):
             ours_c = servers_for_service_level(load, 180.0, 20.0, 0.8)
-            med, _, _ = time_call(lambda: servers_for_service_level(load, 180.0, 20.0, 0.8), staff_runs)
+            med, _, _ = time_call(partial(servers_for_service_level, load, 180.0, 20.0, 0.8), staff_runs)
             peer = _peer(load, 180.0, 20.0)
             theirs = None if peer is None else peer.required_positions(0.8)["raw_positions"]
             if peer is not None and theirs == ours_c:
-                p_med, _, _ = time_call(lambda: peer.required_positions(0.8), staff_runs)
+                p_med, _, _ = time_call(partial(peer.required_positions, 0.8), staff_runs)
         if peer is None:
             click.echo(f"| {load:g} | {_us(med)} | - | {ours_c} | - |")
             continue
         if theirs != ours_c:
-            raise click.ClickException(f"staffing at load {load:g}: concur says {ours_c}, pyworkforce {theirs}; "
-                                       "not timing a disagreement")
+            raise click.ClickException(
+                f"staffing at load {load:g}: concur says {ours_c}, pyworkforce {theirs}; not timing a disagreement"
+            )
         click.echo(f"| {load:g} | {_us(med)} | {_us(p_med)} | {ours_c:,} | {p_med / med:.1f}x |")
 
     import numpy as np

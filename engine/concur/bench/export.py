@@ -44,20 +44,43 @@ def synthetic_plan(n_inputs: int = 10, n_derived: int = 20, sweep_points: int = 
     for j in range(n_derived):
         a, b, c = syms[j % len(syms)], syms[(j * 7 + 3) % len(syms)], syms[(j * 3 + 1) % len(syms)]
         kind = j % 4
-        expr = (a * b / (c + 1) if kind == 0 else sp.Max(1, sp.floor(a / (b + 1))) if kind == 1
-                else sp.ceiling(a + b * c) if kind == 2 else a - b + sp.sqrt(c))
+        expr = (
+            a * b / (c + 1)
+            if kind == 0
+            else sp.Max(1, sp.floor(a / (b + 1)))
+            if kind == 1
+            else sp.ceiling(a + b * c)
+            if kind == 2
+            else a - b + sp.sqrt(c)
+        )
         var = SheetVar(f"out_{j}", "", 1.0, f"derived {j}", integer=kind in (1, 2))
         derived.append(Derived(var, expr, f"out_{j} = {expr}", f"synthetic.yaml:{j + 1}", 1.0))
         syms.append(sp.Symbol(var.name))
-    sweep = Sweep("in_3", "in_3", tuple(float(k) for k in range(1, sweep_points + 1)),
-                  tuple(d.var.name for d in derived[-3:]), "in_3", "outputs", "synthetic sweep")
+    sweep = Sweep(
+        "in_3",
+        "in_3",
+        tuple(float(k) for k in range(1, sweep_points + 1)),
+        tuple(d.var.name for d in derived[-3:]),
+        "in_3",
+        "outputs",
+        "synthetic sweep",
+    )
     scenarios = [Scenario(f"s{k}", {f"in_{k}": 2.0 + k}) for k in range(3)]
-    return WorkbookPlan("synthetic", "benchmark plan", inputs=inputs, derived=derived,
-                        sweeps=[sweep], scenarios=scenarios)
+    return WorkbookPlan(
+        "synthetic", "benchmark plan", inputs=inputs, derived=derived, sweeps=[sweep], scenarios=scenarios
+    )
 
 
-_T1 = {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "tp": 4, "weight_dtype": "bf16", "kv_dtype": "bf16",
-       "context": "8192 token", "overhead": "4 GiB", "mem_util": 0.9}
+_T1 = {
+    "model": "llama-3.1-70b",
+    "gpu": "h100-sxm-80gb",
+    "tp": 4,
+    "weight_dtype": "bf16",
+    "kv_dtype": "bf16",
+    "context": "8192 token",
+    "overhead": "4 GiB",
+    "mem_util": 0.9,
+}
 
 
 def _llm_definition() -> Path | None:
@@ -108,8 +131,10 @@ def _run_llm(repeat: int) -> None:
         size = path.stat().st_size
     median = statistics.median(times)
     click.echo(f"cores: {os.cpu_count()}")
-    click.echo(f"plan: {what}: {len(plan.inputs)} inputs, {len(plan.derived)} derived, "
-               f"{len(plan.sweeps)} sweeps, {len(plan.scenarios)} scenarios; workbook {size / 1024:.0f} KiB")
+    click.echo(
+        f"plan: {what}: {len(plan.inputs)} inputs, {len(plan.derived)} derived, "
+        f"{len(plan.sweeps)} sweeps, {len(plan.scenarios)} scenarios; workbook {size / 1024:.0f} KiB"
+    )
     click.echo(f"solve + plan + write median {median * 1000:.1f} ms, min {min(times) * 1000:.1f} ms over {repeat} runs")
     click.echo(f"first export including imports {cold:.2f} s")
     click.echo(f"baseline (issue budget): {budget:.1f} s; ratio budget/median = {budget / median:.1f}x")
@@ -117,8 +142,14 @@ def _run_llm(repeat: int) -> None:
 
 @click.command("export")
 @click.option("--repeat", default=10, show_default=True, help="timed exports")
-@click.option("--plan", "which", type=click.Choice(["llm", "synthetic"]), default="llm", show_default=True,
-              help="llm: solve + write the LLM capacity plan; synthetic: the writer alone")
+@click.option(
+    "--plan",
+    "which",
+    type=click.Choice(["llm", "synthetic"]),
+    default="llm",
+    show_default=True,
+    help="llm: solve + write the LLM capacity plan; synthetic: the writer alone",
+)
 @click.option("--variables", default=30, show_default=True, help="inputs + derived variables (synthetic plan)")
 def command(repeat: int, which: str, variables: int) -> None:
     """Time exporting the LLM capacity plan (or a synthetic plan of VARIABLES variables)."""

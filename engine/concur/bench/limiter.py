@@ -134,7 +134,6 @@ def _in_process(iterations: int, repeats: int) -> list[tuple[str, float, float]]
     return _measure(contenders, iterations, repeats) + missing
 
 
-
 def _in_asyncio(iterations: int, repeats: int) -> list[tuple[str, float, float]]:
     """(name, best, median) ns per awaited, admitted acquire; interleaved on one loop."""
     import asyncio
@@ -242,28 +241,18 @@ def _on_redis(url: str, iterations: int, repeats: int) -> tuple[list[tuple[str, 
     return rows, note
 
 
-def _print_table(
-    title: str, rows: list[tuple[str, float, float]], reference: str
-) -> None:
+def _print_table(title: str, rows: list[tuple[str, float, float]], reference: str) -> None:
     ref = {name: best for name, best, _ in rows}[reference]
     click.echo(f"\n{title}")
-    click.echo(
-        f"{'contender':36} {'best ns/op':>11} {'median':>9} {'ops/s':>11} {'x ' + 'concur':>9}"
-    )
+    click.echo(f"{'contender':36} {'best ns/op':>11} {'median':>9} {'ops/s':>11} {'x ' + 'concur':>9}")
     for name, best, median in rows:
         ratio = best / ref
-        click.echo(
-            f"{name:36} {best:11.0f} {median:9.0f} {1e9 / best:11,.0f} {ratio:9.2f}"
-        )
+        click.echo(f"{name:36} {best:11.0f} {median:9.0f} {1e9 / best:11,.0f} {ratio:9.2f}")
 
 
 @click.command("limiter")
-@click.option(
-    "--iterations", default=200_000, show_default=True, help="calls per timed run"
-)
-@click.option(
-    "--repeats", default=5, show_default=True, help="timed runs; best and median shown"
-)
+@click.option("--iterations", default=200_000, show_default=True, help="calls per timed run")
+@click.option("--repeats", default=5, show_default=True, help="timed runs; best and median shown")
 @click.option(
     "--redis-url",
     default=None,
@@ -275,14 +264,9 @@ def _print_table(
     show_default=True,
     help="calls per timed run on Redis",
 )
-def command(
-    iterations: int, repeats: int, redis_url: str | None, redis_iterations: int
-) -> None:
+def command(iterations: int, repeats: int, redis_url: str | None, redis_iterations: int) -> None:
     """Time one uncontended rate-limit decision: concur vs floor, limits, pyrate-limiter, aiolimiter, Redis."""
-    click.echo(
-        f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  "
-        f"iterations: {iterations} x {repeats}"
-    )
+    click.echo(f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  iterations: {iterations} x {repeats}")
     rows = _in_process(iterations, repeats)
     _print_table(
         "in-process, one thread (ratio = contender / concur; >1 means concur is faster)",

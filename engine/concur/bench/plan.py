@@ -26,11 +26,37 @@ import click
 
 __all__ = ["command"]
 
-QUESTION = ["--set", "model=llama-3.1-70b", "--set", "arrival_rate=50", "--set", "input_tokens=1000",
-            "--set", "output_tokens=400", "--set", "ttft_slo=2 s", "--set", "itl_slo=50 ms"]
+QUESTION = [
+    "--set",
+    "model=llama-3.1-70b",
+    "--set",
+    "arrival_rate=50",
+    "--set",
+    "input_tokens=1000",
+    "--set",
+    "output_tokens=400",
+    "--set",
+    "ttft_slo=2 s",
+    "--set",
+    "itl_slo=50 ms",
+]
 PLAN = ["-m", "concur.cli", "plan", *QUESTION, "--json"]
-SOLVE = ["-m", "concur.cli", "solve", "--find", "replicas", *QUESTION, "--set", "gpu=h100-sxm-80gb",
-         "--set", "tp=4", "--set", "weight_dtype=bf16", "--set", "kv_dtype=bf16"]
+SOLVE = [
+    "-m",
+    "concur.cli",
+    "solve",
+    "--find",
+    "replicas",
+    *QUESTION,
+    "--set",
+    "gpu=h100-sxm-80gb",
+    "--set",
+    "tp=4",
+    "--set",
+    "weight_dtype=bf16",
+    "--set",
+    "kv_dtype=bf16",
+]
 
 
 def _once(args: list[str], env: dict[str, str]) -> tuple[float, str]:
@@ -40,8 +66,9 @@ def _once(args: list[str], env: dict[str, str]) -> tuple[float, str]:
 
 
 @click.command()
-@click.option("--runs", default=5, show_default=True, type=click.IntRange(1, 100),
-              help="interleaved rounds (median of each)")
+@click.option(
+    "--runs", default=5, show_default=True, type=click.IntRange(1, 100), help="interleaved rounds (median of each)"
+)
 def command(runs: int) -> None:
     """`concur plan` over the default grid vs one warm `concur solve --find replicas` (target <= 10x)."""
     cache = tempfile.mkdtemp(prefix="concur-bench-")
@@ -62,12 +89,20 @@ def command(runs: int) -> None:
     feasible = sum(1 for c in candidates if c["feasible"])
     gpus = len({c["gpu"] for c in candidates})
     solve, plan = statistics.median(solves), statistics.median(plans)
-    click.echo(f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  median of {runs} interleaved rounds; "
-               "peer: one warm `concur solve --find replicas` (H100 TP4 bf16, the same question)")
-    click.echo(f"  concur solve (one configuration)   {solve * 1000:8.1f} ms ({min(solves) * 1000:.0f}-"
-               f"{max(solves) * 1000:.0f})")
-    click.echo(f"  concur plan ({len(candidates)} configurations, {gpus} GPUs, {feasible} feasible)"
-               f"   {plan * 1000:8.1f} ms ({min(plans) * 1000:.0f}-{max(plans) * 1000:.0f})")
+    click.echo(
+        f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  median of {runs} interleaved rounds; "
+        "peer: one warm `concur solve --find replicas` (H100 TP4 bf16, the same question)"
+    )
+    click.echo(
+        f"  concur solve (one configuration)   {solve * 1000:8.1f} ms ({min(solves) * 1000:.0f}-"
+        f"{max(solves) * 1000:.0f})"
+    )
+    click.echo(
+        f"  concur plan ({len(candidates)} configurations, {gpus} GPUs, {feasible} feasible)"
+        f"   {plan * 1000:8.1f} ms ({min(plans) * 1000:.0f}-{max(plans) * 1000:.0f})"
+    )
     ratio = plan / solve
-    click.echo(f"ratio plan / solve                  {ratio:8.2f} x  (target <= 10 x: {'met' if ratio <= 10 else 'MISSED'}; "
-               f"{plan / len(candidates) * 1000:.2f} ms per configuration)")
+    click.echo(
+        f"ratio plan / solve                  {ratio:8.2f} x  (target <= 10 x: {'met' if ratio <= 10 else 'MISSED'}; "
+        f"{plan / len(candidates) * 1000:.2f} ms per configuration)"
+    )

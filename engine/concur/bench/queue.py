@@ -96,15 +96,11 @@ def _map_run(fn: Callable[[int], int], items: int, workers: int, bound: int) -> 
     return items / elapsed
 
 
-def _bare_run(
-    fn: Callable[[int], int], items: int, workers: int, bound: int, futures: bool
-) -> float:
+def _bare_run(fn: Callable[[int], int], items: int, workers: int, bound: int, futures: bool) -> float:
     """items/s through queue.Queue(bound) + threads; with ``futures`` each item also
     gets a ``Future`` carrying its result, which is the pool's contract."""
     results: list[object] = [None] * items
-    work_queue: stdlib_queue.Queue[tuple[Future[int] | None, int] | None] = (
-        stdlib_queue.Queue(bound)
-    )
+    work_queue: stdlib_queue.Queue[tuple[Future[int] | None, int] | None] = stdlib_queue.Queue(bound)
 
     def worker() -> None:
         get = work_queue.get
@@ -116,14 +112,14 @@ def _bare_run(
             if future is None:
                 try:
                     results[i] = fn(i)
-                except Exception as exc:  # noqa: BLE001 -- same duty as the pool: keep the failure
+                except Exception as exc:
                     results[i] = exc
                 continue
             if not future.set_running_or_notify_cancel():
                 continue
             try:
                 future.set_result(fn(i))
-            except Exception as exc:  # noqa: BLE001 -- the failure goes to the future
+            except Exception as exc:
                 future.set_exception(exc)
 
     start = time.perf_counter()
@@ -147,27 +143,18 @@ def _bare_run(
 
 
 @click.command("queue")
-@click.option(
-    "--iterations", default=200_000, show_default=True, help="put+get pairs per run"
-)
-@click.option(
-    "--items", default=50_000, show_default=True, help="items through each pool per run"
-)
+@click.option("--iterations", default=200_000, show_default=True, help="put+get pairs per run")
+@click.option("--items", default=50_000, show_default=True, help="items through each pool per run")
 @click.option("--workers", default=4, show_default=True)
 @click.option("--bound", default=64, show_default=True)
-@click.option(
-    "--work", default=200, show_default=True, help="loop iterations inside fn per item"
-)
+@click.option("--work", default=200, show_default=True, help="loop iterations inside fn per item")
 @click.option("--repeats", default=5, show_default=True)
-def command(
-    iterations: int, items: int, workers: int, bound: int, work: int, repeats: int
-) -> None:
+def command(iterations: int, items: int, workers: int, bound: int, work: int, repeats: int) -> None:
     """Time queue hand-offs and WorkerPool throughput against the standard library."""
     from concur.primitives.worker_queue import BoundedQueue
 
     click.echo(
-        f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  "
-        f"switch interval: {sys.getswitchinterval()} s"
+        f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  switch interval: {sys.getswitchinterval()} s"
     )
 
     ours: BoundedQueue[int] = BoundedQueue(1024)
@@ -183,18 +170,11 @@ def command(
         for name, (put, get) in contenders.items():
             samples[name].append(_pairs(put, get, iterations))
     ref = min(samples["concur BoundedQueue(1024)"])
-    click.echo(
-        f"\nput+get pairs, one thread, {iterations} x {repeats}  (ratio = contender / concur)"
-    )
-    click.echo(
-        f"{'contender':30} {'best ns/pair':>13} {'median':>9} {'pairs/s':>12} {'x concur':>9}"
-    )
+    click.echo(f"\nput+get pairs, one thread, {iterations} x {repeats}  (ratio = contender / concur)")
+    click.echo(f"{'contender':30} {'best ns/pair':>13} {'median':>9} {'pairs/s':>12} {'x concur':>9}")
     for name, v in samples.items():
         best = min(v)
-        click.echo(
-            f"{name:30} {best:13.0f} {statistics.median(v):9.0f} {1e9 / best:12,.0f} "
-            f"{best / ref:9.2f}"
-        )
+        click.echo(f"{name:30} {best:13.0f} {statistics.median(v):9.0f} {1e9 / best:12,.0f} {best / ref:9.2f}")
 
     fn = _make_work(work)
     same, floor = "bare Queue + threads + Future", "bare Queue + threads, no Future"

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-__all__ = ["free_port", "local_cluster", "local_redis", "RedisServer", "RedisUnavailable"]
+__all__ = ["RedisServer", "RedisUnavailable", "free_port", "local_cluster", "local_redis"]
 
 
 class RedisUnavailable(RuntimeError):
@@ -140,9 +140,7 @@ class RedisServer:
 
 
 @contextmanager
-def local_redis(
-    workdir: str | Path | None = None, timeout: float = 10.0, args: Sequence[str] = ()
-) -> Iterator[str]:
+def local_redis(workdir: str | Path | None = None, timeout: float = 10.0, args: Sequence[str] = ()) -> Iterator[str]:
     """Start redis-server, yield its URL (``redis://127.0.0.1:PORT/0``), stop it afterwards.
 
     Raises :class:`RedisUnavailable` when the server is missing or does not come up.
@@ -167,8 +165,16 @@ def local_cluster(workdir: str | Path, masters: int = 3, timeout: float = 30.0) 
             stack.enter_context(
                 RedisServer(
                     Path(workdir) / f"node{i}",
-                    ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                     "--cluster-port", str(bus_ports[i]), "--cluster-node-timeout", "5000"],
+                    [
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-port",
+                        str(bus_ports[i]),
+                        "--cluster-node-timeout",
+                        "5000",
+                    ],
                 )
             )
             for i in range(masters)
@@ -183,8 +189,12 @@ def local_cluster(workdir: str | Path, masters: int = 3, timeout: float = 30.0) 
         deadline = time.monotonic() + timeout
         while True:
             infos = [client.execute_command("CLUSTER", "INFO").decode() for client in clients]
-            if all("cluster_state:ok" in info and f"cluster_known_nodes:{masters}" in info
-                   and "cluster_slots_assigned:16384" in info for info in infos):
+            if all(
+                "cluster_state:ok" in info
+                and f"cluster_known_nodes:{masters}" in info
+                and "cluster_slots_assigned:16384" in info
+                for info in infos
+            ):
                 break
             if time.monotonic() > deadline:
                 raise RedisUnavailable(f"the {masters}-node cluster did not converge in {timeout} s: {infos[0]}")

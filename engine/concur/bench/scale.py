@@ -32,15 +32,19 @@ from typing import Any
 
 import click
 
-__all__ = ["chain_pack", "recurrence_pack", "chain_value", "recurrence_values", "recurrence_back", "command"]
+__all__ = ["chain_pack", "chain_value", "command", "recurrence_back", "recurrence_pack", "recurrence_values"]
 
 UNIT = "token"  # a unit of the shipped unit table: generating the packs' units needs no pint
 
 
 def chain_pack(n: int, name: str = "chain") -> str:
     """A pack of ``n`` equations ``x_i = x_{i-1} + d``."""
-    lines = [f"pack: {name}", f"doc: a chain of {n} equations x_i = x_(i-1) + d", "variables:",
-             f"  d: {{unit: {UNIT}}}"]
+    lines = [
+        f"pack: {name}",
+        f"doc: a chain of {n} equations x_i = x_(i-1) + d",
+        "variables:",
+        f"  d: {{unit: {UNIT}}}",
+    ]
     lines += [f"  x{i}: {{unit: {UNIT}}}" for i in range(n + 1)]
     lines += ["equations:"] + [f"  - x{i} = x{i - 1} + d" for i in range(1, n + 1)]
     return "\n".join(lines) + "\n"
@@ -84,8 +88,12 @@ def _questions(n: int, m: int) -> dict[str, tuple[str, str, dict[str, float], fl
     return {
         "chain forward": ("chain", f"x{n}", {"x0": 7.0, "d": 2.0}, chain_value(7.0, 2.0, n)),
         "chain backward": ("chain", "x0", {f"x{n}": chain_value(7.0, 2.0, n), "d": 2.0}, 7.0),
-        "recurrence backward": ("recurrence", "x0", {f"x{m}": 1.0, f"x{m - 1}": 1.0},
-                                float(recurrence_back(1, 1, m)[0])),
+        "recurrence backward": (
+            "recurrence",
+            "x0",
+            {f"x{m}": 1.0, f"x{m - 1}": 1.0},
+            float(recurrence_back(1, 1, m)[0]),
+        ),
         "recurrence loop": ("recurrence", "x1", {"x0": 3.0, f"x{m}": float(fib[m])}, 5.0),
     }
 
@@ -117,8 +125,13 @@ def _child() -> None:
 
 def _run(pack: Path, target: str, given: dict[str, float], env: dict[str, str]) -> dict[str, Any]:
     code = "from concur.bench.scale import _child; _child()"
-    proc = subprocess.run([sys.executable, "-c", code, str(pack), target, json.dumps(given)], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(pack), target, json.dumps(given)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if proc.returncode != 0:
         raise click.ClickException(f"{pack.name} --find {target} failed: {proc.stderr.strip()[-400:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -129,12 +142,21 @@ def _ms(seconds: float) -> str:
 
 
 @click.command()
-@click.option("--runs", default=5, show_default=True, type=click.IntRange(1, 50),
-              help="interleaved rounds (median of each contender)")
-@click.option("--size", default=1000, show_default=True, type=click.IntRange(10, 3000),
-              help="equations in the chain")
-@click.option("--recurrence", default=300, show_default=True, type=click.IntRange(10, 600),
-              help="last index of the two-term recurrence")
+@click.option(
+    "--runs",
+    default=5,
+    show_default=True,
+    type=click.IntRange(1, 50),
+    help="interleaved rounds (median of each contender)",
+)
+@click.option("--size", default=1000, show_default=True, type=click.IntRange(10, 3000), help="equations in the chain")
+@click.option(
+    "--recurrence",
+    default=300,
+    show_default=True,
+    type=click.IntRange(10, 600),
+    help="last index of the two-term recurrence",
+)
 def command(runs: int, size: int, recurrence: int) -> None:
     """A chain of --size equations solved backwards vs forwards (target: <= 10x), and the recurrence."""
     folder = Path(tempfile.mkdtemp(prefix="concur-bench-scale-"))
@@ -157,8 +179,10 @@ def command(runs: int, size: int, recurrence: int) -> None:
     def median(label: str, state: str, key: str) -> float:
         return statistics.median(s[key] for s in samples[(label, state)])
 
-    click.echo(f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  median of {runs} interleaved rounds, "
-               f"one process each; peer: the same chain solved forwards")
+    click.echo(
+        f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  median of {runs} interleaved rounds, "
+        f"one process each; peer: the same chain solved forwards"
+    )
     click.echo(f"  {'question':<38} {'model':>11} {'1st solve':>11} {'2nd solve':>11}  answer")
     for label, (_stem, target, _given, exact) in questions.items():
         for state in ("cold", "warm"):
@@ -170,8 +194,10 @@ def command(runs: int, size: int, recurrence: int) -> None:
                 answer = f"{target} = {last['value']:.10g} ({'exact' if ok else f'WRONG, expected {exact:.10g}'})"
             if last["sympy"]:
                 answer += " [imported sympy]"
-            click.echo(f"  {label + f' ({state} cache)':<38} {_ms(median(label, state, 'model'))} "
-                       f"{_ms(median(label, state, 'first'))} {_ms(median(label, state, 'again'))}  {answer}")
+            click.echo(
+                f"  {label + f' ({state} cache)':<38} {_ms(median(label, state, 'model'))} "
+                f"{_ms(median(label, state, 'first'))} {_ms(median(label, state, 'again'))}  {answer}"
+            )
     worst = 0.0
     for state in ("cold", "warm"):
         parts = []
@@ -179,8 +205,9 @@ def command(runs: int, size: int, recurrence: int) -> None:
             ratio = median("chain backward", state, key) / median("chain forward", state, key)
             worst = max(worst, ratio)
             parts.append(f"{what} {ratio:.2f}x")
-        total = sum(median("chain backward", state, k) for k in ("model", "first")) / \
-            sum(median("chain forward", state, k) for k in ("model", "first"))
+        total = sum(median("chain backward", state, k) for k in ("model", "first")) / sum(
+            median("chain forward", state, k) for k in ("model", "first")
+        )
         worst = max(worst, total)
         click.echo(f"backward / forward, {state} cache: {', '.join(parts)}, model + 1st solve {total:.2f}x")
     click.echo(f"target: backward <= 10x forward ({'met' if worst <= 10 else 'MISSED'}, worst {worst:.2f}x)")

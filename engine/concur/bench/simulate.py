@@ -39,9 +39,9 @@ from typing import Any
 
 import click
 
+from ..analysis.simulate import Estimate, MMcQueue, simulate
 from ..cli.progress import progress
 from ..maths.erlang import mmc
-from ..analysis.simulate import Estimate, MMcQueue, simulate
 from .counter import core_count
 
 __all__ = ["command", "simpy_mmc"]
@@ -50,8 +50,9 @@ PEER = "SimPy"
 PEER_SEED_OFFSET = 1_000_003  # an independent stream for the peer in the timed runs
 
 
-def simpy_mmc(arrival_rate: float, service_time: float, servers: int, duration: float, warmup: float,
-              batches: int, seed: int) -> tuple[Estimate, int]:
+def simpy_mmc(
+    arrival_rate: float, service_time: float, servers: int, duration: float, warmup: float, batches: int, seed: int
+) -> tuple[Estimate, int]:
     """Mean wait in queue (batch means over arrivals in ``[warmup, duration)``) and how many
     customers arrived in that window, by a plain SimPy M/M/c model. Arrivals stop at ``duration``; the run goes on
     until every customer has been served, so no recorded wait is censored."""
@@ -82,10 +83,12 @@ def simpy_mmc(arrival_rate: float, service_time: float, servers: int, duration: 
     return Estimate.of([sum(w) / len(w) if w else math.nan for w in waits]), sum(map(len, waits))
 
 
-def _concur_mmc(arrival_rate: float, service_time: float, servers: int, duration: float, warmup: float,
-                batches: int, seed: int) -> tuple[Estimate, int]:
-    result = simulate(MMcQueue(arrival_rate, service_time, servers), duration, seed=seed, warmup=warmup,
-                      batches=batches)
+def _concur_mmc(
+    arrival_rate: float, service_time: float, servers: int, duration: float, warmup: float, batches: int, seed: int
+) -> tuple[Estimate, int]:
+    result = simulate(
+        MMcQueue(arrival_rate, service_time, servers), duration, seed=seed, warmup=warmup, batches=batches
+    )
     return result.wait, result.recorded
 
 
@@ -97,8 +100,9 @@ def _concur_mmc(arrival_rate: float, service_time: float, servers: int, duration
 @click.option("--batches", type=click.IntRange(2), default=20, show_default=True, help="batch-means slices")
 @click.option("--runs", type=click.IntRange(1, 50), default=3, show_default=True, help="interleaved runs each")
 @click.option("--seed", type=int, default=7, show_default=True)
-def command(rate: float, service_time: float, servers: int, duration: float, batches: int, runs: int,
-            seed: int) -> None:
+def command(
+    rate: float, service_time: float, servers: int, duration: float, batches: int, runs: int, seed: int
+) -> None:
     """concur.analysis.simulate M/M/c vs a hand-written SimPy M/M/c: speed, and the mean wait within the CI."""
     try:
         import simpy
@@ -107,9 +111,11 @@ def command(rate: float, service_time: float, servers: int, duration: float, bat
     if rate * service_time >= servers:
         raise click.UsageError(f"load {rate * service_time:g} >= {servers} servers: the queue never drains")
     warmup = duration / 10
-    click.echo(f"cores: {core_count()}; peer: {PEER} {simpy.__version__}, hand-written M/M/c; "
-               f"rate {rate:g}/s, service {service_time:g} s, {servers} servers, {duration:,.0f} s "
-               f"(warm-up {warmup:,.0f} s), {runs} interleaved runs")
+    click.echo(
+        f"cores: {core_count()}; peer: {PEER} {simpy.__version__}, hand-written M/M/c; "
+        f"rate {rate:g}/s, service {service_time:g} s, {servers} servers, {duration:,.0f} s "
+        f"(warm-up {warmup:,.0f} s), {runs} interleaved runs"
+    )
     contenders = {PEER: (simpy_mmc, PEER_SEED_OFFSET), "concur simulate": (_concur_mmc, 0)}
     times: dict[str, list[float]] = {name: [] for name in contenders}
     found: dict[str, list[tuple[Estimate, int]]] = {name: [] for name in contenders}
@@ -122,18 +128,23 @@ def command(rate: float, service_time: float, servers: int, duration: float, bat
                 times[name].append(time.perf_counter() - t0)
                 bar.advance()
     events = 2 * rate * duration  # an arrival and a departure per customer (expected)
-    click.echo(f"\n| simulator | seconds, median (min-max) | model events/s | mean wait over {runs} runs, s "
-               "(±95% CI) | customers in the window, all runs |")
+    click.echo(
+        f"\n| simulator | seconds, median (min-max) | model events/s | mean wait over {runs} runs, s "
+        "(±95% CI) | customers in the window, all runs |"
+    )
     click.echo("| --- | ---: | ---: | ---: | ---: |")
     pooled: dict[str, Estimate] = {}
     for name in contenders:
         med = statistics.median(times[name])
         waits = [wait for wait, _ in found[name]]
-        pooled[name] = Estimate(statistics.fmean(w.mean for w in waits),
-                                math.sqrt(sum(w.half_width**2 for w in waits)) / runs)
+        pooled[name] = Estimate(
+            statistics.fmean(w.mean for w in waits), math.sqrt(sum(w.half_width**2 for w in waits)) / runs
+        )
         customers = sum(n for _, n in found[name])
-        click.echo(f"| {name} | {med:.3f} ({min(times[name]):.3f}-{max(times[name]):.3f}) | {events / med:,.0f} "
-                   f"| {pooled[name].mean:.3f} (±{pooled[name].half_width:.3f}) | {customers:,} |")
+        click.echo(
+            f"| {name} | {med:.3f} ({min(times[name]):.3f}-{max(times[name]):.3f}) | {events / med:,.0f} "
+            f"| {pooled[name].mean:.3f} (±{pooled[name].half_width:.3f}) | {customers:,} |"
+        )
     analytic = mmc(rate, service_time, servers).mean_wait
     ratio = statistics.median(times[PEER]) / statistics.median(times["concur simulate"])
     a, b = pooled[PEER], pooled["concur simulate"]
@@ -141,10 +152,14 @@ def command(rate: float, service_time: float, servers: int, duration: float, bat
     agree = abs(a.mean - b.mean) <= combined
     click.echo(f"\nErlang C mean wait: {analytic:.3f} s")
     click.echo(f"ratio: {PEER} seconds / concur seconds = {ratio:.2f}x (>1: concur is faster)")
-    click.echo(f"mean wait: concur {b.mean:.3f} vs {PEER} {a.mean:.3f}, difference {abs(a.mean - b.mean):.3f} s; "
-               f"combined 95% CI ±{combined:.3f} s: {'agree' if agree else 'DISAGREE'}")
+    click.echo(
+        f"mean wait: concur {b.mean:.3f} vs {PEER} {a.mean:.3f}, difference {abs(a.mean - b.mean):.3f} s; "
+        f"combined 95% CI ±{combined:.3f} s: {'agree' if agree else 'DISAGREE'}"
+    )
     with progress("replay on one seed", eager=True):
         same_peer, _ = simpy_mmc(rate, service_time, servers, duration, warmup, batches, seed)
         same_ours, _ = _concur_mmc(rate, service_time, servers, duration, warmup, batches, seed)
-    click.echo(f"replay, both on seed {seed}: mean wait concur {same_ours.mean:.6f} vs {PEER} {same_peer.mean:.6f} "
-               f"(|difference| {abs(same_ours.mean - same_peer.mean):.1e} s: the same sample path)")
+    click.echo(
+        f"replay, both on seed {seed}: mean wait concur {same_ours.mean:.6f} vs {PEER} {same_peer.mean:.6f} "
+        f"(|difference| {abs(same_ours.mean - same_peer.mean):.1e} s: the same sample path)"
+    )

@@ -49,8 +49,13 @@ def _once(args: list[str], env: dict[str, str]) -> float:
 
 
 @click.command()
-@click.option("--runs", default=7, show_default=True, type=click.IntRange(1, 100),
-              help="interleaved rounds (median of each contender)")
+@click.option(
+    "--runs",
+    default=7,
+    show_default=True,
+    type=click.IntRange(1, 100),
+    help="interleaved rounds (median of each contender)",
+)
 def command(runs: int) -> None:
     """Cold and warm `concur solve --find users` and `concur check` vs python -c pass / import sympy, pint."""
     cache = tempfile.mkdtemp(prefix="concur-bench-")
@@ -68,19 +73,25 @@ def command(runs: int) -> None:
         shutil.rmtree(cache, ignore_errors=True)
     median = {label: statistics.median(v) for label, v in samples.items()}
     bare, heavy = median["python -c pass"], median["python -c 'import sympy, pint'"]
-    click.echo(f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  "
-               f"median of {runs} interleaved rounds; peer: python -c pass (bare start-up), "
-               f"python -c 'import sympy, pint'")
+    click.echo(
+        f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  "
+        f"median of {runs} interleaved rounds; peer: python -c pass (bare start-up), "
+        f"python -c 'import sympy, pint'"
+    )
     for label, _, _ in CONTENDERS:
         t, v = median[label], samples[label]
-        click.echo(f"  {label:<42} {t * 1000:8.1f} ms ({min(v) * 1000:.0f}-{max(v) * 1000:.0f})   "
-                   f"{t / bare:6.1f}x bare   {t / heavy:5.2f}x sympy+pint")
+        click.echo(
+            f"  {label:<42} {t * 1000:8.1f} ms ({min(v) * 1000:.0f}-{max(v) * 1000:.0f})   "
+            f"{t / bare:6.1f}x bare   {t / heavy:5.2f}x sympy+pint"
+        )
     warm = median["concur solve --find users (warm cache)"]
     first = median["concur solve --find users (cold cache)"]
     check_cold = median["concur check (shipped packs, cold cache)"]
     check = median["concur check (shipped packs, warm)"]
-    click.echo(f"targets: solve warm <= 5x bare ({warm / bare:.1f}x, {'met' if warm <= 5 * bare else 'MISSED'}), "
-               f"cold <= 15x bare ({first / bare:.1f}x, {'met' if first <= 15 * bare else 'MISSED'}); "
-               f"warm solve <= 300 ms ({'met' if warm <= 0.3 else 'MISSED'}), "
-               f"check <= 500 ms (cold {'met' if check_cold <= 0.5 else 'MISSED'}, "
-               f"warm {'met' if check <= 0.5 else 'MISSED'})")
+    click.echo(
+        f"targets: solve warm <= 5x bare ({warm / bare:.1f}x, {'met' if warm <= 5 * bare else 'MISSED'}), "
+        f"cold <= 15x bare ({first / bare:.1f}x, {'met' if first <= 15 * bare else 'MISSED'}); "
+        f"warm solve <= 300 ms ({'met' if warm <= 0.3 else 'MISSED'}), "
+        f"check <= 500 ms (cold {'met' if check_cold <= 0.5 else 'MISSED'}, "
+        f"warm {'met' if check <= 0.5 else 'MISSED'})"
+    )

@@ -36,12 +36,33 @@ from ..cli.progress import progress
 
 __all__ = ["command"]
 
-GIVEN = {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "weight_dtype": "bf16", "kv_dtype": "bf16",
-         "input_tokens": 1024, "output_tokens": 2048}
+GIVEN = {
+    "model": "llama-3.1-8b",
+    "gpu": "h100-sxm-80gb",
+    "weight_dtype": "bf16",
+    "kv_dtype": "bf16",
+    "input_tokens": 1024,
+    "output_tokens": 2048,
+}
 
 
-def _hand(c, weights, a, decay, kv_per_token, avg_context, bw, active_per_gpu,  # type: ignore[no-untyped-def]
-          attention, peak, flops_fraction, eff, t_fixed, gpus, kv_batch_limit):
+def _hand(
+    c,
+    weights,
+    a,
+    decay,
+    kv_per_token,
+    avg_context,
+    bw,
+    active_per_gpu,  # type: ignore[no-untyped-def]
+    attention,
+    peak,
+    flops_fraction,
+    eff,
+    t_fixed,
+    gpus,
+    kv_batch_limit,
+):
     import numpy as np
 
     weights_read = weights * (1.0 - (1.0 - a) * np.exp(-decay * (c - 1.0)))  # the pack's MoE-aware read
@@ -67,15 +88,39 @@ def command(points: int, runs: int, csv_points: int | None) -> None:
     if points < 1 or runs < 1 or csv_points < 1:
         raise click.UsageError("--points, --runs and --csv-points must be positive")
     model = build_model(["llm_throughput"])
-    wanted = ("weights_per_gpu", "active_fraction", "expert_decay", "kv_per_token", "avg_context",
-              "active_params_per_gpu", "attention_flops", "peak_flops", "efficiency", "t_fixed", "gpus",
-              "kv_batch_limit")
+    wanted = (
+        "weights_per_gpu",
+        "active_fraction",
+        "expert_decay",
+        "kv_per_token",
+        "avg_context",
+        "active_params_per_gpu",
+        "attention_flops",
+        "peak_flops",
+        "efficiency",
+        "t_fixed",
+        "gpus",
+        "kv_batch_limit",
+    )
     # active_fraction asked for: a preset's active_params does not compute it
     sol = solve_model(model, wanted, {**GIVEN, "concurrency": 1})
     v = sol.values  # base units
-    args = (v["weights_per_gpu"], v["active_fraction"], v["expert_decay"], v["kv_per_token"], v["avg_context"],
-            v["hbm_bandwidth"], v["active_params_per_gpu"], v["attention_flops"], v["peak_flops"],
-            v["flops_fraction"], v["efficiency"], v["t_fixed"], v["gpus"], v["kv_batch_limit"])
+    args = (
+        v["weights_per_gpu"],
+        v["active_fraction"],
+        v["expert_decay"],
+        v["kv_per_token"],
+        v["avg_context"],
+        v["hbm_bandwidth"],
+        v["active_params_per_gpu"],
+        v["attention_flops"],
+        v["peak_flops"],
+        v["flops_fraction"],
+        v["efficiency"],
+        v["t_fixed"],
+        v["gpus"],
+        v["kv_batch_limit"],
+    )
     kv_limit = float(np.floor(v["kv_batch_limit"]))  # beyond it every point is NaN: not timed
     c = np.linspace(1.0, kv_limit, points)
     sweep(model, {"concurrency": c[:10]}, GIVEN, ["tokens_per_s_per_gpu"])  # warm-up
@@ -93,13 +138,17 @@ def command(points: int, runs: int, csv_points: int | None) -> None:
         t_ours.append(t1 - t0)
         t_hand.append(t2 - t1)
     ours_s, hand_s = statistics.median(t_ours), statistics.median(t_hand)
-    click.echo(f"machine: {os.cpu_count()} core(s); {points:,} points (concurrency 1..{kv_limit:.0f}, "
-               f"the KV pool's limit); median of {runs} runs")
+    click.echo(
+        f"machine: {os.cpu_count()} core(s); {points:,} points (concurrency 1..{kv_limit:.0f}, "
+        f"the KV pool's limit); median of {runs} runs"
+    )
     click.echo(f"concur sweep         {ours_s * 1000:9.2f} ms  (target < 1000 ms: {'ok' if ours_s < 1 else 'MISSED'})")
     click.echo(f"hand-written numpy   {hand_s * 1000:9.2f} ms")
     verdict = "ok" if ours_s <= 2 * hand_s else "MISSED"
-    click.echo(f"ratio                {ours_s / hand_s:9.2f} x  (target <= 2 x: {verdict}; "
-               "the sweep also checks every value it computes)")
+    click.echo(
+        f"ratio                {ours_s / hand_s:9.2f} x  (target <= 2 x: {verdict}; "
+        "the sweep also checks every value it computes)"
+    )
     _csv_comparison(model, csv_points, min(runs, 3), kv_limit)
 
 
@@ -128,8 +177,10 @@ def _csv_comparison(model: Any, n: int, runs: int, kv_limit: float) -> None:
     import numpy as np
 
     c = np.linspace(1.0, kv_limit, n)
-    with tempfile.TemporaryDirectory(prefix="concur-bench-") as folder, \
-            progress(f"sweep to CSV, {n:,} points", eager=True):
+    with (
+        tempfile.TemporaryDirectory(prefix="concur-bench-") as folder,
+        progress(f"sweep to CSV, {n:,} points", eager=True),
+    ):
         ours_path, numpy_path = Path(folder) / "ours.csv", Path(folder) / "numpy.csv"
         y = _ours(model, c, ours_path)
         _numpy(c, y, numpy_path)
@@ -154,7 +205,9 @@ def _csv_comparison(model: Any, n: int, runs: int, kv_limit: float) -> None:
     ours_s, numpy_s = statistics.median(t_ours), statistics.median(t_numpy)
     arrays = 2 * c.nbytes
     click.echo(f"\nsweep to CSV: {n:,} points; median of {runs} runs; both files read back equal")
-    click.echo(f"concur sweep + CSV   {ours_s * 1000:9.1f} ms  ({size_ours / 2**20:.1f} MiB, shortest round-trip digits)")
+    click.echo(
+        f"concur sweep + CSV   {ours_s * 1000:9.1f} ms  ({size_ours / 2**20:.1f} MiB, shortest round-trip digits)"
+    )
     click.echo(f"numpy.savetxt        {numpy_s * 1000:9.1f} ms  ({size_numpy / 2**20:.1f} MiB, 17 digits)")
     verdict = "ok" if ours_s <= 3 * numpy_s else "MISSED"
     click.echo(f"ratio                {ours_s / numpy_s:9.2f} x  (target <= 3 x: {verdict})")

@@ -25,14 +25,26 @@ import click
 
 from .lazy import LazyGroup
 
-__all__ = ["main", "cli", "COMMANDS"]
+__all__ = ["COMMANDS", "cli", "main"]
 
 # name -> the click.Command to import on first use
-COMMANDS = {name: f"concur.cli.commands.{module}.command" for name, module in {
-    "solve": "solve", "list": "list", "show": "show", "check": "check", "sweep": "sweep", "export": "export",
-    "plan": "plan", "simulate": "simulate", "diagnose": "diagnose", "remedies": "remedies", "calibrate": "calibrate",
-    "bench": "bench",
-}.items()}
+COMMANDS = {
+    name: f"concur.cli.commands.{module}.command"
+    for name, module in {
+        "solve": "solve",
+        "list": "list",
+        "show": "show",
+        "check": "check",
+        "sweep": "sweep",
+        "export": "export",
+        "plan": "plan",
+        "simulate": "simulate",
+        "diagnose": "diagnose",
+        "remedies": "remedies",
+        "calibrate": "calibrate",
+        "bench": "bench",
+    }.items()
+}
 
 
 class _Group(LazyGroup):
@@ -48,8 +60,11 @@ class _Group(LazyGroup):
             raise click.exceptions.Exit(0) from None
 
 
-@click.group(cls=_Group, lazy_subcommands=COMMANDS,
-             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=_Group,
+    lazy_subcommands=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(None, "-V", "--version", package_name="concur")
 def cli() -> None:
     """Capacity questions for concurrent systems, answered from unit-checked equations.

@@ -14,9 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import UnderdeterminedError, PackError, UsageError
+from ..errors import PackError, UnderdeterminedError, UsageError
 
-__all__ = ["parse_sets", "split_names", "load_scenario", "default_scenario", "solve_question"]
+__all__ = ["default_scenario", "load_scenario", "parse_sets", "solve_question", "split_names"]
 
 
 def parse_sets(items: tuple[str, ...]) -> dict[str, Any]:
@@ -28,15 +28,14 @@ def parse_sets(items: tuple[str, ...]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
-            raise UsageError(f"--set '{item}' is not NAME=VALUE", hint="e.g. --set context=\"8192 token\"")
+            raise UsageError(f"--set '{item}' is not NAME=VALUE", hint='e.g. --set context="8192 token"')
         name, value = item.split("=", 1)
         name, value = name.strip(), value.strip()
         if not name:
             raise UsageError(f"--set '{item}' has no name")
         try:
             number = float(value.replace("_", ""))
-            out[name] = int(number) if number.is_integer() and "." not in value and "e" not in value.lower() \
-                else number
+            out[name] = int(number) if number.is_integer() and "." not in value and "e" not in value.lower() else number
         except ValueError:
             out[name] = value
     return out
@@ -101,8 +100,14 @@ def default_scenario(packs: list[str]) -> dict[str, Any]:
     return next((dict(pack.scenario) for pack in build_model(packs).packs if pack.scenario), {})
 
 
-def solve_question(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...], scenario: str | None,
-                   *, default_find: tuple[str, ...] = ()) -> Any:
+def solve_question(
+    packs: tuple[str, ...],
+    find: tuple[str, ...],
+    sets: tuple[str, ...],
+    scenario: str | None,
+    *,
+    default_find: tuple[str, ...] = (),
+) -> Any:
     """The one path from command-line words to a :class:`concur.solver.solution.Solution` (solve, export).
 
     Givens come from the scenario file, then ``--set`` (which wins); packs from the arguments,
@@ -129,8 +134,9 @@ def solve_question(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[st
             raise UsageError("nothing to solve for", hint="add --find VARIABLE")
     sets_given = parse_sets(sets)
     if not pack_list:
-        pack_list = packs_for(targets, {**given, **sets_given},
-                              (lambda name: default_scenario([name])) if embedded else None)
+        pack_list = packs_for(
+            targets, {**given, **sets_given}, (lambda name: default_scenario([name])) if embedded else None
+        )
     if embedded:  # the packs' own scenario, less what is asked for: --find arrival_rate keeps the rest
         given = {k: v for k, v in default_scenario(pack_list).items() if k not in targets}
     given.update(sets_given)

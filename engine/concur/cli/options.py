@@ -7,13 +7,14 @@ reading stdout always gets JSON. The flag's callback tells the reporter before t
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from .report import want_json_errors
 
-__all__ = ["pack_path_option", "json_option", "set_option", "find_option"]
+__all__ = ["find_option", "json_option", "pack_path_option", "set_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -26,9 +27,17 @@ def _set_pack_path(ctx: click.Context, param: click.Parameter, value: tuple[str,
 
 def pack_path_option(fn: F) -> F:
     """``--pack-path DIR`` (repeatable, eager): more folders where packs are found and ``uses:`` may reach."""
-    return click.option("--pack-path", "pack_path", multiple=True, metavar="DIR", expose_value=False, is_eager=True,
-                        callback=_set_pack_path, type=click.Path(file_okay=False),
-                        help="also find packs in DIR, and let a pack's uses: reach files there (repeatable)")(fn)
+    return click.option(
+        "--pack-path",
+        "pack_path",
+        multiple=True,
+        metavar="DIR",
+        expose_value=False,
+        is_eager=True,
+        callback=_set_pack_path,
+        type=click.Path(file_okay=False),
+        help="also find packs in DIR, and let a pack's uses: reach files there (repeatable)",
+    )(fn)
 
 
 def _json_errors(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
@@ -39,12 +48,19 @@ def _json_errors(ctx: click.Context, param: click.Parameter, value: bool) -> boo
 
 def json_option(fn: F) -> F:
     """``--json``: print one JSON object (errors too), exposed as ``as_json``."""
-    return click.option("--json", "as_json", is_flag=True, is_eager=True, callback=_json_errors,
-                        help="print one JSON object on stdout (an error too: {\"error\": {...}})")(fn)
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        is_eager=True,
+        callback=_json_errors,
+        help='print one JSON object on stdout (an error too: {"error": {...}})',
+    )(fn)
 
 
-def set_option(help: str = "a given value ('8192 token', '4 GiB', 0.9) or a preset (model=llama-3.1-70b)"
-               ) -> Callable[[F], F]:
+def set_option(
+    help: str = "a given value ('8192 token', '4 GiB', 0.9) or a preset (model=llama-3.1-70b)",
+) -> Callable[[F], F]:
     """``--set/-s NAME=VALUE`` (repeatable), exposed as ``sets``."""
     return click.option("--set", "-s", "sets", multiple=True, metavar="NAME=VALUE", help=help)
 

@@ -26,8 +26,9 @@ An interrupted block (Ctrl-C, an error) stops the bar before the exception goes 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 __all__ = ["Progress", "progress", "progress_wanted"]
 
@@ -97,9 +98,16 @@ def progress(description: str, total: float | None = None, *, eager: bool = Fals
         from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
         from rich.progress import Progress as RichProgress
 
-        bar = RichProgress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
-                           console=Console(file=sys.stderr), transient=True, redirect_stdout=False,
-                           redirect_stderr=False)
+        bar = RichProgress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TaskProgressColumn(),
+            TimeElapsedColumn(),
+            console=Console(file=sys.stderr),
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
         task = bar.add_task(description, total=total)
         bar.start()
         return bar, task

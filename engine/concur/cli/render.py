@@ -17,12 +17,14 @@ from typing import Any
 
 import click
 
-__all__ = ["printable", "echo", "align", "format_value", "render_table", "fit_summary"]
+__all__ = ["align", "echo", "fit_summary", "format_value", "printable", "render_table"]
 
 
-_FIT = re.compile(r"^(?P<cell>[\w.-]+@[\w.-]+): (?P<how>.*?)(?: of tests/data/\S+ \(.*?\))?(?:, pulled towards .*?)?; "
-                  r"in-sample median \|error\| (?P<ins>[\d.]+%), leave-one-source-out (?P<cv>[\d.]+%) over its "
-                  r"(?P<n>\d+) points$")
+_FIT = re.compile(
+    r"^(?P<cell>[\w.-]+@[\w.-]+): (?P<how>.*?)(?: of tests/data/\S+ \(.*?\))?(?:, pulled towards .*?)?; "
+    r"in-sample median \|error\| (?P<ins>[\d.]+%), leave-one-source-out (?P<cv>[\d.]+%) over its "
+    r"(?P<n>\d+) points$"
+)
 
 
 def fit_summary(citation: str) -> str:

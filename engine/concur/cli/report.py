@@ -19,6 +19,7 @@ the same one line naming the extra; any other exception is a bug in concur and k
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -26,7 +27,7 @@ import click
 
 from ..errors import EXIT_USAGE, ConcurError, Location, MissingDependencyError
 
-__all__ = ["want_json_errors", "reset", "json_wanted", "error_document", "report", "missing_dependency"]
+__all__ = ["error_document", "json_wanted", "missing_dependency", "report", "reset", "want_json_errors"]
 
 _JSON = {"wanted": False}  # set by the --json / --format json callbacks before a command runs
 
@@ -44,9 +45,12 @@ def json_wanted(args: list[str]) -> bool:
     parsing, before any callback) the words ``--json`` / ``--format json`` are on the command line."""
     if _JSON["wanted"]:
         return True
-    words = args[:args.index("--")] if "--" in args else args
-    return "--json" in words or "--format=json" in words or any(
-        a == "--format" and b == "json" for a, b in zip(words, words[1:]))
+    words = args[: args.index("--")] if "--" in args else args
+    return (
+        "--json" in words
+        or "--format=json" in words
+        or any(a == "--format" and b == "json" for a, b in itertools.pairwise(words))
+    )
 
 
 def _location(where: Location | None) -> dict[str, Any] | None:
@@ -58,14 +62,26 @@ def _location(where: Location | None) -> dict[str, Any] | None:
 def error_document(exc: ConcurError | click.ClickException) -> dict[str, Any]:
     """The ``{"error": {...}}`` object for ``exc`` (see the module docstring)."""
     if isinstance(exc, ConcurError):
-        body = {"code": exc.exit_code, "type": type(exc).__name__, "message": exc.message,
-                "location": _location(exc.where), "variable": exc.variable, "hint": exc.hint}
+        body = {
+            "code": exc.exit_code,
+            "type": type(exc).__name__,
+            "message": exc.message,
+            "location": _location(exc.where),
+            "variable": exc.variable,
+            "hint": exc.hint,
+        }
     else:
         hint = None
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
             hint = f"'{exc.ctx.command_path} --help' shows the options"
-        body = {"code": exc.exit_code or EXIT_USAGE, "type": type(exc).__name__, "message": exc.format_message(),
-                "location": None, "variable": None, "hint": hint}
+        body = {
+            "code": exc.exit_code or EXIT_USAGE,
+            "type": type(exc).__name__,
+            "message": exc.format_message(),
+            "location": None,
+            "variable": None,
+            "hint": hint,
+        }
     return {"error": body}
 
 
@@ -81,10 +97,9 @@ def missing_dependency(exc: ModuleNotFoundError) -> MissingDependencyError | Non
 
 def report(exc: ConcurError | click.ClickException, as_json: bool) -> int:
     """Print ``exc`` in the chosen form; return its exit code."""
-    from .render import printable
-
     from ..errors import UnderdeterminedError
     from .givens import with_flags
+    from .render import printable
 
     if isinstance(exc, UnderdeterminedError) and "--" not in (exc.hint or ""):
         exc = with_flags(exc)  # the engine says what to give; the command line says how

@@ -21,13 +21,14 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from ..errors import UsageError
 
-__all__ = ["STDIO", "STDIN_LABEL", "is_stdio", "read_input", "text_output", "binary_output", "write_text"]
+__all__ = ["STDIN_LABEL", "STDIO", "binary_output", "is_stdio", "read_input", "text_output", "write_text"]
 
 STDIO = "-"
 STDIN_LABEL = "<stdin>"
@@ -51,14 +52,17 @@ def read_input(path: str) -> tuple[bytes | None, str]:
 def _temp_beside(target: Path, binary: bool, suffix: str = "") -> tuple[Path, IO]:  # type: ignore[type-arg]
     """An exclusively created temporary file beside ``target`` and its open stream."""
     if not target.parent.is_dir():  # never created: a typo in a path must not grow folders
-        raise UsageError(f"cannot write '{target}': folder '{target.parent}' does not exist",
-                         hint="create the folder first, or write somewhere that exists")
+        raise UsageError(
+            f"cannot write '{target}': folder '{target.parent}' does not exist",
+            hint="create the folder first, or write somewhere that exists",
+        )
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp{suffix}")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
     except OSError as exc:
-        raise UsageError(f"cannot write '{target}': {exc.strerror}",
-                         hint="check that the folder exists and is writable") from None
+        raise UsageError(
+            f"cannot write '{target}': {exc.strerror}", hint="check that the folder exists and is writable"
+        ) from None
     return tmp, (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline=""))
 
 
@@ -99,8 +103,10 @@ def binary_output(path: str, suffix: str) -> Iterator[Path]:
     """
     if is_stdio(path):
         if sys.stdout.isatty():
-            raise UsageError(f"refusing to write binary {suffix} data to a terminal",
-                             hint=f"redirect it (> out{suffix}) or pipe it, or give a file name")
+            raise UsageError(
+                f"refusing to write binary {suffix} data to a terminal",
+                hint=f"redirect it (> out{suffix}) or pipe it, or give a file name",
+            )
         with tempfile.TemporaryDirectory(prefix="concur-") as folder:
             tmp = Path(folder) / f"out{suffix}"
             yield tmp

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import UsageError
 
-__all__ = ["CURVE_INPUTS", "curve_y", "extra_outputs", "draw"]
+__all__ = ["CURVE_INPUTS", "curve_y", "draw", "extra_outputs"]
 
 CURVE_INPUTS = ("tokens_per_s_per_user", "bound_tokens_per_s", "kv_batch_limit", "gpus")
 _CURVE_Y = ("tokens_per_s_per_gpu", "tokens_per_s")
@@ -74,8 +74,16 @@ def _kv_point(model: Any, given: dict[str, Any], y: str, limit: float) -> tuple[
     return (px, py) if math.isfinite(px) and math.isfinite(py) else None
 
 
-def draw(model: Any, runs: list[tuple[str, dict[str, Any], Any]], over: dict[str, Any], outputs: list[str],
-         given: dict[str, Any], path: str, *, log: bool = False) -> str:
+def draw(
+    model: Any,
+    runs: list[tuple[str, dict[str, Any], Any]],
+    over: dict[str, Any],
+    outputs: list[str],
+    given: dict[str, Any],
+    path: str,
+    *,
+    log: bool = False,
+) -> str:
     """Write the PNG for ``runs`` to ``path``; return what was drawn ("throughput curve" or "line plot").
 
     ``log``: the swept values were log-spaced, so a line plot's x axis is logarithmic too.
@@ -95,15 +103,29 @@ def draw(model: Any, runs: list[tuple[str, dict[str, Any], Any]], over: dict[str
             limit = float(np.nanmax(fits)) if np.isfinite(fits).any() else None
             point = _kv_point(model, g, y, limit) if limit else None
             per_gpu = y == "tokens_per_s_per_gpu"
-            series.append(Series(label, c, res["tokens_per_s_per_user"], res[y], bound / c,
-                                 bound / res["gpus"] if per_gpu else bound, limit or None, point))
+            series.append(
+                Series(
+                    label,
+                    c,
+                    res["tokens_per_s_per_user"],
+                    res[y],
+                    bound / c,
+                    bound / res["gpus"] if per_gpu else bound,
+                    limit or None,
+                    point,
+                )
+            )
         what = "per GPU" if y == "tokens_per_s_per_gpu" else "per replica"
-        throughput_curve(series, path, x_label=_axis(model, "tokens_per_s_per_user", "decode speed per user"),
-                         y_label=_axis(model, y, f"decode throughput {what}"),
-                         title=f"Decode throughput {what} against speed per user (labels: concurrency c)"
-                               + (f"\n{context}" if context else ""))
+        throughput_curve(
+            series,
+            path,
+            x_label=_axis(model, "tokens_per_s_per_user", "decode speed per user"),
+            y_label=_axis(model, y, f"decode throughput {what}"),
+            title=f"Decode throughput {what} against speed per user (labels: concurrency c)"
+            + (f"\n{context}" if context else ""),
+        )
         return "throughput curve"
-    name = list(over)[0]
+    name = next(iter(over))
     x = runs[0][2][name]
     if len(over) != 1 or x.ndim != 1 or x.dtype == object:
         raise UsageError("--plot draws one numeric --over variable (or concurrency for the throughput curve)")

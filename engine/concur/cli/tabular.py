@@ -27,12 +27,22 @@ preset ids); nothing here knows about models or units -- the caller names the co
 from __future__ import annotations
 
 import math
-from typing import IO, Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import IO, Any
 
 from ..records import record
 
-__all__ = ["Block", "CHUNK", "SUMMARY_ROWS", "EDGE_ROWS", "csv_quote", "write_csv", "json_column", "cell_text",
-           "write_table"]
+__all__ = [
+    "CHUNK",
+    "EDGE_ROWS",
+    "SUMMARY_ROWS",
+    "Block",
+    "cell_text",
+    "csv_quote",
+    "json_column",
+    "write_csv",
+    "write_table",
+]
 
 CHUNK = 65_536
 SUMMARY_ROWS = 200
@@ -133,8 +143,9 @@ def _rows(blocks: Sequence[Block], start: int, stop: int) -> Iterator[list[str]]
         offset += block.rows
 
 
-def write_table(out: IO[str], header: Sequence[str], blocks: Sequence[Block], *, show_all: bool = False,
-                left: int = 0) -> None:
+def write_table(
+    out: IO[str], header: Sequence[str], blocks: Sequence[Block], *, show_all: bool = False, left: int = 0
+) -> None:
     """An aligned table (numbers right-aligned, the first ``left`` columns left-aligned).
 
     Past :data:`SUMMARY_ROWS` rows only the first and last :data:`EDGE_ROWS` are shown, with a line

@@ -44,8 +44,16 @@ if TYPE_CHECKING:
     from openpyxl.cell.cell import Cell
     from openpyxl.worksheet.worksheet import Worksheet
 
-__all__ = ["FIXED_TIME", "clean_text", "put_formula", "put_number", "put_text", "reproducible", "require_folder",
-           "save_atomically"]
+__all__ = [
+    "FIXED_TIME",
+    "clean_text",
+    "put_formula",
+    "put_number",
+    "put_text",
+    "reproducible",
+    "require_folder",
+    "save_atomically",
+]
 
 _ILLEGAL_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 _MAX_CELL_TEXT = 32767  # Excel's limit on characters in one cell
@@ -125,8 +133,10 @@ def require_folder(target: str | os.PathLike[str]) -> Path:
     """``target`` as a Path; a :class:`UsageError` when its folder does not exist (never created)."""
     path = Path(target)
     if not path.parent.is_dir():
-        raise UsageError(f"cannot write '{path}': folder '{path.parent}' does not exist",
-                         hint="create the folder first, or give another path")
+        raise UsageError(
+            f"cannot write '{path}': folder '{path.parent}' does not exist",
+            hint="create the folder first, or give another path",
+        )
     return path
 
 
@@ -167,7 +177,7 @@ def reproducible(data: bytes) -> bytes:
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
     if epoch.isdigit():
         stamp = time.gmtime(max(int(epoch), 315532800))[:6]  # zip cannot hold dates before 1980
-    iso = "%04d-%02d-%02dT%02d:%02d:%02dZ" % stamp
+    iso = "{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}Z".format(*stamp)
     src = zipfile.ZipFile(io.BytesIO(data))
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:

@@ -76,13 +76,12 @@ from ..solver.symbolic import to_sympy
 from .live_search import Candidate, goal_test, make_live
 from .plan import Derived, Input, PresetChoice, Scenario, SheetVar, Sweep, WorkbookPlan
 
-__all__ = ["plan_from_solution", "sheet_var", "display_value", "typed_input"]
+__all__ = ["display_value", "plan_from_solution", "sheet_var", "typed_input"]
 
 _WORDS = {"at_least": "at least", "at_most": "at most"}
 
 _INPUT_METHODS = (Method.GIVEN, Method.PRESET, Method.DEFAULT)
-_COMPUTED_METHODS = (Method.FORWARD, Method.INVERTED, Method.NUMERIC, Method.LOOP, Method.TEAR,
-                     Method.INTEGER_TEAR)
+_COMPUTED_METHODS = (Method.FORWARD, Method.INVERTED, Method.NUMERIC, Method.LOOP, Method.TEAR, Method.INTEGER_TEAR)
 
 
 def sheet_var(var: Variable) -> SheetVar:
@@ -90,8 +89,9 @@ def sheet_var(var: Variable) -> SheetVar:
     scale = float(var.display.factor)
     lo, hi = var.bounds
     bounds = (None if lo is None else lo / scale, None if hi is None else hi / scale)
-    return SheetVar(var.name, var.display.text, scale, var.doc, integer=var.integer, bounds=bounds,
-                    choices=tuple(var.choices))
+    return SheetVar(
+        var.name, var.display.text, scale, var.doc, integer=var.integer, bounds=bounds, choices=tuple(var.choices)
+    )
 
 
 def display_value(var: Variable, base: float) -> Any:
@@ -106,8 +106,11 @@ def display_value(var: Variable, base: float) -> Any:
 
 def _equation(model: Model, step: Step) -> Equation:
     if step.eq is None or not 0 <= step.eq < len(model.equations):
-        raise UsageError(f"the trace step for '{step.variable}' names no equation of the model",
-                         variable=step.variable, hint="export the solution from the model that produced it")
+        raise UsageError(
+            f"the trace step for '{step.variable}' names no equation of the model",
+            variable=step.variable,
+            hint="export the solution from the model that produced it",
+        )
     return model.equations[step.eq]
 
 
@@ -117,6 +120,7 @@ def _fold(node: Node, known: dict[str, Any], available: set[str]) -> Node:
     ``known`` holds every solved value, so a condition on a computed value folds to the
     branch the solver took.
     """
+
     def fix(n: Node) -> Node | None:
         if not isinstance(n, If):
             return None
@@ -186,7 +190,7 @@ class _Builder:
         value = display_value(var, self.sol.values[name])
         preset = None
         if method == "preset" and note.startswith("preset ") and "=" in note:
-            key, ident = note[len("preset "):].split("=", 1)
+            key, ident = note[len("preset ") :].split("=", 1)
             self.preset_of[name] = (key, ident)
             preset = key
         source = {"default": "pack default", "given": "given"}.get(method, note or method)
@@ -198,8 +202,11 @@ class _Builder:
         for name in sorted(names_in(node)):
             if name not in self.have and name not in self.computed and name not in self.extra:
                 if name not in self.sol.values:
-                    raise UsageError(f"'{owner}' needs '{name}', which the solution has no value for",
-                                     variable=owner, hint="give it with --set")
+                    raise UsageError(
+                        f"'{owner}' needs '{name}', which the solution has no value for",
+                        variable=owner,
+                        hint="give it with --set",
+                    )
                 src = self.sol.givens.sources.get(name, "")
                 method = "preset" if src.startswith("preset") else ("given" if src == "given" else "default")
                 self.add_input(name, method, src)
@@ -215,8 +222,7 @@ class _Builder:
         ``kv_heads_per_gpu``). Each such name that a forward equation ``name = ...`` gives from
         available values is evaluated here and becomes a derived row, so the ``IF`` stays live.
         """
-        queue = [self.model.equations[s.eq] for s in self.sol.trace
-                 if s.method is Method.FORWARD and s.eq is not None]
+        queue = [self.model.equations[s.eq] for s in self.sol.trace if s.method is Method.FORWARD and s.eq is not None]
         while queue:
             eq = queue.pop(0)
             for node in (*walk(eq.lhs), *walk(eq.rhs)):
@@ -293,10 +299,17 @@ class _Builder:
             residual = None
             if all(n in self.sol.values for n in others):
                 residual = self.expr_of(lhs, step.variable) - self.expr_of(rhs, step.variable)
-            self.derived.append(Derived(sv, None, eq.text + f"  ({step.method})", where, value,
-                                        implicit=True, residual=residual))
-            if step.method is Method.INTEGER_TEAR and isinstance(lhs, Var) and lhs.name == step.variable \
-                    and isinstance(rhs, Call) and rhs.fn in ("ceil", "floor") and residual is not None:
+            self.derived.append(
+                Derived(sv, None, eq.text + f"  ({step.method})", where, value, implicit=True, residual=residual)
+            )
+            if (
+                step.method is Method.INTEGER_TEAR
+                and isinstance(lhs, Var)
+                and lhs.name == step.variable
+                and isinstance(rhs, Call)
+                and rhs.fn in ("ceil", "floor")
+                and residual is not None
+            ):
                 self._integer_tear(step, var, rhs)
         self.have.add(step.variable)
 
@@ -306,12 +319,18 @@ class _Builder:
         x = self.sym(step.variable)
         ceil = rhs.fn == "ceil"
         lo, hi = var.bounds
-        self.candidates.append(Candidate(
-            step.variable, sympy.Le(need, x) if ceil else sympy.Ge(need, x), "smallest" if ceil else "largest",
-            skip=False, floor=math.ceil(lo) if lo is not None else 0,
-            ceiling=math.floor(hi) if hi is not None else None,
-            about=f"the {'smallest' if ceil else 'largest'} {step.variable} with {to_text(rhs)} "
-                  f"{'<=' if ceil else '>='} {step.variable} (the loop it closes is solved in each row)"))
+        self.candidates.append(
+            Candidate(
+                step.variable,
+                sympy.Le(need, x) if ceil else sympy.Ge(need, x),
+                "smallest" if ceil else "largest",
+                skip=False,
+                floor=math.ceil(lo) if lo is not None else 0,
+                ceiling=math.floor(hi) if hi is not None else None,
+                about=f"the {'smallest' if ceil else 'largest'} {step.variable} with {to_text(rhs)} "
+                f"{'<=' if ceil else '>='} {step.variable} (the loop it closes is solved in each row)",
+            )
+        )
 
     def _add_search(self, step: Step, sv: SheetVar, value: Any) -> None:
         """A goal seek: each target becomes an input; an integer answer a candidate for a live table.
@@ -330,9 +349,12 @@ class _Builder:
             if len(targets) == 1 and seek.requirement is None:
                 residual = self.sym(targets[0][0]) - self.sym(targets[0][1])
             senses = [goal_sense(self.model, goal) for goal, _ in targets]
-            tests = [goal_test(self.sym(goal), self.sym(target), sense)
-                     for (goal, target), sense in zip(targets, senses)]
-            words = [f"{goal} {_WORDS.get(sense, 'equal to')} {target}" for (goal, target), sense in zip(targets, senses)]
+            tests = [
+                goal_test(self.sym(goal), self.sym(target), sense) for (goal, target), sense in zip(targets, senses)
+            ]
+            words = [
+                f"{goal} {_WORDS.get(sense, 'equal to')} {target}" for (goal, target), sense in zip(targets, senses)
+            ]
             if seek.requirement is not None:
                 rhs = self.model.equations[seek.requirement].rhs
                 need = self.expr_of(rhs, x)
@@ -341,18 +363,30 @@ class _Builder:
                 words.append(f"{to_text(rhs)} {'<=' if ceil else '>='} {x}")
             direction = "largest" if step.note.startswith("largest") else "smallest"
             var = self.model.variables[x]
-            checks = tuple(self.expr_of(c.expr, x) for c in self.model.constraints
-                           if x in names_in(c.expr) and names_in(c.expr) <= self.available
-                           and not any(self.model.variables[n].choices for n in names_in(c.expr)))
+            checks = tuple(
+                self.expr_of(c.expr, x)
+                for c in self.model.constraints
+                if x in names_in(c.expr)
+                and names_in(c.expr) <= self.available
+                and not any(self.model.variables[n].choices for n in names_in(c.expr))
+            )
             lo, hi = var.bounds
-            self.candidates.append(Candidate(
-                x, tests[0] if len(tests) == 1 else sympy.And(*tests), direction, skip=True,
-                floor=math.ceil(lo) if lo is not None else (1 if hi is None or hi >= 1 else 0),
-                ceiling=math.floor(hi) if hi is not None else None,
-                about=f"the {direction} {x} giving {' and '.join(words)}", checks=checks,
-                extra=tuple((target, self.sol.givens.values[goal]) for goal, target in targets)))
-        self.derived.append(Derived(sv, None, f"search: {step.note}", "search", value,
-                                    implicit=True, residual=residual))
+            self.candidates.append(
+                Candidate(
+                    x,
+                    tests[0] if len(tests) == 1 else sympy.And(*tests),
+                    direction,
+                    skip=True,
+                    floor=math.ceil(lo) if lo is not None else (1 if hi is None or hi >= 1 else 0),
+                    ceiling=math.floor(hi) if hi is not None else None,
+                    about=f"the {direction} {x} giving {' and '.join(words)}",
+                    checks=checks,
+                    extra=tuple((target, self.sol.givens.values[goal]) for goal, target in targets),
+                )
+            )
+        self.derived.append(
+            Derived(sv, None, f"search: {step.note}", "search", value, implicit=True, residual=residual)
+        )
         self.have.add(x)
 
     def _seek_of(self, x: str) -> Any:
@@ -365,8 +399,12 @@ class _Builder:
             seek = needs_search(self.model, self.sol.find, known, givens)
         except ConcurError:
             seek = None
-        if seek is None or seek.variable != x or not seek.goals \
-                or not all(goal in givens.values for goal in seek.goals):
+        if (
+            seek is None
+            or seek.variable != x
+            or not seek.goals
+            or not all(goal in givens.values for goal in seek.goals)
+        ):
             return None
         return seek
 
@@ -379,8 +417,12 @@ class _Builder:
             name += "_"
         gvar = self.model.variables[goal]
         base = self.sol.givens.values[goal]
-        shown = typed_input(Input(sheet_var(gvar), display_value(gvar, base), source="given"), gvar, base,
-                            self.sol.givens.texts.get(goal))
+        shown = typed_input(
+            Input(sheet_var(gvar), display_value(gvar, base), source="given"),
+            gvar,
+            base,
+            self.sol.givens.texts.get(goal),
+        )
         doc = f"the target for {goal}: {x} is searched to meet it"
         self.inputs[name] = Input(replace(shown.var, name=name, doc=doc), shown.value, source="given (target)")
         self.have.add(name)
@@ -422,7 +464,7 @@ class _Builder:
         chosen: dict[str, str] = {}
         for src in self.sol.givens.sources.values():
             if src.startswith("preset ") and "=" in src:
-                key, ident = src[len("preset "):].split("=", 1)
+                key, ident = src[len("preset ") :].split("=", 1)
                 chosen.setdefault(key, ident)
         out: list[PresetChoice] = []
         claimed: set[str] = set()
@@ -433,12 +475,20 @@ class _Builder:
             sources: dict[str, dict[str, str]] = {}
             for preset in chain:  # gpu= fills the GPU's specs and, from a second catalog, its price
                 extra = get_catalog(preset.catalog)
-                fields = {f: preset.fields.get(f, f) if preset.fields else f for f in extra.fields
-                          if not preset.fields or f in preset.fields}
+                fields = {
+                    f: preset.fields.get(f, f) if preset.fields else f
+                    for f in extra.fields
+                    if not preset.fields or f in preset.fields
+                }
                 for fname, target in fields.items():
                     own = self.preset_of.get(target, (key, ""))[0] == key
-                    if target not in self.inputs or target in claimed or not own or target in self.typed \
-                            or self.sol.givens.sources.get(target) == "given":
+                    if (
+                        target not in self.inputs
+                        or target in claimed
+                        or not own
+                        or target in self.typed
+                        or self.sol.givens.sources.get(target) == "given"
+                    ):
                         continue
                     var = self.model.variables[target]
                     column: dict[str, float | str] = {}
@@ -454,8 +504,11 @@ class _Builder:
                             elif isinstance(fval, bool) or not isinstance(fval, (int, float)):
                                 continue
                             else:
-                                base = float(fval) * extra.fields[fname].unit.factor * count_factor(
-                                    extra.fields[fname].unit, var, floc)
+                                base = (
+                                    float(fval)
+                                    * extra.fields[fname].unit.factor
+                                    * count_factor(extra.fields[fname].unit, var, floc)
+                                )
                                 column[ident] = base / var.display.factor
                             cites[ident] = str(source)
                         elif var.default is not None:
@@ -472,8 +525,12 @@ class _Builder:
             for name in table:
                 cite = sources[name].get(selected, "")
                 inp = self.inputs[name]
-                self.inputs[name] = Input(inp.var, inp.value, preset=key,
-                                          source=f"{key}={selected}: {cite}" if cite else f"preset {key}={selected}")
+                self.inputs[name] = Input(
+                    inp.var,
+                    inp.value,
+                    preset=key,
+                    source=f"{key}={selected}: {cite}" if cite else f"preset {key}={selected}",
+                )
         return out
 
 
@@ -561,13 +618,20 @@ def typed_input(inp: Input, var: Variable, base: float, typed: str | None) -> In
         value = number
     lo, hi = var.bounds
     same = math.isclose(info.factor, var.display.factor, rel_tol=1e-12)
-    sv = SheetVar(var.name, info.text, info.factor, var.doc, integer=var.integer and same,
-                  bounds=(None if lo is None else lo / info.factor, None if hi is None else hi / info.factor))
+    sv = SheetVar(
+        var.name,
+        info.text,
+        info.factor,
+        var.doc,
+        integer=var.integer and same,
+        bounds=(None if lo is None else lo / info.factor, None if hi is None else hi / info.factor),
+    )
     return Input(sv, value, preset=inp.preset, source=inp.source)
 
 
-def plan_from_solution(sol: Solution, title: str, sweeps: Iterable[Sweep] = (),
-                       scenarios: Iterable[Scenario] = (), doc: str | None = None) -> WorkbookPlan:
+def plan_from_solution(
+    sol: Solution, title: str, sweeps: Iterable[Sweep] = (), scenarios: Iterable[Scenario] = (), doc: str | None = None
+) -> WorkbookPlan:
     """A live-workbook plan reproducing ``sol``: its inputs, presets and every computed step.
 
     ``sweeps`` and ``scenarios`` are passed through (values in display units).
@@ -593,14 +657,26 @@ def plan_from_solution(sol: Solution, title: str, sweeps: Iterable[Sweep] = (),
     derived = _stable_order(rows, list(sol.model.variables))
     order = [s.variable for s in sol.trace if s.variable in b.inputs]
     order += _first_read(derived, [n for n in b.inputs if n not in order])
-    inputs = [b.inputs[n] if n in b.typed else
-              typed_input(b.inputs[n], sol.model.variables[n], sol.values[n], sol.givens.texts.get(n))
-              for n in order]
+    inputs = [
+        b.inputs[n]
+        if n in b.typed
+        else typed_input(b.inputs[n], sol.model.variables[n], sol.values[n], sol.givens.texts.get(n))
+        for n in order
+    ]
     notes = list(sol.notes) + why
     if sol.model.constraints:
         notes.append("not checked in the sheet: " + "; ".join(c.text for c in sol.model.constraints))
     pack_doc = " ".join(sol.model.packs[0].doc.split()) if sol.model.packs else ""
     texts = {b.targets.get(k, k): v for k, v in sol.givens.texts.items()}
-    return WorkbookPlan(title=title, doc=doc if doc is not None else pack_doc, inputs=inputs, presets=presets,
-                        derived=derived, sweeps=list(sweeps), scenarios=list(scenarios), notes=notes,
-                        givens_text=texts, found=tuple(sol.find))
+    return WorkbookPlan(
+        title=title,
+        doc=doc if doc is not None else pack_doc,
+        inputs=inputs,
+        presets=presets,
+        derived=derived,
+        sweeps=list(sweeps),
+        scenarios=list(scenarios),
+        notes=notes,
+        givens_text=texts,
+        found=tuple(sol.find),
+    )

@@ -62,8 +62,9 @@ def unit_label(var: SheetVar) -> str:
     return var.unit
 
 
-def display_expr(layout: Layout, d: Derived, expr: sympy.Expr | None = None,
-                 out_scale: sympy.Rational | None = None) -> sympy.Expr:
+def display_expr(
+    layout: Layout, d: Derived, expr: sympy.Expr | None = None, out_scale: sympy.Rational | None = None
+) -> sympy.Expr:
     """``expr`` (default ``d.expr``) over display-unit symbols, divided by ``out_scale``.
 
     ``out_scale`` defaults to ``d``'s scale, so the result is in ``d``'s display unit;
@@ -96,8 +97,7 @@ def over_display(layout: Layout, d: Derived, expr: Any) -> Any:
     return expr.xreplace(subs)
 
 
-def print_formula(layout: Layout, expr: sympy.Expr, where: str,
-                  names: dict[str, str] | None = None) -> str:
+def print_formula(layout: Layout, expr: sympy.Expr, where: str, names: dict[str, str] | None = None) -> str:
     """Formula body for ``expr`` with symbols read through ``names`` (default: defined names).
 
     Errors are re-raised with ``where`` (the plan location) in front.

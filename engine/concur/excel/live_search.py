@@ -81,8 +81,18 @@ import sympy
 
 from .plan import Derived, Root, Search
 
-__all__ = ["FIXED_STEPS", "MAX_CANDIDATES", "SECANT_STEPS", "TOLERANCE", "Candidate", "goal_test", "iterate_root",
-           "make_live", "pick", "solve_root"]
+__all__ = [
+    "FIXED_STEPS",
+    "MAX_CANDIDATES",
+    "SECANT_STEPS",
+    "TOLERANCE",
+    "Candidate",
+    "goal_test",
+    "iterate_root",
+    "make_live",
+    "pick",
+    "solve_root",
+]
 
 MAX_CANDIDATES = 1000
 FIXED_STEPS = 3  # x <- g(x) from the lower bound before the secant steps (see iterate_root)
@@ -179,8 +189,9 @@ def _moved(rows: dict[str, Derived], x: str) -> set[str]:
     return moved
 
 
-def _root(rows: dict[str, Derived], name: str, searched: str,
-          bounds: Mapping[str, tuple[float | None, float | None]]) -> Root | None:
+def _root(
+    rows: dict[str, Derived], name: str, searched: str, bounds: Mapping[str, tuple[float | None, float | None]]
+) -> Root | None:
     """``name`` as a :class:`Root` solved in each candidate row of ``searched``: an implicit row
     whose residual is ``slope * name + ...`` (a nonzero number ``slope``) and whose loop body --
     the rows the residual reads through ``name`` -- are all closed forms. None otherwise."""
@@ -212,8 +223,9 @@ def _root(rows: dict[str, Derived], name: str, searched: str,
     return Root(name, d.residual, float(slope), tuple(body), start, FIXED_STEPS, SECANT_STEPS, TOLERANCE)
 
 
-def _columns(rows: dict[str, Derived], x: str, wanted: set[str],
-             bounds: Mapping[str, tuple[float | None, float | None]]) -> tuple[list[str], dict[str, Root]] | None:
+def _columns(
+    rows: dict[str, Derived], x: str, wanted: set[str], bounds: Mapping[str, tuple[float | None, float | None]]
+) -> tuple[list[str], dict[str, Root]] | None:
     """Derived rows that move with ``x`` and that ``wanted`` needs, dependencies first, and the
     roots among them; None when one of them can be evaluated per row neither in closed form nor
     as a :class:`Root` (a searched row, a loop whose body has no closed form)."""
@@ -276,14 +288,19 @@ def iterate_root(root: Root, f: Callable[[float], float]) -> float | None:
     return x
 
 
-def solve_root(root: Root, env: Mapping[str, float], funcs: Mapping[str, Callable[[Mapping[str, float]], float]],
-               scale: float = 1.0) -> float | None:
+def solve_root(
+    root: Root,
+    env: Mapping[str, float],
+    funcs: Mapping[str, Callable[[Mapping[str, float]], float]],
+    scale: float = 1.0,
+) -> float | None:
     """``root`` solved in one candidate row as the sheet solves it: base units, or None ("no solution").
 
     ``env`` holds the row's other values (base units); ``funcs`` the compiled closed forms of the
     body rows and, under the root's own name, its residual (:func:`concur.excel.printer.py_function`);
     ``scale`` the base-unit size of the root's display unit, in which the sheet iterates.
     """
+
     def f(x: float) -> float:
         trial = dict(env)
         trial[root.variable] = x * scale
@@ -295,8 +312,9 @@ def solve_root(root: Root, env: Mapping[str, float], funcs: Mapping[str, Callabl
     return None if x is None else x * scale
 
 
-def _evaluate(name: str, trial: dict[str, float], rows: dict[str, Derived], funcs: dict[str, Any],
-              roots: dict[str, Root]) -> float | None:
+def _evaluate(
+    name: str, trial: dict[str, float], rows: dict[str, Derived], funcs: dict[str, Any], roots: dict[str, Root]
+) -> float | None:
     """One column of a candidate row, as the sheet computes it (None: an error or "no solution")."""
     root = roots.get(name)
     if root is None:
@@ -304,9 +322,16 @@ def _evaluate(name: str, trial: dict[str, float], rows: dict[str, Derived], func
     return solve_root(root, trial, funcs, rows[name].var.scale)
 
 
-def _verdict(c: Candidate, n: int, columns: list[str], rows: dict[str, Derived], funcs: dict[str, Any],
-             env: dict[str, float], bounds: Mapping[str, tuple[float | None, float | None]],
-             roots: dict[str, Root]) -> tuple[bool | None, dict[str, float]]:
+def _verdict(
+    c: Candidate,
+    n: int,
+    columns: list[str],
+    rows: dict[str, Derived],
+    funcs: dict[str, Any],
+    env: dict[str, float],
+    bounds: Mapping[str, tuple[float | None, float | None]],
+    roots: dict[str, Root],
+) -> tuple[bool | None, dict[str, float]]:
     """One candidate as the sheet judges it (None: skipped), and the row's values (base units)."""
     trial = dict(env)
     trial[c.variable] = float(n)
@@ -330,8 +355,12 @@ def _verdict(c: Candidate, n: int, columns: list[str], rows: dict[str, Derived],
         return invalid, trial
 
 
-def make_live(derived: list[Derived], candidates: list[Candidate], values: Mapping[str, float],
-              bounds: Mapping[str, tuple[float | None, float | None]]) -> tuple[list[Derived], list[str]]:
+def make_live(
+    derived: list[Derived],
+    candidates: list[Candidate],
+    values: Mapping[str, float],
+    bounds: Mapping[str, tuple[float | None, float | None]],
+) -> tuple[list[Derived], list[str]]:
     """``derived`` with each candidate's row turned into a live search where the table reproduces it.
 
     ``values`` are the solution's base-unit values (every input and derived variable);
@@ -359,8 +388,9 @@ def make_live(derived: list[Derived], candidates: list[Candidate], values: Mappi
         if why is None and found is not None:
             columns, roots = found
             low, high = _range(int(answer), c.floor, c.ceiling)
-            funcs: dict[str, Any] = {name: py_function(rows[name].expr if name not in roots else roots[name].residual)
-                                     for name in columns}
+            funcs: dict[str, Any] = {
+                name: py_function(rows[name].expr if name not in roots else roots[name].residual) for name in columns
+            }
             funcs["test"] = py_function(c.test)
             for i, k in enumerate(c.checks):
                 funcs[f"check{i}"] = py_function(k)
@@ -374,8 +404,19 @@ def make_live(derived: list[Derived], candidates: list[Candidate], values: Mappi
             else:
                 why = _roots_differ(roots, judged[index][1], values, rows)
             if why is None:
-                search = Search(c.test, tuple(columns), low, high, c.direction, c.floor, c.ceiling, c.checks,
-                                c.skip, c.about, tuple(roots.values()))
+                search = Search(
+                    c.test,
+                    tuple(columns),
+                    low,
+                    high,
+                    c.direction,
+                    c.floor,
+                    c.ceiling,
+                    c.checks,
+                    c.skip,
+                    c.about,
+                    tuple(roots.values()),
+                )
                 rows[c.variable] = replace(d, expr=None, implicit=False, residual=None, search=search)
                 for name in roots:
                     rows[name] = replace(rows[name], implicit=False, residual=None, solved_in=c.variable)
@@ -384,13 +425,16 @@ def make_live(derived: list[Derived], candidates: list[Candidate], values: Mappi
     return [rows[d.var.name] for d in derived], notes
 
 
-def _roots_differ(roots: dict[str, Root], row: Mapping[str, float], values: Mapping[str, float],
-                  rows: dict[str, Derived]) -> str | None:
+def _roots_differ(
+    roots: dict[str, Root], row: Mapping[str, float], values: Mapping[str, float], rows: dict[str, Derived]
+) -> str | None:
     """Why the answer row's roots are not the solver's values (None: they agree to 1e-6)."""
     for name in roots:
         mine, theirs = row.get(name), values.get(name)
         if mine is None or theirs is None or abs(mine - theirs) > 1e-6 * max(abs(theirs), 1e-300):
             unit = f" {rows[name].var.unit}" if rows[name].var.unit else ""
             got = "no solution" if mine is None else f"{name} = {mine:.9g}{unit}"
-            return f"its row of the answer solves {got}, not the solver's {theirs if theirs is None else f'{theirs:.9g}'}"
+            return (
+                f"its row of the answer solves {got}, not the solver's {theirs if theirs is None else f'{theirs:.9g}'}"
+            )
     return None

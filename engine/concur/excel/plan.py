@@ -177,8 +177,10 @@ class Search:
 
     def __post_init__(self) -> None:
         if self.direction not in ("smallest", "largest") or self.high < self.low:
-            raise UsageError(f"search table {self.low}..{self.high} ({self.direction}) is empty or has no direction",
-                             hint="low <= high; direction smallest or largest")
+            raise UsageError(
+                f"search table {self.low}..{self.high} ({self.direction}) is empty or has no direction",
+                hint="low <= high; direction smallest or largest",
+            )
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,24 @@ from ..extras import need
 
 __all__ = ["AXIS_KEYS", "export_plan", "fleet_comparison", "write_plan_sheet"]
 
-_HEAD = ["GPU", "TP", "weights", "KV cache", "engine", "replicas", "fleet GPUs", "price (usd/GPU-hour)",
-         "cost (usd/month)", "cost per million tokens (usd)", "TTFT (ms)", "ITL (ms)", "batch per replica",
-         "binds", "feasible", "reason"]
+_HEAD = [
+    "GPU",
+    "TP",
+    "weights",
+    "KV cache",
+    "engine",
+    "replicas",
+    "fleet GPUs",
+    "price (usd/GPU-hour)",
+    "cost (usd/month)",
+    "cost per million tokens (usd)",
+    "TTFT (ms)",
+    "ITL (ms)",
+    "batch per replica",
+    "binds",
+    "feasible",
+    "reason",
+]
 _HEAD_ROW = 6
 _VALUE_COL = 8  # the price column: hours per month and tokens per hour sit above it
 _HOURS = "$H$3"
@@ -94,15 +109,20 @@ def write_plan_sheet(wb: Any, ws: Any, result: Any, hours: str | None = None) ->
     served = result.arrival_rate * result.output_tokens * 3600.0  # output tokens per hour
     put_text(ws, 4, 1, "output tokens per hour").font = style.BOLD
     put_number(ws, 4, _VALUE_COL, served).number_format = "#,##0"
-    put_text(ws, 4, _VALUE_COL + 1, "what the question serves (arrival_rate x output_tokens x 3,600 s): every "
-                                     "row is sized for it").font = style.NOTE_FONT
+    put_text(
+        ws,
+        4,
+        _VALUE_COL + 1,
+        "what the question serves (arrival_rate x output_tokens x 3,600 s): every row is sized for it",
+    ).font = style.NOTE_FONT
     widths: list[float] = [float(w) for w in _WIDTHS]
     widths[_VALUE_COL - 1] = max(widths[_VALUE_COL - 1], style.fit_width([f"{served:,.0f}"]))
     for j, text in enumerate(_HEAD, start=1):
         put_text(ws, _HEAD_ROW, j, text)
     style.style_header(ws, _HEAD_ROW, 1, len(_HEAD))
-    ws.row_dimensions[_HEAD_ROW].height = style.line_height(max(
-        style.wrapped_lines(text, width) for text, width in zip(_HEAD, widths)))
+    ws.row_dimensions[_HEAD_ROW].height = style.line_height(
+        max(style.wrapped_lines(text, width) for text, width in zip(_HEAD, widths))
+    )
     month = "hours_per_month" if hours is None else _HOURS
     row = _HEAD_ROW
     for c in result.candidates:
@@ -168,8 +188,9 @@ def fleet_comparison(given: Mapping[str, Any], spec: Mapping[str, Any], where: s
             raise UsageError(f"{where}.tp: whole numbers of at least 1, got {tps}", hint="e.g. tp: [1, 2, 4, 8]")
         axes["tp"] = list(tps)
     dtypes = get_catalog("dtypes").entries
-    weights = _ids(spec.get("weight_dtypes", sorted({a for a, _ in axes["dtypes"]})), "dtypes",
-                   f"{where}.weight_dtypes", dtypes)
+    weights = _ids(
+        spec.get("weight_dtypes", sorted({a for a, _ in axes["dtypes"]})), "dtypes", f"{where}.weight_dtypes", dtypes
+    )
     kvs = _ids(spec.get("kv_dtypes", sorted({b for _, b in axes["dtypes"]})), "dtypes", f"{where}.kv_dtypes", dtypes)
     if "weight_dtypes" in spec or "kv_dtypes" in spec:
         axes["dtypes"] = [(a, b) for a in weights for b in kvs]

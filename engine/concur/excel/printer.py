@@ -165,8 +165,9 @@ def tidy(expr: Any) -> Any:
 
 
 def _number_times_piecewise(e: Any) -> bool:
-    return (isinstance(e, sympy.Mul) and len(e.args) == 2 and e.args[0].is_Number
-            and isinstance(e.args[1], sympy.Piecewise))
+    return (
+        isinstance(e, sympy.Mul) and len(e.args) == 2 and e.args[0].is_Number and isinstance(e.args[1], sympy.Piecewise)
+    )
 
 
 def _into_branches(e: Any) -> Any:
@@ -322,8 +323,12 @@ class ExcelPrinter(Printer):
             return "(-" + self._print(-expr) + ")"
         num: list[Any] = []
         den: list[Any] = []
-        if coeff.is_Rational and not coeff.is_Integer and _digits(coeff) <= MAX_DIGITS \
-                and ((coeff.p == 1 and coeff.q <= 10000) or _short_decimal(coeff) is None):
+        if (
+            coeff.is_Rational
+            and not coeff.is_Integer
+            and _digits(coeff) <= MAX_DIGITS
+            and ((coeff.p == 1 and coeff.q <= 10000) or _short_decimal(coeff) is None)
+        ):
             if coeff.p != 1:
                 num.append(sympy.Integer(coeff.p))
             den.append(sympy.Integer(coeff.q))
@@ -461,6 +466,7 @@ def excel_formula(expr: Any, names: Mapping[str, str]) -> str:
 
 # -- the Python twin of what the sheet computes ---------------------------
 
+
 def erlang_b_value(servers: float, load: float) -> float:
     """Erlang B blocking probability by the stable recurrence B(k) = A B(k-1) / (k + A B(k-1))."""
     b = 1.0
@@ -501,8 +507,14 @@ def py_function(expr: Any) -> Callable[[Mapping[str, float]], float]:
         "erlang_b": erlang_b_value,
         "erlang_c": erlang_c_value,
     }
-    printer = _ChoicePrinter({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": True,
-                              "user_functions": {k: k for k in own}})
+    printer = _ChoicePrinter(
+        {
+            "fully_qualified_modules": False,
+            "inline": True,
+            "allow_unknown_functions": True,
+            "user_functions": {k: k for k in own},
+        }
+    )
     fn = sympy.lambdify(syms, expr, modules=[own, "math"], printer=printer)
     names = [s.name for s in syms]
     return lambda values: float(fn(*[v if isinstance(v := values[n], str) else float(v) for n in names]))

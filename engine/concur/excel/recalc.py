@@ -78,8 +78,9 @@ def find_soffice() -> str:
     return exe
 
 
-def recalculate_many(paths: Iterable[str | os.PathLike[str]], outdir: str | os.PathLike[str],
-                     timeout: float = 180.0) -> list[Path]:
+def recalculate_many(
+    paths: Iterable[str | os.PathLike[str]], outdir: str | os.PathLike[str], timeout: float = 180.0
+) -> list[Path]:
     """Recalculate every workbook in one LibreOffice run; return the recalculated copies.
 
     The copies land in ``outdir`` under their original file names (so the
@@ -90,8 +91,9 @@ def recalculate_many(paths: Iterable[str | os.PathLike[str]], outdir: str | os.P
     return convert_many(paths, outdir, "xlsx", timeout)
 
 
-def convert_many(paths: Iterable[str | os.PathLike[str]], outdir: str | os.PathLike[str], fmt: str,
-                 timeout: float = 180.0) -> list[Path]:
+def convert_many(
+    paths: Iterable[str | os.PathLike[str]], outdir: str | os.PathLike[str], fmt: str, timeout: float = 180.0
+) -> list[Path]:
     """Open every workbook in one recalculating LibreOffice run and save it as ``fmt`` (xlsx, pdf).
 
     Returns ``outdir/<stem>.<fmt>`` for each input; raises :class:`RecalcError` as
@@ -99,8 +101,9 @@ def convert_many(paths: Iterable[str | os.PathLike[str]], outdir: str | os.PathL
     """
     sources = [Path(p).resolve() for p in paths]
     if len({p.stem for p in sources}) != len(sources):
-        raise UsageError("workbooks converted together need distinct file names",
-                         hint="rename or convert them separately")
+        raise UsageError(
+            "workbooks converted together need distinct file names", hint="rename or convert them separately"
+        )
     for src in sources:
         if not src.is_file():
             raise UsageError(f"workbook '{src}' does not exist", hint="write it first")
@@ -111,22 +114,35 @@ def convert_many(paths: Iterable[str | os.PathLike[str]], outdir: str | os.PathL
         user = Path(profile) / "user"
         user.mkdir()
         (user / "registrymodifications.xcu").write_text(_PROFILE, encoding="utf-8")
-        cmd = [exe, "--headless", "--norestore", "--nolockcheck",
-               f"-env:UserInstallation={Path(profile).as_uri()}",
-               "--convert-to", fmt, "--outdir", str(out), *map(str, sources)]
+        cmd = [
+            exe,
+            "--headless",
+            "--norestore",
+            "--nolockcheck",
+            f"-env:UserInstallation={Path(profile).as_uri()}",
+            "--convert-to",
+            fmt,
+            "--outdir",
+            str(out),
+            *map(str, sources),
+        ]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  stdin=subprocess.DEVNULL, check=False)  # success = file written
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False
+            )  # success = file written
         except subprocess.TimeoutExpired:
-            raise RecalcError(f"LibreOffice did not finish converting within {timeout:g} s",
-                              hint="is another soffice hanging? raise the timeout for big workbooks") from None
+            raise RecalcError(
+                f"LibreOffice did not finish converting within {timeout:g} s",
+                hint="is another soffice hanging? raise the timeout for big workbooks",
+            ) from None
     results = [out / f"{src.stem}.{fmt}" for src in sources]
     missing = [str(r) for r in results if not r.is_file()]
     if missing:
         detail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise RecalcError(f"LibreOffice wrote no {fmt} file for {', '.join(missing)} "
-                          f"(exit {proc.returncode}: {detail[0]})",
-                          hint="open the workbook in LibreOffice to see why")
+        raise RecalcError(
+            f"LibreOffice wrote no {fmt} file for {', '.join(missing)} (exit {proc.returncode}: {detail[0]})",
+            hint="open the workbook in LibreOffice to see why",
+        )
     return results
 
 
@@ -143,8 +159,11 @@ def read_names(path: str | os.PathLike[str], names: Iterable[str] | None = None)
     out: dict[str, Any] = {}
     for name in wanted:
         if name not in wb.defined_names:
-            raise UnknownNameError(f"workbook {Path(path).name} has no defined name '{name}'",
-                                   variable=name, hint="see the Notes sheet for renamed variables")
+            raise UnknownNameError(
+                f"workbook {Path(path).name} has no defined name '{name}'",
+                variable=name,
+                hint="see the Notes sheet for renamed variables",
+            )
         dests = list(wb.defined_names[name].destinations)
         if len(dests) != 1:
             continue  # ranges and constants are not variables
@@ -181,16 +200,14 @@ def recalculate(path: str | os.PathLike[str], timeout: float = 180.0) -> dict[st
         return read_names(out)
 
 
-def recalculate_values(path: str | os.PathLike[str], names: Iterable[str],
-                       timeout: float = 180.0) -> dict[str, Any]:
+def recalculate_values(path: str | os.PathLike[str], names: Iterable[str], timeout: float = 180.0) -> dict[str, Any]:
     """Like :func:`recalculate`, restricted to ``names`` (unknown names raise)."""
     with tempfile.TemporaryDirectory(prefix="concur-recalc-") as tmp:
         (out,) = recalculate_many([path], tmp, timeout=timeout)
         return read_names(out, names)
 
 
-def set_inputs(path: str | os.PathLike[str], values: Mapping[str, float | str],
-               out: str | os.PathLike[str]) -> Path:
+def set_inputs(path: str | os.PathLike[str], values: Mapping[str, float | str], out: str | os.PathLike[str]) -> Path:
     """Copy workbook ``path`` to ``out`` with the named input cells set to ``values``.
 
     Keys are defined names (variable names, or the renamed name for the few
@@ -205,8 +222,11 @@ def set_inputs(path: str | os.PathLike[str], values: Mapping[str, float | str],
     wb = load_workbook(path)
     for name, value in values.items():
         if name not in wb.defined_names:
-            raise UnknownNameError(f"workbook {Path(path).name} has no input named '{name}'",
-                                   variable=name, hint="see the Inputs sheet for the names")
+            raise UnknownNameError(
+                f"workbook {Path(path).name} has no input named '{name}'",
+                variable=name,
+                hint="see the Inputs sheet for the names",
+            )
         ((sheet, coord),) = list(wb.defined_names[name].destinations)
         ws = wb[sheet]
         cell = ws[coord.replace("$", "")]

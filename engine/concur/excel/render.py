@@ -52,21 +52,30 @@ _ERROR_RE = re.compile("|".join(re.escape(e) for e in PRINT_ERRORS))
 def _tool(name: str) -> str:
     exe = shutil.which(name)
     if exe is None:
-        raise RecalcError(f"'{name}' is not on PATH; it is needed to read the rendered workbook",
-                          hint="install poppler-utils (Debian/Ubuntu: apt-get install poppler-utils)")
+        raise RecalcError(
+            f"'{name}' is not on PATH; it is needed to read the rendered workbook",
+            hint="install poppler-utils (Debian/Ubuntu: apt-get install poppler-utils)",
+        )
     return exe
 
 
-def render_pdfs(paths: Iterable[str | os.PathLike[str]], outdir: str | os.PathLike[str],
-                timeout: float = 300.0) -> list[Path]:
+def render_pdfs(
+    paths: Iterable[str | os.PathLike[str]], outdir: str | os.PathLike[str], timeout: float = 300.0
+) -> list[Path]:
     """PDFs of the workbooks as LibreOffice prints them (recalculated), in ``outdir``."""
     return convert_many(paths, outdir, "pdf", timeout)
 
 
 def pdf_text(pdf: str | os.PathLike[str]) -> str:
     """The PDF's text with its layout (``pdftotext -layout``)."""
-    proc = subprocess.run([_tool("pdftotext"), "-layout", str(pdf), "-"], capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL, check=False)
+    proc = subprocess.run(
+        [_tool("pdftotext"), "-layout", str(pdf), "-"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
     if proc.returncode != 0:
         raise RecalcError(f"pdftotext could not read {pdf}: {proc.stderr.strip()[:200]}")
     return proc.stdout
@@ -82,9 +91,14 @@ def first_page_png(pdf: str | os.PathLike[str], png: str | os.PathLike[str], dpi
     target = Path(png)
     with tempfile.TemporaryDirectory(prefix="concur-png-") as tmp:
         stem = Path(tmp) / "page"
-        proc = subprocess.run([_tool("pdftoppm"), "-png", "-r", str(dpi), "-f", "1", "-l", "1", "-singlefile",
-                               str(pdf), str(stem)], capture_output=True, text=True, timeout=120,
-                              stdin=subprocess.DEVNULL, check=False)
+        proc = subprocess.run(
+            [_tool("pdftoppm"), "-png", "-r", str(dpi), "-f", "1", "-l", "1", "-singlefile", str(pdf), str(stem)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
         made = stem.with_suffix(".png")
         if proc.returncode != 0 or not made.is_file():
             raise RecalcError(f"pdftoppm could not draw {pdf}: {proc.stderr.strip()[:200]}")

@@ -56,10 +56,10 @@ from openpyxl.utils import get_column_letter
 
 from . import style
 from .cells import put_formula, put_number, put_text
+from .layout import Layout, display_expr, over_display, print_formula, sheet_ref, unit_label
 from .plan import Derived, Root, Search
 from .printer import exact
 from .whatif import DOES_NOT_FIT, NO_SOLUTION, ROW, column_templates, sheet_title, table_names
-from .layout import Layout, display_expr, over_display, print_formula, sheet_ref, unit_label
 
 __all__ = ["SearchRef", "plan_searches", "write_searches"]
 
@@ -131,15 +131,16 @@ def plan_searches(wb: Any, layout: Layout) -> dict[str, SearchRef]:
         title = sheet_title(wb, f"Search {d.var.name}")
         wb.create_sheet(title)
         _, answer = _formulas(title, found)
-        note = (f"live: {found.about}, picked from the candidates {found.low:,}..{found.high:,} on sheet "
-                f"'{title}'; the check reads \"out of range\" when the answer leaves them (export again)")
+        note = (
+            f"live: {found.about}, picked from the candidates {found.low:,}..{found.high:,} on sheet "
+            f"'{title}'; the check reads \"out of range\" when the answer leaves them (export again)"
+        )
         check = f"{sheet_ref(title)}!$B${_CHECK_ROW}"
         cands = _ranges(title, found)[0]
         solved = {}
         for root in found.roots:
             column = _root_range(title, found, _columns(layout, found).index(root.variable))
-            solved[root.variable] = (f'IF({check}="ok",INDEX({column},MATCH({layout.names[d.var.name]},{cands},0)),'
-                                     f'NA())')
+            solved[root.variable] = f'IF({check}="ok",INDEX({column},MATCH({layout.names[d.var.name]},{cands},0)),NA())'
         out[d.var.name] = SearchRef(title, answer, check, note, solved)
     return out
 
@@ -160,17 +161,27 @@ def write_searches(wb: Any, layout: Layout, refs: dict[str, SearchRef]) -> None:
 def _note(layout: Layout, d: Derived, found: Search) -> str:
     x = d.var.name
     answer = int(d.value)
-    how = ("the first candidate marked TRUE under 'passes'" if found.direction == "smallest" else
-           "the candidate in 'best so far' just above the first FALSE under 'passes'")
-    span = (f"up to {found.high // max(answer, 1)} times the exported answer {answer:,}"
-            if found.low == found.floor else f"a window around the exported answer {answer:,}")
-    text = (f"{found.about[:1].upper()}{found.about[1:]}. Each row sets {x} to the candidate in column A "
-            f"and reads every other value from the Inputs sheet; {x} on the Model sheet is {how}. "
-            f"Candidates {found.low:,} to {found.high:,} ({span}): when the answer would fall outside them "
-            f"the check reads \"out of range\" and {x} shows no number; export again to move the table.")
+    how = (
+        "the first candidate marked TRUE under 'passes'"
+        if found.direction == "smallest"
+        else "the candidate in 'best so far' just above the first FALSE under 'passes'"
+    )
+    span = (
+        f"up to {found.high // max(answer, 1)} times the exported answer {answer:,}"
+        if found.low == found.floor
+        else f"a window around the exported answer {answer:,}"
+    )
+    text = (
+        f"{found.about[:1].upper()}{found.about[1:]}. Each row sets {x} to the candidate in column A "
+        f"and reads every other value from the Inputs sheet; {x} on the Model sheet is {how}. "
+        f"Candidates {found.low:,} to {found.high:,} ({span}): when the answer would fall outside them "
+        f'the check reads "out of range" and {x} shows no number; export again to move the table.'
+    )
     if found.skip:
-        text += (f' "{_SKIP}" marks a candidate the search passes over: a value outside its bounds '
-                 f'("{DOES_NOT_FIT}") or a broken constraint.')
+        text += (
+            f' "{_SKIP}" marks a candidate the search passes over: a value outside its bounds '
+            f'("{DOES_NOT_FIT}") or a broken constraint.'
+        )
     return text
 
 
@@ -243,7 +254,7 @@ def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> None:
     widths[passes_col] = style.fit_width(["out of range", "none passes", "passes"], minimum=10)
     if found.direction == "largest":
         widths[best_col] = style.fit_width(["best so far", f"{found.high:,}"], minimum=10)
-    for j, label in enumerate(labels[first_col - 1:], start=first_col):
+    for j, label in enumerate(labels[first_col - 1 :], start=first_col):
         widths[j] = style.fit_width([DOES_NOT_FIT, "-" + "8" * 10] + label.split(), minimum=13, maximum=20)
     for col, width in widths.items():
         ws.column_dimensions[get_column_letter(col)].width = width
@@ -254,15 +265,21 @@ def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> None:
         total += widths[span]
     ws.merge_cells(start_row=2, start_column=1, end_row=2, end_column=max(span, 2))
     ws.row_dimensions[2].height = style.line_height(style.wrapped_lines(note, total))
-    ws.row_dimensions[_HEAD].height = style.line_height(max(
-        style.wrapped_lines(label, widths[j]) for j, label in enumerate(labels, start=1)))
+    ws.row_dimensions[_HEAD].height = style.line_height(
+        max(style.wrapped_lines(label, widths[j]) for j, label in enumerate(labels, start=1))
+    )
     ws.freeze_panes = f"B{first}"
     ws.protection.sheet = True
     style.page_setup(ws, last_col, last, title_rows=f"{_HEAD}:{_HEAD}")
 
 
-def _iterations(layout: Layout, root: Root, base: dict[str, str], start: int, where: str,
-                ) -> tuple[list[tuple[int, str, str, str]], tuple[str, str]]:
+def _iterations(
+    layout: Layout,
+    root: Root,
+    base: dict[str, str],
+    start: int,
+    where: str,
+) -> tuple[list[tuple[int, str, str, str]], tuple[str, str]]:
     """The cells that solve ``root`` in a row, from column ``start`` on, and (value, solved) for its column.
 
     Iterate k has a column for the root's value x_k, one per row of the loop's body computed from
@@ -283,8 +300,9 @@ def _iterations(layout: Layout, root: Root, base: dict[str, str], start: int, wh
     for k in range(root.fixed_steps + root.secant_steps + 1):
         x_cell = f"{get_column_letter(col)}{ROW}"
         if k == 0:
-            formula = print_formula(layout, sympy.Float(root.start) if root.start % 1 else sympy.Integer(int(root.start)),
-                                    where)
+            formula = print_formula(
+                layout, sympy.Float(root.start) if root.start % 1 else sympy.Integer(int(root.start)), where
+            )
         elif k <= root.fixed_steps:
             formula = f"{xs[-1]}-{fs[-1]}"
         else:
@@ -296,14 +314,27 @@ def _iterations(layout: Layout, root: Root, base: dict[str, str], start: int, wh
         col += 1
         for b in root.body:
             names[b] = f"{get_column_letter(col)}{ROW}"
-            cells.append((col, f"{b} #{k}", _quiet(print_formula(layout, display_expr(layout, derived[b]),
-                                                                  f"{where}, '{b}' (iterate {k})", names)),
-                          layout.formats.get(b, "General")))
+            cells.append(
+                (
+                    col,
+                    f"{b} #{k}",
+                    _quiet(
+                        print_formula(layout, display_expr(layout, derived[b]), f"{where}, '{b}' (iterate {k})", names)
+                    ),
+                    layout.formats.get(b, "General"),
+                )
+            )
             col += 1
         f_cell = f"{get_column_letter(col)}{ROW}"
         residual = display_expr(layout, d, root.residual, out_scale=exact(root.slope) * layout.scales[root.variable])
-        cells.append((col, f"x - g(x) #{k}", _quiet(print_formula(layout, residual, f"{where}, '{root.variable}'",
-                                                                   names)), "0.00E+00"))
+        cells.append(
+            (
+                col,
+                f"x - g(x) #{k}",
+                _quiet(print_formula(layout, residual, f"{where}, '{root.variable}'", names)),
+                "0.00E+00",
+            )
+        )
         col += 1
         xs.append(x_cell)
         fs.append(f_cell)
@@ -325,13 +356,16 @@ def _iteration_headers(ws: Any, roots: tuple[Root, ...], cells: list[tuple[int, 
     for col, header, _, _ in cells:
         put_text(ws, _HEAD, col, header).font = style.NOTE_FONT
         ws.cell(_HEAD, col).alignment = style.WRAP
-        ws.column_dimensions[get_column_letter(col)].width = style.fit_width([header, "-8.888E+88"], minimum=11,
-                                                                             maximum=16)
+        ws.column_dimensions[get_column_letter(col)].width = style.fit_width(
+            [header, "-8.888E+88"], minimum=11, maximum=16
+        )
     texts = []
     for root in roots:
-        texts.append(f"{root.variable} solved in each row (not printed): from {root.start:g}, {root.fixed_steps} "
-                     f"steps x <- g(x), then {root.secant_steps} secant steps; solved where |x - g(x)| <= "
-                     f"{root.tolerance:g} |x| at the last iterate, else \"{NO_SOLUTION}\".")
+        texts.append(
+            f"{root.variable} solved in each row (not printed): from {root.start:g}, {root.fixed_steps} "
+            f"steps x <- g(x), then {root.secant_steps} secant steps; solved where |x - g(x)| <= "
+            f'{root.tolerance:g} |x| at the last iterate, else "{NO_SOLUTION}".'
+        )
     put_text(ws, _HEAD - 1, first, " ".join(texts)).font = style.NOTE_FONT
 
 

@@ -66,10 +66,10 @@ __all__ = [
     "WRAP",
     "alert_unless_ok",
     "fit_width",
+    "line_height",
     "number_format",
     "page_setup",
     "shown",
-    "line_height",
     "style_header",
     "value_kind",
     "wrapped_lines",
@@ -217,8 +217,9 @@ def alert_unless_ok(ws: Any, coordinate: str, ok: str = "ok") -> None:
     """Red fill, white bold text while the cell at ``coordinate`` reads anything but ``ok``."""
     from openpyxl.formatting.rule import CellIsRule
 
-    ws.conditional_formatting.add(coordinate, CellIsRule(operator="notEqual", formula=[f'"{ok}"'],
-                                                         fill=ALERT_FILL, font=ALERT_FONT))
+    ws.conditional_formatting.add(
+        coordinate, CellIsRule(operator="notEqual", formula=[f'"{ok}"'], fill=ALERT_FILL, font=ALERT_FONT)
+    )
 
 
 def line_height(lines: int, size: float = 11.0) -> float:
@@ -236,8 +237,7 @@ def style_header(ws: Any, row: int, first: int, last: int) -> None:
         cell.border = BOX
 
 
-def page_setup(ws: Any, last_col: int, last_row: int, title_rows: str | None = None,
-               portrait: bool = False) -> None:
+def page_setup(ws: Any, last_col: int, last_row: int, title_rows: str | None = None, portrait: bool = False) -> None:
     """Print ``A1:<last_col><last_row>`` on landscape pages (portrait when asked), scaled >= 75 %.
 
     The scale is fixed (no fit-to-page), chosen so the print area's width fits a landscape

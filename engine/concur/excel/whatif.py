@@ -57,12 +57,21 @@ from openpyxl.utils import get_column_letter
 from ..errors import UsageError
 from . import style
 from .cells import put_formula, put_number, put_text
+from .layout import Layout, display_expr, print_formula, unit_label
 from .plan import Derived, Scenario, SheetVar, Sweep
 from .printer import excel_formula
-from .layout import Layout, display_expr, print_formula, unit_label
 
-__all__ = ["DOES_NOT_FIT", "NO_SOLUTION", "ROW", "column_templates", "moving", "sheet_title", "table_names",
-           "write_scenarios", "write_sweeps"]
+__all__ = [
+    "DOES_NOT_FIT",
+    "NO_SOLUTION",
+    "ROW",
+    "column_templates",
+    "moving",
+    "sheet_title",
+    "table_names",
+    "write_scenarios",
+    "write_sweeps",
+]
 
 _RIGHT = Alignment(horizontal="right")
 ROW = "@@ROW@@"  # cannot occur in a defined name or a printed number
@@ -148,14 +157,20 @@ def write_sweeps(wb: Any, layout: Layout) -> None:
     derived = {d.var.name: d for d in layout.plan.derived}
     for sw in layout.plan.sweeps:
         if sw.over not in inputs:
-            raise UsageError(f"sweep '{sw.name}' is over '{sw.over}', which is not an input",
-                             variable=sw.over, hint="sweep one of the Inputs sheet variables")
+            raise UsageError(
+                f"sweep '{sw.name}' is over '{sw.over}', which is not an input",
+                variable=sw.over,
+                hint="sweep one of the Inputs sheet variables",
+            )
         if not sw.values:
             raise UsageError(f"sweep '{sw.name}' has no values", hint="give at least one value")
         missing = [o for o in sw.outputs if o not in derived]
         if missing:
-            raise UsageError(f"sweep '{sw.name}' charts {', '.join(missing)}, not derived variables",
-                             variable=missing[0], hint="outputs must be Model sheet variables")
+            raise UsageError(
+                f"sweep '{sw.name}' charts {', '.join(missing)}, not derived variables",
+                variable=missing[0],
+                hint="outputs must be Model sheet variables",
+            )
         _write_sweep(wb, layout, sw, derived)
 
 
@@ -168,9 +183,14 @@ def table_names(layout: Layout, over: str, columns: list[str], first: int = 2) -
     return names
 
 
-def column_templates(layout: Layout, over: str, columns: list[str], where: str, first: int = 2,
-                     roots: dict[str, tuple[str, str]] | None = None,
-                     ) -> tuple[list[tuple[str, str]], set[str], dict[str, str]]:
+def column_templates(
+    layout: Layout,
+    over: str,
+    columns: list[str],
+    where: str,
+    first: int = 2,
+    roots: dict[str, tuple[str, str]] | None = None,
+) -> tuple[list[tuple[str, str]], set[str], dict[str, str]]:
     """Row formulas of a table whose column A holds ``over`` and columns ``first``.. hold ``columns``.
 
     Returns ``(templates, may_fail, names)``: per column its formula body (the row number is
@@ -237,18 +257,24 @@ def _write_sweep(wb: Any, layout: Layout, sw: Sweep, derived: dict[str, Derived]
     title = put_text(ws, 1, 1, sw.title)
     title.font = style.TITLE_FONT
     ws.row_dimensions[1].height = 24
-    note = (f"Column A replaces {sw.over}; every other input is read from the Inputs sheet, so the "
-            "table and the chart follow your edits. Columns in (parentheses) are intermediate values.")
+    note = (
+        f"Column A replaces {sw.over}; every other input is read from the Inputs sheet, so the "
+        "table and the chart follow your edits. Columns in (parentheses) are intermediate values."
+    )
     if may_fail & set(sw.outputs):
-        note += (f' "{DOES_NOT_FIT}" marks a point concur refuses (a value outside its bounds); '
-                 "the chart leaves a gap there.")
+        note += (
+            f' "{DOES_NOT_FIT}" marks a point concur refuses (a value outside its bounds); '
+            "the chart leaves a gap there."
+        )
     held = sorted(d.var.name for d in layout.plan.derived if d.implicit)
     if held:
         note += " Held at the solved value (implicit, no closed form): " + ", ".join(held) + "."
     searched = sorted(d.var.name for d in layout.plan.derived if d.search is not None)
     if searched:
-        note += (" Held at the answer on the Inputs sheet (a search over a candidate table, one per "
-                 "workbook): " + ", ".join(searched) + ".")
+        note += (
+            " Held at the answer on the Inputs sheet (a search over a candidate table, one per "
+            "workbook): " + ", ".join(searched) + "."
+        )
     put_text(ws, 2, 1, note).alignment = style.WRAP
     ws.cell(2, 1).font = style.NOTE_FONT
     if last_col > 1:
@@ -270,15 +296,17 @@ def _write_sweep(wb: Any, layout: Layout, sw: Sweep, derived: dict[str, Derived]
             cell.number_format = fmt
             cell.alignment = _RIGHT
     last = first + len(sw.values) - 1
-    widths = {1: style.fit_width([labels[sw.over]] + [style.shown(v, over_fmt) for v in sw.values],
-                                 minimum=12, maximum=26)}
+    widths = {
+        1: style.fit_width([labels[sw.over]] + [style.shown(v, over_fmt) for v in sw.values], minimum=12, maximum=26)
+    }
     for j, name in enumerate(columns, start=2):  # headers wrap; values and "does not fit" fit
         widths[j] = style.fit_width([DOES_NOT_FIT, "-" + "8" * 10] + labels[name].split(), minimum=13, maximum=20)
     for col, width in widths.items():
         ws.column_dimensions[get_column_letter(col)].width = width
     _wrap_height_merged(ws, 2, note, sum(widths.values()))
-    ws.row_dimensions[_HEAD].height = style.line_height(max(
-        style.wrapped_lines(labels[n], widths[j]) for j, n in enumerate([sw.over, *columns], start=1)))
+    ws.row_dimensions[_HEAD].height = style.line_height(
+        max(style.wrapped_lines(labels[n], widths[j]) for j, n in enumerate([sw.over, *columns], start=1))
+    )
     ws.freeze_panes = f"B{first}"
     # The printed area spans the chart too: pad with plain columns up to its width (in Excel's
     # narrower width unit, so it is covered in both programs); the chart's series come after.
@@ -305,8 +333,9 @@ def _wrap_height_merged(ws: Any, row: int, text: str, width: float) -> None:
     ws.row_dimensions[row].height = style.line_height(style.wrapped_lines(text, width))
 
 
-def _chart_data(ws: Any, sw: Sweep, labels: dict[str, str], col_of: dict[str, int], first: int, last: int,
-                start: int) -> list[int]:
+def _chart_data(
+    ws: Any, sw: Sweep, labels: dict[str, str], col_of: dict[str, int], first: int, last: int, start: int
+) -> list[int]:
     """Columns the chart reads, right of the printed table: the value, or #N/A (a gap) where it does not fit.
 
     Spreadsheets plot text as 0 but leave #N/A out, so the table shows "does not fit" while
@@ -327,8 +356,7 @@ def _chart_data(ws: Any, sw: Sweep, labels: dict[str, str], col_of: dict[str, in
     return out
 
 
-def _chart(ws: Any, sw: Sweep, first: int, last: int, cols: list[int], anchor: str,
-           labels: dict[str, str]) -> None:
+def _chart(ws: Any, sw: Sweep, first: int, last: int, cols: list[int], anchor: str, labels: dict[str, str]) -> None:
     chart = ScatterChart()
     chart.title = sw.title
     chart.style = 13
@@ -360,8 +388,11 @@ def write_scenarios(wb: Any, layout: Layout) -> None:
     for sc in scenarios:
         bad = [k for k in sc.overrides if k not in input_names]
         if bad:
-            raise UsageError(f"scenario '{sc.name}' overrides {', '.join(bad)}, which are not inputs",
-                             variable=bad[0], hint="override Inputs sheet variables only")
+            raise UsageError(
+                f"scenario '{sc.name}' overrides {', '.join(bad)}, which are not inputs",
+                variable=bad[0],
+                hint="override Inputs sheet variables only",
+            )
     ws = wb.create_sheet("Scenarios")
     labels = ["Variable", "Unit", "Current inputs", *(sc.name for sc in scenarios)]
     for col, label in enumerate(labels, start=1):
@@ -408,8 +439,7 @@ def write_scenarios(wb: Any, layout: Layout) -> None:
             if column is None or d.expr is None:  # implicit or searched: held at the Model value
                 cell = put_formula(ws, r, col, layout.names[var.name])
             else:
-                body = print_formula(layout, display_expr(layout, d),
-                                     f"scenario '{column.name}', '{var.name}'", names)
+                body = print_formula(layout, display_expr(layout, d), f"scenario '{column.name}', '{var.name}'", names)
                 cell = put_formula(ws, r, col, body)
             cell.number_format = layout.formats.get(var.name, "General")
             shown.append(style.shown(d.value, cell.number_format))
@@ -417,15 +447,18 @@ def write_scenarios(wb: Any, layout: Layout) -> None:
         put_text(ws, r, 1, name)
         put_text(ws, r, 2, unit_label(layout.vars[name]))
     ws.column_dimensions["A"].width = style.fit_width(list(rows) + ["Variable"], minimum=12, maximum=28)
-    ws.column_dimensions["B"].width = style.fit_width([unit_label(layout.vars[n]) for n in rows] + ["Unit"],
-                                                      minimum=8, maximum=18)
+    ws.column_dimensions["B"].width = style.fit_width(
+        [unit_label(layout.vars[n]) for n in rows] + ["Unit"], minimum=8, maximum=18
+    )
     for col, col_texts in texts.items():
         # numbers of other scenarios can be ten times larger: one spare digit and separator
-        ws.column_dimensions[get_column_letter(col)].width = style.fit_width(col_texts + ["8" * 12],
-                                                                             minimum=14, maximum=24)
-    lines = max(style.wrapped_lines(str(ws.cell(2, c).value or ""),
-                                    ws.column_dimensions[get_column_letter(c)].width or 14.0)
-                for c in range(3, 4 + len(scenarios)))
+        ws.column_dimensions[get_column_letter(col)].width = style.fit_width(
+            col_texts + ["8" * 12], minimum=14, maximum=24
+        )
+    lines = max(
+        style.wrapped_lines(str(ws.cell(2, c).value or ""), ws.column_dimensions[get_column_letter(c)].width or 14.0)
+        for c in range(3, 4 + len(scenarios))
+    )
     ws.row_dimensions[2].height = style.line_height(lines)
     ws.freeze_panes = "D3"
     style.page_setup(ws, len(labels), row - 1, title_rows="1:1")

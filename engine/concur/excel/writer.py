@@ -75,15 +75,23 @@ from openpyxl.worksheet.datavalidation import DataValidation
 from ..errors import UsageError
 from . import style
 from .cells import put_formula, put_number, put_text, require_folder, save_atomically
-from .names import mangle_all
 from .layout import Layout, display_expr, over_display, print_formula, sheet_ref, unit_label
+from .names import mangle_all
 from .plan import Derived, Input, SheetVar, WorkbookPlan
 from .printer import exact
 from .search import SearchRef, plan_searches, write_searches
 from .whatif import write_scenarios, write_sweeps
 
-__all__ = ["Layout", "build_layout", "display_expr", "over_display", "print_formula", "sheet_ref", "unit_label",
-           "write_workbook"]
+__all__ = [
+    "Layout",
+    "build_layout",
+    "display_expr",
+    "over_display",
+    "print_formula",
+    "sheet_ref",
+    "unit_label",
+    "write_workbook",
+]
 
 _UNLOCKED = Protection(locked=False)
 _IN_RANGE = "in range"  # beside a searched answer whose candidate table holds it
@@ -125,8 +133,13 @@ def _top(ws: Any, row: int, cols: tuple[int, ...]) -> None:
 def _validation(var: SheetVar) -> DataValidation | None:
     if var.choices:
         listing = ",".join(c.replace('"', "") for c in var.choices)
-        return DataValidation(type="list", formula1=f'"{listing}"', allow_blank=False,
-                              showErrorMessage=True, error=f"{var.name} must be one of {listing}")
+        return DataValidation(
+            type="list",
+            formula1=f'"{listing}"',
+            allow_blank=False,
+            showErrorMessage=True,
+            error=f"{var.name} must be one of {listing}",
+        )
     kind = "whole" if var.integer else "decimal"
     lo, hi = var.bounds
     if lo is None and hi is None:
@@ -148,6 +161,7 @@ def _validation(var: SheetVar) -> DataValidation | None:
 
 
 # ---------------------------------------------------------------- catalogs and sources
+
 
 def _write_catalogs(wb: Workbook, layout: Layout) -> dict[str, dict[str, str]]:
     """Catalogs sheet (one row per id); returns preset key -> {var -> INDEX/MATCH formula body}.
@@ -233,8 +247,10 @@ def _write_sources(wb: Workbook, layout: Layout, lookups: dict[str, dict[str, st
         _wrap_height(ws, row, {2: text})
         row += 1
     if layout.plan.presets:
-        note = ("Every catalog entry's citation is on the Catalogs sheet, right of its table; "
-                "the rows above follow the dropdowns on Inputs.")
+        note = (
+            "Every catalog entry's citation is on the Catalogs sheet, right of its table; "
+            "the rows above follow the dropdowns on Inputs."
+        )
         put_text(ws, row + 1, 1, note).font = style.NOTE_FONT
         ws.merge_cells(start_row=row + 1, start_column=1, end_row=row + 1, end_column=2)
         ws.cell(row + 1, 1).alignment = style.WRAP
@@ -244,6 +260,7 @@ def _write_sources(wb: Workbook, layout: Layout, lookups: dict[str, dict[str, st
 
 
 # ---------------------------------------------------------------- Inputs with the summary
+
 
 def _short_source(inp: Input) -> str:
     if inp.preset is not None:
@@ -328,8 +345,13 @@ def _write_inputs(wb: Workbook, layout: Layout, lookups: dict[str, dict[str, str
         value_texts.extend(p.ids)
         put_text(ws, row, 4, f"choose a {p.catalog} entry; the green rows follow its choice").alignment = style.WRAP
         put_text(ws, row, 5, f"catalog {p.catalog}")
-        dv = DataValidation(type="list", formula1=lookups[p.key]["__ids__"], allow_blank=False,
-                            showErrorMessage=True, error=f"pick an id from the {p.catalog} catalog")
+        dv = DataValidation(
+            type="list",
+            formula1=lookups[p.key]["__ids__"],
+            allow_blank=False,
+            showErrorMessage=True,
+            error=f"pick an id from the {p.catalog} catalog",
+        )
         ws.add_data_validation(dv)
         dv.add(cell.coordinate)
         _top(ws, row, (1, 2, 3, 5))
@@ -348,9 +370,10 @@ def _write_inputs(wb: Workbook, layout: Layout, lookups: dict[str, dict[str, str
             table = lookups.get(inp.preset, {})
             if var.name not in table:
                 raise UsageError(
-                    f"input '{var.name}' says preset '{inp.preset}' set it, but that preset has no "
-                    f"'{var.name}' column", variable=var.name,
-                    hint="add the variable to the PresetChoice table or drop Input.preset")
+                    f"input '{var.name}' says preset '{inp.preset}' set it, but that preset has no '{var.name}' column",
+                    variable=var.name,
+                    hint="add the variable to the PresetChoice table or drop Input.preset",
+                )
             cell = put_formula(ws, row, 2, table[var.name])
             font = style.LOOKUP_FONT
             value_texts.extend(var.choices or [style.shown(inp.value, fmt)])
@@ -374,14 +397,23 @@ def _write_inputs(wb: Workbook, layout: Layout, lookups: dict[str, dict[str, str
         _define(wb, layout, var.name)
         row += 1
     units = [unit_label(i.var) for i in plan.inputs] + [unit_label(layout.vars[a]) for a in answers]
-    _widths(ws, {
-        1: style.fit_width([p.key for p in plan.presets] + [i.var.name for i in plan.inputs] + answers,
-                           minimum=14, maximum=30),
-        2: style.fit_width(value_texts + ["typed input"], minimum=12, maximum=24),
-        3: style.fit_width(units + ["Unit", "from catalog" if plan.presets else ""], minimum=8, maximum=20),
-        5: style.fit_width([_short_source(i) for i in plan.inputs] + ["Source"]
-                           + (["out of range"] if any(d.search for d in plan.derived) else []), minimum=10, maximum=26),
-    })
+    _widths(
+        ws,
+        {
+            1: style.fit_width(
+                [p.key for p in plan.presets] + [i.var.name for i in plan.inputs] + answers, minimum=14, maximum=30
+            ),
+            2: style.fit_width(value_texts + ["typed input"], minimum=12, maximum=24),
+            3: style.fit_width(units + ["Unit", "from catalog" if plan.presets else ""], minimum=8, maximum=20),
+            5: style.fit_width(
+                [_short_source(i) for i in plan.inputs]
+                + ["Source"]
+                + (["out of range"] if any(d.search for d in plan.derived) else []),
+                minimum=10,
+                maximum=26,
+            ),
+        },
+    )
     for r in range(header_row + 1, row):  # heights again now that the widths are final
         text = ws.cell(r, 4).value
         if isinstance(text, str):
@@ -399,8 +431,13 @@ def _write_summary(ws: Any, layout: Layout, first_row: int) -> None:
         ws.cell(2, 1).font = style.NOTE_FONT
         ws.cell(2, 1).alignment = style.WRAP
     keys = {p.key for p in layout.plan.presets}
-    text = ", ".join([f"{p.key} {p.selected}" for p in layout.plan.presets]
-                     + [f"{k} {v}" for k, v in layout.plan.givens_text.items() if k not in keys]) + " " * 12
+    text = (
+        ", ".join(
+            [f"{p.key} {p.selected}" for p in layout.plan.presets]
+            + [f"{k} {v}" for k, v in layout.plan.givens_text.items() if k not in keys]
+        )
+        + " " * 12
+    )
     width = sum(ws.column_dimensions[get_column_letter(c)].width or 9.0 for c in range(1, 6))
     ws.row_dimensions[2].height = style.line_height(style.wrapped_lines(text, width))
     for i, name in enumerate(_answers(layout)):
@@ -435,6 +472,7 @@ def _value_of(layout: Layout, name: str) -> Any:
 
 # ---------------------------------------------------------------- Model
 
+
 def _write_model(wb: Workbook, layout: Layout, searches: dict[str, SearchRef]) -> None:
     ws = wb["Model"]
     plan = layout.plan
@@ -442,7 +480,8 @@ def _write_model(wb: Workbook, layout: Layout, searches: dict[str, SearchRef]) -
     labels = ["Name", "Value", "Unit", "Equation", "Source", "Description", "Engine value"]
     if implicit or searches:
         check = {(True, False): "Residual (should be ~0)", (False, True): "Check"}.get(
-            (implicit, bool(searches)), "Residual (~0) or check")
+            (implicit, bool(searches)), "Residual (~0) or check"
+        )
         labels += [check, "Note"]
     _header(ws, 1, labels)
     value_texts: list[str] = ["Value"]
@@ -472,9 +511,11 @@ def _write_model(wb: Workbook, layout: Layout, searches: dict[str, SearchRef]) -
             put_text(ws, row, 9, _solved_note(d, ref)).alignment = style.WRAP
         else:
             if d.expr is None:
-                raise UsageError(f"derived variable '{var.name}' ({d.where}) has no expression and is "
-                                 "not marked implicit", variable=var.name,
-                                 hint="give Derived.expr, or implicit=True with a residual")
+                raise UsageError(
+                    f"derived variable '{var.name}' ({d.where}) has no expression and is not marked implicit",
+                    variable=var.name,
+                    hint="give Derived.expr, or implicit=True with a residual",
+                )
             cell = put_formula(ws, row, 2, print_formula(layout, display_expr(layout, d), d.where))
         cell.number_format = fmt
         value_texts.append(style.shown(d.value, fmt))
@@ -489,18 +530,29 @@ def _write_model(wb: Workbook, layout: Layout, searches: dict[str, SearchRef]) -
             if d.residual is not None:
                 res = display_expr(layout, d, d.residual, out_scale=sympy.Integer(1))  # base units
                 put_formula(ws, row, 8, print_formula(layout, res, d.where))
-            put_text(ws, row, 9, f"implicit: after changing inputs, use Data > What-If > Goal Seek: "
-                                  f"set H{row} to 0 by changing B{row} (or re-run concur export)")
+            put_text(
+                ws,
+                row,
+                9,
+                f"implicit: after changing inputs, use Data > What-If > Goal Seek: "
+                f"set H{row} to 0 by changing B{row} (or re-run concur export)",
+            )
             ws.cell(row, 9).alignment = style.WRAP
     names = [d.var.name for d in plan.derived]
-    _widths(ws, {
-        1: style.fit_width(names + ["Name"], minimum=12, maximum=26),
-        2: style.fit_width(value_texts, minimum=12, maximum=20),
-        3: style.fit_width([unit_label(d.var) for d in plan.derived] + ["Unit"], minimum=8, maximum=16),
-        4: 30, 5: 24, 6: 24,
-        7: style.fit_width(value_texts + ["Engine value"], minimum=12, maximum=22),
-        8: 22, 9: 50,
-    })
+    _widths(
+        ws,
+        {
+            1: style.fit_width(names + ["Name"], minimum=12, maximum=26),
+            2: style.fit_width(value_texts, minimum=12, maximum=20),
+            3: style.fit_width([unit_label(d.var) for d in plan.derived] + ["Unit"], minimum=8, maximum=16),
+            4: 30,
+            5: 24,
+            6: 24,
+            7: style.fit_width(value_texts + ["Engine value"], minimum=12, maximum=22),
+            8: 22,
+            9: 50,
+        },
+    )
     for row, d in enumerate(plan.derived, start=2):
         texts = {4: d.equation, 5: d.where, 6: d.var.doc}
         if d.var.name in searches:
@@ -515,40 +567,85 @@ def _write_model(wb: Workbook, layout: Layout, searches: dict[str, SearchRef]) -
 
 
 def _solved_note(d: Derived, ref: SearchRef) -> str:
-    return (f"live: no closed form; solved in every candidate row of sheet '{ref.title}' and read from the row "
-            f"of the answer there ({d.solved_in})")
+    return (
+        f"live: no closed form; solved in every candidate row of sheet '{ref.title}' and read from the row "
+        f"of the answer there ({d.solved_in})"
+    )
 
 
 # ---------------------------------------------------------------- Notes
+
 
 def _write_notes(wb: Workbook, layout: Layout) -> None:
     ws = wb.create_sheet("Notes")
     _widths(ws, {1: 28, 2: 96})
     plan = layout.plan
     lines: list[tuple[str, str]] = [("Title", plan.title), ("About", plan.doc), ("", "")]
-    lines.append(("How to use", ("Change the yellow cells on the Inputs sheet (or pick another id in "
-                                 "a preset dropdown); every formula on Model, the sweeps and Scenarios "
-                                 "recalculates, and so do the answers at the top of Inputs.")))
-    lines.append(("", ("Blue numbers were typed, green ones are looked up on the Catalogs sheet (type "
-                       "over one to override the catalog); cells without fill are formulas.")))
-    lines.append(("", ("Model is protected without a password to prevent accidental edits: "
-                       "Review > Unprotect Sheet if you must.")))
+    lines.append(
+        (
+            "How to use",
+            (
+                "Change the yellow cells on the Inputs sheet (or pick another id in "
+                "a preset dropdown); every formula on Model, the sweeps and Scenarios "
+                "recalculates, and so do the answers at the top of Inputs."
+            ),
+        )
+    )
+    lines.append(
+        (
+            "",
+            (
+                "Blue numbers were typed, green ones are looked up on the Catalogs sheet (type "
+                "over one to override the catalog); cells without fill are formulas."
+            ),
+        )
+    )
+    lines.append(
+        (
+            "",
+            (
+                "Model is protected without a password to prevent accidental edits: "
+                "Review > Unprotect Sheet if you must."
+            ),
+        )
+    )
     if any(d.implicit for d in plan.derived):
         lines.append(("", "Rows marked implicit hold a solved value: Goal Seek its residual cell to 0."))
     searched = [d.var.name for d in plan.derived if d.search is not None]
     if searched:
-        lines.append(("", (f"{', '.join(searched)}: picked live from a table of candidates on its 'Search' sheet "
-                           "(the first one meeting the target); a red 'out of range' means the answer left "
-                           "the table: export again.")))
+        lines.append(
+            (
+                "",
+                (
+                    f"{', '.join(searched)}: picked live from a table of candidates on its 'Search' sheet "
+                    "(the first one meeting the target); a red 'out of range' means the answer left "
+                    "the table: export again."
+                ),
+            )
+        )
     solved = [f"{d.var.name} (for {d.solved_in})" for d in plan.derived if d.solved_in is not None]
     if solved:
-        lines.append(("", (f"{', '.join(solved)}: a loop without a closed form, solved in every candidate row of "
-                           "the Search sheet by iterations written out right of its printed table (no iterative "
-                           "calculation, no Goal Seek); the Model sheet reads it from the row of the answer.")))
+        lines.append(
+            (
+                "",
+                (
+                    f"{', '.join(solved)}: a loop without a closed form, solved in every candidate row of "
+                    "the Search sheet by iterations written out right of its printed table (no iterative "
+                    "calculation, no Goal Seek); the Model sheet reads it from the row of the answer."
+                ),
+            )
+        )
     if plan.comparison is not None:
-        lines.append(("", ("Plan: every configuration of the fleet plan for this model and traffic, cheapest "
-                           "first, as concur plan sized it when the workbook was exported; its yellow prices "
-                           "are inputs, its replicas and latencies are not live.")))
+        lines.append(
+            (
+                "",
+                (
+                    "Plan: every configuration of the fleet plan for this model and traffic, cheapest "
+                    "first, as concur plan sized it when the workbook was exported; its yellow prices "
+                    "are inputs, its replicas and latencies are not live."
+                ),
+            )
+        )
     lines.append(("", "Where each number comes from: the Sources sheet."))
     if plan.givens_text:
         lines.append(("", ""))
@@ -585,6 +682,7 @@ def _hours(layout: Layout) -> str | None:
 
 # ---------------------------------------------------------------- the workbook
 
+
 def build_layout(plan: WorkbookPlan) -> Layout:
     """Names and scales for every plan variable; checks names are unique."""
     layout = Layout(plan=plan)
@@ -596,8 +694,11 @@ def build_layout(plan: WorkbookPlan) -> Layout:
     seen: set[str] = set()
     for name in order:
         if name in seen:
-            raise UsageError(f"variable '{name}' appears twice in the workbook plan", variable=name,
-                             hint="each input, preset key and derived variable needs its own name")
+            raise UsageError(
+                f"variable '{name}' appears twice in the workbook plan",
+                variable=name,
+                hint="each input, preset key and derived variable needs its own name",
+            )
         seen.add(name)
     layout.names = mangle_all(order)
     layout.vars = plan.variables()
@@ -615,8 +716,7 @@ def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str]) -> Path:
         >>> write_workbook(plan, "kv.xlsx")  # doctest: +SKIP
         PosixPath('kv.xlsx')
     """
-    from .search import plan_searches, write_searches
-    from .whatif import sheet_title, write_scenarios, write_sweeps
+    from .whatif import sheet_title
 
     target = require_folder(path)  # before the work, not after it
     layout = build_layout(plan)

@@ -37,7 +37,6 @@ from .expr import Bin, Call, Cmp, If, Logic, Neg, Node, Num, Str, UnitLit, Var, 
 from .functions import FUNCTIONS, out_of_range
 from .library import inside
 from .pack import Pack
-from .values import convert_value
 from .units import (
     COUNT_DIMENSIONS,
     DIMENSIONLESS,
@@ -46,9 +45,17 @@ from .units import (
     dims_pow,
     format_dims,
 )
+from .values import convert_value
 
-__all__ = ["Diagnostic", "infer_dims", "check_equation_dims", "check_model", "check_paths", "check_catalogs",
-           "require_checked"]
+__all__ = [
+    "Diagnostic",
+    "check_catalogs",
+    "check_equation_dims",
+    "check_model",
+    "check_paths",
+    "infer_dims",
+    "require_checked",
+]
 
 
 @record
@@ -66,8 +73,13 @@ class Diagnostic:
     def to_json(self) -> dict[str, Any]:
         """``{"file", "line", "col", "severity", "message"}`` (line/col null when unknown)."""
         where = self.where
-        return {"file": where.file if where else None, "line": where.line if where else None,
-                "col": where.col if where else None, "severity": self.severity, "message": self.message}
+        return {
+            "file": where.file if where else None,
+            "line": where.line if where else None,
+            "col": where.col if where else None,
+            "severity": self.severity,
+            "message": self.message,
+        }
 
     @classmethod
     def of(cls, exc: ConcurError, fallback: str) -> Diagnostic:
@@ -110,8 +122,10 @@ def infer_dims(node: Node, var_dims: dict[str, Dims]) -> Dims:
             return dims_pow(base, node.right.value)
         exp = infer_dims(node.right, var_dims)
         if base or exp:
-            raise _DimError(f"a variable exponent needs a dimensionless base and exponent: "
-                            f"{_describe(node.left, base)} ** {_describe(node.right, exp)}")
+            raise _DimError(
+                f"a variable exponent needs a dimensionless base and exponent: "
+                f"{_describe(node.left, base)} ** {_describe(node.right, exp)}"
+            )
         return DIMENSIONLESS
     if isinstance(node, Call):
         fn = FUNCTIONS[node.fn]
@@ -126,19 +140,25 @@ def infer_dims(node: Node, var_dims: dict[str, Dims]) -> Dims:
         if fn.dims == "count":
             bad = [d for d, _ in dims[0] if d not in COUNT_DIMENSIONS]
             if bad:
-                raise _DimError(f"{node.fn}() rounds a count; {_describe(node.args[0], dims[0])} is not one "
-                                f"(divide by a unit first, e.g. {node.fn}(x / [GiB]))")
+                raise _DimError(
+                    f"{node.fn}() rounds a count; {_describe(node.args[0], dims[0])} is not one "
+                    f"(divide by a unit first, e.g. {node.fn}(x / [GiB]))"
+                )
             return dims[0]
         first = dims[0]
         for arg, d in zip(node.args[1:], dims[1:]):
             if d != first:
-                raise _DimError(f"{node.fn}() arguments disagree: {_describe(node.args[0], first)} vs "
-                                f"{_describe(arg, d)}")
+                raise _DimError(
+                    f"{node.fn}() arguments disagree: {_describe(node.args[0], first)} vs {_describe(arg, d)}"
+                )
         return first
     if isinstance(node, Cmp):
         a, b = infer_dims(node.left, var_dims), infer_dims(node.right, var_dims)
-        if a != b and not (isinstance(node.right, Num) and node.right.value == 0) \
-                and not (isinstance(node.left, Num) and node.left.value == 0):
+        if (
+            a != b
+            and not (isinstance(node.right, Num) and node.right.value == 0)
+            and not (isinstance(node.left, Num) and node.left.value == 0)
+        ):
             raise _DimError(f"cannot compare {_describe(node.left, a)} with {_describe(node.right, b)}")
         return DIMENSIONLESS
     if isinstance(node, Logic):
@@ -182,8 +202,11 @@ def _constant(node: Node) -> float | None:
         if a is None or b is None:
             return None
         try:
-            return float({"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else math.nan,
-                          "**": a ** b if a > 0 else math.nan}[node.op])
+            return float(
+                {"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else math.nan, "**": a**b if a > 0 else math.nan}[
+                    node.op
+                ]
+            )
         except (ArithmeticError, ValueError):
             return None
     return None
@@ -235,8 +258,9 @@ def check_model(model, only_pack: str | None = None, examples: bool = True) -> l
         for preset in chain:
             for field, target in preset.fields.items():
                 if target not in model.variables and target not in broken:
-                    out.append(Diagnostic(preset.where,
-                                          f"preset '{key}' maps field '{field}' to undeclared '{target}'"))
+                    out.append(
+                        Diagnostic(preset.where, f"preset '{key}' maps field '{field}' to undeclared '{target}'")
+                    )
     for pack in model.packs if examples else ():  # a pack's examples speak its own names, not a composition's
         if only_pack and pack.name != only_pack:
             continue
@@ -371,5 +395,8 @@ def require_checked(model) -> None:  # type: ignore[no-untyped-def]
         first = diags[0]
         more = f"{len(diags) - 1} more problem(s); " if len(diags) > 1 else ""
         files = " ".join(sorted({p.path for p in model.packs}))
-        raise UnitError(f"the packs fail their unit check: {first.message}", where=first.where,
-                        hint=f"{more}fix the pack (concur check {files} lists every problem)")
+        raise UnitError(
+            f"the packs fail their unit check: {first.message}",
+            where=first.where,
+            hint=f"{more}fix the pack (concur check {files} lists every problem)",
+        )

@@ -24,17 +24,41 @@ import ast
 import math
 import re
 import unicodedata
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ..errors import Location, PackError, UnsafeExpressionError
 from .functions import FUNCTIONS
 from .units import parse_quantity, unit_info
 
 __all__ = [
-    "Node", "Num", "Var", "UnitLit", "Str", "Bin", "Neg", "Call", "Cmp", "If", "Logic",
-    "parse_expression", "parse_equation", "split_equation", "names_in", "compile_node", "to_text", "name_problem",
-    "MAX_LENGTH", "MAX_NODES", "MAX_EXPONENT", "NAME_RE", "RESERVED_NAMES", "BIN_OPS", "CMP_OPS", "LOGIC_OPS",
+    "BIN_OPS",
+    "CMP_OPS",
+    "LOGIC_OPS",
+    "MAX_EXPONENT",
+    "MAX_LENGTH",
+    "MAX_NODES",
+    "NAME_RE",
+    "RESERVED_NAMES",
+    "Bin",
+    "Call",
+    "Cmp",
+    "If",
+    "Logic",
+    "Neg",
+    "Node",
+    "Num",
+    "Str",
+    "UnitLit",
+    "Var",
+    "compile_node",
+    "name_problem",
+    "names_in",
+    "parse_equation",
+    "parse_expression",
+    "split_equation",
+    "to_text",
 ]
 
 MAX_LENGTH = 2000
@@ -44,8 +68,29 @@ MAX_EXPONENT = 64
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 # Names sympy or a spreadsheet would misread, or that shadow the formula language.
 RESERVED_NAMES = frozenset(
-    {"E", "I", "N", "S", "Q", "O", "pi", "oo", "nan", "zoo", "TRUE", "FALSE", "True", "False", "None",
-     "and", "or", "not", "if_", "lambda"} | set(FUNCTIONS)
+    {
+        "E",
+        "I",
+        "N",
+        "S",
+        "Q",
+        "O",
+        "pi",
+        "oo",
+        "nan",
+        "zoo",
+        "TRUE",
+        "FALSE",
+        "True",
+        "False",
+        "None",
+        "and",
+        "or",
+        "not",
+        "if_",
+        "lambda",
+    }
+    | set(FUNCTIONS)
 )
 
 
@@ -178,18 +223,25 @@ def _placeholder(index: int, width: int) -> str:
 def split_equation(text: str) -> tuple[str, str, int]:
     """Split ``lhs = rhs`` on the one top-level ``=``; returns (lhs, rhs, rhs_offset)."""
     positions = [
-        i for i, ch in enumerate(text)
+        i
+        for i, ch in enumerate(text)
         if ch == "=" and (i == 0 or text[i - 1] not in "=<>!") and (i + 1 >= len(text) or text[i + 1] != "=")
     ]
     if len(positions) != 1:
         raise ValueError("an equation needs exactly one '=' (use '==' only inside if_ or check)")
     i = positions[0]
-    return text[:i], text[i + 1:], i + 1
+    return text[:i], text[i + 1 :], i + 1
 
 
 class _Parser:
-    def __init__(self, text: str, where: Location | None, col_offset: int, unit_lookup: Callable[[str], Any] | None,
-                 allow_compare: bool) -> None:
+    def __init__(
+        self,
+        text: str,
+        where: Location | None,
+        col_offset: int,
+        unit_lookup: Callable[[str], Any] | None,
+        allow_compare: bool,
+    ) -> None:
         self.text = text
         self.where = where
         self.col_offset = col_offset
@@ -198,8 +250,13 @@ class _Parser:
         self.count = 0
         self.units: dict[str, UnitLit] = {}
 
-    def fail(self, message: str, col: int | None = None, hint: str | None = None,
-             cls: type[PackError] = UnsafeExpressionError) -> PackError:
+    def fail(
+        self,
+        message: str,
+        col: int | None = None,
+        hint: str | None = None,
+        cls: type[PackError] = UnsafeExpressionError,
+    ) -> PackError:
         where = self.where
         if where is not None and col is not None:
             base_col = (where.col or 1) if where.line is not None else 1
@@ -232,18 +289,19 @@ class _Parser:
             if isinstance(n, ast.Name):
                 written = ast.get_source_segment(source, n) or n.id
                 if not written.isascii():
-                    raise self.fail(name_problem(written, "variable name") or "non-ASCII name",
-                                    n.col_offset + self.lead)
+                    raise self.fail(
+                        name_problem(written, "variable name") or "non-ASCII name", n.col_offset + self.lead
+                    )
 
     def _replace_brackets(self, text: str) -> str:
         out = []
         last = 0
         for index, m in enumerate(_BRACKET_RE.finditer(text)):
-            before = text[:m.start()].rstrip()
+            before = text[: m.start()].rstrip()
             if before and (before[-1].isalnum() or before[-1] in "_)]"):
                 raise self.fail("subscripts are not allowed ([...] is a unit literal such as [GiB])", m.start())
             name = _placeholder(index, len(m.group(0)))
-            out.append(text[last:m.start()])
+            out.append(text[last : m.start()])
             out.append(name)
             last = m.end()
             self.units[name] = self._unit_literal(m.group(1), m.start())
@@ -286,8 +344,9 @@ class _Parser:
             if problem:
                 raise self.fail(problem, col)
             if n.id in RESERVED_NAMES:
-                raise self.fail(f"'{n.id}' is reserved and cannot be used as a variable", col,
-                                hint="rename the variable")
+                raise self.fail(
+                    f"'{n.id}' is reserved and cannot be used as a variable", col, hint="rename the variable"
+                )
             return Var(n.id)
         if isinstance(n, ast.UnaryOp):
             arg = self.node(n.operand, depth + 1)
@@ -301,8 +360,11 @@ class _Parser:
         if isinstance(n, ast.BinOp):
             op = _BINOPS.get(type(n.op))
             if op is None:
-                raise self.fail(f"operator '{type(n.op).__name__}' is not allowed", col,
-                                hint="use + - * / ** % and the listed functions")
+                raise self.fail(
+                    f"operator '{type(n.op).__name__}' is not allowed",
+                    col,
+                    hint="use + - * / ** % and the listed functions",
+                )
             if op == "**":
                 return self._power(n, depth, col)
             return Bin(op, self.node(n.left, depth + 1), self.node(n.right, depth + 1))
@@ -321,8 +383,11 @@ class _Parser:
             op = "and" if isinstance(n.op, ast.And) else "or"
             return Logic(op, tuple(self.node(v, depth + 1) for v in n.values))
         what = type(n).__name__
-        raise self.fail(f"'{what}' is not allowed in a formula", col,
-                        hint="formulas use arithmetic, numbers, variable names, [units] and the listed functions")
+        raise self.fail(
+            f"'{what}' is not allowed in a formula",
+            col,
+            hint="formulas use arithmetic, numbers, variable names, [units] and the listed functions",
+        )
 
     def _power(self, n: ast.BinOp, depth: int, col: int) -> Node:
         base = self.node(n.left, depth + 1)
@@ -331,8 +396,11 @@ class _Parser:
         if value is None:
             if isinstance(exponent, Var):
                 return Bin("**", base, exponent)
-            raise self.fail("an exponent must be a number or a single variable", col,
-                            hint=f"powers are limited to |exponent| <= {MAX_EXPONENT}")
+            raise self.fail(
+                "an exponent must be a number or a single variable",
+                col,
+                hint=f"powers are limited to |exponent| <= {MAX_EXPONENT}",
+            )
         if abs(value) > MAX_EXPONENT:
             raise self.fail(f"exponent {value:g} is larger than {MAX_EXPONENT}", col)
         if isinstance(base, Num) and abs(base.value) > 1e6 and abs(value) > 8:
@@ -341,8 +409,11 @@ class _Parser:
 
     def _call(self, n: ast.Call, depth: int, col: int) -> Node:
         if not isinstance(n.func, ast.Name):
-            raise self.fail("only the listed functions can be called", col,
-                            hint="allowed: " + ", ".join(sorted(FUNCTIONS)) + ", if_")
+            raise self.fail(
+                "only the listed functions can be called",
+                col,
+                hint="allowed: " + ", ".join(sorted(FUNCTIONS)) + ", if_",
+            )
         name = n.func.id
         if n.keywords or any(isinstance(a, ast.Starred) for a in n.args):
             raise self.fail(f"{name}() takes plain positional arguments", col)
@@ -356,8 +427,9 @@ class _Parser:
             return If(cond, self.node(n.args[1], depth + 1), self.node(n.args[2], depth + 1))
         fn = FUNCTIONS.get(name)
         if fn is None:
-            raise self.fail(f"unknown function '{name}'", col,
-                            hint="allowed: " + ", ".join(sorted(FUNCTIONS)) + ", if_")
+            raise self.fail(
+                f"unknown function '{name}'", col, hint="allowed: " + ", ".join(sorted(FUNCTIONS)) + ", if_"
+            )
         if not fn.min_args <= len(n.args) <= fn.max_args:
             want = str(fn.min_args) if fn.min_args == fn.max_args else f"{fn.min_args} to {fn.max_args}"
             raise self.fail(f"{name}() takes {want} arguments, got {len(n.args)}", col)
@@ -380,8 +452,9 @@ def _constant_value(node: Node) -> float | None:
     return None
 
 
-def parse_expression(text: str, *, where: Location | None = None, col_offset: int = 0, units: bool = True,
-                     allow_compare: bool = False) -> Node:
+def parse_expression(
+    text: str, *, where: Location | None = None, col_offset: int = 0, units: bool = True, allow_compare: bool = False
+) -> Node:
     """Parse one expression; raises :class:`UnsafeExpressionError`/:class:`PackError` with file:line:col."""
     if not isinstance(text, str) or not text.strip():
         raise PackError("empty formula", where=where)
@@ -398,13 +471,12 @@ def parse_equation(text: str, *, where: Location | None = None) -> tuple[Node, N
         lhs, rhs, offset = split_equation(text)
     except ValueError as exc:
         raise PackError(f"{exc}: '{text}'", where=where) from None
-    return (parse_expression(lhs, where=where, col_offset=0),
-            parse_expression(rhs, where=where, col_offset=offset))
+    return (parse_expression(lhs, where=where, col_offset=0), parse_expression(rhs, where=where, col_offset=offset))
 
 
 def walk(node: Node) -> Iterator[Node]:
     yield node
-    if isinstance(node, Bin) or isinstance(node, Cmp):
+    if isinstance(node, (Bin, Cmp)):
         yield from walk(node.left)
         yield from walk(node.right)
     elif isinstance(node, Neg):
@@ -462,7 +534,7 @@ def to_text(node: Node, prec: int = 0) -> str:
         return f"({text})" if prec > 1 else text
     if isinstance(node, Bin):
         p = _PREC[node.op]
-        right_p = p + 1 if node.op in "-/%" or node.op == "**" and False else p
+        right_p = p + 1 if node.op in "-/%" or (False) else p
         if node.op == "**":
             text = f"{to_text(node.left, p + 1)}**{to_text(node.right, p)}"
         else:
@@ -491,7 +563,7 @@ _PY_BIN: dict[str, Callable[[Any, Any], Any]] = {
     "-": lambda a, b: a - b,
     "*": lambda a, b: a * b,
     "/": lambda a, b: a / b,
-    "**": lambda a, b: a ** b,
+    "**": lambda a, b: a**b,
     "%": lambda a, b: a % b,
 }
 _PY_CMP: dict[str, Callable[[Any, Any], Any]] = {

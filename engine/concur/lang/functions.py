@@ -31,13 +31,23 @@ Bounds are inclusive; NaN is outside every range.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import InfeasibleError
 from ..records import record
 
-__all__ = ["Function", "Arg", "FUNCTIONS", "snap", "SNAP_DIGITS", "MAX_SERVERS", "MAX_LOAD", "MAX_EXP",
-           "out_of_range"]
+__all__ = [
+    "FUNCTIONS",
+    "MAX_EXP",
+    "MAX_LOAD",
+    "MAX_SERVERS",
+    "SNAP_DIGITS",
+    "Arg",
+    "Function",
+    "out_of_range",
+    "snap",
+]
 
 MAX_SERVERS = 1e6  # erlang_*: the recurrence costs one step per server (about 60 ms at 1e6)
 MAX_LOAD = 1e9  # erlang_*: offered load in erlang
@@ -171,8 +181,10 @@ class Arg:
         return f"{lo}, {hi}"
 
     def refusal(self, fn: str, x: float) -> InfeasibleError:
-        return InfeasibleError(f"{fn}() {self.name} = {x:g} is outside its admissible range {self.range_text}",
-                               hint=f"check the values that feed {fn}()")
+        return InfeasibleError(
+            f"{fn}() {self.name} = {x:g} is outside its admissible range {self.range_text}",
+            hint=f"check the values that feed {fn}()",
+        )
 
 
 @record
@@ -252,26 +264,107 @@ FUNCTIONS: dict[str, Function] = {
     for f in [
         Function("min", 2, 8, min, _np_minmax("minimum"), "same", _sym("min"), doc="smallest argument"),
         Function("max", 2, 8, max, _np_minmax("maximum"), "same", _sym("max"), doc="largest argument"),
-        Function("floor", 1, 1, _floor, lambda x: _np().floor(_np_snap(x)), "count", _sym("floor"), smooth=False,
-                 doc="round down (after snapping to 12 significant digits)"),
-        Function("ceil", 1, 1, _ceil, lambda x: _np().ceil(_np_snap(x)), "count", _sym("ceil"), smooth=False,
-                 doc="round up (after snapping to 12 significant digits)"),
-        Function("sqrt", 1, 1, _guarded("sqrt", math.sqrt, Arg("x", 0.0)), _np_fn("sqrt"), "sqrt", _sym("sqrt"),
-                 doc="square root", args=(Arg("x", 0.0),)),
-        Function("exp", 1, 1, _guarded("exp", math.exp, Arg("x", hi=MAX_EXP)), _np_fn("exp"), "dimensionless",
-                 _sym("exp"), doc="e to the power x", args=(Arg("x", hi=MAX_EXP),)),
-        Function("ln", 1, 1, _guarded("ln", math.log, _POSITIVE), _np_fn("log"), "dimensionless", _sym("ln"),
-                 doc="natural logarithm", args=(_POSITIVE,)),
-        Function("log2", 1, 1, _guarded("log2", math.log2, _POSITIVE), _np_fn("log2"), "dimensionless",
-                 _sym("log2"), doc="base-2 logarithm", args=(_POSITIVE,)),
-        Function("log10", 1, 1, _guarded("log10", math.log10, _POSITIVE), _np_fn("log10"), "dimensionless",
-                 _sym("log10"), doc="base-10 logarithm", args=(_POSITIVE,)),
+        Function(
+            "floor",
+            1,
+            1,
+            _floor,
+            lambda x: _np().floor(_np_snap(x)),
+            "count",
+            _sym("floor"),
+            smooth=False,
+            doc="round down (after snapping to 12 significant digits)",
+        ),
+        Function(
+            "ceil",
+            1,
+            1,
+            _ceil,
+            lambda x: _np().ceil(_np_snap(x)),
+            "count",
+            _sym("ceil"),
+            smooth=False,
+            doc="round up (after snapping to 12 significant digits)",
+        ),
+        Function(
+            "sqrt",
+            1,
+            1,
+            _guarded("sqrt", math.sqrt, Arg("x", 0.0)),
+            _np_fn("sqrt"),
+            "sqrt",
+            _sym("sqrt"),
+            doc="square root",
+            args=(Arg("x", 0.0),),
+        ),
+        Function(
+            "exp",
+            1,
+            1,
+            _guarded("exp", math.exp, Arg("x", hi=MAX_EXP)),
+            _np_fn("exp"),
+            "dimensionless",
+            _sym("exp"),
+            doc="e to the power x",
+            args=(Arg("x", hi=MAX_EXP),),
+        ),
+        Function(
+            "ln",
+            1,
+            1,
+            _guarded("ln", math.log, _POSITIVE),
+            _np_fn("log"),
+            "dimensionless",
+            _sym("ln"),
+            doc="natural logarithm",
+            args=(_POSITIVE,),
+        ),
+        Function(
+            "log2",
+            1,
+            1,
+            _guarded("log2", math.log2, _POSITIVE),
+            _np_fn("log2"),
+            "dimensionless",
+            _sym("log2"),
+            doc="base-2 logarithm",
+            args=(_POSITIVE,),
+        ),
+        Function(
+            "log10",
+            1,
+            1,
+            _guarded("log10", math.log10, _POSITIVE),
+            _np_fn("log10"),
+            "dimensionless",
+            _sym("log10"),
+            doc="base-10 logarithm",
+            args=(_POSITIVE,),
+        ),
         Function("abs", 1, 1, abs, _np_fn("abs"), "same", _sym("abs"), doc="absolute value"),
-        Function("erlang_b", 2, 2, _guarded("erlang_b", _erlang_b, _SERVERS, _LOAD), _np_erlang("erlang_b"),
-                 "dimensionless", _sym("erlang_b"), smooth=False,
-                 doc="Erlang B blocking probability erlang_b(servers, load)", args=(_SERVERS, _LOAD)),
-        Function("erlang_c", 2, 2, _guarded("erlang_c", _erlang_c, _SERVERS, _LOAD), _np_erlang("erlang_c"),
-                 "dimensionless", _sym("erlang_c"), smooth=False,
-                 doc="Erlang C probability of waiting erlang_c(servers, load)", args=(_SERVERS, _LOAD)),
+        Function(
+            "erlang_b",
+            2,
+            2,
+            _guarded("erlang_b", _erlang_b, _SERVERS, _LOAD),
+            _np_erlang("erlang_b"),
+            "dimensionless",
+            _sym("erlang_b"),
+            smooth=False,
+            doc="Erlang B blocking probability erlang_b(servers, load)",
+            args=(_SERVERS, _LOAD),
+        ),
+        Function(
+            "erlang_c",
+            2,
+            2,
+            _guarded("erlang_c", _erlang_c, _SERVERS, _LOAD),
+            _np_erlang("erlang_c"),
+            "dimensionless",
+            _sym("erlang_c"),
+            smooth=False,
+            doc="Erlang C probability of waiting erlang_c(servers, load)",
+            args=(_SERVERS, _LOAD),
+        ),
     ]
 }

@@ -29,7 +29,7 @@ from typing import Any
 from ..errors import ConcurError
 from .library import formulas_dir, pack_paths
 
-__all__ = ["INDEX_NAME", "index_path", "shipped_index", "build_index", "write_index", "packs_digest"]
+__all__ = ["INDEX_NAME", "build_index", "index_path", "packs_digest", "shipped_index", "write_index"]
 
 INDEX_NAME = "index.json"
 _FORMAT = 1
@@ -64,8 +64,12 @@ def build_index() -> dict[str, Any]:
     packs = {}
     for name in pack_paths():
         model = build_model([name])
-        packs[name] = {"variables": sorted(model.variables), "presets": sorted(model.presets),
-                       "answers": sorted(get_pack(name).answers), "digest": files[name]}
+        packs[name] = {
+            "variables": sorted(model.variables),
+            "presets": sorted(model.presets),
+            "answers": sorted(get_pack(name).answers),
+            "digest": files[name],
+        }
     return {"format": _FORMAT, "digest": packs_digest(files), "packs": packs}
 
 

@@ -26,18 +26,32 @@ is never answered from a stale cache and a warm run never imports the YAML parse
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ..errors import ConcurError, Location, PackError, UnitError, UnknownNameError, UsageError
 from .expr import name_problem
 from .pack import Catalog, Pack, load_catalog, load_pack
 from .yamlsafe import read_source
 
-__all__ = ["formulas_dir", "pack_paths", "find_pack", "find_used_pack", "get_pack", "load_pack_file",
-           "get_catalog", "catalog_names", "set_pack_path", "pack_path", "inside", "set_catalog_path",
-           "catalog_path", "CATALOG_PATH_ENV"]
+__all__ = [
+    "CATALOG_PATH_ENV",
+    "catalog_names",
+    "catalog_path",
+    "find_pack",
+    "find_used_pack",
+    "formulas_dir",
+    "get_catalog",
+    "get_pack",
+    "inside",
+    "load_pack_file",
+    "pack_path",
+    "pack_paths",
+    "set_catalog_path",
+    "set_pack_path",
+]
 
 _SUFFIXES = (".yaml", ".yml")
 _PACK_PATH: tuple[Path, ...] = ()
@@ -61,8 +75,7 @@ def formulas_dir() -> Path:
             return path
     except (ModuleNotFoundError, TypeError):
         pass
-    raise UnknownNameError("cannot find concur's shipped packs (formulas/)",
-                           hint="reinstall concur: pip install .")
+    raise UnknownNameError("cannot find concur's shipped packs (formulas/)", hint="reinstall concur: pip install .")
 
 
 def _folders(folders: Iterable[str | Path], what: str) -> tuple[Path, ...]:
@@ -126,8 +139,10 @@ def find_pack(name_or_path: str) -> Path:
         return path  # reading it refuses anything but a regular file (a FIFO, a device, a folder)
     found = _by_name(name_or_path, _PACK_PATH)
     if found is None:
-        raise UnknownNameError(f"unknown pack '{name_or_path}'",
-                               hint=f"known packs: {', '.join(pack_paths())}; or give a path to a .yaml file")
+        raise UnknownNameError(
+            f"unknown pack '{name_or_path}'",
+            hint=f"known packs: {', '.join(pack_paths())}; or give a path to a .yaml file",
+        )
     return found
 
 
@@ -140,17 +155,23 @@ def find_used_pack(ref: str, folder: Path, where: Location | None = None) -> Pat
     if name_problem(ref) is None:
         found = _by_name(ref, (folder, *_PACK_PATH))
         if found is None:
-            raise PackError(f"uses unknown pack '{ref}'", where=where,
-                            hint=f"known packs: {', '.join(pack_paths())}, or {ref}.yaml beside this pack")
+            raise PackError(
+                f"uses unknown pack '{ref}'",
+                where=where,
+                hint=f"known packs: {', '.join(pack_paths())}, or {ref}.yaml beside this pack",
+            )
         return found
     if Path(ref).suffix not in _SUFFIXES:
         raise PackError(f"uses '{ref}', which is neither a pack name nor a .yaml file", where=where)
     target = folder / ref  # an absolute ref replaces folder
     allowed = (folder, *_PACK_PATH)
     if not any(inside(target, root) for root in allowed):
-        raise PackError(f"uses '{ref}', which is outside the pack's folder", where=where,
-                        hint="a pack may use shipped packs and files in its own folder; "
-                             "to allow another folder, pass --pack-path DIR")
+        raise PackError(
+            f"uses '{ref}', which is outside the pack's folder",
+            where=where,
+            hint="a pack may use shipped packs and files in its own folder; "
+            "to allow another folder, pass --pack-path DIR",
+        )
     if not target.is_file():
         raise PackError(f"uses '{ref}', which does not exist", where=where)
     return target
@@ -182,7 +203,7 @@ _MEMO: dict[str, Any] = {}  # content key -> Pack/Catalog, this process
 _SEEN: dict[tuple[Any, ...], Any] = {}  # (kind, path, stat) -> Pack/Catalog already read by this process
 
 
-def _cached(kind: str, path: Path, load: "Callable[[str, bytes], Any]", decode: "Callable[[Any], Any]") -> Any:
+def _cached(kind: str, path: Path, load: Callable[[str, bytes], Any], decode: Callable[[Any], Any]) -> Any:
     """Load ``path`` once per content: from this process, else the disk cache, else ``load(label, bytes)``.
 
     Within one process a file whose stat is unchanged is not read again (a plan reads the gpus
@@ -224,8 +245,9 @@ def load_pack_file(path: Path, *, problems: list[ConcurError] | None = None) -> 
     from .serial import decode_pack
 
     try:
-        pack: Pack = _cached("pack", path, lambda label, source: load_pack(path, label=label, content=source),
-                             decode_pack)
+        pack: Pack = _cached(
+            "pack", path, lambda label, source: load_pack(path, label=label, content=source), decode_pack
+        )
     except (PackError, UnitError):
         if problems is None:
             raise
@@ -266,8 +288,9 @@ def load_catalog_file(path: Path) -> Catalog:
     """The catalog in ``path`` (cached by content)."""
     from .serial import decode_catalog
 
-    catalog: Catalog = _cached("catalog", path,
-                               lambda label, source: load_catalog(path, label=label, content=source), decode_catalog)
+    catalog: Catalog = _cached(
+        "catalog", path, lambda label, source: load_catalog(path, label=label, content=source), decode_catalog
+    )
     return catalog
 
 
@@ -278,9 +301,11 @@ def _merge(base: Catalog | None, user: Catalog) -> Catalog:
     for fname, field in user.fields.items():
         known = base.fields.get(fname)
         if known is not None and known.unit.text != field.unit.text:
-            raise PackError(f"catalog {user.path}: field '{fname}' is in {field.unit.text or 'no unit'} but the "
-                            f"shipped catalog '{base.name}' declares it in {known.unit.text or 'no unit'}",
-                            hint="use the shipped field's unit")
+            raise PackError(
+                f"catalog {user.path}: field '{fname}' is in {field.unit.text or 'no unit'} but the "
+                f"shipped catalog '{base.name}' declares it in {known.unit.text or 'no unit'}",
+                hint="use the shipped field's unit",
+            )
     return Catalog(base.name, base.doc, base.path, {**user.fields, **base.fields}, {**base.entries, **user.entries})
 
 

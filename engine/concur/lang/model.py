@@ -57,8 +57,11 @@ class Model:
             import difflib
 
             close = difflib.get_close_matches(name, list(self.variables) + list(self.presets), n=3)
-            hint = f"did you mean {', '.join(close)}?" if close else \
-                f"'concur show {' '.join(self.pack_names)}' lists the variables"
+            hint = (
+                f"did you mean {', '.join(close)}?"
+                if close
+                else f"'concur show {' '.join(self.pack_names)}' lists the variables"
+            )
             raise UnknownNameError(f"unknown variable '{name}' in pack(s) {', '.join(self.pack_names)}", hint=hint)
         return var
 
@@ -125,8 +128,11 @@ def build_model(refs: list[str] | None = None, *, problems: list[ConcurError] | 
                 with each.item():
                     raise UnitError(
                         f"variable '{ours}' is declared as '{prior.unit.text}' in {prior.where} "
-                        f"but as '{var.unit.text}' ({format_dims(var.unit.dims)})", where=var.where, variable=ours,
-                        hint="use one unit for a shared name, or rename it with uses: {pack: ..., rename: {...}}")
+                        f"but as '{var.unit.text}' ({format_dims(var.unit.dims)})",
+                        where=var.where,
+                        variable=ours,
+                        hint="use one unit for a shared name, or rename it with uses: {pack: ..., rename: {...}}",
+                    )
         for eq in pack.equations:
             equations.append(replace(eq, lhs=_rename_tree(eq.lhs, rename), rhs=_rename_tree(eq.rhs, rename)))
         for con in pack.constraints:
@@ -146,10 +152,15 @@ def build_model(refs: list[str] | None = None, *, problems: list[ConcurError] | 
         with each.item():
             for name in sorted(eq.names):
                 if name not in variables:
-                    raise PackError(f"equation '{eq.text}' uses '{name}', which no pack in play declares",
-                                    where=eq.where, variable=name, hint="declare it under variables:")
-            sound_eqs.append(replace(eq, lhs=_resolve_choices(eq.lhs, variables, eq),
-                                     rhs=_resolve_choices(eq.rhs, variables, eq)))
+                    raise PackError(
+                        f"equation '{eq.text}' uses '{name}', which no pack in play declares",
+                        where=eq.where,
+                        variable=name,
+                        hint="declare it under variables:",
+                    )
+            sound_eqs.append(
+                replace(eq, lhs=_resolve_choices(eq.lhs, variables, eq), rhs=_resolve_choices(eq.rhs, variables, eq))
+            )
     sound_cons: list[Constraint] = []
     for con in constraints:
         if names_in(con.expr) & broken:
@@ -159,8 +170,9 @@ def build_model(refs: list[str] | None = None, *, problems: list[ConcurError] | 
                 if name not in variables:
                     raise PackError(f"check '{con.text}' uses undeclared '{name}'", where=con.where, variable=name)
             sound_cons.append(replace(con, expr=_resolve_choices(con.expr, variables, con)))
-    return Model(tuple(p for p, _ in collected), variables, tuple(sound_eqs), tuple(sound_cons), presets,
-                 digest.hexdigest()[:20])
+    return Model(
+        tuple(p for p, _ in collected), variables, tuple(sound_eqs), tuple(sound_cons), presets, digest.hexdigest()[:20]
+    )
 
 
 def _resolve_choices(node: Node, variables: dict[str, Variable], owner: Equation | Constraint) -> Node:
@@ -172,11 +184,13 @@ def _resolve_choices(node: Node, variables: dict[str, Variable], owner: Equation
             if isinstance(right, Str):
                 var = variables.get(left.name) if isinstance(left, Var) else None
                 if var is None or not var.choices:
-                    raise PackError(f"'{right.text}' can only be compared with a choice variable",
-                                    where=owner.where)
+                    raise PackError(f"'{right.text}' can only be compared with a choice variable", where=owner.where)
                 if right.text not in var.choices:
-                    raise PackError(f"'{right.text}' is not a choice of '{var.name}' ({', '.join(var.choices)})",
-                                    where=owner.where, variable=var.name)
+                    raise PackError(
+                        f"'{right.text}' is not a choice of '{var.name}' ({', '.join(var.choices)})",
+                        where=owner.where,
+                        variable=var.name,
+                    )
                 return Cmp(n.op, left, Num(float(var.choices.index(right.text))))
         return None
 

@@ -32,10 +32,11 @@ file that is not a pack at all (no ``pack: NAME`` mapping, invalid YAML) stops a
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import ConcurError, Location, PackError, UnitError
 from ..records import record
@@ -54,8 +55,19 @@ from .values import convert_value
 from .yamlsafe import YList, YMap, load_yaml, read_source
 
 __all__ = [
-    "Variable", "Equation", "Constraint", "Example", "Expectation", "Preset", "Pack",
-    "CatalogField", "CatalogEntry", "Catalog", "load_pack", "load_catalog", "list_item_problem",
+    "Catalog",
+    "CatalogEntry",
+    "CatalogField",
+    "Constraint",
+    "Equation",
+    "Example",
+    "Expectation",
+    "Pack",
+    "Preset",
+    "Variable",
+    "list_item_problem",
+    "load_catalog",
+    "load_pack",
 ]
 
 
@@ -164,10 +176,33 @@ class Pack:
     answers: tuple[str, ...] = ()  # questions it answers by default: --find X with no pack named picks it
 
 
-_PACK_KEYS = {"pack", "doc", "uses", "presets", "variables", "equations", "constraints", "examples", "scenario",
-              "version", "references", "answers"}
-_VAR_KEYS = {"unit", "doc", "default", "bounds", "integer", "display", "choices", "limit", "violation", "source",
-             "stated"}
+_PACK_KEYS = {
+    "pack",
+    "doc",
+    "uses",
+    "presets",
+    "variables",
+    "equations",
+    "constraints",
+    "examples",
+    "scenario",
+    "version",
+    "references",
+    "answers",
+}
+_VAR_KEYS = {
+    "unit",
+    "doc",
+    "default",
+    "bounds",
+    "integer",
+    "display",
+    "choices",
+    "limit",
+    "violation",
+    "source",
+    "stated",
+}
 
 
 class Problems:
@@ -244,7 +279,7 @@ def list_item_problem(item: Any) -> str | None:
         return "must be non-empty text"
     bad = [c for c in item if c in ',"' or ord(c) < 32 or 127 <= ord(c) < 160]
     if bad:
-        return f"contains {repr(bad[0])}, which breaks a spreadsheet list or a terminal"
+        return f"contains {bad[0]!r}, which breaks a spreadsheet list or a terminal"
     if item[0] in "=+-@" or item != item.strip():
         return "must not start with = + - @ or a space (a spreadsheet would read a formula)"
     return None
@@ -252,20 +287,31 @@ def list_item_problem(item: Any) -> str | None:
 
 def _variable(name: str, spec: Any, pack: str, where: Location) -> Variable:
     _identifier(name, "variable name", where)
-    _require(name not in RESERVED_NAMES, f"'{name}' is reserved (sympy or spreadsheets misread it)", where,
-             "choose another name")
+    _require(
+        name not in RESERVED_NAMES,
+        f"'{name}' is reserved (sympy or spreadsheets misread it)",
+        where,
+        "choose another name",
+    )
     if spec is None:
         spec = YMap()
         spec.loc, spec.key_loc = where, {}
     _require(isinstance(spec, YMap), f"variable '{name}' must be a mapping like {{unit: s, doc: ...}}", where)
     unknown = set(spec) - _VAR_KEYS
-    _require(not unknown, f"unknown key(s) {sorted(unknown)} in variable '{name}'", where,
-             f"allowed: {', '.join(sorted(_VAR_KEYS))}")
+    _require(
+        not unknown,
+        f"unknown key(s) {sorted(unknown)} in variable '{name}'",
+        where,
+        f"allowed: {', '.join(sorted(_VAR_KEYS))}",
+    )
     choices: tuple[str, ...] = ()
     if "choices" in spec:
         raw = spec["choices"]
-        _require(isinstance(raw, YList) and len(raw) > 0 and all(isinstance(c, str) for c in raw),
-                 f"choices of '{name}' must be a list of names", spec.where("choices"))
+        _require(
+            isinstance(raw, YList) and len(raw) > 0 and all(isinstance(c, str) for c in raw),
+            f"choices of '{name}' must be a list of names",
+            spec.where("choices"),
+        )
         for i, choice in enumerate(raw):
             problem = list_item_problem(choice)
             _require(problem is None, f"choice {i + 1} of '{name}' {problem}", raw.where(i))
@@ -277,17 +323,25 @@ def _variable(name: str, spec: Any, pack: str, where: Location) -> Variable:
     unit = unit_info(unit_text, where=spec.where("unit"), variable=name)
     display = unit_info(str(spec["display"]), where=spec.where("display"), variable=name) if "display" in spec else unit
     if display.dims != unit.dims:
-        raise UnitError(f"display unit '{display.text}' does not match unit '{unit.text}'",
-                        where=spec.where("display"), variable=name)
+        raise UnitError(
+            f"display unit '{display.text}' does not match unit '{unit.text}'",
+            where=spec.where("display"),
+            variable=name,
+        )
     limit = spec.get("limit")
-    _require(limit in (None, "at_least", "at_most"), f"limit of '{name}' must be at_least or at_most",
-             spec.where("limit"))
+    _require(
+        limit in (None, "at_least", "at_most"), f"limit of '{name}' must be at_least or at_most", spec.where("limit")
+    )
     integer = spec.get("integer", False)
     _require(isinstance(integer, bool), f"integer of '{name}' must be true or false", spec.where("integer"))
     stated = spec.get("stated", False)
     _require(isinstance(stated, bool), f"stated of '{name}' must be true or false", spec.where("stated"))
-    _require(not stated or "default" in spec, f"'{name}' is stated but has no default", spec.where("stated"),
-             "stated: true makes answers mention the default they used; give the variable a default")
+    _require(
+        not stated or "default" in spec,
+        f"'{name}' is stated but has no default",
+        spec.where("stated"),
+        "stated: true makes answers mention the default they used; give the variable a default",
+    )
     proto = Variable(name, unit, display, str(spec.get("doc", "") or ""), where, pack, choices=choices)
     default = None
     default_text = None
@@ -297,19 +351,42 @@ def _variable(name: str, spec: Any, pack: str, where: Location) -> Variable:
     bounds: tuple[float | None, float | None] = (None, None)
     if "bounds" in spec:
         raw = spec["bounds"]
-        _require(isinstance(raw, YList) and len(raw) == 2, f"bounds of '{name}' must be [low, high]",
-                 spec.where("bounds"), "use null for an open end")
+        _require(
+            isinstance(raw, YList) and len(raw) == 2,
+            f"bounds of '{name}' must be [low, high]",
+            spec.where("bounds"),
+            "use null for an open end",
+        )
         lo, hi = (None if b is None else convert_value(b, proto, spec.where("bounds")) for b in raw)
         _require(lo is None or hi is None or lo <= hi, f"bounds of '{name}' are reversed", spec.where("bounds"))
         bounds = (lo, hi)
     violation = spec.get("violation")
-    return Variable(name, unit, display, proto.doc, where, pack, default, default_text, bounds, integer,
-                    choices, limit, None if violation is None else _text(violation, "violation",
-                                                                           spec.where("violation")), stated)
+    return Variable(
+        name,
+        unit,
+        display,
+        proto.doc,
+        where,
+        pack,
+        default,
+        default_text,
+        bounds,
+        integer,
+        choices,
+        limit,
+        None if violation is None else _text(violation, "violation", spec.where("violation")),
+        stated,
+    )
 
 
-def load_pack(path: str | Path, *, label: str | None = None, text: str | None = None,
-              content: bytes | None = None, problems: list[ConcurError] | None = None) -> Pack:
+def load_pack(
+    path: str | Path,
+    *,
+    label: str | None = None,
+    text: str | None = None,
+    content: bytes | None = None,
+    problems: list[ConcurError] | None = None,
+) -> Pack:
     """Load and validate one pack file. Raises :class:`PackError`/:class:`UnitError` with file:line:col.
 
     ``content`` is the file's bytes when the caller has read them already (so that the bytes
@@ -324,19 +401,30 @@ def load_pack(path: str | Path, *, label: str | None = None, text: str | None = 
     raw = content if content is not None else (text or "").encode("utf-8")
     data = load_yaml(path, text=content if content is not None else text, label=name_label)
     top = Location(name_label, 1, 1)
-    _require(isinstance(data, YMap) and isinstance(data.get("pack"), str),
-             "not a concur pack: a pack is a YAML mapping that starts with 'pack: NAME'", top)
+    _require(
+        isinstance(data, YMap) and isinstance(data.get("pack"), str),
+        "not a concur pack: a pack is a YAML mapping that starts with 'pack: NAME'",
+        top,
+    )
     name = data["pack"]
     _require(name_problem(name) is None, "'pack:' must be an ASCII identifier", data.where("pack"))
     each = Problems(problems)
     if text is None:
         with each.item():
-            _require(name == path.stem, f"pack name '{name}' must equal the file name '{path.stem}'",
-                     data.where("pack"), f"rename the file to {name}.yaml or the pack to {path.stem}")
+            _require(
+                name == path.stem,
+                f"pack name '{name}' must equal the file name '{path.stem}'",
+                data.where("pack"),
+                f"rename the file to {name}.yaml or the pack to {path.stem}",
+            )
     unknown = set(data) - _PACK_KEYS
     with each.item():
-        _require(not unknown, f"unknown top-level key(s) {sorted(unknown)}", data.where(sorted(unknown)[0])
-                 if unknown else top, f"allowed: {', '.join(sorted(_PACK_KEYS))}")
+        _require(
+            not unknown,
+            f"unknown top-level key(s) {sorted(unknown)}",
+            data.where(sorted(unknown)[0]) if unknown else top,
+            f"allowed: {', '.join(sorted(_PACK_KEYS))}",
+        )
     doc = str(data.get("doc", "") or "")
 
     uses: list[tuple[str, dict[str, str]]] = []
@@ -375,10 +463,27 @@ def load_pack(path: str | Path, *, label: str | None = None, text: str | None = 
     examples = tuple(_examples(data, name, each))
     scenario = dict(_section(each, _mapping, data, "scenario", "name -> value"))
     answers = data.get("answers") or []
-    _require(isinstance(answers, list) and all(isinstance(a, str) for a in answers),
-             "'answers' must be a list of variable names", data.where("answers"))
-    return Pack(name, doc, name_label, tuple(uses), variables, tuple(equations), tuple(constraints), examples,
-                presets, scenario, tuple(uses_where), hashlib.sha256(raw).hexdigest(), broken, tuple(answers))
+    _require(
+        isinstance(answers, list) and all(isinstance(a, str) for a in answers),
+        "'answers' must be a list of variable names",
+        data.where("answers"),
+    )
+    return Pack(
+        name,
+        doc,
+        name_label,
+        tuple(uses),
+        variables,
+        tuple(equations),
+        tuple(constraints),
+        examples,
+        presets,
+        scenario,
+        tuple(uses_where),
+        hashlib.sha256(raw).hexdigest(),
+        broken,
+        tuple(answers),
+    )
 
 
 def _section(each: Problems, kind: Any, data: YMap, key: str, what: str) -> Any:
@@ -395,12 +500,17 @@ def _use(item: Any, loc: Location) -> tuple[str, dict[str, str]]:
     if isinstance(item, str):
         ref = item
     else:
-        _require(isinstance(item, YMap) and isinstance(item.get("pack"), str),
-                 "each 'uses' entry is a pack name or {pack: NAME, rename: {theirs: ours}}", loc)
+        _require(
+            isinstance(item, YMap) and isinstance(item.get("pack"), str),
+            "each 'uses' entry is a pack name or {pack: NAME, rename: {theirs: ours}}",
+            loc,
+        )
         ref, rename = item["pack"], item.get("rename") or {}
-        _require(isinstance(rename, dict) and all(isinstance(k, str) and isinstance(v, str)
-                                                   for k, v in rename.items()),
-                 "rename must map their variable names to ours", loc)
+        _require(
+            isinstance(rename, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in rename.items()),
+            "rename must map their variable names to ours",
+            loc,
+        )
         for theirs, ours in rename.items():
             _identifier(theirs, "renamed variable", loc)
             _identifier(ours, "variable name", loc)
@@ -423,22 +533,35 @@ def _equation(item: Any, loc: Location, pack: str, index: int) -> Equation:
 
 
 def _constraint(item: Any, loc: Location, pack: str) -> Constraint:
-    _require(isinstance(item, YMap) and isinstance(item.get("check"), str),
-             "a constraint is {check: CONDITION, doc: TEXT}", loc)
+    _require(
+        isinstance(item, YMap) and isinstance(item.get("check"), str),
+        "a constraint is {check: CONDITION, doc: TEXT}",
+        loc,
+    )
     node = parse_expression(item["check"], where=item.where("check"), allow_compare=True)
-    _require(isinstance(node, (Cmp, Logic)), f"check '{item['check']}' is not a condition", item.where("check"),
-             "write a comparison such as 'a <= b' (combine with and / or / not)")
+    _require(
+        isinstance(node, (Cmp, Logic)),
+        f"check '{item['check']}' is not a condition",
+        item.where("check"),
+        "write a comparison such as 'a <= b' (combine with and / or / not)",
+    )
     return Constraint(item["check"], node, str(item.get("doc", "") or ""), item.where("check"), pack)
 
 
 def _preset(key: str, spec: Any, loc: Location) -> Preset:
     _identifier(key, "preset name", loc)
-    _require(isinstance(spec, YMap) and isinstance(spec.get("catalog"), str),
-             f"preset '{key}' must be {{catalog: NAME, fields: {{field: variable}}}}", loc)
+    _require(
+        isinstance(spec, YMap) and isinstance(spec.get("catalog"), str),
+        f"preset '{key}' must be {{catalog: NAME, fields: {{field: variable}}}}",
+        loc,
+    )
     _identifier(spec["catalog"], "catalog name", spec.where("catalog"))
     fields = spec.get("fields") or {}
-    _require(isinstance(fields, dict) and all(isinstance(v, str) for v in fields.values()),
-             f"fields of preset '{key}' must map catalog field -> variable", loc)
+    _require(
+        isinstance(fields, dict) and all(isinstance(v, str) for v in fields.values()),
+        f"fields of preset '{key}' must map catalog field -> variable",
+        loc,
+    )
     return Preset(key, spec["catalog"], dict(fields), loc)
 
 
@@ -457,8 +580,11 @@ def _example(item: Any, loc: Location, pack: str, i: int) -> Example:
     find = item.get("find") or []
     if isinstance(find, str):
         find = [f.strip() for f in find.split(",")]
-    _require(isinstance(find, list) and len(find) > 0 and all(isinstance(f, str) for f in find),
-             "example 'find' must name at least one variable", item.where("find"))
+    _require(
+        isinstance(find, list) and len(find) > 0 and all(isinstance(f, str) for f in find),
+        "example 'find' must name at least one variable",
+        item.where("find"),
+    )
     expect: dict[str, Expectation] = {}
     raw_expect = _mapping(item, "expect", "name -> value")
     for key, val in raw_expect.items():
@@ -467,17 +593,26 @@ def _example(item: Any, loc: Location, pack: str, i: int) -> Example:
             _require(isinstance(val.get("value"), (int, float, str)), f"expected '{key}' needs a value", at)
             unit = val.get("unit")
             _require(unit is None or isinstance(unit, str), f"unit of expected '{key}' must be text", at)
-            expect[key] = Expectation(val["value"], unit, _number(val.get("rel", 1e-6), "rel", at),
-                                      None if val.get("abs") is None else _number(val["abs"], "abs", at))
+            expect[key] = Expectation(
+                val["value"],
+                unit,
+                _number(val.get("rel", 1e-6), "rel", at),
+                None if val.get("abs") is None else _number(val["abs"], "abs", at),
+            )
         else:
-            _require(isinstance(val, (int, float, str)) and not isinstance(val, bool),
-                     f"expected '{key}' must be a number or text", at)
+            _require(
+                isinstance(val, (int, float, str)) and not isinstance(val, bool),
+                f"expected '{key}' must be a number or text",
+                at,
+            )
             expect[key] = Expectation(val, None, 1e-6, None)
-    return Example(str(item.get("name", f"example {i + 1}")), dict(given), tuple(find), expect, loc, pack,
-                   item.get("error"))
+    return Example(
+        str(item.get("name", f"example {i + 1}")), dict(given), tuple(find), expect, loc, pack, item.get("error")
+    )
 
 
 # ---------------------------------------------------------------- catalogs
+
 
 @record
 class CatalogField:
@@ -509,8 +644,13 @@ class Catalog:
     entries: dict[str, CatalogEntry]
 
 
-def load_catalog(path: str | Path, *, label: str | None = None, content: bytes | None = None,
-                 problems: list[ConcurError] | None = None) -> Catalog:
+def load_catalog(
+    path: str | Path,
+    *,
+    label: str | None = None,
+    content: bytes | None = None,
+    problems: list[ConcurError] | None = None,
+) -> Catalog:
     """Load a catalog; every numeric value must carry a non-empty ``source``; its name (an
     identifier) equals the file name; entry ids are valid list items (:func:`list_item_problem`).
     With ``problems``, each bad field, entry value or source is recorded there and left out."""
@@ -518,13 +658,17 @@ def load_catalog(path: str | Path, *, label: str | None = None, content: bytes |
     label = label or str(path)
     data = load_yaml(path, text=content, label=label)
     top = Location(label, 1, 1)
-    _require(isinstance(data, YMap) and isinstance(data.get("catalog"), str),
-             "not a concur catalog: a catalog is a YAML mapping that starts with 'catalog: NAME'", top)
+    _require(
+        isinstance(data, YMap) and isinstance(data.get("catalog"), str),
+        "not a concur catalog: a catalog is a YAML mapping that starts with 'catalog: NAME'",
+        top,
+    )
     name = _identifier(data["catalog"], "catalog name", data.where("catalog"))
     each = Problems(problems)
     with each.item():
-        _require(name == path.stem, f"catalog name '{name}' must equal the file name '{path.stem}'",
-                 data.where("catalog"))
+        _require(
+            name == path.stem, f"catalog name '{name}' must equal the file name '{path.stem}'", data.where("catalog")
+        )
     fields: dict[str, CatalogField] = {}
     raw_fields = _section(each, _mapping, data, "fields", "field -> {unit, doc}")
     for fname, spec in raw_fields.items():
@@ -555,6 +699,10 @@ def _catalog_value(eid: str, fname: str, val: Any, floc: Location, declared: Any
     _require(fname in declared, f"entry '{eid}' has field '{fname}' not declared under 'fields'", floc)
     _require(isinstance(val, YMap) and "value" in val, f"'{eid}.{fname}' must be {{value: ..., source: ...}}", floc)
     source = val.get("source")
-    _require(isinstance(source, str) and source.strip() != "", f"'{eid}.{fname}' has no source", floc,
-             "every number in a catalog cites where it comes from")
+    _require(
+        isinstance(source, str) and source.strip() != "",
+        f"'{eid}.{fname}' has no source",
+        floc,
+        "every number in a catalog cites where it comes from",
+    )
     return val["value"], source, floc

@@ -28,14 +28,25 @@ import dataclasses
 import functools
 import types
 import typing
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from .expr import BIN_OPS, CMP_OPS, LOGIC_OPS, NAME_RE, Bin, Call, Cmp, If, Logic, Neg, Node, Num, Str, UnitLit, Var
 from .functions import FUNCTIONS
 from .pack import Catalog, Pack
 
-__all__ = ["Malformed", "encode", "decode", "decode_pack", "decode_catalog", "decode_nodes", "encode_inverses",
-           "decode_inverses", "NODES", "MAX_DEPTH"]
+__all__ = [
+    "MAX_DEPTH",
+    "NODES",
+    "Malformed",
+    "decode",
+    "decode_catalog",
+    "decode_inverses",
+    "decode_nodes",
+    "decode_pack",
+    "encode",
+    "encode_inverses",
+]
 
 NODES: dict[str, type[Node]] = {c.__name__: c for c in (Num, Var, UnitLit, Str, Bin, Neg, Call, Cmp, Logic, If)}
 MAX_DEPTH = 400  # expression nesting (the parser allows 60; sympy's inverses nest deeper) and raw data
@@ -247,8 +258,9 @@ def _check_node(node: Node) -> None:
         raise Malformed(f"operator {node.op!r}")
     if isinstance(node, Cmp) and node.op not in CMP_OPS:
         raise Malformed(f"comparison {node.op!r}")
-    if isinstance(node, Logic) and (node.op not in LOGIC_OPS or not node.args or
-                                    (node.op == "not") != (len(node.args) == 1)):
+    if isinstance(node, Logic) and (
+        node.op not in LOGIC_OPS or not node.args or (node.op == "not") != (len(node.args) == 1)
+    ):
         raise Malformed(f"logic {node.op!r}")
     if isinstance(node, Var) and not NAME_RE.match(node.name):
         raise Malformed("variable name")
@@ -256,4 +268,3 @@ def _check_node(node: Node) -> None:
         fn = FUNCTIONS.get(node.fn)
         if fn is None or not fn.min_args <= len(node.args) <= fn.max_args:
             raise Malformed(f"call of {node.fn!r}")
-

@@ -36,16 +36,16 @@ from ..errors import UnitError
 from ..records import record
 
 __all__ = [
-    "UnitInfo",
     "COUNT_DIMENSIONS",
     "DIMENSIONLESS",
-    "unit_info",
-    "registry",
-    "format_dims",
+    "UnitInfo",
     "dims_mul",
     "dims_pow",
+    "format_dims",
     "parse_quantity",
+    "registry",
     "save_cache",
+    "unit_info",
 ]
 
 Dims = tuple[tuple[str, float], ...]
@@ -130,7 +130,7 @@ def _pint_version() -> str:
     if spec is not None and spec.origin:
         infos = sorted(Path(spec.origin).parent.parent.glob("[Pp]int-*.dist-info"))
         if len(infos) == 1:
-            return infos[0].name[len("pint-"):-len(".dist-info")]
+            return infos[0].name[len("pint-") : -len(".dist-info")]
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -145,11 +145,61 @@ def _disk_path() -> Path:
 
 SHIPPED_TABLE = Path(__file__).with_name("data") / "units-table.json"
 COMMON_UNITS = (
-    "B", "kB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "bit", "Gbit", "s", "ms", "us", "ns", "minute", "hour",
-    "day", "month", "year", "percent", "token", "request", "user", "parameter", "gpu", "replica", "flop", "block",
-    "usd", "erlang", "1/s", "request/s", "request/minute", "token/s", "token/request", "token/user", "B/s", "GB/s",
-    "MB/s", "TB/s", "Gbit/s", "B/token", "B/parameter", "Tflop/s", "usd/hour", "usd/month", "usd/gpu/hour",
-    "gpu/replica", "request/replica", "user/gpu", "Gparameter", "kilotoken", "Mtok", "s*replica/request",
+    "B",
+    "kB",
+    "MB",
+    "GB",
+    "TB",
+    "KiB",
+    "MiB",
+    "GiB",
+    "TiB",
+    "bit",
+    "Gbit",
+    "s",
+    "ms",
+    "us",
+    "ns",
+    "minute",
+    "hour",
+    "day",
+    "month",
+    "year",
+    "percent",
+    "token",
+    "request",
+    "user",
+    "parameter",
+    "gpu",
+    "replica",
+    "flop",
+    "block",
+    "usd",
+    "erlang",
+    "1/s",
+    "request/s",
+    "request/minute",
+    "token/s",
+    "token/request",
+    "token/user",
+    "B/s",
+    "GB/s",
+    "MB/s",
+    "TB/s",
+    "Gbit/s",
+    "B/token",
+    "B/parameter",
+    "Tflop/s",
+    "usd/hour",
+    "usd/month",
+    "usd/gpu/hour",
+    "gpu/replica",
+    "request/replica",
+    "user/gpu",
+    "Gparameter",
+    "kilotoken",
+    "Mtok",
+    "s*replica/request",
     "ms*replica/request",
 )
 
@@ -196,7 +246,7 @@ def parse_with_pint(text: str) -> UnitInfo:
     return UnitInfo(text, float(base.magnitude), dims)
 
 
-def table_rows(texts: "list[str]") -> dict[str, Any]:
+def table_rows(texts: list[str]) -> dict[str, Any]:
     """JSON rows for :data:`SHIPPED_TABLE` (``python -m concur.lang.unit_table`` regenerates it)."""
     rows = {}
     for text in sorted(set(texts)):
@@ -234,7 +284,9 @@ def unit_info(text: str | None, *, where: Any = None, variable: str | None = Non
         return hit
     for token in _TOKEN_RE.findall(key):
         if token in _REFUSED:
-            raise UnitError(f"ambiguous unit '{token}' in '{key}'", where=where, variable=variable, hint=_REFUSED[token])
+            raise UnitError(
+                f"ambiguous unit '{token}' in '{key}'", where=where, variable=variable, hint=_REFUSED[token]
+            )
     reg = registry()
     try:
         unit = reg.parse_units(key)
@@ -246,8 +298,12 @@ def unit_info(text: str | None, *, where: Any = None, variable: str | None = Non
             hint="use pint spellings such as 'GiB', 'GB', 'B/token', 'request/s', 'usd/gpu/hour'",
         ) from None
     if not reg.Quantity(1, unit)._is_multiplicative:
-        raise UnitError(f"offset unit '{key}' cannot be used in equations", where=where, variable=variable,
-                        hint="use a delta unit such as 'delta_degC'")
+        raise UnitError(
+            f"offset unit '{key}' cannot be used in equations",
+            where=where,
+            variable=variable,
+            hint="use a delta unit such as 'delta_degC'",
+        )
     base = reg.Quantity(1.0, unit).to_base_units()
     dims = tuple(sorted((str(d), float(e)) for d, e in dict(base.dimensionality).items()))
     info = UnitInfo(key, float(base.magnitude), dims)
@@ -259,7 +315,8 @@ def unit_info(text: str | None, *, where: Any = None, variable: str | None = Non
 # A comma only groups thousands ("1,000,000"); "0,5" is not 5 (a decimal comma is refused).
 _NUMBER_RE = re.compile(
     r"^\s*([-+]?(?:\d{1,3}(?:,\d{3})+(?![\d,_])\.?\d*|\d[\d_]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
-    r"(?:(Ki|Mi|Gi|[kKMG])(?=\s|/|$))?\s*(.*)$")
+    r"(?:(Ki|Mi|Gi|[kKMG])(?=\s|/|$))?\s*(.*)$"
+)
 _SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30}
 _PER_RE = re.compile(r"(?:^|\s+)per\s+")
 

@@ -90,9 +90,11 @@ def count_factor(info: UnitInfo, var: Variable, where: Location | None = None, *
         shown = given if given is not None else info.text
         raise UnitError(
             f"'{shown}' does not fit {var.name}: {format_dims(info.dims)} is not {format_dims(var.unit.dims)}",
-            where=where, variable=var.name,
-            hint=f"give it in {var.display.text or 'a plain number'}" + (
-                f" (a bare number means {var.display.text})" if var.display.text else ""))
+            where=where,
+            variable=var.name,
+            hint=f"give it in {var.display.text or 'a plain number'}"
+            + (f" (a bare number means {var.display.text})" if var.display.text else ""),
+        )
     return 1.0
 
 
@@ -107,8 +109,10 @@ def prefix_note(raw: Any, var: Variable, base: float) -> str | None:
         return None
     shown = base / var.display.factor
     binary = shown / 1000 ** {"k": 1, "K": 1, "M": 2, "G": 3}[mult] * 1024 ** {"k": 1, "K": 1, "M": 2, "G": 3}[mult]
-    return (f"{var.name} = {shown:,.6g} {var.display.text} (from '{raw.strip()}'; "
-            f"{raw.strip().split()[0].replace(mult, mult.upper() + 'i')} = {binary:,.6g})")
+    return (
+        f"{var.name} = {shown:,.6g} {var.display.text} (from '{raw.strip()}'; "
+        f"{raw.strip().split()[0].replace(mult, mult.upper() + 'i')} = {binary:,.6g})"
+    )
 
 
 def value_text(var: Variable, base: float) -> str:

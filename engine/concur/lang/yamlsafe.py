@@ -34,7 +34,7 @@ from typing import Any
 from ..errors import Location, PackError
 from ..readfile import FileRefused, FileTooLarge, read_regular
 
-__all__ = ["YMap", "YList", "load_yaml", "read_source", "MAX_BYTES", "MAX_DEPTH", "MAX_NODES"]
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "YList", "YMap", "load_yaml", "read_source"]
 
 MAX_BYTES = 256 * 1024
 MAX_DEPTH = 24
@@ -80,8 +80,11 @@ def read_source(path: str | Path, *, label: str | None = None) -> bytes:
 
 
 def _too_large(name: str) -> PackError:
-    return PackError(f"file is over {MAX_BYTES:,} bytes: packs, catalogs and scenarios are limited to that",
-                     where=Location(name), hint="split it into several packs")
+    return PackError(
+        f"file is over {MAX_BYTES:,} bytes: packs, catalogs and scenarios are limited to that",
+        where=Location(name),
+        hint="split it into several packs",
+    )
 
 
 def load_yaml(path: str | Path, *, text: str | bytes | None = None, label: str | None = None) -> Any:
@@ -118,8 +121,10 @@ def load_yaml(path: str | Path, *, text: str | bytes | None = None, label: str |
         raise PackError(f"invalid YAML: {exc.problem or exc.context}", where=loc) from None
     except ReaderError as exc:
         at = exc.position if isinstance(exc.position, int) else 0
-        raise PackError(f"invalid YAML: {exc.reason} (character #x{_ord(exc.character):04x})",
-                        where=Location(name, text.count("\n", 0, at) + 1)) from None
+        raise PackError(
+            f"invalid YAML: {exc.reason} (character #x{_ord(exc.character):04x})",
+            where=Location(name, text.count("\n", 0, at) + 1),
+        ) from None
     except YAMLError as exc:
         raise PackError(f"invalid YAML: {type(exc).__name__}", where=Location(name)) from None
     if root is None:
@@ -136,7 +141,7 @@ def _ord(character: Any) -> int:
 class _Frame:
     """A mapping or list being filled; for a mapping, the key waiting for its value."""
 
-    __slots__ = ("value", "anchor", "nodes", "height", "key", "key_loc")
+    __slots__ = ("anchor", "height", "key", "key_loc", "nodes", "value")
 
     def __init__(self, value: YMap | YList, anchor: str | None, nodes: int) -> None:
         self.value = value
@@ -210,8 +215,11 @@ class _Builder:
         """Count ``nodes`` more nodes reaching ``height`` levels below the current depth."""
         self.count += nodes
         if self.count > MAX_NODES:
-            raise PackError(f"more than {MAX_NODES:,} YAML nodes (alias expansion?)", where=self.loc(event),
-                            hint="split it into several packs")
+            raise PackError(
+                f"more than {MAX_NODES:,} YAML nodes (alias expansion?)",
+                where=self.loc(event),
+                hint="split it into several packs",
+            )
         if len(self.stack) + height > MAX_DEPTH:
             raise PackError(f"nesting deeper than {MAX_DEPTH} levels", where=self.loc(event))
         if self.stack:
@@ -237,8 +245,11 @@ class _Builder:
             if not isinstance(value, str):
                 raise PackError("a mapping key must be text", where=loc)
             if value in mapping:
-                raise PackError(f"duplicate key '{value}' (first at line {mapping.key_loc[value].line})",
-                                where=loc, hint="each key may appear once")
+                raise PackError(
+                    f"duplicate key '{value}' (first at line {mapping.key_loc[value].line})",
+                    where=loc,
+                    hint="each key may appear once",
+                )
             frame.key, frame.key_loc = value, loc
             return
         assert frame.key is not None
@@ -250,19 +261,21 @@ class _Builder:
         """A collection may carry no tag, the non-specific ``!`` or its own core tag."""
         tag = _explicit_tag(event)
         if tag is not None and tag != _CORE + default:
-            raise PackError(f"YAML tag '{tag}' is not allowed: packs are plain data", where=self.loc(event),
-                            hint="remove the tag")
+            raise PackError(
+                f"YAML tag '{tag}' is not allowed: packs are plain data", where=self.loc(event), hint="remove the tag"
+            )
 
     def scalar(self, event: Any) -> Any:
         from ruamel.yaml.nodes import ScalarNode
 
         tag = _explicit_tag(event) or str(self.resolver.resolve(ScalarNode, event.value, event.implicit))
-        kind = tag[len(_CORE):] if tag.startswith(_CORE) else ""
+        kind = tag[len(_CORE) :] if tag.startswith(_CORE) else ""
         if kind == "merge":
             raise PackError("YAML merge keys ('<<') are not supported", where=self.loc(event))
         if kind not in _SCALAR_KINDS:
-            raise PackError(f"YAML tag '{tag}' is not allowed: packs are plain data", where=self.loc(event),
-                            hint="remove the tag")
+            raise PackError(
+                f"YAML tag '{tag}' is not allowed: packs are plain data", where=self.loc(event), hint="remove the tag"
+            )
         return _scalar(event.value, kind, self.loc(event))
 
 

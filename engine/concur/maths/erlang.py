@@ -71,25 +71,25 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import numpy as np
 
 __all__ = [
-    "erlang_b",
-    "erlang_c",
-    "erlang_b_array",
-    "erlang_c_array",
     "MMc",
-    "mmc",
-    "mm1",
-    "servers_for_blocking",
-    "servers_for_p_wait",
-    "servers_for_service_level",
-    "servers_for_mean_wait",
+    "allen_cunneen_wait",
+    "erlang_b",
+    "erlang_b_array",
+    "erlang_c",
+    "erlang_c_array",
+    "halfin_whitt_beta",
+    "halfin_whitt_p_wait",
+    "kingman_wait",
     "load_for_blocking",
     "min_stable_servers",
-    "kingman_wait",
-    "allen_cunneen_wait",
-    "halfin_whitt_p_wait",
-    "halfin_whitt_beta",
+    "mm1",
     "mm1_number_variance",
     "mm1_run_length",
+    "mmc",
+    "servers_for_blocking",
+    "servers_for_mean_wait",
+    "servers_for_p_wait",
+    "servers_for_service_level",
 ]
 
 #: Hard ceiling on the servers an inverse search will try before giving up.
@@ -314,9 +314,7 @@ def servers_for_p_wait(load: float, target: float) -> int:
     return _search_servers(a, min_stable_servers(a), lambda c, b: _c_from_b(c, a, b) <= p)
 
 
-def servers_for_service_level(
-    load: float, service_time: float, target_time: float, target_level: float
-) -> int:
+def servers_for_service_level(load: float, service_time: float, target_time: float, target_level: float) -> int:
     """Smallest whole servers answering at least ``target_level`` of arrivals within
     ``target_time`` (same unit as ``service_time``).
 
@@ -339,9 +337,7 @@ def servers_for_mean_wait(load: float, service_time: float, max_wait: float) -> 
     a = _check("load", load)
     s = _check("service_time", service_time, positive=True)
     w = _check("max_wait", max_wait)
-    return _search_servers(
-        a, min_stable_servers(a), lambda c, b: _c_from_b(c, a, b) * s / (c - a) <= w
-    )
+    return _search_servers(a, min_stable_servers(a), lambda c, b: _c_from_b(c, a, b) * s / (c - a) <= w)
 
 
 def load_for_blocking(servers: int, target: float, *, rel_tol: float = 1e-12) -> float:
@@ -385,9 +381,7 @@ def kingman_wait(utilization: float, service_time: float, ca2: float, cs2: float
     return rho / (1 - rho) * (ca + cs) / 2 * s
 
 
-def allen_cunneen_wait(
-    servers: float, arrival_rate: float, service_time: float, ca2: float, cs2: float
-) -> float:
+def allen_cunneen_wait(servers: float, arrival_rate: float, service_time: float, ca2: float, cs2: float) -> float:
     """Allen–Cunneen G/G/c mean wait (an approximation): ``Wq(M/M/c)·(ca²+cs²)/2``."""
     ca = _check("ca2", ca2)
     cs = _check("cs2", cs2)

@@ -7,13 +7,13 @@ and evaluate through :mod:`concur.maths.erlang` when all arguments are numbers.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 __all__ = ["erlang_function"]
 
 
-@lru_cache(maxsize=None)
+@cache
 def erlang_function(name: str) -> Any:
     import sympy as sp
 

@@ -32,6 +32,7 @@ This module imports nothing heavy; ``statistics`` gives medians.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -48,16 +49,16 @@ from concur import cache
 from concur.errors import ConcurError
 
 __all__ = [
-    "NativeBuildError",
-    "find_compiler",
-    "cache_dir",
-    "build",
     "CounterRow",
     "DequeRow",
-    "run_counter",
-    "run_deque",
+    "NativeBuildError",
+    "build",
+    "cache_dir",
     "counter_table",
     "deque_table",
+    "find_compiler",
+    "run_counter",
+    "run_deque",
 ]
 
 FLAGS = {
@@ -85,8 +86,7 @@ def find_compiler() -> str:
             return path
     raise NativeBuildError(
         f"no C compiler found (looked for {', '.join(candidates)} on PATH)",
-        hint="install one (Debian/Ubuntu: apt-get install gcc) or set CC, "
-        "or run the benchmark with --no-native",
+        hint="install one (Debian/Ubuntu: apt-get install gcc) or set CC, or run the benchmark with --no-native",
     )
 
 
@@ -102,10 +102,8 @@ def _build_dir() -> Path:
     """A private folder to build into and run from (see the module docstring)."""
     global _PROCESS_DIR
     preferred = cache_dir()
-    try:
+    with contextlib.suppress(OSError):
         preferred.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError:
-        pass
     if cache.is_private(preferred):
         return preferred
     fallback = cache.private_dir("native")
@@ -124,8 +122,11 @@ def _trusted(exe: Path, record: Any, source_digest: str) -> bool:
         return False
     if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
         return False
-    if not isinstance(record, dict) or set(record) != {"source_sha256", "binary_sha256"} \
-            or record["source_sha256"] != source_digest:
+    if (
+        not isinstance(record, dict)
+        or set(record) != {"source_sha256", "binary_sha256"}
+        or record["source_sha256"] != source_digest
+    ):
         return False
     return bool(record["binary_sha256"] == hashlib.sha256(exe.read_bytes()).hexdigest())
 
@@ -157,9 +158,7 @@ def build(name: str) -> Path:
         src = Path(tmp) / f"{name}.c"
         src.write_bytes(source)
         out = Path(tmp) / name
-        proc = subprocess.run(
-            [cc, *flags, "-o", str(out), str(src)], capture_output=True, text=True, timeout=120
-        )
+        proc = subprocess.run([cc, *flags, "-o", str(out), str(src)], capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             raise NativeBuildError(
                 f"compiling {name}.c with {cc} {' '.join(flags)} failed (exit {proc.returncode}): "
@@ -176,9 +175,7 @@ def build(name: str) -> Path:
 def _run(exe: Path, args: list[str], timeout: float) -> list[str]:
     proc = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
-        raise NativeBuildError(
-            f"{exe.name} {' '.join(args)} failed (exit {proc.returncode}): {proc.stderr.strip()}"
-        )
+        raise NativeBuildError(f"{exe.name} {' '.join(args)} failed (exit {proc.returncode}): {proc.stderr.strip()}")
     return proc.stdout.split()
 
 
@@ -252,7 +249,5 @@ def deque_table(sizes: list[int], *, leaf: int = 4096, runs: int = 5) -> list[De
     rows = []
     for (order, mb), v in samples.items():
         secs = [s for s, _, _ in v]
-        rows.append(
-            DequeRow(order, mb, leaf, v[0][1], v[0][2], statistics.median(secs), min(secs), max(secs), len(v))
-        )
+        rows.append(DequeRow(order, mb, leaf, v[0][1], v[0][2], statistics.median(secs), min(secs), max(secs), len(v)))
     return rows

@@ -102,9 +102,7 @@ class CircuitBreaker:
         base = float(base)
         cap = float(cap)
         if not (0.0 < base <= cap < float("inf")):
-            raise ValueError(
-                f"CircuitBreaker: need 0 < base <= cap < inf seconds, got base={base!r}, cap={cap!r}"
-            )
+            raise ValueError(f"CircuitBreaker: need 0 < base <= cap < inf seconds, got base={base!r}, cap={cap!r}")
         self._base = base
         self._cap = cap
         self._clock = clock

@@ -182,7 +182,7 @@ class PoolFuture(Future[R]):
             return None
         try:
             result = fn(item)
-        except BaseException as exc:  # noqa: BLE001 -- it belongs in the future
+        except BaseException as exc:
             self.set_exception(exc)
             return False
         with _LAZY_LOCK:
@@ -228,7 +228,7 @@ class PoolFuture(Future[R]):
                 raise error
             finally:  # break the cycle through the traceback, as Future does
                 error = None
-                self = None  # type: ignore[assignment]  # noqa: PLW0642
+                self = None  # type: ignore[assignment]
         return value  # type: ignore[no-any-return]
 
     def exception(self, timeout: float | None = None) -> BaseException | None:

@@ -125,6 +125,7 @@ construction); address remapping of cluster nodes (``address_remap``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import math
@@ -290,7 +291,7 @@ class _Link:
     read into ``buf``; ``start:end`` is the part received and not yet parsed.
     """
 
-    __slots__ = ("conn", "sock", "buf", "view", "start", "end")
+    __slots__ = ("buf", "conn", "end", "sock", "start", "view")
 
     def __init__(self, conn: Any) -> None:
         sock = getattr(conn, "_sock", None)
@@ -627,8 +628,14 @@ class RedisTokenBucket:
         self._budget = budget
         self._clock = clock
         self._sleep = sleep
-        self._head = (b"EVALSHA", SCRIPT_SHA.encode(), b"1", self.key.encode(), repr(self._capacity).encode(),
-                      repr(self._rate).encode())
+        self._head = (
+            b"EVALSHA",
+            SCRIPT_SHA.encode(),
+            b"1",
+            self.key.encode(),
+            repr(self._capacity).encode(),
+            repr(self._rate).encode(),
+        )
         # cost -> the packed EVALSHA: the hot path sends these bytes as they are
         self._packed: dict[float, bytes] = {1.0: resp_command(*self._head, b"1.0")}
         self._test_now_us: Callable[[], int] | None = None  # tests only: replaces server TIME
@@ -729,10 +736,8 @@ class RedisTokenBucket:
     def _reroute(self) -> None:
         """After an outage on a cluster node: look the slot up again in the client's map, which the
         client refreshes when its own commands meet MOVED or a dead node (failover)."""
-        try:
+        with contextlib.suppress(Exception):  # the map has no owner for the slot right now: keep the last node
             self._endpoint = _endpoint_of(self._cluster, self.key)
-        except Exception:  # the map has no owner for the slot right now: keep the last known node
-            pass
 
     def _pack(self, n: float) -> bytes:
         """The EVALSHA for cost ``n`` (validated); cached for the first few costs seen."""
@@ -825,9 +830,7 @@ class RedisTokenBucket:
         assert exc is not None and callable(policy)
         decision = policy(exc, n)
         if not isinstance(decision, Decision):
-            raise TypeError(
-                f"RedisTokenBucket: on_error callable must return a Decision, got {decision!r}"
-            ) from exc
+            raise TypeError(f"RedisTokenBucket: on_error callable must return a Decision, got {decision!r}") from exc
         return decision
 
 

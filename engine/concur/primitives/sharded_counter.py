@@ -105,13 +105,13 @@ from __future__ import annotations
 
 import threading
 
-__all__ = ["ShardedCounter", "LockedCounter"]
+__all__ = ["LockedCounter", "ShardedCounter"]
 
 
 class _Cell:
     """One thread's private share of a counter: written only by its owner thread."""
 
-    __slots__ = ("value", "owner")
+    __slots__ = ("owner", "value")
 
     def __init__(self, owner: threading.Thread) -> None:
         self.value = 0
@@ -135,7 +135,7 @@ class ShardedCounter:
     0
     """
 
-    __slots__ = ("_local", "_registry_lock", "_cells", "_base")
+    __slots__ = ("_base", "_cells", "_local", "_registry_lock")
 
     def __init__(self) -> None:
         self._local = threading.local()

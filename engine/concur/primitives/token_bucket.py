@@ -104,9 +104,7 @@ class Decision(NamedTuple):
     retry_after: float
 
 
-_new_decision = (
-    tuple.__new__
-)  # Decision(...) without the NamedTuple __new__ call overhead
+_new_decision = tuple.__new__  # Decision(...) without the NamedTuple __new__ call overhead
 
 
 def validate_policy(capacity: float, rate: float) -> tuple[float, float]:
@@ -119,8 +117,7 @@ def validate_policy(capacity: float, rate: float) -> tuple[float, float]:
         rate = float(rate)
     except (TypeError, ValueError):
         raise ValueError(
-            f"token bucket: capacity and rate must be numbers, got capacity={capacity!r}, "
-            f"rate={rate!r}"
+            f"token bucket: capacity and rate must be numbers, got capacity={capacity!r}, rate={rate!r}"
         ) from None
     if not (1.0 <= capacity < math.inf):
         raise ValueError(
@@ -207,8 +204,7 @@ Decision(allowed=False, remaining=0.0, retry_after=1.0))
         tokens = self._capacity if initial is None else float(initial)
         if not 0.0 <= tokens <= self._capacity:
             raise ValueError(
-                f"token bucket: initial tokens must lie in [0, capacity={self._capacity:g}], "
-                f"got {initial!r}"
+                f"token bucket: initial tokens must lie in [0, capacity={self._capacity:g}], got {initial!r}"
             )
         # Guards _tokens and _last: refill, check and debit happen in one critical
         # section so no token is spent twice. Never held while sleeping.
@@ -252,9 +248,7 @@ Decision(allowed=False, remaining=0.0, retry_after=1.0))
                 self._tokens = tokens
                 return _new_decision(Decision, (True, tokens, 0.0))
             self._tokens = tokens
-        return _new_decision(
-            Decision, (False, tokens, _retry_after(tokens, n, rate, last))
-        )
+        return _new_decision(Decision, (False, tokens, _retry_after(tokens, n, rate, last)))
 
     def peek(self, n: float = 1) -> Decision:
         """What ``try_acquire(n)`` would decide now, without debiting anything."""
@@ -299,9 +293,7 @@ def acquire_deadline(clock: Callable[[], float], timeout: float | None) -> float
         return math.inf
     timeout = float(timeout)
     if math.isnan(timeout):
-        raise ValueError(
-            "token bucket: timeout must be a number of seconds or None, got nan"
-        )
+        raise ValueError("token bucket: timeout must be a number of seconds or None, got nan")
     return clock() + max(0.0, timeout)
 
 
@@ -372,9 +364,7 @@ def retry_after_header(decision: Decision) -> str:
     return str(max(1, math.ceil(decision.retry_after)))
 
 
-def ratelimit_headers(
-    decision: Decision, capacity: float, rate: float, *, policy: str = "default"
-) -> dict[str, str]:
+def ratelimit_headers(decision: Decision, capacity: float, rate: float, *, policy: str = "default") -> dict[str, str]:
     """IETF ``RateLimit-Policy`` and ``RateLimit`` fields (draft-ietf-httpapi-ratelimit-headers).
 
     Token-bucket mapping: quota ``q`` = capacity, window ``w`` = ceil(capacity/rate)
@@ -387,9 +377,7 @@ def ratelimit_headers(
     """
     capacity, rate = validate_policy(capacity, rate)
     if not policy or any(c in policy for c in '"\\\r\n'):
-        raise ValueError(
-            f"ratelimit_headers: policy name must be plain text, got {policy!r}"
-        )
+        raise ValueError(f"ratelimit_headers: policy name must be plain text, got {policy!r}")
     tokens = min(max(decision.remaining, 0.0), capacity)
     headers = {
         "RateLimit-Policy": f'"{policy}";q={math.floor(capacity)};w={math.ceil(capacity / rate)}',

@@ -141,9 +141,7 @@ class BoundedQueue(Generic[T]):
         self._lock = threading.Lock()
         self._not_empty = threading.Condition(self._lock)  # signalled on put and close
         self._not_full = threading.Condition(self._lock)  # signalled on get and close
-        self._all_done = threading.Condition(
-            self._lock
-        )  # signalled when _unfinished hits 0
+        self._all_done = threading.Condition(self._lock)  # signalled when _unfinished hits 0
         self._items: deque[Any] = deque()  # real items and, after close, sentinels
         self._size = 0  # real items in _items
         self._unfinished = 0  # items put and not yet reported done
@@ -360,7 +358,7 @@ def _work(fn: Callable[[Any], Any], queue: BoundedQueue[Any], stats: list[int]) 
             batch, position, item = entry
             try:
                 batch.results[position] = fn(item)
-            except BaseException as exc:  # noqa: BLE001 -- recorded for map to raise
+            except BaseException as exc:
                 batch.errors[position] = exc
                 stats[1] += 1
             else:
@@ -371,9 +369,7 @@ def _work(fn: Callable[[Any], Any], queue: BoundedQueue[Any], stats: list[int]) 
 # Queues of pools whose workers may still run, with their worker counts. Interpreter
 # exit joins non-daemon threads *before* atexit handlers run, so a pool nobody shut
 # down is drained by this hook, which threading runs before that join.
-_LIVE_QUEUES: weakref.WeakKeyDictionary[BoundedQueue[Any], int] = (
-    weakref.WeakKeyDictionary()
-)
+_LIVE_QUEUES: weakref.WeakKeyDictionary[BoundedQueue[Any], int] = weakref.WeakKeyDictionary()
 
 
 def _drain_all_at_exit() -> None:
@@ -421,9 +417,7 @@ class WorkerPool(Generic[T, R]):
         # Guards _state: makes each shutdown transition atomic (one state machine).
         self._state_lock = threading.Lock()
         self._state = RUNNING
-        self._stats = [
-            [0, 0] for _ in range(workers)
-        ]  # per worker [ok, failed]; one writer each
+        self._stats = [[0, 0] for _ in range(workers)]  # per worker [ok, failed]; one writer each
         self._threads = [
             threading.Thread(
                 target=_work,
@@ -524,8 +518,7 @@ class WorkerPool(Generic[T, R]):
             )
         if batch.cancelled:
             raise CancelledError(
-                f"WorkerPool.map: {batch.cancelled} of {position} items were cancelled "
-                "by shutdown(cancel_pending=True)"
+                f"WorkerPool.map: {batch.cancelled} of {position} items were cancelled by shutdown(cancel_pending=True)"
             )
         if batch.errors:
             raise batch.errors[min(batch.errors)]

@@ -153,10 +153,11 @@ import random
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["Steal", "WorkStealingDeque", "WorkStealingPool", "TaskHandle", "PoolStats"]
+__all__ = ["PoolStats", "Steal", "TaskHandle", "WorkStealingDeque", "WorkStealingPool"]
 
 T = TypeVar("T")
 
@@ -185,7 +186,7 @@ class WorkStealingDeque(Generic[T]):
     (2, None)
     """
 
-    __slots__ = ("_buf", "_top", "_bottom", "_top_lock", "_owner")
+    __slots__ = ("_bottom", "_buf", "_owner", "_top", "_top_lock")
 
     def __init__(self) -> None:
         self._buf: list[T | None] = [None] * _MIN_CAP
@@ -348,7 +349,7 @@ INLINE_DEPTH = 50
 class TaskHandle(Generic[T]):
     """A spawned task.  ``result()`` waits for it by running other tasks meanwhile."""
 
-    __slots__ = ("_fn", "_args", "_owner", "_done", "_value", "_error", "_retrieved", "_waiters")
+    __slots__ = ("_args", "_done", "_error", "_fn", "_owner", "_retrieved", "_value", "_waiters")
 
     def __init__(self, fn: Callable[..., T], args: tuple[Any, ...], owner: _Worker) -> None:
         self._fn = fn
@@ -406,8 +407,22 @@ class _Worker:
     whether every spawned task has finished.
     """
 
-    __slots__ = ("pool", "index", "deque", "rng", "ident", "depth", "wake", "spawn", "spawned", "finished",
-                 "tasks", "steals", "retries", "max_deque")
+    __slots__ = (
+        "depth",
+        "deque",
+        "finished",
+        "ident",
+        "index",
+        "max_deque",
+        "pool",
+        "retries",
+        "rng",
+        "spawn",
+        "spawned",
+        "steals",
+        "tasks",
+        "wake",
+    )
 
     def __init__(self, pool: WorkStealingPool, index: int, seed: int | None) -> None:
         self.pool = pool

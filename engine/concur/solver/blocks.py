@@ -38,7 +38,7 @@ from .problem import SpecialisedEq, fold_known
 from .roots import bracket_root, choose_root, in_bounds, satisfies, snap_integer
 from .solution import Method, Step, list_names, show_value
 
-__all__ = ["run_plan", "render_template", "value_on_demand", "solve_sparse"]
+__all__ = ["render_template", "run_plan", "solve_sparse", "value_on_demand"]
 
 _COMPILED: dict[int, Any] = {}
 
@@ -84,13 +84,18 @@ class _Run:
         self.trace: list[Step] = []
 
     # ------------------------------------------------------------ recording
-    def record(self, var: str, value: float, method: Method, eq: int, note: str = "",
-               choice: int | None = None) -> None:
+    def record(
+        self, var: str, value: float, method: Method, eq: int, note: str = "", choice: int | None = None
+    ) -> None:
         v = self.model.variables[var]
         e = self.plan.eqs[eq]
         if not math.isfinite(value):
-            raise InfeasibleError(f"{var} has no finite value here ({value}) from '{e.eq.text}'", where=e.eq.where,
-                                  variable=var, hint="check the givens for a zero or an overloaded system")
+            raise InfeasibleError(
+                f"{var} has no finite value here ({value}) from '{e.eq.text}'",
+                where=e.eq.where,
+                variable=var,
+                hint="check the givens for a zero or an overloaded system",
+            )
         if v.integer:
             value = snap_integer(value)
         if not in_bounds(v.bounds, value):
@@ -104,8 +109,10 @@ class _Run:
             return render_template(v.violation, self.model, self.env)
         lo, hi = v.bounds
         shown = f"{value / v.display.factor:.6g} {v.display.text}".strip()
-        rng = f"[{'-inf' if lo is None else f'{lo / v.display.factor:g}'}, " \
-              f"{'inf' if hi is None else f'{hi / v.display.factor:g}'}]"
+        rng = (
+            f"[{'-inf' if lo is None else f'{lo / v.display.factor:g}'}, "
+            f"{'inf' if hi is None else f'{hi / v.display.factor:g}'}]"
+        )
         return f"{v.name} would be {shown}, outside its admissible range {rng}"
 
     # ------------------------------------------------------------ steps
@@ -130,10 +137,13 @@ class _Run:
             if isinstance(exc, ConcurError):
                 raise
             detail = "division by zero" if isinstance(exc, ZeroDivisionError) else str(exc) or type(exc).__name__
-            known = ", ".join(f"{n}={show_value(self.model, n, self.env[n])}" for n in sorted(e.names)
-                              if n in self.env)
-            raise InfeasibleError(f"cannot compute {var} from '{e.eq.text}': {detail} ({known})", where=e.eq.where,
-                                  variable=var, hint="check the givens for a zero or an impossible value") from None
+            known = ", ".join(f"{n}={show_value(self.model, n, self.env[n])}" for n in sorted(e.names) if n in self.env)
+            raise InfeasibleError(
+                f"cannot compute {var} from '{e.eq.text}': {detail} ({known})",
+                where=e.eq.where,
+                variable=var,
+                hint="check the givens for a zero or an impossible value",
+            ) from None
 
     def inverted(self, step: BlockStep, e: SpecialisedEq, var: str) -> None:
         i = step.equations[0]
@@ -155,15 +165,21 @@ class _Run:
             self.env[var] = valid[0]
             raise InfeasibleError(self.violation(v, valid[0]), where=e.eq.where, variable=var)
         if step.complete:
-            known = ", ".join(f"{n}={show_value(self.model, n, self.env[n])}" for n in sorted(e.names)
-                              if n in self.env)
+            known = ", ".join(f"{n}={show_value(self.model, n, self.env[n])}" for n in sorted(e.names) if n in self.env)
             if _holds_everywhere(e, self.env, var, v.bounds):
-                raise UsageError(f"every value of {var} satisfies '{e.eq.text}' with these givens ({known}): "
-                                 f"they do not determine {var}", where=e.eq.where, variable=var,
-                                 hint=f"give {var} directly, or a given that constrains it")
-            raise InfeasibleError(f"no value of {var} satisfies '{e.eq.text}' with these givens ({known})",
-                                  where=e.eq.where, variable=var,
-                                  hint="the equation has no solution here: check the givens")
+                raise UsageError(
+                    f"every value of {var} satisfies '{e.eq.text}' with these givens ({known}): "
+                    f"they do not determine {var}",
+                    where=e.eq.where,
+                    variable=var,
+                    hint=f"give {var} directly, or a given that constrains it",
+                )
+            raise InfeasibleError(
+                f"no value of {var} satisfies '{e.eq.text}' with these givens ({known})",
+                where=e.eq.where,
+                variable=var,
+                hint="the equation has no solution here: check the givens",
+            )
         self.numeric(e, i, var)
 
     def numeric(self, e: SpecialisedEq, i: int, var: str) -> None:
@@ -178,8 +194,12 @@ class _Run:
 
         found = bracket_root(residual, lo, hi, what=var, hint=f"give {var} directly, or a tighter bound on it")
         if found is None:
-            raise InfeasibleError(f"no value of {var} in its bounds satisfies '{e.eq.text}'", where=e.eq.where,
-                                  variable=var, hint="check the givens, or widen the variable's bounds")
+            raise InfeasibleError(
+                f"no value of {var} in its bounds satisfies '{e.eq.text}'",
+                where=e.eq.where,
+                variable=var,
+                hint="check the givens, or widen the variable's bounds",
+            )
         self.record(var, found, Method.NUMERIC, i, "bracketed root within bounds")
 
     def loop(self, step: BlockStep) -> None:
@@ -231,8 +251,10 @@ class _Run:
                 continue
             trial = {**self.env, **values}
             try:
-                ok = all(satisfies(_evaluate(self.plan.eqs[i].lhs, trial), _evaluate(self.plan.eqs[i].rhs, trial),
-                                   values[v]) for i, v in zip(step.equations, step.variables))
+                ok = all(
+                    satisfies(_evaluate(self.plan.eqs[i].lhs, trial), _evaluate(self.plan.eqs[i].rhs, trial), values[v])
+                    for i, v in zip(step.equations, step.variables)
+                )
             except (ArithmeticError, ValueError, KeyError, TypeError):
                 ok = False
             if not ok:
@@ -263,14 +285,17 @@ class _Run:
         try:
             ok = x is not None and all(
                 satisfies(_evaluate(self.plan.eqs[i].lhs, trial), _evaluate(self.plan.eqs[i].rhs, trial), values[v])
-                for i, v in zip(step.equations, step.variables))
+                for i, v in zip(step.equations, step.variables)
+            )
         except (ArithmeticError, ValueError, KeyError, TypeError):
             ok = False
         if not ok:
             texts = _texts([self.plan.eqs[i].eq.text for i in step.equations])
-            raise InfeasibleError(f"the linear loop {names} has no unique solution here ({texts})",
-                                  where=self.plan.eqs[step.equations[0]].eq.where,
-                                  hint="the equations are dependent with these givens: give one of its variables")
+            raise InfeasibleError(
+                f"the linear loop {names} has no unique solution here ({texts})",
+                where=self.plan.eqs[step.equations[0]].eq.where,
+                hint="the equations are dependent with these givens: give one of its variables",
+            )
         if not all(in_bounds(self.model.variables[v].bounds, x) for v, x in values.items()):
             self.report_bounds(step, values)
         note = f"solved together with {names} ({len(values)} linear equations)"
@@ -279,24 +304,29 @@ class _Run:
 
     def report_bounds(self, step: BlockStep, values: dict[str, float]) -> None:
         self.env.update(values)
-        bad = [v for v in step.variables if not in_bounds(self.model.variables[v].bounds, values[v])] \
-            or list(step.variables)
+        bad = [v for v in step.variables if not in_bounds(self.model.variables[v].bounds, values[v])] or list(
+            step.variables
+        )
         worst = next((v for v in bad if self.model.variables[v].violation), bad[0])
         i = step.equations[step.variables.index(worst)]
-        raise InfeasibleError(self.violation(self.model.variables[worst], values[worst]),
-                              where=self.plan.eqs[i].eq.where, variable=worst)
+        raise InfeasibleError(
+            self.violation(self.model.variables[worst], values[worst]), where=self.plan.eqs[i].eq.where, variable=worst
+        )
 
     def no_loop_root(self, step: BlockStep) -> None:
         """No admissible root: the loop's violation message if a variable has one, else say so."""
         for i, v in zip(step.equations, step.variables):
             var = self.model.variables[v]
             if var.violation:
-                raise InfeasibleError(render_template(var.violation, self.model, self.env),
-                                      where=self.plan.eqs[i].eq.where, variable=v)
+                raise InfeasibleError(
+                    render_template(var.violation, self.model, self.env), where=self.plan.eqs[i].eq.where, variable=v
+                )
         texts = _texts([self.plan.eqs[i].eq.text for i in step.equations])
-        raise InfeasibleError(f"the loop {list_names(step.variables)} has no admissible solution ({texts})",
-                              where=self.plan.eqs[step.equations[0]].eq.where,
-                              hint="check the givens: the system may saturate or be impossible")
+        raise InfeasibleError(
+            f"the loop {list_names(step.variables)} has no admissible solution ({texts})",
+            where=self.plan.eqs[step.equations[0]].eq.where,
+            hint="check the givens: the system may saturate or be impossible",
+        )
 
     def trial(self, tear: Tear, x: float) -> tuple[dict[str, float], list[Step]]:
         """Solve ``tear.inner`` with the tear variable set to ``x``: (env, steps); raises on failure."""
@@ -323,8 +353,13 @@ class _Run:
             low, high = var.bounds
             lo = 1e-9 if low is None or low <= 0 else low
             hi = 1e15 if high is None else high
-            root = bracket_root(residual, lo, hi, what=list_names(step.variables),
-                                hint=f"give {tear.variable} directly, or a tighter bound on it")
+            root = bracket_root(
+                residual,
+                lo,
+                hi,
+                what=list_names(step.variables),
+                hint=f"give {tear.variable} directly, or a tighter bound on it",
+            )
             if root is None:
                 continue
             try:
@@ -332,8 +367,13 @@ class _Run:
             except ConcurError:
                 continue
             self.env = env
-            self.record(tear.variable, root, Method.TEAR, tear.equation,
-                        f"loop torn at {tear.variable}, root bracketed within its bounds")
+            self.record(
+                tear.variable,
+                root,
+                Method.TEAR,
+                tear.equation,
+                f"loop torn at {tear.variable}, root bracketed within its bounds",
+            )
             self.trace.extend(steps)  # after the torn variable: every inner step reads it
             return True
         return False
@@ -357,19 +397,30 @@ class _Run:
             res = attempt(float(n))
             return res is not None and (res[0] <= n if ceil else res[0] >= n)
 
-        lo = int(math.ceil(var.bounds[0])) if var.bounds[0] is not None else 0
-        hi = int(math.floor(var.bounds[1])) if var.bounds[1] is not None else 1 << 40
+        lo = math.ceil(var.bounds[0]) if var.bounds[0] is not None else 0
+        hi = math.floor(var.bounds[1]) if var.bounds[1] is not None else 1 << 40
         chosen = integers.smallest(ok, lo, hi) if ceil else integers.largest(ok, lo, hi)
         result = None if chosen is None else attempt(float(chosen))
         if chosen is None or result is None:
             word = "enough" if ceil else "any"
-            raise InfeasibleError(f"no {v} in [{lo}, {hi}] is {word} for '{e.eq.text}'", where=e.eq.where,
-                                  variable=v, hint="the load may exceed what any fleet of this kind serves")
+            raise InfeasibleError(
+                f"no {v} in [{lo}, {hi}] is {word} for '{e.eq.text}'",
+                where=e.eq.where,
+                variable=v,
+                hint="the load may exceed what any fleet of this kind serves",
+            )
         g, env, steps = result
         self.env = env
         word, rel = ("smallest", "<=") if ceil else ("largest", ">=")
-        self.trace.append(Step(v, float(chosen), Method.INTEGER_TEAR, tear.equation,
-                               f"{word} {v} with {to_text(e.rhs)} = {g:.6g} {rel} {v} (loop torn at {v})"))
+        self.trace.append(
+            Step(
+                v,
+                float(chosen),
+                Method.INTEGER_TEAR,
+                tear.equation,
+                f"{word} {v} with {to_text(e.rhs)} = {g:.6g} {rel} {v} (loop torn at {v})",
+            )
+        )
         self.trace.extend(steps)  # after the torn integer: every inner step reads it
 
     def sympy_on_values(self, step: BlockStep) -> None:
@@ -396,7 +447,7 @@ class _Run:
                         continue
         except Interrupted:
             spend(list_names(variables), f"give one of {list_names(variables)} directly")
-        except Exception:  # noqa: BLE001 -- sympy raises anything on odd systems: "no closed form"
+        except Exception:
             solutions = []
         for values in solutions:
             if all(in_bounds(self.model.variables[v].bounds, x) for v, x in values.items()):
@@ -408,14 +459,19 @@ class _Run:
         for i, v in zip(step.equations, variables):
             violation = self.model.variables[v].violation
             if violation:
-                raise InfeasibleError(render_template(violation, self.model, self.env),
-                                      where=self.plan.eqs[i].eq.where, variable=v)
-        raise SolveError(f"cannot solve the loop {list_names(variables)} ({_texts([e.eq.text for e in eqs])})",
-                         where=eqs[0].eq.where, hint="give one of these values directly")
+                raise InfeasibleError(
+                    render_template(violation, self.model, self.env), where=self.plan.eqs[i].eq.where, variable=v
+                )
+        raise SolveError(
+            f"cannot solve the loop {list_names(variables)} ({_texts([e.eq.text for e in eqs])})",
+            where=eqs[0].eq.where,
+            hint="give one of these values directly",
+        )
 
 
-def solve_sparse(rows: list[dict[int, float]], rhs: list[float], n: int, *, what: str = "a linear loop",
-                 hint: str = "") -> list[float] | None:
+def solve_sparse(
+    rows: list[dict[int, float]], rhs: list[float], n: int, *, what: str = "a linear loop", hint: str = ""
+) -> list[float] | None:
     """``x`` with ``sum(rows[r][k] * x[k]) = rhs[r]`` for every row: Gaussian elimination with
     partial pivoting on sparse rows (a loop's equations each hold a few of its unknowns, so a
     banded system of hundreds costs milliseconds, and no numpy). None when it is singular.
@@ -477,8 +533,9 @@ def _remember(key: tuple[Any, ...], value: tuple[Any, list[Step]]) -> None:
     _LOOP_MEMO[key] = value
 
 
-def run_plan(plan: Plan, values: Mapping[str, float], sources: Mapping[str, str]) -> tuple[dict[str, float],
-                                                                                             list[Step]]:
+def run_plan(
+    plan: Plan, values: Mapping[str, float], sources: Mapping[str, str]
+) -> tuple[dict[str, float], list[Step]]:
     """Run ``plan`` on ``values`` (base units, every name in ``plan.known``): (env, trace).
 
     The trace starts with the givens, presets and defaults the plan uses, then one step per
@@ -513,13 +570,13 @@ def value_on_demand(name: str, model: Model, env: dict[str, float]) -> float | N
     return None
 
 
-def _holds_everywhere(e: SpecialisedEq, env: dict[str, float], var: str,
-                      bounds: tuple[float | None, float | None]) -> bool:
+def _holds_everywhere(
+    e: SpecialisedEq, env: dict[str, float], var: str, bounds: tuple[float | None, float | None]
+) -> bool:
     """True when the equation holds exactly at every probe of ``var`` across its bounds (a question
     that leaves ``var`` free: retry_after = max(0, (cost - tokens) / rate) = 0 for any rate)."""
     lo, hi = bounds
-    probes = [p for p in (1e-6, 1e-3, 0.5, 1.0, 7.0, 1e3, 1e6)
-              if (lo is None or p >= lo) and (hi is None or p <= hi)]
+    probes = [p for p in (1e-6, 1e-3, 0.5, 1.0, 7.0, 1e3, 1e6) if (lo is None or p >= lo) and (hi is None or p <= hi)]
     if len(probes) < 3:
         return False
     for x in probes:
@@ -534,6 +591,7 @@ def _holds_everywhere(e: SpecialisedEq, env: dict[str, float], var: str,
 
 def render_template(text: str, model: Model, env: dict[str, float]) -> str:
     """Fill ``{name}`` with the value in its display unit."""
+
     def sub(m: re.Match[str]) -> str:
         name = m.group(1)
         var = model.variables.get(name)

@@ -41,7 +41,7 @@ from contextvars import ContextVar
 from ..errors import BudgetError
 from ..records import record
 
-__all__ = ["DEFAULT_SECONDS", "Budget", "budget", "spend", "interruptible", "Interrupted", "remaining"]
+__all__ = ["DEFAULT_SECONDS", "Budget", "Interrupted", "budget", "interruptible", "remaining", "spend"]
 
 DEFAULT_SECONDS = 5.0
 """Seconds one question may spend on numeric searches and symbolic work (``$CONCUR_SOLVE_BUDGET``)."""
@@ -91,8 +91,10 @@ def spend(what: str, hint: str = "") -> None:
     """Raise :class:`BudgetError` when the current budget is spent; ``what`` is being solved."""
     current = _CURRENT.get()
     if current is not None and time.monotonic() > current.deadline:
-        raise BudgetError(f"could not solve {what} within the {current.seconds:g} s budget",
-                          hint=hint or "give it directly, or give a tighter bound on it")
+        raise BudgetError(
+            f"could not solve {what} within the {current.seconds:g} s budget",
+            hint=hint or "give it directly, or give a tighter bound on it",
+        )
 
 
 class Interrupted(Exception):
@@ -106,8 +108,7 @@ def interruptible() -> Iterator[None]:
     Used around sympy calls, whose result the caller treats as "no closed form" on interruption.
     """
     left = remaining()
-    usable = (left is not None and threading.current_thread() is threading.main_thread()
-              and hasattr(signal, "setitimer"))
+    usable = left is not None and threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
     if not usable:
         yield
         return

@@ -42,14 +42,24 @@ from pathlib import Path
 from typing import Any
 
 from ..cache import cache_dir, read_json, write_json
-from ..lang.expr import Bin, Call, Neg, Node, Num, Var, names_in, to_text, walk
+from ..lang.expr import Bin, Call, Neg, Node, Num, Var, to_text, walk
 from ..lang.model import Model
 from ..lang.serial import Malformed, decode, encode
 from .budget import Interrupted, interruptible
-from .problem import SpecialisedEq, smooth_in  # noqa: F401 -- smooth_in is also this module's API
+from .problem import SpecialisedEq, smooth_in
 
-__all__ = ["Inversion", "LoopForm", "LinearRow", "SYMBOLIC_LOOP_LIMIT", "isolate", "invert", "solve_loop",
-           "linear_rows", "smooth_in", "save_closed_forms"]
+__all__ = [
+    "SYMBOLIC_LOOP_LIMIT",
+    "Inversion",
+    "LinearRow",
+    "LoopForm",
+    "invert",
+    "isolate",
+    "linear_rows",
+    "save_closed_forms",
+    "smooth_in",
+    "solve_loop",
+]
 
 SYMBOLIC_LOOP_LIMIT = 16
 """Loops of more equations than this are never handed to sympy as a whole (the shipped packs'
@@ -101,7 +111,8 @@ def _validate(data: Any) -> _Table:
     table: _Table = decode(data, _Table)
     for form in table.loops.values():
         if form.status not in ("solved", "none", "free", "gave up") or any(
-                len(b) != len(form.variables) for b in form.branches):
+            len(b) != len(form.variables) for b in form.branches
+        ):
             raise Malformed("inconsistent loop form")
     return table
 
@@ -121,7 +132,7 @@ def _shipped(key: str) -> _Table | None:
 
 def _table(model: Model) -> _Table:
     global _TABLE, _TABLE_MODEL
-    if _TABLE is None or _TABLE_MODEL != model.key:
+    if _TABLE is None or model.key != _TABLE_MODEL:
         _TABLE = read_json(_path(model), "closed-forms", _validate) or _Table({}, {})
         shipped = _shipped(model.key)
         if shipped is not None:
@@ -136,9 +147,13 @@ def _table(model: Model) -> _Table:
 def save_closed_forms(model: Model) -> None:
     """Write newly found closed forms to the cache folder (a failure only costs recomputation)."""
     global _DIRTY
-    if _DIRTY and _TABLE is not None and _TABLE_MODEL == model.key:
-        if write_json(_path(model), "closed-forms", encode(_TABLE)):
-            _DIRTY = False
+    if (
+        _DIRTY
+        and _TABLE is not None
+        and model.key == _TABLE_MODEL
+        and write_json(_path(model), "closed-forms", encode(_TABLE))
+    ):
+        _DIRTY = False
 
 
 def _occurrences(node: Node, var: str) -> int:
@@ -253,7 +268,7 @@ def _sympy_inverse(e: SpecialisedEq, var: str) -> Inversion:
             return Inversion(tuple(out), complete)
     except Interrupted:
         return Inversion((), False)
-    except Exception:  # noqa: BLE001 -- sympy raises anything (RecursionError too): "no closed form"
+    except Exception:
         return Inversion((), False)
 
 
@@ -328,8 +343,7 @@ def linear_rows(eqs: list[SpecialisedEq], variables: list[str]) -> tuple[LinearR
     return tuple(rows)
 
 
-_TRANSCENDENTAL = ("exp", "ln", "log2", "log10", "min", "max", "floor", "ceil", "abs", "erlang_b", "erlang_c",
-                   "if")
+_TRANSCENDENTAL = ("exp", "ln", "log2", "log10", "min", "max", "floor", "ceil", "abs", "erlang_b", "erlang_c", "if")
 
 
 def solve_loop(model: Model, eqs: list[SpecialisedEq], variables: list[str]) -> LoopForm:
@@ -365,8 +379,7 @@ def _sympy_loop(eqs: list[SpecialisedEq], variables: list[str]) -> LoopForm:
 
             from .symbolic import from_sympy, to_sympy
 
-            symbols = {n: sp.Symbol(n, positive=True) if n not in variables else sp.Symbol(n, real=True)
-                       for n in names}
+            symbols = {n: sp.Symbol(n, positive=True) if n not in variables else sp.Symbol(n, real=True) for n in names}
             system = [to_sympy(e.lhs, symbols) - to_sympy(e.rhs, symbols) for e in eqs]
             unknown = [symbols[v] for v in variables]
             solutions = sp.solve(system, unknown, dict=True)
@@ -387,7 +400,7 @@ def _sympy_loop(eqs: list[SpecialisedEq], variables: list[str]) -> LoopForm:
             return LoopForm(tuple(variables), tuple(branches), "solved" if branches else "none")
     except Interrupted:
         return LoopForm(tuple(variables), (), "gave up")
-    except Exception:  # noqa: BLE001 -- sympy raises anything on odd systems: "no closed form"
+    except Exception:
         return LoopForm(tuple(variables), (), "gave up")
 
 

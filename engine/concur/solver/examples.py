@@ -21,7 +21,7 @@ from ..lang.model import Model, build_model
 from ..lang.pack import Example, Expectation, Pack
 from .question import solve_model
 
-__all__ = ["ExampleFailure", "run_example", "failures_in", "example_diagnostics"]
+__all__ = ["ExampleFailure", "example_diagnostics", "failures_in", "run_example"]
 
 
 class ExampleFailure(ConcurError, AssertionError):

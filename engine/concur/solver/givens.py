@@ -41,7 +41,8 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
                     raise UnknownNameError(
                         f"unknown {key} '{raw}'",
                         hint=(f"did you mean {', '.join(close)}? " if close else "")
-                        + f"known: {', '.join(catalog.entries)}")
+                        + f"known: {', '.join(catalog.entries)}",
+                    )
                 if entry is None:
                     continue  # a further catalog (prices) may lack the entry: its fields stay unset
                 for fname, (fval, cite, floc) in entry.values.items():
@@ -56,8 +57,9 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
                         values[target] = convert_value(fval, var, floc)
                     else:
                         if isinstance(fval, bool) or not isinstance(fval, (int, float)):
-                            raise UsageError(f"catalog value {catalog.name}.{entry.id}.{fname} is not a number",
-                                             where=floc)
+                            raise UsageError(
+                                f"catalog value {catalog.name}.{entry.id}.{fname} is not a number", where=floc
+                            )
                         values[target] = float(fval) * cf.unit.factor * count_factor(cf.unit, var, floc)
                     sources[target] = f"preset {key}={raw}"
                     if isinstance(cite, str) and cite:
@@ -79,10 +81,11 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
             raise
         if not var.choices and not in_bounds(var, values[key], slack=0.0):
             lo, hi = var.bounds
-            rng = f"[{'-inf' if lo is None else f'{lo / var.display.factor:g}'}, " \
-                  f"{'inf' if hi is None else f'{hi / var.display.factor:g}'}] {var.display.text}".rstrip()
-            raise UsageError(f"{key}={raw} is outside its admissible range {rng}", variable=key,
-                             hint=var.doc or None)
+            rng = (
+                f"[{'-inf' if lo is None else f'{lo / var.display.factor:g}'}, "
+                f"{'inf' if hi is None else f'{hi / var.display.factor:g}'}] {var.display.text}".rstrip()
+            )
+            raise UsageError(f"{key}={raw} is outside its admissible range {rng}", variable=key, hint=var.doc or None)
         if var.integer and abs(values[key] / var.unit.factor - round(values[key] / var.unit.factor)) > 1e-9:
             raise UsageError(f"{key}={raw} must be a whole number", variable=key)
         sources[key] = "given"
@@ -90,6 +93,5 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
         note = prefix_note(raw, var, values[key])
         if note:
             notes.append(note)
-    limits = {k: model.variables[k].limit for k in values
-              if sources.get(k) == "given" and model.variables[k].limit}
+    limits = {k: model.variables[k].limit for k in values if sources.get(k) == "given" and model.variables[k].limit}
     return Givens(values, sources, {k: v for k, v in limits.items() if v}, texts, notes, presets, citations)

@@ -25,16 +25,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import integers as frontier
 from ..errors import BudgetError, ConcurError, InfeasibleError, UsageError
 from ..lang.expr import Call, Var, compile_node, names_in, to_text, walk
 from ..lang.model import Model
-from .solution import Givens, Method, Solution, Step, show_value
+from . import integers as frontier
 from .budget import spend
 from .run import run_question
+from .solution import Givens, Method, Solution, Step, show_value
 
-__all__ = ["Goal", "goals_for", "goal_sense", "search", "search_via"]
-
+__all__ = ["Goal", "goal_sense", "goals_for", "search", "search_via"]
 
 
 @dataclass(frozen=True)
@@ -60,8 +59,15 @@ def goals_for(model: Model, known: Mapping[str, float], names: tuple[str, ...]) 
     return [Goal(g, goal_sense(model, g), known[g]) for g in names]
 
 
-def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens: Givens, x: str,
-           names: tuple[str, ...], requirement: int | None = None) -> Solution:
+def search(
+    model: Model,
+    find: tuple[str, ...],
+    known: dict[str, float],
+    givens: Givens,
+    x: str,
+    names: tuple[str, ...],
+    requirement: int | None = None,
+) -> Solution:
     """The smallest (or largest) ``x`` meeting every goal in ``names`` (given targets) and, with
     ``requirement``, the rounding equation that defines ``x`` (replicas inside an SLA search)."""
     xv = model.variables[x]
@@ -115,8 +121,8 @@ def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens:
 
     lo, hi = xv.bounds
     if xv.integer:
-        lo_i = int(math.ceil(lo)) if lo is not None else (1 if (hi is None or hi >= 1) else 0)
-        hi_i = int(math.floor(hi)) if hi is not None else 1 << 40
+        lo_i = math.ceil(lo) if lo is not None else (1 if (hi is None or hi >= 1) else 0)
+        hi_i = math.floor(hi) if hi is not None else 1 << 40
         # a count searched against its own ceil (replicas inside an SLA search) is the fewest that do
         fewest = requirement is not None and goals[-1].sense == "at_most"
         exact = [g for g in goals if g.sense == "equal" and g.equation is None]
@@ -125,11 +131,16 @@ def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens:
             if chosen is not None and chosen[1] == "between":
                 g, n = exact[0], int(chosen[0])
                 below, at = evaluate(float(n - 1)), evaluate(float(n))
-                shown = [f"{show_value(model, x, float(k))} gives {show_value(model, g.name, e[g.name])}"
-                         for k, e in ((n - 1, below), (n, at)) if e is not None and k >= lo_i]
-                raise InfeasibleError(f"no whole {x} gives {g.name} exactly {show_value(model, g.name, g.target)}: "
-                                      + ", ".join(shown), variable=g.name,
-                                      hint=f"give a {g.name} one of those values reach, or ask for {g.name}")
+                shown = [
+                    f"{show_value(model, x, float(k))} gives {show_value(model, g.name, e[g.name])}"
+                    for k, e in ((n - 1, below), (n, at))
+                    if e is not None and k >= lo_i
+                ]
+                raise InfeasibleError(
+                    f"no whole {x} gives {g.name} exactly {show_value(model, g.name, g.target)}: " + ", ".join(shown),
+                    variable=g.name,
+                    hint=f"give a {g.name} one of those values reach, or ask for {g.name}",
+                )
         else:
             chosen = _integer_search(evaluate, meets, lo_i, hi_i, fewest=fewest)
     else:
@@ -139,15 +150,22 @@ def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens:
                 lo_f = lo if lo is not None and lo > 0 else None
                 chosen = _continuous_search(evaluate, meets, lo_f, hi, xv.default)
         except BudgetError as exc:  # say what was searched, not which inner loop the clock stopped in
-            raise BudgetError(f"could not find the {x} giving {_describe(model, goals)} within the solve budget: "
-                              f"every trial {x} re-solves the model ({exc.message})",
-                              hint=f"give {x} directly and ask for {', '.join(g.name for g in goals)} instead",
-                              variable=x) from None
+            raise BudgetError(
+                f"could not find the {x} giving {_describe(model, goals)} within the solve budget: "
+                f"every trial {x} re-solves the model ({exc.message})",
+                hint=f"give {x} directly and ask for {', '.join(g.name for g in goals)} instead",
+                variable=x,
+            ) from None
     if chosen is None:
         raise _out_of_reach(model, x, goals, evaluate, met, lo, hi, last_error)
     value, direction = chosen
-    plan, env, trace = run_question(model, {**base_known, x: value}, tuple(dict.fromkeys(find + targets)), sources,
-                                    at_least=frozenset({requirement}) if requirement is not None else frozenset())
+    plan, env, trace = run_question(
+        model,
+        {**base_known, x: value},
+        tuple(dict.fromkeys(find + targets)),
+        sources,
+        at_least=frozenset({requirement}) if requirement is not None else frozenset(),
+    )
     note = f"{direction} {x} giving {_describe(model, goals, env)}"
     if xv.integer and len(goals) > 1 and direction == "smallest":
         before = evaluate(value - 1)
@@ -159,8 +177,15 @@ def search(model: Model, find: tuple[str, ...], known: dict[str, float], givens:
     return Solution(model, find, dict(env), givens, trace, notes=[note], plan=plan)
 
 
-def search_via(model: Model, find: tuple[str, ...], known: dict[str, float], givens: Givens, x: str,
-               names: tuple[str, ...], via: str) -> Solution:
+def search_via(
+    model: Model,
+    find: tuple[str, ...],
+    known: dict[str, float],
+    givens: Givens,
+    x: str,
+    names: tuple[str, ...],
+    via: str,
+) -> Solution:
     """``x`` against targets ``names`` that depend on it only through the rounded count ``via``: the
     count first (the most -- or fewest -- replicas a budget allows, a search that never touches ``x``),
     then ``x`` against that count (the largest rate those replicas carry, solved at the edge of their
@@ -168,9 +193,14 @@ def search_via(model: Model, find: tuple[str, ...], known: dict[str, float], giv
     counted = search(model, (via,), {k: v for k, v in known.items() if k != x}, givens, via, names)
     count = counted.values[via]
     rest = {k: v for k, v in known.items() if k not in names}
-    linked = Givens({**givens.values, via: count}, {**givens.sources, via: "given"},
-                    {k: v for k, v in givens.limits.items() if k not in names}, dict(givens.texts),
-                    list(givens.notes), dict(givens.presets))
+    linked = Givens(
+        {**givens.values, via: count},
+        {**givens.sources, via: "given"},
+        {k: v for k, v in givens.limits.items() if k not in names},
+        dict(givens.texts),
+        list(givens.notes),
+        dict(givens.presets),
+    )
     sol = search(model, find, {**rest, via: count}, linked, x, (via,))
     step = next(s for s in counted.trace if s.variable == via)
     sol.trace[:] = [step, *(s for s in sol.trace if s.variable != via)]
@@ -190,8 +220,16 @@ def _distance(goals: list[Goal], env: dict[str, float]) -> float:
     return total
 
 
-def _out_of_reach(model: Model, x: str, goals: list[Goal], evaluate: Any, met: Any, lo: float | None,
-                  hi: float | None, last_error: list[ConcurError]) -> InfeasibleError:
+def _out_of_reach(
+    model: Model,
+    x: str,
+    goals: list[Goal],
+    evaluate: Any,
+    met: Any,
+    lo: float | None,
+    hi: float | None,
+    last_error: list[ConcurError],
+) -> InfeasibleError:
     """Why no value of ``x`` meets the goals: each given target with the best it gets at the ends
     of ``x``'s range ("itl_slo at most 20 ms is out of reach: itl is 21.7 ms at 1,000,000 replicas")."""
     ends = [e for e in (hi if hi is not None else 1e6, lo if lo is not None and lo > 0 else None) if e is not None]
@@ -203,25 +241,40 @@ def _out_of_reach(model: Model, x: str, goals: list[Goal], evaluate: Any, met: A
         missed = [g for g in goals if g.equation is None and not met(g, env)]
         if missed:
             tried.append((_distance(missed, env), end, env, missed))
-    for _distance_, end, env, missed in sorted(tried, key=lambda t: t[0])[:1]:  # the end nearest the goals
+    for _, end, env, missed in sorted(tried, key=lambda t: t[0])[:1]:  # the end nearest the goals
         if missed:
             parts = []
             for g in missed:
-                source = next((eq.rhs for eq in model.equations if isinstance(eq.lhs, Var) and eq.lhs.name == g.name
-                               and isinstance(eq.rhs, Var)), None)
+                source = next(
+                    (
+                        eq.rhs
+                        for eq in model.equations
+                        if isinstance(eq.lhs, Var) and eq.lhs.name == g.name and isinstance(eq.rhs, Var)
+                    ),
+                    None,
+                )
                 shown = source.name if isinstance(source, Var) else g.name
-                parts.append(f"{g.name} {_WORD[g.sense]} {show_value(model, g.name, g.target)} is out of reach: "
-                             f"{shown} is {show_value(model, g.name, env[g.name])} at {x} = "
-                             f"{show_value(model, x, float(end))}")
-            return InfeasibleError("; ".join(parts), variable=missed[0].name,
-                                   hint=f"no {x} in its range meets it: relax the target, or change the configuration")
+                parts.append(
+                    f"{g.name} {_WORD[g.sense]} {show_value(model, g.name, g.target)} is out of reach: "
+                    f"{shown} is {show_value(model, g.name, env[g.name])} at {x} = "
+                    f"{show_value(model, x, float(end))}"
+                )
+            return InfeasibleError(
+                "; ".join(parts),
+                variable=missed[0].name,
+                hint=f"no {x} in its range meets it: relax the target, or change the configuration",
+            )
     why = f"; {last_error[0].render_body()}" if last_error else ""
-    return InfeasibleError(f"no {x} within its bounds gives {_describe(model, goals)}{why}", variable=x,
-                           hint="relax the target, or change another given")
+    return InfeasibleError(
+        f"no {x} within its bounds gives {_describe(model, goals)}{why}",
+        variable=x,
+        hint="relax the target, or change another given",
+    )
 
 
-def _boundary(model: Model, goals: list[Goal], known: dict[str, float], x: str, sources: dict[str, str],
-              evaluate: Any, meets: Any) -> tuple[float, str] | None:
+def _boundary(
+    model: Model, goals: list[Goal], known: dict[str, float], x: str, sources: dict[str, str], evaluate: Any, meets: Any
+) -> tuple[float, str] | None:
     """The exact edge of a rounded goal, solved rather than searched.
 
     ``replicas = ceil(e)`` stays at most R exactly while ``e <= R``, so the largest rate R replicas
@@ -239,8 +292,9 @@ def _boundary(model: Model, goals: list[Goal], known: dict[str, float], x: str, 
     if i is None or g.sense == "equal":
         return None
     try:
-        _plan, env, _trace = run_question(model, {**known, g.name: g.target}, (x,), sources, check=False,
-                                          relax=frozenset({i}))
+        _plan, env, _trace = run_question(
+            model, {**known, g.name: g.target}, (x,), sources, check=False, relax=frozenset({i})
+        )
     except ConcurError as exc:
         if isinstance(exc, BudgetError):
             raise
@@ -296,6 +350,7 @@ def _integer_search(evaluate: Any, meets: Any, lo: int, hi: int, *, fewest: bool
 
     Values that break a constraint (``evaluate`` returns None) are skipped, never taken.
     """
+
     def goal(n: int) -> bool | None:
         value = evaluate(float(n))
         return None if value is None else bool(meets(value))
@@ -314,6 +369,7 @@ def _integer_exact(evaluate: Any, meets: Any, goal: Goal, lo: int, hi: int) -> t
     """The smallest integer giving exactly ``goal``'s target (40 GPUs -> 10 replicas of 4), where the
     goal's value is monotone in it: the first integer whose value reaches the target, bisected like
     an at-least (or at-most) goal. ``(n, "between")`` when it passes the target without hitting it."""
+
     def value(n: int) -> float | None:
         env = evaluate(float(n))
         v = None if env is None else env.get(goal.name)
@@ -322,8 +378,14 @@ def _integer_exact(evaluate: Any, meets: Any, goal: Goal, lo: int, hi: int) -> t
     first = next(((n, v) for n in range(lo, min(hi, lo + 64) + 1) if (v := value(n)) is not None), None)
     if first is None:
         return None
-    second = next(((n, v) for n in range(first[0] + 1, min(hi, first[0] + 64) + 1)
-                   if (v := value(n)) is not None and v != first[1]), None)
+    second = next(
+        (
+            (n, v)
+            for n in range(first[0] + 1, min(hi, first[0] + 64) + 1)
+            if (v := value(n)) is not None and v != first[1]
+        ),
+        None,
+    )
     rising = second is None or second[1] > first[1]
     tol = 1e-9 * max(abs(goal.target), 1e-300)
 
@@ -339,10 +401,11 @@ def _integer_exact(evaluate: Any, meets: Any, goal: Goal, lo: int, hi: int) -> t
     return float(n), "smallest"
 
 
-def _continuous_search(evaluate: Any, meets: Any, lo: float | None, hi: float | None,
-                       start: float | None) -> tuple[float, str] | None:
+def _continuous_search(
+    evaluate: Any, meets: Any, lo: float | None, hi: float | None, start: float | None
+) -> tuple[float, str] | None:
     x0 = start if start and start > 0 else (lo * 2 if lo else 1.0)
-    grid = [x0 * 2.0 ** k for k in range(-60, 61)]
+    grid = [x0 * 2.0**k for k in range(-60, 61)]
     if lo is not None:
         grid = [g for g in grid if g >= lo] or [lo]
         grid.insert(0, lo)
@@ -360,8 +423,10 @@ def _continuous_search(evaluate: Any, meets: Any, lo: float | None, hi: float | 
     if last_ok < len(ok) - 1:
         a, b = values[last_ok][0], values[last_ok + 1][0]
         return _bisect(evaluate, meets, a, b, want_low=False), "largest"
-    raise UsageError("every value in range meets the target: the question does not constrain it",
-                     hint="ask for the target instead, or give tighter bounds")
+    raise UsageError(
+        "every value in range meets the target: the question does not constrain it",
+        hint="ask for the target instead, or give tighter bounds",
+    )
 
 
 def _bisect(evaluate: Any, meets: Any, a: float, b: float, want_low: bool) -> float:

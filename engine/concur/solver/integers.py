@@ -15,9 +15,9 @@ bisection; wider ranges are probed exponentially and bisected (invalid counts as
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
-__all__ = ["smallest", "largest", "SCAN_LIMIT"]
+__all__ = ["SCAN_LIMIT", "largest", "smallest"]
 
 SCAN_LIMIT = 4096
 Goal = Callable[[int], "bool | None"]

@@ -57,7 +57,7 @@ from .structure import Matching, blocks_in_order, match
 if TYPE_CHECKING:
     from .closed_forms import LinearRow
 
-__all__ = ["BlockStep", "Tear", "Plan", "make_plan", "plan_key", "structure", "conditions", "forget_plans"]
+__all__ = ["BlockStep", "Plan", "Tear", "conditions", "forget_plans", "make_plan", "plan_key", "structure"]
 
 
 @record
@@ -150,8 +150,9 @@ def _conditions(model: Model) -> tuple[tuple[frozenset[str], Any], ...]:
     return hit
 
 
-def plan_key(model: Model, known: Mapping[str, float], targets: tuple[str, ...],
-             relax: frozenset[int] = frozenset()) -> tuple[Any, ...]:
+def plan_key(
+    model: Model, known: Mapping[str, float], targets: tuple[str, ...], relax: frozenset[int] = frozenset()
+) -> tuple[Any, ...]:
     """What a plan depends on: the model, the names known, the targets, which way every ``if_`` whose
     condition is known folds (not the values themselves: two GPUs of one family share a plan) and
     the rounding equations read without their rounding (a goal seek's boundary)."""
@@ -180,8 +181,9 @@ def forget_plans() -> None:
     _PROBLEMS.clear()
 
 
-def structure(model: Model, known: Mapping[str, float], targets: tuple[str, ...],
-              relax: frozenset[int] = frozenset()) -> Problem:
+def structure(
+    model: Model, known: Mapping[str, float], targets: tuple[str, ...], relax: frozenset[int] = frozenset()
+) -> Problem:
     """The structural problem of a question (matching, defaults applied), shared by every question
     with the same :func:`plan_key`: it depends on the names known and the way each ``if_`` folds,
     never on the values. Read its structure only -- its ``known`` holds one question's values."""
@@ -194,8 +196,9 @@ def structure(model: Model, known: Mapping[str, float], targets: tuple[str, ...]
     return hit
 
 
-def make_plan(model: Model, known: Mapping[str, float], targets: tuple[str, ...],
-              relax: frozenset[int] = frozenset()) -> Plan:
+def make_plan(
+    model: Model, known: Mapping[str, float], targets: tuple[str, ...], relax: frozenset[int] = frozenset()
+) -> Plan:
     """The plan answering ``targets`` from the names in ``known`` (cached; see the module essay).
     ``relax``: equations ``n = ceil(e)``/``floor(e)`` to read as ``n = e`` (where a search's boundary lies).
 
@@ -215,16 +218,25 @@ def make_plan(model: Model, known: Mapping[str, float], targets: tuple[str, ...]
 
 def _underdetermined(model: Model, problem: Problem, missing: list[str]) -> UnderdeterminedError:
     need = problem.missing()
-    hint = f"give {', '.join(describe_var(model, n) for n in need[:8])}" if need else \
-        "the equations in play do not determine it"
+    hint = (
+        f"give {', '.join(describe_var(model, n) for n in need[:8])}"
+        if need
+        else "the equations in play do not determine it"
+    )
     if model.presets:
         hint += f" (presets: {', '.join(sorted(model.presets))} set many at once)"
-    return UnderdeterminedError(f"cannot determine {', '.join(missing)} from the givens", missing=tuple(need),
-                                hint=hint)
+    return UnderdeterminedError(
+        f"cannot determine {', '.join(missing)} from the givens", missing=tuple(need), hint=hint
+    )
 
 
-def _compile(model: Model, known: Mapping[str, float], targets: tuple[str, ...], key: tuple[Any, ...],
-             relax: frozenset[int] = frozenset()) -> Plan:
+def _compile(
+    model: Model,
+    known: Mapping[str, float],
+    targets: tuple[str, ...],
+    key: tuple[Any, ...],
+    relax: frozenset[int] = frozenset(),
+) -> Plan:
     problem = structure(model, known, targets, relax)
     m = problem.matching
     missing = [t for t in targets if t not in problem.known and t not in m.determined]
@@ -256,8 +268,18 @@ def _compile(model: Model, known: Mapping[str, float], targets: tuple[str, ...],
         for i in s.equations:
             relevant |= problem.eqs[i].names
     defaults = {n: problem.known[n] for n in problem.defaults_used}
-    return Plan(model, key, frozenset(known), defaults, targets, dict(problem.eqs), steps, tuple(checks),
-                frozenset(relevant), computed)
+    return Plan(
+        model,
+        key,
+        frozenset(known),
+        defaults,
+        targets,
+        dict(problem.eqs),
+        steps,
+        tuple(checks),
+        frozenset(relevant),
+        computed,
+    )
 
 
 def _defined_by(problem: Problem, m: Matching, name: str) -> bool:
@@ -332,12 +354,17 @@ class _Compiler:
         for i in block:  # an integer n = ceil(...)/floor(...) inside the loop: tear there
             e = self.eqs[i]
             n = e.lhs.name if isinstance(e.lhs, Var) else ""
-            if n in variables and self.model.variables[n].integer and isinstance(e.rhs, Call) \
-                    and e.rhs.fn in ("ceil", "floor"):
+            if (
+                n in variables
+                and self.model.variables[n].integer
+                and isinstance(e.rhs, Call)
+                and e.rhs.fn in ("ceil", "floor")
+            ):
                 inner = self.subsystem([j for j in block if j != i], {v for v in variables if v != n})
                 if inner is not None:
-                    return BlockStep(Method.INTEGER_TEAR, tuple(block), tuple(variables), reads,
-                                     tears=(Tear(n, i, inner),))
+                    return BlockStep(
+                        Method.INTEGER_TEAR, tuple(block), tuple(variables), reads, tears=(Tear(n, i, inner),)
+                    )
         if len(block) > SYMBOLIC_LOOP_LIMIT:
             return self.large_loop(block, variables, reads, pairs)
         form = solve_loop(self.model, [self.eqs[i] for i in block], variables)
@@ -345,9 +372,11 @@ class _Compiler:
             texts = "; ".join(self.eqs[i].eq.text for i in block)
             raise UnderdeterminedError(
                 f"the equations '{texts}' fix {', '.join(variables)} only together: they leave "
-                f"{', '.join(form.free)} free", missing=form.free,
+                f"{', '.join(form.free)} free",
+                missing=form.free,
                 hint=f"give one of {', '.join(describe_var(self.model, n) for n in form.free)}",
-                where=self.eqs[block[0]].eq.where)
+                where=self.eqs[block[0]].eq.where,
+            )
         if form.status == "solved":
             return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, branches=form.branches)
         if form.status == "none":
@@ -357,8 +386,9 @@ class _Compiler:
             return BlockStep(Method.TEAR, tuple(block), tuple(variables), reads, tears=tears)
         return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, complete=False)
 
-    def large_loop(self, block: list[int], variables: list[str], reads: frozenset[str],
-                   pairs: list[tuple[int, str]]) -> BlockStep:
+    def large_loop(
+        self, block: list[int], variables: list[str], reads: frozenset[str], pairs: list[tuple[int, str]]
+    ) -> BlockStep:
         """A loop too large for sympy's parametric solve: linear rows when it is linear in its
         unknowns, else a tear, else sympy on the values under the budget (an answer or a refusal)."""
         from .closed_forms import linear_rows

@@ -17,7 +17,7 @@ from ..lang.model import Model
 from ..lang.pack import Equation, Variable
 from .structure import Matching, match, repartition
 
-__all__ = ["Problem", "SpecialisedEq", "fold_known", "smooth_in", "evaluate", "in_bounds"]
+__all__ = ["Problem", "SpecialisedEq", "evaluate", "fold_known", "in_bounds", "smooth_in"]
 
 
 _TESTS: dict[int, tuple[Node, frozenset[str], Any]] = {}  # id(condition) -> (it, its names, its test)
@@ -52,8 +52,11 @@ def fold_known(node: Node, known: dict[str, float]) -> Node:
         return node if arg is node.arg else Neg(arg)
     if isinstance(node, (Call, Logic)):
         args = tuple(fold_known(a, known) for a in node.args)
-        return node if all(a is b for a, b in zip(args, node.args)) else type(node)(
-            node.fn if isinstance(node, Call) else node.op, args)  # type: ignore[arg-type]
+        return (
+            node
+            if all(a is b for a, b in zip(args, node.args))
+            else type(node)(node.fn if isinstance(node, Call) else node.op, args)
+        )  # type: ignore[arg-type]
     return node
 
 
@@ -99,18 +102,23 @@ def _plain(model: Model) -> list[SpecialisedEq | None]:
 
 # ---------------------------------------------------------------- the solver
 
+
 class Problem:
     """One structural problem: fixed knowns, unknowns, equations specialised to them."""
 
-    def __init__(self, model: Model, known: dict[str, float], targets: tuple[str, ...],
-                 relax: frozenset[int] = frozenset()) -> None:
+    def __init__(
+        self, model: Model, known: dict[str, float], targets: tuple[str, ...], relax: frozenset[int] = frozenset()
+    ) -> None:
         self.model = model
         self.known = dict(known)
         self.targets = targets
         self.relax = relax  # equations n = ceil(e) / floor(e) read as n = e (a search's boundary)
         self.defaults_used: list[str] = []
-        choice_defaults = {n: v.default for n, v in model.variables.items()
-                           if v.choices and n not in self.known and v.default is not None and n not in targets}
+        choice_defaults = {
+            n: v.default
+            for n, v in model.variables.items()
+            if v.choices and n not in self.known and v.default is not None and n not in targets
+        }
         for n, d in choice_defaults.items():
             self.known[n] = d  # type: ignore[assignment]
             self.defaults_used.append(n)

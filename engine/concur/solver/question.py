@@ -33,7 +33,7 @@ from .seek import needs_search
 from .solution import Solution
 from .throughput_inputs import require_fixed
 
-__all__ = ["solve_model", "flush_caches"]
+__all__ = ["flush_caches", "solve_model"]
 
 
 def flush_caches(model: Model) -> None:
@@ -62,8 +62,9 @@ def solve_model(model: Model, find: tuple[str, ...], given: Mapping[str, Any]) -
     require_fixed(model, set(given), find)
     for name in find:
         if name in givens.values and givens.sources.get(name) == "given":
-            raise UsageError(f"'{name}' is both given and asked for", variable=name,
-                             hint=f"drop --set {name}=... or --find {name}")
+            raise UsageError(
+                f"'{name}' is both given and asked for", variable=name, hint=f"drop --set {name}=... or --find {name}"
+            )
     known = {k: v for k, v in givens.values.items() if k not in find}
     sources = dict(givens.sources)
     with budget():

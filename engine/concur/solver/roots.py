@@ -28,8 +28,17 @@ from typing import Any
 
 from .budget import spend
 
-__all__ = ["RESIDUAL_REL", "BOUNDS_SLACK", "INTEGER_SNAP", "in_bounds", "satisfies", "choose_root",
-           "choose_root_array", "bracket_root", "snap_integer"]
+__all__ = [
+    "BOUNDS_SLACK",
+    "INTEGER_SNAP",
+    "RESIDUAL_REL",
+    "bracket_root",
+    "choose_root",
+    "choose_root_array",
+    "in_bounds",
+    "satisfies",
+    "snap_integer",
+]
 
 RESIDUAL_REL = 1e-6
 """A candidate satisfies ``lhs = rhs`` when the residual is within this fraction of the scale."""
@@ -98,9 +107,9 @@ def choose_root_array(xs: Sequence[Any], lhss: Sequence[Any], rhss: Sequence[Any
         tol = BOUNDS_SLACK * np.maximum(np.abs(X), 1.0)
         within = valid.copy()
         if lo is not None:
-            within &= X >= lo - tol
+            within &= lo - tol <= X
         if hi is not None:
-            within &= X <= hi + tol
+            within &= hi + tol >= X
         magnitude = np.where(within, np.abs(X), np.inf)
         index = np.argmin(magnitude, axis=0)
         chosen = np.take_along_axis(X, index[None], axis=0)[0]
@@ -110,8 +119,9 @@ def choose_root_array(xs: Sequence[Any], lhss: Sequence[Any], rhss: Sequence[Any
     return values, np.where(any_within, index, -1)
 
 
-def bracket_root(f: Callable[[float], float], lo: float, hi: float, *, what: str = "a root",
-                 hint: str = "") -> float | None:
+def bracket_root(
+    f: Callable[[float], float], lo: float, hi: float, *, what: str = "a root", hint: str = ""
+) -> float | None:
     """A root of ``f`` in [lo, hi]: scan 201 points (log-spaced when wide), then bisect a sign change.
 
     Only a sign change or an isolated exact zero counts (see the module essay); an ``f`` that is 0
@@ -139,8 +149,10 @@ def bracket_root(f: Callable[[float], float], lo: float, hi: float, *, what: str
     if len(valid) > 2 and all(v == 0 for v in valid):
         from ..errors import UsageError
 
-        raise UsageError(f"every value of {what} in its range satisfies the equations: the givens do not "
-                         "determine it", hint=hint or "give it directly, or another value that constrains it")
+        raise UsageError(
+            f"every value of {what} in its range satisfies the equations: the givens do not determine it",
+            hint=hint or "give it directly, or another value that constrains it",
+        )
     for i, (x, fx) in enumerate(zip(points, values)):
         if fx is None:
             continue
@@ -158,8 +170,9 @@ def bracket_root(f: Callable[[float], float], lo: float, hi: float, *, what: str
     return _root_at_an_edge(f, points, values, what, hint)
 
 
-def _root_at_an_edge(f: Callable[[float], float], points: list[float], values: list[float | None], what: str,
-                     hint: str) -> float | None:
+def _root_at_an_edge(
+    f: Callable[[float], float], points: list[float], values: list[float | None], what: str, hint: str
+) -> float | None:
     """A sign change hidden between the last valid scan point and where ``f`` stops being defined
     (M/M/1's queue length grows without bound as the load nears 1, and fails past it): walk to the
     edge of the valid region by bisection; if ``f`` changes sign on the way, bisect that change."""

@@ -21,9 +21,15 @@ from .solution import REL_TOL, Step, show_value
 __all__ = ["run_question"]
 
 
-def run_question(model: Model, known: Mapping[str, float], targets: tuple[str, ...], sources: Mapping[str, str],
-                 check: bool = True, relax: frozenset[int] = frozenset(),
-                 at_least: frozenset[int] = frozenset()) -> tuple[Plan, dict[str, float], list[Step]]:
+def run_question(
+    model: Model,
+    known: Mapping[str, float],
+    targets: tuple[str, ...],
+    sources: Mapping[str, str],
+    check: bool = True,
+    relax: frozenset[int] = frozenset(),
+    at_least: frozenset[int] = frozenset(),
+) -> tuple[Plan, dict[str, float], list[Step]]:
     """Plan (cached) and run ``targets`` from ``known``: (plan, values, trace kept for display).
 
     With ``check``, over-determined givens are compared with what the model gives and the packs'
@@ -51,8 +57,9 @@ def run_question(model: Model, known: Mapping[str, float], targets: tuple[str, .
                     ok = False
                 if not ok:
                     detail = ", ".join(f"{n}={show_value(model, n, env[n])}" for n in sorted(names_in(con.expr)))
-                    raise InfeasibleError(f"'{con.text}' does not hold ({detail}): {con.doc}", where=con.where,
-                                          constraint=con.text)
+                    raise InfeasibleError(
+                        f"'{con.text}' does not hold ({detail}): {con.doc}", where=con.where, constraint=con.text
+                    )
     return plan, env, trace
 
 
@@ -78,10 +85,18 @@ def _requirement(model: Model, e: SpecialisedEq, env: dict[str, float]) -> None:
     name = e.lhs.name  # type: ignore[attr-defined]
     given, needed = show_value(model, name, evaluate(e.lhs, env)), show_value(model, name, evaluate(e.rhs, env))
     if isinstance(e.rhs, Call) and e.rhs.fn == "ceil":
-        raise InfeasibleError(f"{name}={given} is too few: with it, '{e.eq.text}' asks for {needed}", where=e.eq.where,
-                              variable=name, hint=f"give {name} of at least {needed}, or ask for it (--find {name})")
-    raise InfeasibleError(f"{name}={given} is too many: with it, '{e.eq.text}' gives {needed}", where=e.eq.where,
-                          variable=name, hint=f"give {name} of at most {needed}, or ask for it (--find {name})")
+        raise InfeasibleError(
+            f"{name}={given} is too few: with it, '{e.eq.text}' asks for {needed}",
+            where=e.eq.where,
+            variable=name,
+            hint=f"give {name} of at least {needed}, or ask for it (--find {name})",
+        )
+    raise InfeasibleError(
+        f"{name}={given} is too many: with it, '{e.eq.text}' gives {needed}",
+        where=e.eq.where,
+        variable=name,
+        hint=f"give {name} of at most {needed}, or ask for it (--find {name})",
+    )
 
 
 def _consistency(model: Model, e: SpecialisedEq, env: dict[str, float], sources: Mapping[str, str]) -> None:
@@ -89,8 +104,11 @@ def _consistency(model: Model, e: SpecialisedEq, env: dict[str, float], sources:
         lhs, rhs = evaluate(e.lhs, env), evaluate(e.rhs, env)
     except (ArithmeticError, ValueError) as exc:
         known = ", ".join(f"{n}={show_value(model, n, env[n])}" for n in sorted(e.names) if n in env)
-        raise InfeasibleError(f"'{e.eq.text}' cannot be evaluated with these givens ({known}): {exc}",
-                              where=e.eq.where, hint="check the givens for a zero") from None
+        raise InfeasibleError(
+            f"'{e.eq.text}' cannot be evaluated with these givens ({known}): {exc}",
+            where=e.eq.where,
+            hint="check the givens for a zero",
+        ) from None
     if abs(lhs - rhs) <= REL_TOL * max(abs(lhs), abs(rhs), 1e-300):
         return
     if isinstance(e.lhs, Var):
@@ -101,11 +119,21 @@ def _consistency(model: Model, e: SpecialisedEq, env: dict[str, float], sources:
             if ok:
                 return
             word = "at least" if var.limit == "at_least" else "at most"
-            raise InfeasibleError(f"the target {name} {word} {show_value(model, name, lhs)} is not met: the model gives "
-                                  f"{show_value(model, name, rhs)} ('{e.eq.text}')", where=e.eq.where, variable=name)
+            raise InfeasibleError(
+                f"the target {name} {word} {show_value(model, name, lhs)} is not met: the model gives "
+                f"{show_value(model, name, rhs)} ('{e.eq.text}')",
+                where=e.eq.where,
+                variable=name,
+            )
         raise ContradictionError(
             f"your {name}={show_value(model, name, lhs)} contradicts '{e.eq.text}': the model gives "
-            f"{show_value(model, name, rhs)}", where=e.eq.where, variable=name,
-            hint="drop one of the over-determining givens, or correct it")
-    raise ContradictionError(f"the givens contradict '{e.eq.text}': {lhs:.6g} vs {rhs:.6g} (base units)",
-                             where=e.eq.where, hint="drop one of the over-determining givens")
+            f"{show_value(model, name, rhs)}",
+            where=e.eq.where,
+            variable=name,
+            hint="drop one of the over-determining givens, or correct it",
+        )
+    raise ContradictionError(
+        f"the givens contradict '{e.eq.text}': {lhs:.6g} vs {rhs:.6g} (base units)",
+        where=e.eq.where,
+        hint="drop one of the over-determining givens",
+    )

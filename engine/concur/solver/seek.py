@@ -45,8 +45,7 @@ class Seek:
 _SEARCH: dict[tuple[Any, ...], Seek | None] = {}
 
 
-def needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float],
-                 givens: Givens) -> Seek | None:
+def needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float], givens: Givens) -> Seek | None:
     """(asked variable, given goal) when the answer must be searched for rather than computed.
 
     Two cases: the asked variable lies upstream of a given target (``limit:``), or reaching it
@@ -54,8 +53,11 @@ def needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float]
     given whose removal leaves the asked variable free while the goal follows from it; rounded
     counts (users, replicas) and integers are preferred as goals. Structural: cached per shape.
     """
-    key = (plan_key(model, known, find), tuple(sorted(givens.limits.items())),
-           tuple(sorted(k for k, s in givens.sources.items() if s == "given")))
+    key = (
+        plan_key(model, known, find),
+        tuple(sorted(givens.limits.items())),
+        tuple(sorted(k for k, s in givens.sources.items() if s == "given")),
+    )
     if key in _SEARCH:
         return _SEARCH[key]
     answer = _needs_search(model, find, known, givens)
@@ -63,8 +65,7 @@ def needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float]
     return answer
 
 
-def _needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float],
-                  givens: Givens) -> Seek | None:
+def _needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float], givens: Givens) -> Seek | None:
     limits = [g for g in givens.limits if g in known]
 
     def determined(names: Mapping[str, float], target: str) -> bool:
@@ -85,7 +86,8 @@ def _needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float
             free = structure(model, base, find).matching.undetermined - {g}
             candidates = sorted(
                 (s for s in free | {x} if not model.variables[s].choices and (s == x or s not in computed)),
-                key=lambda s: (not (model.variables[s].integer and s not in computed), s != x, s))
+                key=lambda s: (not (model.variables[s].integer and s not in computed), s != x, s),
+            )
             for s in candidates:
                 probe = {**base, s: 1.0}
                 if determined(probe, g) and determined(probe, x):
@@ -101,8 +103,10 @@ def _needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float
             continue
         whole = structure(model, known, find)
         if x in whole.matching.determined and not _invertible_path(model, whole, x):
-            drivers = sorted((g for g in known if givens.sources.get(g) == "given" and g not in limits),
-                             key=lambda g: (not _rounded_output(model, g), not model.variables[g].integer))
+            drivers = sorted(
+                (g for g in known if givens.sources.get(g) == "given" and g not in limits),
+                key=lambda g: (not _rounded_output(model, g), not model.variables[g].integer),
+            )
             for g in drivers:  # the given whose removal frees x, and that x drives
                 if not determined(without(g, *limits), x) and determined({**without(g), x: 1.0}, g):
                     return Seek(x, (g,))
@@ -129,17 +133,24 @@ def _rounded_link(model: Model, base: Mapping[str, float], x: str, g: str, deter
 def rounding_equation(model: Model, name: str) -> int | None:
     """The index of ``name = ceil(...)``/``floor(...)``, the equation that rounds it, if any."""
     for i, eq in enumerate(model.equations):
-        if isinstance(eq.lhs, Var) and eq.lhs.name == name and isinstance(eq.rhs, Call) \
-                and eq.rhs.fn in ("ceil", "floor"):
+        if (
+            isinstance(eq.lhs, Var)
+            and eq.lhs.name == name
+            and isinstance(eq.rhs, Call)
+            and eq.rhs.fn in ("ceil", "floor")
+        ):
             return i
     return None
 
 
 def _rounded_output(model: Model, name: str) -> bool:
     """``name = floor(...)`` or ``name = ceil(...) + 1``: a count the model rounds (users, replicas)."""
-    return any(isinstance(eq.lhs, Var) and eq.lhs.name == name
-               and any(isinstance(n, Call) and n.fn in ("floor", "ceil") for n in walk(eq.rhs))
-               for eq in model.equations)
+    return any(
+        isinstance(eq.lhs, Var)
+        and eq.lhs.name == name
+        and any(isinstance(n, Call) and n.fn in ("floor", "ceil") for n in walk(eq.rhs))
+        for eq in model.equations
+    )
 
 
 def _invertible_path(model: Model, problem: Problem, x: str) -> bool:
@@ -170,8 +181,7 @@ def _upstream_smooth(problem: Problem, x: str) -> bool:
         if i is None:
             continue
         e = problem.eqs[i]
-        if not (isinstance(e.lhs, Var) and e.lhs.name == v):
-            if not (smooth_in(e.lhs, v) and smooth_in(e.rhs, v)):
-                return False
+        if not (isinstance(e.lhs, Var) and e.lhs.name == v) and not (smooth_in(e.lhs, v) and smooth_in(e.rhs, v)):
+            return False
         stack.extend(n for n in e.names if n != v and n not in problem.known)
     return True

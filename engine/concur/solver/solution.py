@@ -8,19 +8,19 @@ is a ``pint.Quantity`` in the variable's display unit; ``to_json()`` is the shap
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from ..errors import UnknownNameError, UsageError
 from ..lang.model import Model
 from ..lang.pack import Equation
 
-__all__ = ["Method", "Step", "Givens", "Solution", "show_value", "describe_var", "list_names", "REL_TOL"]
+__all__ = ["REL_TOL", "Givens", "Method", "Solution", "Step", "describe_var", "list_names", "show_value"]
 
 REL_TOL = 1e-6
 
 
-class Method(str, Enum):
+class Method(StrEnum):
     """How a value was obtained; the one vocabulary of plans, traces, sweeps and workbooks."""
 
     GIVEN = "given"  # typed by the user
@@ -33,9 +33,6 @@ class Method(str, Enum):
     TEAR = "tear"  # a loop torn at one variable whose residual is bracketed
     INTEGER_TEAR = "integer tear"  # a loop torn at an integer n = ceil(...): the smallest n that suffices
     SEARCH = "search"  # a goal seek: the smallest/largest value meeting a target
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -78,9 +75,12 @@ class Solution:
     plan: Any = None  # the concur.solver.plan.Plan whose run gave the values (the exporter prints its forms)
 
     def __post_init__(self) -> None:
-        stated = [f"assumed {s.variable} = {show_value(self.model, s.variable, s.value)} (the pack's default; "
-                  f"give {s.variable} to change it)" for s in self.trace
-                  if s.method is Method.DEFAULT and self.model.variables[s.variable].stated]
+        stated = [
+            f"assumed {s.variable} = {show_value(self.model, s.variable, s.value)} (the pack's default; "
+            f"give {s.variable} to change it)"
+            for s in self.trace
+            if s.method is Method.DEFAULT and self.model.variables[s.variable].stated
+        ]
         self.notes[:0] = [n for n in self.givens.notes + stated if n not in self.notes]
 
     def equation(self, step: Step) -> Equation | None:
@@ -139,25 +139,34 @@ class Solution:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        given: dict[str, Any] = {key: {"value": ident, "unit": "", "source": "preset"}
-                                 for key, ident in self.givens.presets.items()}
+        given: dict[str, Any] = {
+            key: {"value": ident, "unit": "", "source": "preset"} for key, ident in self.givens.presets.items()
+        }
         for name, base in self.givens.values.items():
             if name not in self.model.variables:
                 continue
             var = self.model.variables[name]
-            given[name] = {"value": var.choices[int(base)] if var.choices else base / var.display.factor,
-                           "unit": var.display.text, "source": self.givens.sources.get(name, "given"),
-                           **({"typed": self.givens.texts[name]} if name in self.givens.texts else {})}
+            given[name] = {
+                "value": var.choices[int(base)] if var.choices else base / var.display.factor,
+                "unit": var.display.text,
+                "source": self.givens.sources.get(name, "given"),
+                **({"typed": self.givens.texts[name]} if name in self.givens.texts else {}),
+            }
         trace = []
         for s in self.trace:
             var = self.model.variables[s.variable]
-            trace.append({"variable": s.variable,
-                          "value": var.choices[int(s.value)] if var.choices else s.value / var.display.factor,
-                          "unit": var.display.text, "method": s.method.value, "equation": self.equation_text(s),
-                          "where": self.where(s),
-                          **({"note": s.note} if s.note else {})})
+            trace.append(
+                {
+                    "variable": s.variable,
+                    "value": var.choices[int(s.value)] if var.choices else s.value / var.display.factor,
+                    "unit": var.display.text,
+                    "method": s.method.value,
+                    "equation": self.equation_text(s),
+                    "where": self.where(s),
+                    **({"note": s.note} if s.note else {}),
+                }
+            )
         return {"results": self.results(), "given": given, "trace": trace, "notes": list(self.notes)}
-
 
 
 def show_value(model: Model, name: str, base: float) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..records import record
 
-__all__ = ["Matching", "match", "repartition", "blocks_in_order"]
+__all__ = ["Matching", "blocks_in_order", "match", "repartition"]
 
 
 @record
@@ -35,8 +35,12 @@ class Matching:
         return frozenset(self.var_to_eq) - self.undetermined
 
 
-def match(equations: dict[int, frozenset[str]], unknowns: set[str],
-          prefer: dict[int, str] | None = None, last: frozenset[int] = frozenset()) -> Matching:
+def match(
+    equations: dict[int, frozenset[str]],
+    unknowns: set[str],
+    prefer: dict[int, str] | None = None,
+    last: frozenset[int] = frozenset(),
+) -> Matching:
     """Maximum matching of equations (id -> unknown names they contain) onto unknowns.
 
     Equations in ``last`` are matched after all others, so they are the ones left over (checked,
@@ -96,8 +100,9 @@ def repartition(equations: dict[int, frozenset[str]], unknowns: set[str], matchi
     return _partition(adj, unknowns, matching.eq_to_var, matching.var_to_eq)
 
 
-def _partition(adj: dict[int, list[str]], unknowns: set[str], eq_to_var: dict[int, str],
-               var_to_eq: dict[str, int]) -> Matching:
+def _partition(
+    adj: dict[int, list[str]], unknowns: set[str], eq_to_var: dict[int, str], var_to_eq: dict[str, int]
+) -> Matching:
     """Dulmage–Mendelsohn: alternating reachability from unmatched unknowns."""
     var_eqs: dict[str, list[int]] = {}
     for e, vs in adj.items():

@@ -13,7 +13,7 @@ from typing import Any
 from ..lang.expr import Bin, Call, Cmp, If, Logic, Neg, Node, Num, UnitLit, Var
 from ..lang.functions import FUNCTIONS
 
-__all__ = ["to_sympy", "from_sympy"]
+__all__ = ["from_sympy", "to_sympy"]
 
 
 def to_sympy(node: Node, symbols: dict[str, Any]) -> Any:
@@ -46,7 +46,7 @@ def to_sympy(node: Node, symbols: dict[str, Any]) -> Any:
                     b = sp.Integer(int(b))
                 elif isinstance(b, sp.Float):
                     b = sp.nsimplify(b, rational=True)
-                return a ** b
+                return a**b
             return sp.Mod(a, b)
         if isinstance(n, Call):
             return FUNCTIONS[n.fn].sympy(*[conv(a) for a in n.args])

@@ -49,9 +49,23 @@ FIXED_INPUTS: dict[str, tuple[Need, ...]] = {
 """Per pack, the things a throughput question must fix. A model containing a pack listed here
 refuses a throughput question that leaves one of them open."""
 
-THROUGHPUT_OUTPUTS = frozenset({
-    "t_step", "itl", "ttft", "latency", "tokens_per_s", "tokens_per_s_per_user", "tokens_per_s_per_gpu",
-    "bound_tokens_per_s", "served_tokens_per_s", "memory_time", "compute_time", "t_step_bound", "request_rate"})
+THROUGHPUT_OUTPUTS = frozenset(
+    {
+        "t_step",
+        "itl",
+        "ttft",
+        "latency",
+        "tokens_per_s",
+        "tokens_per_s_per_user",
+        "tokens_per_s_per_gpu",
+        "bound_tokens_per_s",
+        "served_tokens_per_s",
+        "memory_time",
+        "compute_time",
+        "t_step_bound",
+        "request_rate",
+    }
+)
 """The answers that are throughputs or latencies (and so depend on all four)."""
 
 
@@ -85,4 +99,5 @@ def require_fixed(model: Any, fixed: Iterable[str], outputs: Sequence[str]) -> N
             "a throughput number is meaningless until input length, output length, offered load and the "
             f"configuration are fixed; missing {what}",
             missing=tuple(n.any_of[0] for n in missing),
-            hint="concur assumes none of them")
+            hint="concur assumes none of them",
+        )

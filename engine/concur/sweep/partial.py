@@ -138,8 +138,9 @@ def _fold(node: Node, scalars: Mapping[str, Any]) -> Const | Closure:
         return _apply(np.where, [cond, _fold(node.then, scalars), _fold(node.other, scalars)])
     if isinstance(node, Cmp) and not isinstance(node.left, Str) and not isinstance(node.right, Str):
         compiled = compile_node(Cmp(node.op, Var("\0l"), Var("\0r")), vector=True)
-        return _apply(lambda a, b: compiled({"\0l": a, "\0r": b}),
-                      [_fold(node.left, scalars), _fold(node.right, scalars)])
+        return _apply(
+            lambda a, b: compiled({"\0l": a, "\0r": b}), [_fold(node.left, scalars), _fold(node.right, scalars)]
+        )
     compiled = compile_node(node, vector=True)  # anything else: evaluated as written
     if names_in(node) <= scalars.keys():
         try:
@@ -195,9 +196,9 @@ def _product(node: Node, scalars: Mapping[str, Any]) -> Const | Closure:
         rest_num, den = [], den[1:]
     f = first
     for g in rest_num:
-        f = (lambda env, f=f, g=g: f(env) * g(env))
+        f = lambda env, f=f, g=g: f(env) * g(env)
     for g in den:
-        f = (lambda env, f=f, g=g: f(env) / g(env))
+        f = lambda env, f=f, g=g: f(env) / g(env)
     return f
 
 
@@ -229,7 +230,7 @@ def _sum(node: Node, scalars: Mapping[str, Any]) -> Const | Closure:
         f = lambda env: const - n0(env)
         rest, negs = [], neg[1:]
     for g in rest:
-        f = (lambda env, f=f, g=g: f(env) + g(env))
+        f = lambda env, f=f, g=g: f(env) + g(env)
     for g in negs:
-        f = (lambda env, f=f, g=g: f(env) - g(env))
+        f = lambda env, f=f, g=g: f(env) - g(env)
     return f

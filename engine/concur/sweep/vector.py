@@ -40,6 +40,7 @@ back as their integer codes (``model.variables[name].choices[code]``).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -47,8 +48,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConcurError, InfeasibleError, UsageError
-from ..solver.throughput_inputs import FIXED_INPUTS, require_fixed
 from ..lang.model import Model
+from ..solver.throughput_inputs import FIXED_INPUTS, require_fixed
 
 __all__ = ["FIXED_INPUTS", "SweepResult", "parse_range", "require_fixed", "sweep"]
 
@@ -80,6 +81,7 @@ class SweepResult(dict):
 
 # ---------------------------------------------------------------- ranges
 
+
 def parse_range(text: str) -> tuple[str, list[Any], bool]:
     """``VAR=START..STOP[:N]`` or ``VAR=a,b,c`` -> (name, values, is_range).
 
@@ -92,8 +94,9 @@ def parse_range(text: str) -> tuple[str, list[Any], bool]:
     ('tp', [1.0, 2.0, 4.0], False)
     """
     if "=" not in text:
-        raise UsageError(f"--over '{text}' is not VAR=START..STOP[:N] or VAR=a,b,c",
-                         hint="e.g. --over concurrency=1..256:20 --log")
+        raise UsageError(
+            f"--over '{text}' is not VAR=START..STOP[:N] or VAR=a,b,c", hint="e.g. --over concurrency=1..256:20 --log"
+        )
     name, spec = (s.strip() for s in text.split("=", 1))
     if not name or not spec:
         raise UsageError(f"--over '{text}' needs a variable and values")
@@ -104,8 +107,9 @@ def parse_range(text: str) -> tuple[str, list[Any], bool]:
             start, stop = float(lo), float(hi)
             n = int(count) if count else 10
         except ValueError:
-            raise UsageError(f"--over '{text}': START, STOP must be numbers and N a whole number",
-                             hint="e.g. concurrency=1..256:20") from None
+            raise UsageError(
+                f"--over '{text}': START, STOP must be numbers and N a whole number", hint="e.g. concurrency=1..256:20"
+            ) from None
         if n < 1 or n > 10_000_000:
             raise UsageError(f"--over '{text}': N must be between 1 and 10,000,000, got {n}")
         return name, [start, stop, n], True
@@ -135,13 +139,21 @@ def range_values(start: float, stop: float, n: int, log: bool) -> Any:
 
 # ---------------------------------------------------------------- the sweep
 
+
 def _categorical(model: Model, name: str) -> bool:
     return name in model.presets or (name in model.variables and bool(model.variables[name].choices))
 
 
-def sweep(model: Model, over: Mapping[str, Any], given: Mapping[str, Any], outputs: Sequence[str], *,
-          grid: bool = True, progress: Callable[[int, int], None] | None = None,
-          validate: bool = True) -> SweepResult:
+def sweep(
+    model: Model,
+    over: Mapping[str, Any],
+    given: Mapping[str, Any],
+    outputs: Sequence[str],
+    *,
+    grid: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+    validate: bool = True,
+) -> SweepResult:
     """Evaluate ``outputs`` at every point of ``over``; see the module essay.
 
     ``over``: variable -> values in its display unit (numbers), or preset/choice ids (strings).
@@ -185,8 +197,9 @@ def sweep(model: Model, over: Mapping[str, Any], given: Mapping[str, Any], outpu
         try:
             columns[k] = np.asarray(columns[k], dtype=float)
         except (TypeError, ValueError):
-            raise UsageError(f"--over {k}: values must be numbers ({k} is not a preset or choice)",
-                             variable=k) from None
+            raise UsageError(
+                f"--over {k}: values must be numbers ({k} is not a preset or choice)", variable=k
+            ) from None
 
     out = SweepResult()
     out.violations, out.messages, out.method, out.shape = {}, [], "vector", shape
@@ -240,8 +253,11 @@ def _summarise(out: SweepResult) -> None:
         total = 1
         for d in out.shape:
             total *= d
-        out.messages.insert(0, f"{out.nan_points()} of {total} point(s) have no admissible answer (NaN): "
-                            + ", ".join(f"{k} {n}x" for k, n in out.violations.items()))
+        out.messages.insert(
+            0,
+            f"{out.nan_points()} of {total} point(s) have no admissible answer (NaN): "
+            + ", ".join(f"{k} {n}x" for k, n in out.violations.items()),
+        )
 
 
 @dataclass(frozen=True)
@@ -266,16 +282,21 @@ class _Plan:
 _PLANS: dict[tuple[Any, ...], _Plan] = {}
 
 
-def _plan(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: list[str],
-          signature: tuple[Any, ...] = (), validate: bool = True) -> _Plan:
+def _plan(
+    model: Model,
+    arrays: dict[str, Any],
+    given: dict[str, Any],
+    outputs: list[str],
+    signature: tuple[Any, ...] = (),
+    validate: bool = True,
+) -> _Plan:
     from ..lang.expr import compile_node, names_in
-    from ..solver.plan import make_plan
     from ..solver.givens import resolve_givens
+    from ..solver.plan import make_plan
     from ..solver.question import flush_caches, solve_model
     from ..solver.seek import needs_search
 
-    key = (model.key, tuple(sorted((k, repr(v)) for k, v in given.items())), tuple(arrays), tuple(outputs),
-           signature)
+    key = (model.key, tuple(sorted((k, repr(v)) for k, v in given.items())), tuple(arrays), tuple(outputs), signature)
     cached = _PLANS.get(key)
     if cached is not None:
         return cached
@@ -288,10 +309,8 @@ def _plan(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: 
     known = {k: v for k, v in givens.values.items() if k not in find}
     # Validate the question once (underdetermined, contradictions) with the scalar solver.
     if validate:
-        try:
+        with contextlib.suppress(InfeasibleError):  # this point is infeasible; the others may not be
             solve_model(model, find, {**given, **first})
-        except InfeasibleError:
-            pass  # this point is infeasible; the others may not be
     steps = None
     plan = None
     if needs_search(model, find, known, givens) is None:
@@ -302,8 +321,11 @@ def _plan(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: 
     else:
         computed = set(arrays) | {s[0] for s in steps}
         scalars = {**plan.defaults, **known}
-        cons = tuple((con.text, con.doc, compile_node(con.expr, vector=True)) for con in model.constraints
-                     if names_in(con.expr) <= (scalars.keys() | computed) and names_in(con.expr) & computed)
+        cons = tuple(
+            (con.text, con.doc, compile_node(con.expr, vector=True))
+            for con in model.constraints
+            if names_in(con.expr) <= (scalars.keys() | computed) and names_in(con.expr) & computed
+        )
         keep = set(outputs).union(*(names_in(con.expr) for con in model.constraints))
         scalars, folded = _fold_plan(model, scalars, set(arrays), steps, keep)
         compiled = _Plan(True, scalars, folded, cons)
@@ -312,8 +334,9 @@ def _plan(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: 
     return compiled
 
 
-def _fold_plan(model: Model, known: dict[str, float], swept: set[str], steps: list[_Step],
-               keep: set[str]) -> tuple[dict[str, float], tuple[tuple[str, Callable, bool, tuple[str, ...]], ...]]:
+def _fold_plan(
+    model: Model, known: dict[str, float], swept: set[str], steps: list[_Step], keep: set[str]
+) -> tuple[dict[str, float], tuple[tuple[str, Callable, bool, tuple[str, ...]], ...]]:
     """Fold the plan once (see :mod:`concur.sweep.partial`): a block that reads no swept variable is
     evaluated now and joins the knowns (unless it is out of bounds or not finite -- then it stays
     a step, so every sweep reports it as before); the other blocks are folded against the knowns.
@@ -333,8 +356,9 @@ def _fold_plan(model: Model, known: dict[str, float], swept: set[str], steps: li
             probe.violations, probe.messages = {}, []
             try:
                 with np.errstate(all="ignore"):
-                    value, mask = _check_values(model, var, np.asarray(evaluate(scalars), dtype=float), probe,
-                                                scalars, 1)
+                    value, mask = _check_values(
+                        model, var, np.asarray(evaluate(scalars), dtype=float), probe, scalars, 1
+                    )
             except (TypeError, ValueError, KeyError, ArithmeticError):
                 value, mask = np.asarray(np.nan), True  # left to the sweep, which reports it per point
             if mask is None and value.ndim == 0:
@@ -348,7 +372,7 @@ def _fold_plan(model: Model, known: dict[str, float], swept: set[str], steps: li
                 folded = evaluate
             if isinstance(folded, Const):
                 value_ = folded.value
-                evaluate = (lambda env, c=value_: c)
+                evaluate = lambda env, c=value_: c
             else:
                 evaluate = folded
         out.append((var, evaluate, checked, reads))
@@ -356,8 +380,10 @@ def _fold_plan(model: Model, known: dict[str, float], swept: set[str], steps: li
     for i, (var, _f, _c, reads) in enumerate(out):
         for name in reads | {var}:
             last[name] = i
-    dead = {i: tuple(sorted(k for k, j in last.items() if j == i and k not in keep and k not in swept
-                            and k not in scalars)) for i in range(len(out))}
+    dead = {
+        i: tuple(sorted(k for k, j in last.items() if j == i and k not in keep and k not in swept and k not in scalars))
+        for i in range(len(out))
+    }
     return scalars, tuple((var, f, c, dead[i]) for i, (var, f, c, _r) in enumerate(out))
 
 
@@ -369,9 +395,15 @@ class _FlagRaised(ArithmeticError):
     """An FP flag was raised during the fast pass: rerun it with every block checked."""
 
 
-def _sweep_numeric(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: list[str],
-                   out: SweepResult, progress: Callable[[int, int], None] | None,
-                   validate: bool = True) -> dict[str, Any]:
+def _sweep_numeric(
+    model: Model,
+    arrays: dict[str, Any],
+    given: dict[str, Any],
+    outputs: list[str],
+    out: SweepResult,
+    progress: Callable[[int, int], None] | None,
+    validate: bool = True,
+) -> dict[str, Any]:
     """One categorical combination: numeric arrays of equal length -> outputs (display units).
 
     A plan folds every ``if_`` whose condition its givens decide; where a condition reads a swept
@@ -430,9 +462,16 @@ def _fold_parts(model: Model, arrays: dict[str, Any], given: dict[str, Any]) -> 
     return [(tuple(bool(b) for b in key), np.flatnonzero(inverse.ravel() == j)) for j, key in enumerate(keys)]
 
 
-def _sweep_shape(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: list[str],
-                 out: SweepResult, progress: Callable[[int, int], None] | None,
-                 signature: tuple[Any, ...], validate: bool = True) -> dict[str, Any]:
+def _sweep_shape(
+    model: Model,
+    arrays: dict[str, Any],
+    given: dict[str, Any],
+    outputs: list[str],
+    out: SweepResult,
+    progress: Callable[[int, int], None] | None,
+    signature: tuple[Any, ...],
+    validate: bool = True,
+) -> dict[str, Any]:
     """Points whose ``if_`` conditions all fold alike: one plan, evaluated over the arrays."""
     import numpy as np
 
@@ -473,8 +512,9 @@ def _sweep_shape(model: Model, arrays: dict[str, Any], given: dict[str, Any], ou
     return result
 
 
-def _evaluate(model: Model, plan: _Plan, inputs: dict[str, Any], out: SweepResult, n: int,
-              fast: bool) -> tuple[dict[str, Any], Any]:
+def _evaluate(
+    model: Model, plan: _Plan, inputs: dict[str, Any], out: SweepResult, n: int, fast: bool
+) -> tuple[dict[str, Any], Any]:
     """Run the plan's steps and constraints: (env in base units, mask of points with no answer).
     ``fast``: skip the scan of flag-safe blocks, drop dead intermediates, and raise
     :class:`_FlagRaised` (recording nothing in ``out``) on any FP flag, bad point or failed constraint."""
@@ -517,8 +557,9 @@ def _evaluate(model: Model, plan: _Plan, inputs: dict[str, Any], out: SweepResul
     return env, bad
 
 
-def _check_values(model: Model, var: str, value: Any, out: SweepResult | None, env: dict[str, Any],
-                  n: int) -> tuple[Any, Any]:
+def _check_values(
+    model: Model, var: str, value: Any, out: SweepResult | None, env: dict[str, Any], n: int
+) -> tuple[Any, Any]:
     """(value, mask): near-integers rounded like the solver; points out of bounds or not finite
     set to NaN and returned as a mask (None when every point is fine -- the common case, found
     with one or two reductions instead of full-size boolean arrays). Violations are counted in
@@ -537,8 +578,12 @@ def _check_values(model: Model, var: str, value: Any, out: SweepResult | None, e
             return value, None
     else:
         low, high = float(value.min()), float(value.max())  # both propagate NaN; +-inf shows in one of them
-        if (math.isfinite(low) and math.isfinite(high) and (lo is None or low >= lo - 1e-9 * max(abs(low), 1.0))
-                and (hi is None or high <= hi + 1e-9 * max(abs(high), 1.0))):
+        if (
+            math.isfinite(low)
+            and math.isfinite(high)
+            and (lo is None or low >= lo - 1e-9 * max(abs(low), 1.0))
+            and (hi is None or high <= hi + 1e-9 * max(abs(high), 1.0))
+        ):
             return value, None
     bad = ~np.isfinite(value)
     tol = 1e-9 * np.maximum(np.abs(value), 1.0)
@@ -586,9 +631,20 @@ def _vector_plan(model: Model, plan: Any) -> list[_Step] | None:
         if step.method is Method.FORWARD:
             out.append((var, step.forms[0], compile_node(step.forms[0], vector=True), step.reads))
         else:
-            out.append((var, None, _pick_root(model, var, [compile_node(r, vector=True) for r in step.forms],
-                                              compile_node(e.lhs, vector=True), compile_node(e.rhs, vector=True)),
-                        step.reads))
+            out.append(
+                (
+                    var,
+                    None,
+                    _pick_root(
+                        model,
+                        var,
+                        [compile_node(r, vector=True) for r in step.forms],
+                        compile_node(e.lhs, vector=True),
+                        compile_node(e.rhs, vector=True),
+                    ),
+                    step.reads,
+                )
+            )
     return out
 
 
@@ -619,8 +675,15 @@ def _pick_root(model: Model, var: str, roots: list[Callable], flhs: Callable, fr
     return evaluate
 
 
-def _per_point(model: Model, arrays: dict[str, Any], given: dict[str, Any], outputs: list[str], n: int,
-               out: SweepResult, progress: Callable[[int, int], None] | None) -> dict[str, Any]:
+def _per_point(
+    model: Model,
+    arrays: dict[str, Any],
+    given: dict[str, Any],
+    outputs: list[str],
+    n: int,
+    out: SweepResult,
+    progress: Callable[[int, int], None] | None,
+) -> dict[str, Any]:
     """The fallback: one scalar solve per point; infeasible points become NaN."""
     import numpy as np
 
@@ -651,4 +714,3 @@ def grid_product(values: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
     """Every combination of ``values`` (used for --compare), in order."""
     keys = list(values)
     return [dict(zip(keys, combo)) for combo in itertools.product(*(values[k] for k in keys))]
-

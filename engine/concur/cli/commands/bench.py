@@ -26,5 +26,8 @@ BENCHMARKS = {
     "plan": "concur.bench.plan",
 }
 
-command = LazyGroup(name="bench", lazy_subcommands={name: f"{module}.command" for name, module in BENCHMARKS.items()},
-                    help="Benchmarks: each prints the machine, the baseline and the measured ratio.")
+command = LazyGroup(
+    name="bench",
+    lazy_subcommands={name: f"{module}.command" for name, module in BENCHMARKS.items()},
+    help="Benchmarks: each prints the machine, the baseline and the measured ratio.",
+)

@@ -51,14 +51,16 @@ def _report(points: str | None) -> None:
 
     path = Path(points) if points else _POINTS
     if not path.is_file():
-        raise UsageError(f"no points file at {path}", hint="give --points tests/data/throughput_points.yaml "
-                         "from a source checkout")
+        raise UsageError(
+            f"no points file at {path}", hint="give --points tests/data/throughput_points.yaml from a source checkout"
+        )
     pts = load_points(path)
     click.echo("\n".join(report(fit_set(pts), cross_validate(pts), pts)))
 
 
-def _from_files(files: tuple[str, ...], sets: tuple[str, ...], entry_id: str, as_json: bool, output: str | None,
-                catalog: str | None) -> None:
+def _from_files(
+    files: tuple[str, ...], sets: tuple[str, ...], entry_id: str, as_json: bool, output: str | None, catalog: str | None
+) -> None:
     from ...analysis.bench_import import catalog_document, fit_runs, read_runs
     from ...errors import UsageError
     from ..givens import parse_sets
@@ -66,17 +68,22 @@ def _from_files(files: tuple[str, ...], sets: tuple[str, ...], entry_id: str, as
     given = parse_sets(sets)
     missing = [k for k in ("model", "gpu") if k not in given]
     if missing:
-        raise UsageError(f"--from needs the configuration the files were measured on: --set {missing[0]}=...",
-                         hint="e.g. --set model=llama-3.1-8b --set gpu=h100-sxm-80gb --set tp=1")
+        raise UsageError(
+            f"--from needs the configuration the files were measured on: --set {missing[0]}=...",
+            hint="e.g. --set model=llama-3.1-8b --set gpu=h100-sxm-80gb --set tp=1",
+        )
     runs = [run for f in files for run in read_runs(f)]
     result = fit_runs(runs, given)
     doc = catalog_document(result, entry_id, given)
     if as_json:
         click.echo(json.dumps(result.to_json()))
     else:
-        click.echo(f"efficiency {result.efficiency:.4f}, t_fixed {result.t_fixed * 1e3:.3f} ms, efficiency_prefill "
-                   f"{result.efficiency_prefill:.4f} ({result.prefill_from}); {len(runs)} runs, median |error| "
-                   f"{100 * result.median_abs_error:.1f}%", err=True)
+        click.echo(
+            f"efficiency {result.efficiency:.4f}, t_fixed {result.t_fixed * 1e3:.3f} ms, efficiency_prefill "
+            f"{result.efficiency_prefill:.4f} ({result.prefill_from}); {len(runs)} runs, median |error| "
+            f"{100 * result.median_abs_error:.1f}%",
+            err=True,
+        )
         if not output and not catalog:
             click.echo(_yaml(doc), nl=False)
     if output:
@@ -102,25 +109,50 @@ def _into_catalog(folder: Path, doc: dict, entry_id: str) -> None:
         old = YAML(typ="safe").load(target.read_text(encoding="utf-8")) or {}
         if old.get("catalog") != "engines" or not isinstance(old.get("entries"), dict):
             raise UsageError(f"{target} is not an engines catalog", hint="give an empty folder or one of concur's")
-        doc = {**doc, "fields": {**old.get("fields", {}), **doc["fields"]},
-               "entries": {**old["entries"], entry_id: doc["entries"][entry_id]}}
+        doc = {
+            **doc,
+            "fields": {**old.get("fields", {}), **doc["fields"]},
+            "entries": {**old["entries"], entry_id: doc["entries"][entry_id]},
+        }
     _write(target, _yaml(doc))
-    click.echo(f"wrote {target} (use it: CONCUR_CATALOG_PATH={folder} concur solve ... --set engine={entry_id})",
-               err=True)
+    click.echo(
+        f"wrote {target} (use it: CONCUR_CATALOG_PATH={folder} concur solve ... --set engine={entry_id})", err=True
+    )
 
 
 @click.command(name="calibrate")
-@click.option("--from", "from_files", multiple=True, type=click.Path(dir_okay=False),
-              help="benchmark result file (vllm bench serve JSON, SGLang JSONL, genai-perf/AIPerf JSON); repeat")
-@click.option("--set", "-s", "sets", multiple=True, metavar="NAME=VALUE",
-              help="with --from: the configuration measured (model=, gpu=, tp=, weight_dtype=, kv_dtype=)")
+@click.option(
+    "--from",
+    "from_files",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="benchmark result file (vllm bench serve JSON, SGLang JSONL, genai-perf/AIPerf JSON); repeat",
+)
+@click.option(
+    "--set",
+    "-s",
+    "sets",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="with --from: the configuration measured (model=, gpu=, tp=, weight_dtype=, kv_dtype=)",
+)
 @json_option
-@click.option("--catalog", type=click.Path(file_okay=False), default=None,
-              help="with --from: add the entry to this folder's engines.yaml (a user catalog folder)")
+@click.option(
+    "--catalog",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="with --from: add the entry to this folder's engines.yaml (a user catalog folder)",
+)
 @click.option("--report", is_flag=True, help="print the per-cell errors of the published-points fit and exit")
-@click.option("--points", default=None, type=click.Path(dir_okay=False),
-              help="with --report: the points file (default: tests/data/throughput_points.yaml of a checkout)")
-@click.option("--model", "model_id", default="llama-3.1-8b", show_default=True, help="catalog model whose shapes to use")
+@click.option(
+    "--points",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="with --report: the points file (default: tests/data/throughput_points.yaml of a checkout)",
+)
+@click.option(
+    "--model", "model_id", default="llama-3.1-8b", show_default=True, help="catalog model whose shapes to use"
+)
 @click.option("--layers", type=int, default=2, show_default=True, help="layers run (the model scaled down)")
 @click.option("--context", type=int, default=1024, show_default=True, help="KV-cache length per sequence (tokens)")
 @click.option("--batches", default="1,4,16,32", show_default=True, help="batch sizes, comma-separated")
@@ -129,21 +161,41 @@ def _into_catalog(folder: Path, doc: dict, entry_id: str) -> None:
 @click.option("--bandwidth", type=float, default=None, help="memory bandwidth in TB/s (default: measure a copy)")
 @click.option("--repeats", type=int, default=5, show_default=True, help="timed steps per batch size (median)")
 @click.option("--id", "entry_id", default=None, help="catalog entry id (default: calibrated-DEVICE)")
-@click.option("--output", "-o", type=click.Path(dir_okay=False, allow_dash=True), default=None, metavar="FILE|-",
-              help="write the YAML entry here (default: stdout, or nowhere with --json)")
-def command(from_files: tuple[str, ...], sets: tuple[str, ...], as_json: bool, catalog: str | None, report: bool,
-            points: str | None, model_id: str, layers: int, context: int, batches: str, dtype: str,
-            device: str | None, bandwidth: float | None, repeats: int, entry_id: str | None,
-            output: str | None) -> None:
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    default=None,
+    metavar="FILE|-",
+    help="write the YAML entry here (default: stdout, or nowhere with --json)",
+)
+def command(
+    from_files: tuple[str, ...],
+    sets: tuple[str, ...],
+    as_json: bool,
+    catalog: str | None,
+    report: bool,
+    points: str | None,
+    model_id: str,
+    layers: int,
+    context: int,
+    batches: str,
+    dtype: str,
+    device: str | None,
+    bandwidth: float | None,
+    repeats: int,
+    entry_id: str | None,
+    output: str | None,
+) -> None:
     """Fit efficiency and t_fixed: from benchmark results (--from), or a synthetic step on this machine."""
     import io
 
     from ...analysis.calibrate_torch import (
-        require_torch,
         catalog_entry,
         fit_step_times,
         measure,
         measure_bandwidth,
+        require_torch,
         shapes_for,
     )
     from ...errors import UsageError
@@ -177,8 +229,16 @@ def command(from_files: tuple[str, ...], sets: tuple[str, ...], as_json: bool, c
         bw, source = bandwidth * 1e12, "given"
     fit = fit_step_times(samples, bw)
     name = torch.cuda.get_device_name(dev) if dev.startswith("cuda") else f"cpu ({os.cpu_count()} cores)"
-    meta = {"device": dev, "device_name": name, "torch": str(torch.__version__), "model": model_id, "layers": layers,
-            "dtype": dtype, "context": context, "bandwidth_source": source}
+    meta = {
+        "device": dev,
+        "device_name": name,
+        "torch": str(torch.__version__),
+        "model": model_id,
+        "layers": layers,
+        "dtype": dtype,
+        "context": context,
+        "bandwidth_source": source,
+    }
     doc = catalog_entry(entry_id or f"calibrated-{dev.split(':')[0]}", fit, samples, meta)
     from ruamel.yaml import YAML
 
@@ -190,19 +250,33 @@ def command(from_files: tuple[str, ...], sets: tuple[str, ...], as_json: bool, c
         output = ""  # the JSON is the stdout document; the YAML entry goes only to a named file
     if not as_json:
         for s in samples:
-            click.echo(f"batch {s.batch:>5}: {s.t_step * 1e3:9.3f} ms  bound {s.bytes / bw * 1e3:9.3f} ms  "
-                       f"measured/bound {s.t_step / (s.bytes / bw):6.2f}", err=True)
-        click.echo(f"efficiency {fit.efficiency:.4f}, t_fixed {fit.t_fixed * 1e3:.3f} ms "
-                   f"(bandwidth {bw / 1e12:.4g} TB/s, {source}; median |error| {100 * fit.median_abs_error:.1f}%)",
-                   err=True)
+            click.echo(
+                f"batch {s.batch:>5}: {s.t_step * 1e3:9.3f} ms  bound {s.bytes / bw * 1e3:9.3f} ms  "
+                f"measured/bound {s.t_step / (s.bytes / bw):6.2f}",
+                err=True,
+            )
+        click.echo(
+            f"efficiency {fit.efficiency:.4f}, t_fixed {fit.t_fixed * 1e3:.3f} ms "
+            f"(bandwidth {bw / 1e12:.4g} TB/s, {source}; median |error| {100 * fit.median_abs_error:.1f}%)",
+            err=True,
+        )
     if output:
         write_text(output, buf.getvalue())
         if not is_stdio(output) and not as_json:
             click.echo(f"wrote {output}", err=True)
     if as_json:
         entry = next(iter(doc["entries"].values()))
-        click.echo(json.dumps({"efficiency": fit.efficiency, "t_fixed": {"value": fit.t_fixed * 1e3, "unit": "ms"},
-                               "efficiency_prefill": None, "points": entry["measurement"]["points"],
-                               "median_abs_error": fit.median_abs_error,
-                               "bandwidth": {"value": bw / 1e12, "unit": "TB/s", "source": source},
-                               **({"wrote": output} if output else {})}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "efficiency": fit.efficiency,
+                    "t_fixed": {"value": fit.t_fixed * 1e3, "unit": "ms"},
+                    "efficiency_prefill": None,
+                    "points": entry["measurement"]["points"],
+                    "median_abs_error": fit.median_abs_error,
+                    "bandwidth": {"value": bw / 1e12, "unit": "TB/s", "source": source},
+                    **({"wrote": output} if output else {}),
+                },
+                indent=2,
+            )
+        )

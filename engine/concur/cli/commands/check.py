@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import click
 
@@ -83,12 +84,23 @@ def _json_errors(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.command(name="check")
 @pack_path_option
 @click.argument("paths", nargs=-1, type=click.Path(exists=True))
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "github"]), default="text", show_default=True,
-              is_eager=True, callback=_json_errors,
-              help="text: file:line:col: error: message; json: a list of {file, line, col, severity, message}; "
-                   "github: ::error annotations for GitHub Actions")
-@click.option("--examples/--no-examples", default=True, show_default=True,
-              help="also solve each pack's examples: and report those whose answer differs from what they expect")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "github"]),
+    default="text",
+    show_default=True,
+    is_eager=True,
+    callback=_json_errors,
+    help="text: file:line:col: error: message; json: a list of {file, line, col, severity, message}; "
+    "github: ::error annotations for GitHub Actions",
+)
+@click.option(
+    "--examples/--no-examples",
+    default=True,
+    show_default=True,
+    help="also solve each pack's examples: and report those whose answer differs from what they expect",
+)
 @click.pass_context
 def command(ctx: click.Context, paths: tuple[str, ...], fmt: str, examples: bool) -> None:
     """Unit-check pack files or folders (default: the shipped packs).

@@ -62,8 +62,9 @@ class Diagnosis:
     advice: str
 
 
-def diagnose(given: dict[str, Any], measured_tokens_per_s: float | None = None,
-             measured_itl_ms: float | None = None) -> Diagnosis:
+def diagnose(
+    given: dict[str, Any], measured_tokens_per_s: float | None = None, measured_itl_ms: float | None = None
+) -> Diagnosis:
     """Compare a measurement with ``llm_throughput`` for the scenario ``given`` (must include
     concurrency, input_tokens, output_tokens and a configuration). Exactly one measurement.
     Raises ``UsageError`` / ``UnderdeterminedError`` for a bad question."""
@@ -73,11 +74,21 @@ def diagnose(given: dict[str, Any], measured_tokens_per_s: float | None = None,
     from ...sweep.vector import require_fixed
 
     if (measured_tokens_per_s is None) == (measured_itl_ms is None):
-        raise UsageError("give exactly one measurement: --measured-tokens-per-s or --measured-itl",
-                         hint="tokens/s is decode output of the whole replica at the stated concurrency")
+        raise UsageError(
+            "give exactly one measurement: --measured-tokens-per-s or --measured-itl",
+            hint="tokens/s is decode output of the whole replica at the stated concurrency",
+        )
     model = build_model(["llm_throughput"])
-    outputs = ("bound_tokens_per_s", "tokens_per_s", "memory_time", "compute_time", "t_step_bound",
-               "kv_batch_limit", "input_tokens", "output_tokens")
+    outputs = (
+        "bound_tokens_per_s",
+        "tokens_per_s",
+        "memory_time",
+        "compute_time",
+        "t_step_bound",
+        "kv_batch_limit",
+        "input_tokens",
+        "output_tokens",
+    )
     require_fixed(model, set(given), outputs)
     g = {"kv_fit": "ignore", **given}  # the measured run did hold its batch: diagnose it, do not refuse it
     sol = solve_model(model, tuple(o for o in outputs if o not in g), g)
@@ -106,13 +117,17 @@ def diagnose(given: dict[str, Any], measured_tokens_per_s: float | None = None,
             signature = "KV pool full with idle compute"
     ratio = measured / bound
     if ratio > 1 + 1e-9:
-        advice = ("the measurement beats the roofline: check the configuration (tp, dtypes, GPU), the "
-                  "lengths and what the number counts (prefill tokens? several replicas?)")
+        advice = (
+            "the measurement beats the roofline: check the configuration (tp, dtypes, GPU), the "
+            "lengths and what the number counts (prefill tokens? several replicas?)"
+        )
     elif signature:
         whole = sol.value("input_tokens") + sol.value("output_tokens")
-        advice = (f"the batch is capped by KV memory ({kv_limit:g} sequences of {whole:g} "
-                  f"tokens) while compute runs at {comp / max(mem, comp):.0%} of the step: "
-                  "run `concur remedies` with the same --set values")
+        advice = (
+            f"the batch is capped by KV memory ({kv_limit:g} sequences of {whole:g} "
+            f"tokens) while compute runs at {comp / max(mem, comp):.0%} of the step: "
+            "run `concur remedies` with the same --set values"
+        )
     elif binds == "KV capacity":
         advice = "the KV pool limits the batch: `concur remedies` lists what buys room"
     elif binds == "fixed overhead":
@@ -121,8 +136,22 @@ def diagnose(given: dict[str, Any], measured_tokens_per_s: float | None = None,
         advice = "compute-bound: fp8 weights (FP8 tensor peak) or more GPUs raise the ceiling"
     else:
         advice = "bandwidth-bound: fewer bytes per step (fp8 weights / KV) or more GPUs per replica"
-    return Diagnosis(c, measured, bound, modelled, ratio, measured / modelled, mem, comp, fixed, eff, kv_limit,
-                     binds, signature, advice)
+    return Diagnosis(
+        c,
+        measured,
+        bound,
+        modelled,
+        ratio,
+        measured / modelled,
+        mem,
+        comp,
+        fixed,
+        eff,
+        kv_limit,
+        binds,
+        signature,
+        advice,
+    )
 
 
 @click.command(name="diagnose")
@@ -131,8 +160,13 @@ def diagnose(given: dict[str, Any], measured_tokens_per_s: float | None = None,
 @click.option("--measured-itl", type=float, help="measured inter-token latency, ms")
 @json_option
 @click.pass_context
-def command(ctx: click.Context, sets: tuple[str, ...], measured_tokens_per_s: float | None,
-            measured_itl: float | None, as_json: bool) -> None:
+def command(
+    ctx: click.Context,
+    sets: tuple[str, ...],
+    measured_tokens_per_s: float | None,
+    measured_itl: float | None,
+    as_json: bool,
+) -> None:
     """Measured ÷ bound, which bound binds, and the 'KV pool full with idle compute' signature.
 
     Exit 1 when the measurement beats the roofline (the inputs or the physics are wrong); with
@@ -145,8 +179,11 @@ def command(ctx: click.Context, sets: tuple[str, ...], measured_tokens_per_s: fl
     d = diagnose(parse_sets(sets), measured_tokens_per_s, measured_itl)
     beyond = None
     if d.ratio_to_bound > 1 + 1e-9:
-        beyond = ContradictionError(f"measured {d.measured_tokens_per_s:,.0f} token/s exceeds the roofline bound "
-                                    f"{d.bound_tokens_per_s:,.0f} token/s", hint=d.advice)
+        beyond = ContradictionError(
+            f"measured {d.measured_tokens_per_s:,.0f} token/s exceeds the roofline bound "
+            f"{d.bound_tokens_per_s:,.0f} token/s",
+            hint=d.advice,
+        )
     if as_json:
         doc = asdict(d)
         if beyond is not None:
@@ -155,15 +192,21 @@ def command(ctx: click.Context, sets: tuple[str, ...], measured_tokens_per_s: fl
         if beyond is not None:
             ctx.exit(beyond.exit_code)
         return
-    rows = [("measured", f"{d.measured_tokens_per_s:,.0f} token/s at concurrency {d.concurrency:g}"),
-            ("bound (roofline)", f"{d.bound_tokens_per_s:,.0f} token/s"),
-            ("measured / bound", f"{d.ratio_to_bound:.2f}"),
-            ("model", (f"{d.model_tokens_per_s:,.0f} token/s (efficiency {d.efficiency:g}, "
-                      f"t_fixed {d.fixed_ms:g} ms); measured / model {d.ratio_to_model:.2f}")),
-            ("step terms", (f"memory {d.memory_ms:.3g} ms, compute {d.compute_ms:.3g} ms, "
-                           f"fixed {d.fixed_ms:.3g} ms")),
-            ("KV limit", f"{d.kv_limit:,.0f} sequences of input + output tokens"),
-            ("binds", d.binds)]
+    rows = [
+        ("measured", f"{d.measured_tokens_per_s:,.0f} token/s at concurrency {d.concurrency:g}"),
+        ("bound (roofline)", f"{d.bound_tokens_per_s:,.0f} token/s"),
+        ("measured / bound", f"{d.ratio_to_bound:.2f}"),
+        (
+            "model",
+            (
+                f"{d.model_tokens_per_s:,.0f} token/s (efficiency {d.efficiency:g}, "
+                f"t_fixed {d.fixed_ms:g} ms); measured / model {d.ratio_to_model:.2f}"
+            ),
+        ),
+        ("step terms", (f"memory {d.memory_ms:.3g} ms, compute {d.compute_ms:.3g} ms, fixed {d.fixed_ms:.3g} ms")),
+        ("KV limit", f"{d.kv_limit:,.0f} sequences of input + output tokens"),
+        ("binds", d.binds),
+    ]
     if d.signature:
         rows.append(("signature", d.signature))
     rows.append(("advice", d.advice))

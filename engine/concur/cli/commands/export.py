@@ -37,8 +37,14 @@ import click
 from ...errors import UsageError
 from ..options import find_option, json_option, pack_path_option, set_option
 
-__all__ = ["command", "WorkbookDefinition", "load_definition", "solve_definition", "export_definition",
-           "plan_for"]
+__all__ = [
+    "WorkbookDefinition",
+    "command",
+    "export_definition",
+    "load_definition",
+    "plan_for",
+    "solve_definition",
+]
 
 _DEF_KEYS = {"title", "doc", "packs", "given", "find", "sweeps", "scenarios", "plan"}
 _SWEEP_KEYS = {"name", "over", "values", "outputs", "x", "y", "title", "log_x"}
@@ -77,8 +83,9 @@ def load_definition(path: str | Path) -> WorkbookDefinition:
         raise _fail(path, None, "a workbook definition is a mapping with title, packs, given, find")
     unknown = sorted(set(data) - _DEF_KEYS)
     if unknown:
-        raise _fail(path, data.where(unknown[0]), f"unknown key '{unknown[0]}'",
-                    hint=f"allowed: {', '.join(sorted(_DEF_KEYS))}")
+        raise _fail(
+            path, data.where(unknown[0]), f"unknown key '{unknown[0]}'", hint=f"allowed: {', '.join(sorted(_DEF_KEYS))}"
+        )
     title = data.get("title")
     if not isinstance(title, str) or not title.strip():
         raise _fail(path, None, "'title' must be non-empty text")
@@ -86,8 +93,11 @@ def load_definition(path: str | Path) -> WorkbookDefinition:
     if isinstance(packs, str):
         packs = [packs]
     if not isinstance(packs, list) or not packs or not all(isinstance(p, str) for p in packs):
-        raise _fail(path, data.where("packs") if "packs" in data else None,
-                    "'packs' must be a non-empty list of pack names or .yaml paths")
+        raise _fail(
+            path,
+            data.where("packs") if "packs" in data else None,
+            "'packs' must be a non-empty list of pack names or .yaml paths",
+        )
     resolved = []
     for p in packs:
         if p.endswith((".yaml", ".yml")) or "/" in p:
@@ -112,16 +122,27 @@ def load_definition(path: str | Path) -> WorkbookDefinition:
                 raise _fail(path, None, f"each {kind} is a mapping with a name")
             bad = sorted(set(item) - keys)
             if bad:
-                raise _fail(path, getattr(item, "where", lambda k: None)(bad[0]),
-                            f"{kind} '{item['name']}' has unknown key '{bad[0]}'",
-                            hint=f"allowed: {', '.join(sorted(keys))}")
+                raise _fail(
+                    path,
+                    getattr(item, "where", lambda k: None)(bad[0]),
+                    f"{kind} '{item['name']}' has unknown key '{bad[0]}'",
+                    hint=f"allowed: {', '.join(sorted(keys))}",
+                )
     doc = data.get("doc")
     fleet = data.get("plan")
     if fleet is not None and not isinstance(fleet, dict):
         raise _fail(path, data.where("plan"), "'plan' must map axis: [values] (e.g. engines: [default])")
-    return WorkbookDefinition(path, title.strip(), " ".join(doc.split()) if isinstance(doc, str) else None,
-                              tuple(resolved), dict(given), tuple(find), tuple(dict(s) for s in sweeps),
-                              tuple(dict(s) for s in scenarios), None if fleet is None else dict(fleet))
+    return WorkbookDefinition(
+        path,
+        title.strip(),
+        " ".join(doc.split()) if isinstance(doc, str) else None,
+        tuple(resolved),
+        dict(given),
+        tuple(find),
+        tuple(dict(s) for s in sweeps),
+        tuple(dict(s) for s in scenarios),
+        None if fleet is None else dict(fleet),
+    )
 
 
 def _display(model: Any, plan: Any, name: str, raw: Any, what: str) -> float:
@@ -130,15 +151,20 @@ def _display(model: Any, plan: Any, name: str, raw: Any, what: str) -> float:
 
     var = model.variable(name)
     if var.choices:
-        raise UsageError(f"{what}: '{name}' is a choice variable; sweeps and scenarios take numbers",
-                         variable=name)
+        raise UsageError(f"{what}: '{name}' is a choice variable; sweeps and scenarios take numbers", variable=name)
     shown = next((i.var for i in plan.inputs if i.var.name == name), None)
     scale = shown.scale if shown is not None else var.display.factor
     return convert_value(raw, var) / scale
 
 
-def plan_for(model: Any, sol: Any, title: str, sweeps: tuple[dict[str, Any], ...] = (),
-             scenarios: tuple[dict[str, Any], ...] = (), doc: str | None = None) -> Any:
+def plan_for(
+    model: Any,
+    sol: Any,
+    title: str,
+    sweeps: tuple[dict[str, Any], ...] = (),
+    scenarios: tuple[dict[str, Any], ...] = (),
+    doc: str | None = None,
+) -> Any:
     """The WorkbookPlan of ``sol`` with definition-style sweeps and scenarios.
 
     Sweep values and overrides are converted to the unit each input shows on the sheet (the
@@ -161,17 +187,30 @@ def plan_for(model: Any, sol: Any, title: str, sweeps: tuple[dict[str, Any], ...
         outputs = [outputs] if isinstance(outputs, str) else list(outputs)
         nums = tuple(_display(model, plan, over, v, f"sweep '{s['name']}'") for v in values)
         unit = shown_units.get(over, model.variable(over).display.text)
-        sw_out.append(Sweep(str(s["name"]), over, nums, tuple(outputs),
-                            str(s.get("x", f"{over} [{unit}]" if unit else over)),
-                            str(s.get("y", ", ".join(outputs))), str(s.get("title", f"{', '.join(outputs)} vs {over}")),
-                            bool(s.get("log_x", False))))
+        sw_out.append(
+            Sweep(
+                str(s["name"]),
+                over,
+                nums,
+                tuple(outputs),
+                str(s.get("x", f"{over} [{unit}]" if unit else over)),
+                str(s.get("y", ", ".join(outputs))),
+                str(s.get("title", f"{', '.join(outputs)} vs {over}")),
+                bool(s.get("log_x", False)),
+            )
+        )
     sc_out = []
     for s in scenarios:
         sets = s.get("set") or {}
         if not isinstance(sets, dict):
             raise UsageError(f"scenario '{s['name']}': 'set' must map NAME: VALUE")
-        sc_out.append(Scenario(str(s["name"]), {k: _display(model, plan, k, v, f"scenario '{s['name']}'")
-                                                for k, v in sets.items()}, str(s.get("doc", "") or "")))
+        sc_out.append(
+            Scenario(
+                str(s["name"]),
+                {k: _display(model, plan, k, v, f"scenario '{s['name']}'") for k, v in sets.items()},
+                str(s.get("doc", "") or ""),
+            )
+        )
     return replace(plan, sweeps=sw_out, scenarios=sc_out)
 
 
@@ -206,16 +245,32 @@ def export_definition(path: str | Path, out: str | Path | None = None) -> Path:
 @click.argument("packs", nargs=-1)
 @find_option()
 @set_option()
-@click.option("--scenario", type=click.Path(dir_okay=False, allow_dash=True), metavar="FILE|-",
-              help="YAML file with given: {NAME: VALUE} ('-': stdin)")
+@click.option(
+    "--scenario",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    metavar="FILE|-",
+    help="YAML file with given: {NAME: VALUE} ('-': stdin)",
+)
 @click.option("--title", default=None, help="workbook title (default: the packs' names)")
-@click.option("-o", "--output", "output", type=click.Path(dir_okay=False, allow_dash=True), default=None,
-              metavar="FILE.xlsx|-",
-              help="the .xlsx to write (required unless the argument is a workbook definition; '-': stdout, "
-                   "not a terminal)")
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    default=None,
+    metavar="FILE.xlsx|-",
+    help="the .xlsx to write (required unless the argument is a workbook definition; '-': stdout, not a terminal)",
+)
 @json_option
-def command(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...], scenario: str | None,
-            title: str | None, output: str | None, as_json: bool) -> None:
+def command(
+    packs: tuple[str, ...],
+    find: tuple[str, ...],
+    sets: tuple[str, ...],
+    scenario: str | None,
+    title: str | None,
+    output: str | None,
+    as_json: bool,
+) -> None:
     """Solve and write a live Excel workbook (every result a formula).
 
     \b
@@ -275,7 +330,6 @@ def _is_definition(path: Path) -> bool:
 
 def _save_caches(model: Any) -> None:
     from ...solver.question import flush_caches
-    from ...lang.units import save_cache
 
     if model is not None:
         flush_caches(model)

@@ -28,16 +28,29 @@ def command(as_json: bool) -> None:
     from ..render import align, echo
 
     packs: list[dict[str, Any]] = []
-    for name, path in pack_paths().items():
+    for name, _path in pack_paths().items():
         pack = get_pack(name)
-        packs.append({"name": name, "path": pack.path, "variables": len(pack.variables),
-                      "equations": len(pack.equations), "doc": _first_sentence(pack.doc)})
+        packs.append(
+            {
+                "name": name,
+                "path": pack.path,
+                "variables": len(pack.variables),
+                "equations": len(pack.equations),
+                "doc": _first_sentence(pack.doc),
+            }
+        )
     catalogs = [{"name": name, "entries": list(get_catalog(name).entries)} for name in catalog_names()]
     if as_json:
         click.echo(json.dumps({"packs": packs, "catalogs": catalogs}, indent=2))
         return
-    rows = [(p["name"], f"{p['variables']} vars, {p['equations']} eqs",
-             p["doc"] if len(p["doc"]) <= 78 else p["doc"][:77].rstrip() + "…") for p in packs]
+    rows = [
+        (
+            p["name"],
+            f"{p['variables']} vars, {p['equations']} eqs",
+            p["doc"] if len(p["doc"]) <= 78 else p["doc"][:77].rstrip() + "…",
+        )
+        for p in packs
+    ]
     echo("packs:")
     for line in align(rows):
         echo("  " + line)

@@ -28,8 +28,13 @@ def _names(values: tuple[str, ...]) -> list[str]:
     return [x.strip() for v in values for x in v.split(",") if x.strip()]
 
 
-def _axes(gpus: tuple[str, ...], tps: tuple[str, ...], weights: tuple[str, ...], kvs: tuple[str, ...],
-          engines: tuple[str, ...]) -> dict[str, list[Any]] | None:
+def _axes(
+    gpus: tuple[str, ...],
+    tps: tuple[str, ...],
+    weights: tuple[str, ...],
+    kvs: tuple[str, ...],
+    engines: tuple[str, ...],
+) -> dict[str, list[Any]] | None:
     from ...analysis.fleet_plan import default_axes
     from ...errors import UnknownNameError, UsageError
     from ...lang.library import get_catalog
@@ -77,19 +82,46 @@ def table(result: Any, top: int | None, show_rejected: bool = False) -> list[str
     from ..render import printable
 
     feasible = result.feasible
-    head = ["gpu", "tp", "w/kv", "engine", "replicas", "GPUs", "$/GPU-h", "$/month", "$/M tok", "TTFT", "ITL",
-            "batch", "binds"]
+    head = [
+        "gpu",
+        "tp",
+        "w/kv",
+        "engine",
+        "replicas",
+        "GPUs",
+        "$/GPU-h",
+        "$/month",
+        "$/M tok",
+        "TTFT",
+        "ITL",
+        "batch",
+        "binds",
+    ]
     rows = [head]
     for c in feasible[:top] if top else feasible:
-        rows.append([c.config.gpu, str(c.config.tp), f"{c.config.weight_dtype}/{c.config.kv_dtype}", c.config.engine,
-                     str(c.replicas), str(c.fleet_gpus),
-                     "-" if c.gpu_hour_price is None else f"${c.gpu_hour_price:,.2f}", _money(c.cost_per_month),
-                     "-" if c.cost_per_million_tokens is None else f"${c.cost_per_million_tokens:,.2f}",
-                     _ms(c.ttft), _ms(c.itl), f"{c.batch:,.0f}" if c.batch is not None else "-", c.binds])
+        rows.append(
+            [
+                c.config.gpu,
+                str(c.config.tp),
+                f"{c.config.weight_dtype}/{c.config.kv_dtype}",
+                c.config.engine,
+                str(c.replicas),
+                str(c.fleet_gpus),
+                "-" if c.gpu_hour_price is None else f"${c.gpu_hour_price:,.2f}",
+                _money(c.cost_per_month),
+                "-" if c.cost_per_million_tokens is None else f"${c.cost_per_million_tokens:,.2f}",
+                _ms(c.ttft),
+                _ms(c.itl),
+                f"{c.batch:,.0f}" if c.batch is not None else "-",
+                c.binds,
+            ]
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     left = {0, 2, 3, 12}
-    lines = [("  ".join(x.ljust(w) if i in left else x.rjust(w) for i, (x, w) in enumerate(zip(r, widths)))).rstrip()
-             for r in rows]
+    lines = [
+        ("  ".join(x.ljust(w) if i in left else x.rjust(w) for i, (x, w) in enumerate(zip(r, widths)))).rstrip()
+        for r in rows
+    ]
     if not feasible:
         lines = ["no configuration meets the question"]
     elif top and len(feasible) > top:
@@ -107,8 +139,9 @@ def table(result: Any, top: int | None, show_rejected: bool = False) -> list[str
             if len(reasons) == 1:
                 lines.append(f"  {label}: {next(iter(reasons))}")
             else:
-                lines.append(f"  {label}: " + "; ".join(f"{'/'.join(engines)}: {reason}"
-                                                       for reason, engines in reasons.items()))
+                lines.append(
+                    f"  {label}: " + "; ".join(f"{'/'.join(engines)}: {reason}" for reason, engines in reasons.items())
+                )
         if len(shown) < len(groups):
             lines.append(f"  ... {len(groups) - len(shown)} more (--rejected lists them all; --json has every reason)")
     for note in result.notes:
@@ -124,19 +157,50 @@ def _csv(result: Any, path: str) -> None:
     from ..streams import write_text
 
     buf = io.StringIO()
-    fields = ["gpu", "tp", "weight_dtype", "kv_dtype", "engine", "feasible", "replicas", "fleet_gpus",
-              "gpu_hour_price_usd", "cost_per_month_usd", "cost_per_million_tokens_usd", "ttft_ms", "itl_ms", "batch_per_replica",
-              "per_replica_concurrency", "binds", "reason"]
+    fields = [
+        "gpu",
+        "tp",
+        "weight_dtype",
+        "kv_dtype",
+        "engine",
+        "feasible",
+        "replicas",
+        "fleet_gpus",
+        "gpu_hour_price_usd",
+        "cost_per_month_usd",
+        "cost_per_million_tokens_usd",
+        "ttft_ms",
+        "itl_ms",
+        "batch_per_replica",
+        "per_replica_concurrency",
+        "binds",
+        "reason",
+    ]
     out = csv.writer(buf, lineterminator="\n")
     out.writerow(fields)
     for r in rows(result):
-        value = lambda q: "" if q is None else f"{q['value']:.6g}"  # noqa: E731
-        out.writerow([r["gpu"], r["tp"], r["weight_dtype"], r["kv_dtype"], r["engine"], r["feasible"],
-                      r["replicas"] or "", r["fleet_gpus"] or "", value(r["gpu_hour_price"]), value(r["cost_per_month"]),
-                      value(r["cost_per_million_tokens"]), value(r["ttft"]), value(r["itl"]),
-                      "" if r["batch_per_replica"] is None else f"{r['batch_per_replica']:.6g}",
-                      "" if r["per_replica_concurrency"] is None else f"{r['per_replica_concurrency']:.6g}",
-                      r["binds"] or "", r["reason"]])
+        value = lambda q: "" if q is None else f"{q['value']:.6g}"
+        out.writerow(
+            [
+                r["gpu"],
+                r["tp"],
+                r["weight_dtype"],
+                r["kv_dtype"],
+                r["engine"],
+                r["feasible"],
+                r["replicas"] or "",
+                r["fleet_gpus"] or "",
+                value(r["gpu_hour_price"]),
+                value(r["cost_per_month"]),
+                value(r["cost_per_million_tokens"]),
+                value(r["ttft"]),
+                value(r["itl"]),
+                "" if r["batch_per_replica"] is None else f"{r['batch_per_replica']:.6g}",
+                "" if r["per_replica_concurrency"] is None else f"{r['per_replica_concurrency']:.6g}",
+                r["binds"] or "",
+                r["reason"],
+            ]
+        )
     write_text(path, buf.getvalue())
 
 
@@ -165,11 +229,16 @@ def question_from(sets: tuple[str, ...], scenario: str | None) -> tuple[dict[str
 
 @click.command(name="plan")
 @pack_path_option
-@set_option(help="the question: model=, arrival_rate=, input_tokens=, output_tokens=, and optionally "
-                 "ttft_slo=, itl_slo=, utilization=, gpu_hour_price= (any llm_fleet variable)")
-@click.option("--scenario", metavar="FILE|-|default",
-              help="start from a scenario file, or 'default' for llm_fleet's embedded one (used when no "
-                   "--set is given); its gpu, tp and dtypes are dropped: they are the plan's axes")
+@set_option(
+    help="the question: model=, arrival_rate=, input_tokens=, output_tokens=, and optionally "
+    "ttft_slo=, itl_slo=, utilization=, gpu_hour_price= (any llm_fleet variable)"
+)
+@click.option(
+    "--scenario",
+    metavar="FILE|-|default",
+    help="start from a scenario file, or 'default' for llm_fleet's embedded one (used when no "
+    "--set is given); its gpu, tp and dtypes are dropped: they are the plan's axes",
+)
 @click.option("--gpus", multiple=True, metavar="ID[,ID]", help="GPUs to try (default: every catalog GPU)")
 @click.option("--tp", "tps", multiple=True, metavar="N[,N]", help="tensor-parallel degrees (default: 1,2,4,8)")
 @click.option("--weight-dtypes", "weights", multiple=True, metavar="DT[,DT]", help="weight dtypes (default: bf16,fp8)")
@@ -181,10 +250,21 @@ def question_from(sets: tuple[str, ...], scenario: str | None) -> tuple[dict[str
 @click.option("--plot", "plot_path", metavar="FILE.png", help="Pareto front: tokens/s per GPU vs tokens/s per user")
 @click.option("--export", "export_path", metavar="FILE.xlsx", help="a comparison workbook (needs concur[excel])")
 @json_option
-def command(sets: tuple[str, ...], scenario: str | None, gpus: tuple[str, ...], tps: tuple[str, ...],
-            weights: tuple[str, ...],
-            kvs: tuple[str, ...], engines: tuple[str, ...], top: int, show_rejected: bool, csv_path: str | None,
-            plot_path: str | None, export_path: str | None, as_json: bool) -> None:
+def command(
+    sets: tuple[str, ...],
+    scenario: str | None,
+    gpus: tuple[str, ...],
+    tps: tuple[str, ...],
+    weights: tuple[str, ...],
+    kvs: tuple[str, ...],
+    engines: tuple[str, ...],
+    top: int,
+    show_rejected: bool,
+    csv_path: str | None,
+    plot_path: str | None,
+    export_path: str | None,
+    as_json: bool,
+) -> None:
     """The cheapest GPU, TP, precision and engine for a model, its traffic and its SLAs.
 
     Every configuration is sized by the llm_fleet pack (replicas from the KV pool, the engine's batch
@@ -214,9 +294,12 @@ def command(sets: tuple[str, ...], scenario: str | None, gpus: tuple[str, ...], 
         from ...analysis.fleet_plan import why_none
         from ...errors import InfeasibleError
 
-        raise InfeasibleError(why_none(result), hint="larger or more GPUs (--gpus, --tp), fp8 weights, or a looser "
-                                                     "SLA; --csv FILE lists every configuration and its reason")
+        raise InfeasibleError(
+            why_none(result),
+            hint="larger or more GPUs (--gpus, --tp), fp8 weights, or a looser "
+            "SLA; --csv FILE lists every configuration and its reason",
+        )
     if as_json:
         click.echo(json.dumps({"candidates": list(rows(result)), "notes": result.notes}, indent=2))
-    elif not (csv_path == "-"):
+    elif csv_path != "-":
         echo("\n".join(table(result, top or None, show_rejected)))

@@ -32,17 +32,32 @@ def pack_document(model: Any) -> dict[str, Any]:
     variables = {}
     for name, var in model.variables.items():
         variables[name] = {
-            "unit": None if var.choices else var.display.text, "choices": list(var.choices) or None,
-            "default": var.default_text, "bounds": [_display(var, b) for b in var.bounds] if any(
-                b is not None for b in var.bounds) else None,
-            "integer": var.integer, "limit": var.limit, "doc": var.doc, "pack": var.pack, "where": str(var.where)}
-    return {"pack": top.name, "doc": " ".join(top.doc.split()), "uses": [u for u, _ in top.uses],
-            "variables": variables,
-            "equations": [{"text": eq.text, "doc": eq.doc, "where": str(eq.where)} for eq in model.equations],
-            "constraints": [{"text": c.text, "doc": c.doc, "where": str(c.where)} for c in model.constraints],
-            "presets": {k: {"catalog": chain[0].catalog, "catalogs": [p.catalog for p in chain],
-                            "fields": {f: v for p in chain for f, v in p.fields.items()}}
-                        for k, chain in model.presets.items()}}
+            "unit": None if var.choices else var.display.text,
+            "choices": list(var.choices) or None,
+            "default": var.default_text,
+            "bounds": [_display(var, b) for b in var.bounds] if any(b is not None for b in var.bounds) else None,
+            "integer": var.integer,
+            "limit": var.limit,
+            "doc": var.doc,
+            "pack": var.pack,
+            "where": str(var.where),
+        }
+    return {
+        "pack": top.name,
+        "doc": " ".join(top.doc.split()),
+        "uses": [u for u, _ in top.uses],
+        "variables": variables,
+        "equations": [{"text": eq.text, "doc": eq.doc, "where": str(eq.where)} for eq in model.equations],
+        "constraints": [{"text": c.text, "doc": c.doc, "where": str(c.where)} for c in model.constraints],
+        "presets": {
+            k: {
+                "catalog": chain[0].catalog,
+                "catalogs": [p.catalog for p in chain],
+                "fields": {f: v for p in chain for f, v in p.fields.items()},
+            }
+            for k, chain in model.presets.items()
+        },
+    }
 
 
 @click.command(name="show")

@@ -28,44 +28,104 @@ def _fmt(x: float, digits: int = 4) -> str:
 
 
 @click.command(name="simulate")
-@click.option("--model", "kind", type=click.Choice(["llm", "mmc"]), default="llm",
-              show_default=True,
-              help="llm: continuous-batching fleet; mmc: plain M/M/c queue (validates Erlang C).")
-@click.option("--rate", type=float, required=True,
-              help="Poisson arrival rate, request/s (mmc: per unit of --service-time).")
-@click.option("--replicas", type=int, default=1, show_default=True,
-              help="llm: replicas serving in parallel (replica).")
-@click.option("--output-tokens", "--osl", "output_tokens", type=float, default=400.0,
-              show_default=True, help="llm: output tokens per request (token/request).")
-@click.option("--ttft", type=float, default=0.5, show_default=True,
-              help="llm: time to first token, s (prefill; the request holds its slot).")
-@click.option("--step-base", type=float, default=0.02, show_default=True,
-              help="llm: fixed decode step time a, s.")
-@click.option("--step-per-seq", type=float, default=0.0005, show_default=True,
-              help="llm: added step time per sequence in the batch k, s.")
-@click.option("--max-batch", type=int, default=256, show_default=True,
-              help="llm: per-replica concurrency cap, request/replica; excess waits in a FIFO.")
-@click.option("--service-time", type=float, default=1.0, show_default=True,
-              help="mmc: mean service time (its unit is the run's time unit).")
+@click.option(
+    "--model",
+    "kind",
+    type=click.Choice(["llm", "mmc"]),
+    default="llm",
+    show_default=True,
+    help="llm: continuous-batching fleet; mmc: plain M/M/c queue (validates Erlang C).",
+)
+@click.option(
+    "--rate", type=float, required=True, help="Poisson arrival rate, request/s (mmc: per unit of --service-time)."
+)
+@click.option("--replicas", type=int, default=1, show_default=True, help="llm: replicas serving in parallel (replica).")
+@click.option(
+    "--output-tokens",
+    "--osl",
+    "output_tokens",
+    type=float,
+    default=400.0,
+    show_default=True,
+    help="llm: output tokens per request (token/request).",
+)
+@click.option(
+    "--ttft",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="llm: time to first token, s (prefill; the request holds its slot).",
+)
+@click.option("--step-base", type=float, default=0.02, show_default=True, help="llm: fixed decode step time a, s.")
+@click.option(
+    "--step-per-seq",
+    type=float,
+    default=0.0005,
+    show_default=True,
+    help="llm: added step time per sequence in the batch k, s.",
+)
+@click.option(
+    "--max-batch",
+    type=int,
+    default=256,
+    show_default=True,
+    help="llm: per-replica concurrency cap, request/replica; excess waits in a FIFO.",
+)
+@click.option(
+    "--service-time",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="mmc: mean service time (its unit is the run's time unit).",
+)
 @click.option("--servers", type=int, default=1, show_default=True, help="mmc: servers.")
-@click.option("--service", type=click.Choice(["exponential", "deterministic"]),
-              default="exponential", show_default=True, help="mmc: service time distribution.")
-@click.option("--duration", type=float, default=600.0, show_default=True,
-              help="simulated time (s for llm).")
-@click.option("--warmup", type=float, default=None,
-              help="initial time excluded from statistics [default: duration/10; llm: 3 "
-                   "relaxation times of the fixed point, at most half the run].")
+@click.option(
+    "--service",
+    type=click.Choice(["exponential", "deterministic"]),
+    default="exponential",
+    show_default=True,
+    help="mmc: service time distribution.",
+)
+@click.option("--duration", type=float, default=600.0, show_default=True, help="simulated time (s for llm).")
+@click.option(
+    "--warmup",
+    type=float,
+    default=None,
+    help="initial time excluded from statistics [default: duration/10; llm: 3 "
+    "relaxation times of the fixed point, at most half the run].",
+)
 @click.option("--seed", type=int, default=1, show_default=True, help="random seed.")
-@click.option("--batches", type=int, default=20, show_default=True,
-              help="batch-means slices for the 95% confidence intervals.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
-              metavar="FILE.png|-", help="write a PNG of queue length and in-flight requests over time "
-                                         "('-': stdout, not a terminal).")
+@click.option(
+    "--batches", type=int, default=20, show_default=True, help="batch-means slices for the 95% confidence intervals."
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    default=None,
+    metavar="FILE.png|-",
+    help="write a PNG of queue length and in-flight requests over time ('-': stdout, not a terminal).",
+)
 @json_option
-def command(kind: str, rate: float, replicas: int, output_tokens: float, ttft: float,
-            step_base: float, step_per_seq: float, max_batch: int, service_time: float,
-            servers: int, service: str, duration: float, warmup: float | None, seed: int,
-            batches: int, plot_path: str | None, as_json: bool) -> None:
+def command(
+    kind: str,
+    rate: float,
+    replicas: int,
+    output_tokens: float,
+    ttft: float,
+    step_base: float,
+    step_per_seq: float,
+    max_batch: int,
+    service_time: float,
+    servers: int,
+    service: str,
+    duration: float,
+    warmup: float | None,
+    seed: int,
+    batches: int,
+    plot_path: str | None,
+    as_json: bool,
+) -> None:
     """Simulate Poisson arrivals into a serving fleet (or an M/M/c queue) and report
     latency, in-flight requests and queue length with 95% confidence intervals,
     next to the analytic answer (Little's-law fixed point or Erlang C)."""
@@ -82,15 +142,23 @@ def command(kind: str, rate: float, replicas: int, output_tokens: float, ttft: f
     if kind == "llm":
         model = LLMFleet(rate, replicas, output_tokens, ttft, step_base, step_per_seq, max_batch)
         fp = fixed_point(model)
-        analytic = {"in_flight": fp["in_flight"], "latency": fp["residence_time"],
-                    "saturation_rate": fp["saturation_rate"]}
+        analytic = {
+            "in_flight": fp["in_flight"],
+            "latency": fp["residence_time"],
+            "saturation_rate": fp["saturation_rate"],
+        }
     else:
         from ...maths.erlang import mmc
 
         model = MMcQueue(rate, service_time, servers, service)  # type: ignore[arg-type]
         q = mmc(rate, service_time, servers)
-        analytic = {"in_flight": min(q.load, float(servers)), "latency": q.mean_residence,
-                    "wait": q.mean_wait, "p_wait": q.p_wait, "in_queue": q.mean_in_queue}
+        analytic = {
+            "in_flight": min(q.load, float(servers)),
+            "latency": q.mean_residence,
+            "wait": q.mean_wait,
+            "p_wait": q.p_wait,
+            "in_queue": q.mean_in_queue,
+        }
         if service == "deterministic":
             analytic = {k: v for k, v in analytic.items() if k == "in_flight"}
     with progress("simulating") as bar:
@@ -117,16 +185,21 @@ def command(kind: str, rate: float, replicas: int, output_tokens: float, ttft: f
     ]
     click.echo(f"{'':24}{'simulated':>12} {'±95% CI':>10} {'analytic':>10}")
     for name, est, ref, u in rows:
-        click.echo(f"{name:24}{_fmt(est.mean):>12} {_fmt(est.half_width, 2):>10} "
-                   f"{_fmt(ref) if ref is not None else '-':>10}  {u}")
+        click.echo(
+            f"{name:24}{_fmt(est.mean):>12} {_fmt(est.half_width, 2):>10} "
+            f"{_fmt(ref) if ref is not None else '-':>10}  {u}"
+        )
     click.echo(f"latency p50 / p99        {_fmt(res.latency_p50)} / {_fmt(res.latency_p99)} {unit}")
     click.echo(f"throughput               {_fmt(res.throughput)} request/{unit or 'time'}")
-    click.echo(f"requests recorded        {res.recorded} ({res.unfinished} unfinished), "
-               f"warm-up {_fmt(res.warmup)} {unit}")
+    click.echo(
+        f"requests recorded        {res.recorded} ({res.unfinished} unfinished), warm-up {_fmt(res.warmup)} {unit}"
+    )
     if kind == "llm":
         click.echo(f"saturation rate          {_fmt(analytic['saturation_rate'])} request/s")
     if res.queue_growth > 0.01 * rate:
-        click.echo(f"the queue does not drain: it grows by {_fmt(res.queue_growth)} request/"
-                   f"{unit or 'time'} over the second half of the run")
+        click.echo(
+            f"the queue does not drain: it grows by {_fmt(res.queue_growth)} request/"
+            f"{unit or 'time'} over the second half of the run"
+        )
     if plot_path:
         click.echo(f"plot written to {plot_path}")

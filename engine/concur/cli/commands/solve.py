@@ -24,13 +24,22 @@ __all__ = ["command"]
 @click.argument("packs", nargs=-1)
 @find_option()
 @set_option()
-@click.option("--scenario", metavar="FILE|-|default",
-              help="YAML file with given: {NAME: VALUE} ('-': stdin), or 'default' for the packs' embedded "
-                   "scenario (then --set overrides it)")
+@click.option(
+    "--scenario",
+    metavar="FILE|-|default",
+    help="YAML file with given: {NAME: VALUE} ('-': stdin), or 'default' for the packs' embedded "
+    "scenario (then --set overrides it)",
+)
 @json_option
 @click.option("--explain", is_flag=True, help="print the whole derivation")
-def command(packs: tuple[str, ...], find: tuple[str, ...], sets: tuple[str, ...], scenario: str | None,
-            as_json: bool, explain: bool) -> None:
+def command(
+    packs: tuple[str, ...],
+    find: tuple[str, ...],
+    sets: tuple[str, ...],
+    scenario: str | None,
+    as_json: bool,
+    explain: bool,
+) -> None:
     """Solve the packs for the --find variables from the givens.
 
     Without PACK, the smallest shipped pack declaring every target is used.

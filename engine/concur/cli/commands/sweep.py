@@ -26,8 +26,9 @@ from ..options import find_option, json_option, pack_path_option, set_option
 __all__ = ["command", "run_sweeps"]
 
 
-def run_sweeps(model: Any, over: dict[str, Any], given: dict[str, Any], outputs: list[str],
-               compare: dict[str, list[Any]]) -> list[tuple[str, dict[str, Any], Any]]:
+def run_sweeps(
+    model: Any, over: dict[str, Any], given: dict[str, Any], outputs: list[str], compare: dict[str, list[Any]]
+) -> list[tuple[str, dict[str, Any], Any]]:
     """One sweep per --compare combination: [(label, given, SweepResult)], with progress on a terminal."""
     from ...sweep.vector import grid_product, sweep
     from ..progress import progress
@@ -71,31 +72,66 @@ def _column(model: Any, name: str, values: Any) -> Any:
 def _blocks(model: Any, runs: list[Any], columns: list[str], with_label: bool) -> list[Any]:
     from ..tabular import Block
 
-    return [Block((label,) if with_label else (), [_column(model, c, res[c]) for c in columns])
-            for label, _g, res in runs]
+    return [
+        Block((label,) if with_label else (), [_column(model, c, res[c]) for c in columns]) for label, _g, res in runs
+    ]
 
 
 @click.command(name="sweep")
 @pack_path_option
 @click.argument("packs", nargs=-1)
-@click.option("--over", "overs", multiple=True, required=True, metavar="VAR=START..STOP[:N] | VAR=a,b,c",
-              help="values of a variable, in its display unit (two --over: a grid)")
+@click.option(
+    "--over",
+    "overs",
+    multiple=True,
+    required=True,
+    metavar="VAR=START..STOP[:N] | VAR=a,b,c",
+    help="values of a variable, in its display unit (two --over: a grid)",
+)
 @click.option("--log", is_flag=True, help="space START..STOP ranges logarithmically")
 @find_option(required=True, help="variable(s) to compute (VAR or VAR,VAR)")
 @set_option(help="a given value or a preset")
-@click.option("--compare", "compares", multiple=True, metavar="NAME=v1,v2",
-              help="repeat the sweep for each value (several --compare: every combination)")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, allow_dash=True), metavar="FILE|-",
-              help="write every point as CSV ('-': stdout, streamed)")
+@click.option(
+    "--compare",
+    "compares",
+    multiple=True,
+    metavar="NAME=v1,v2",
+    help="repeat the sweep for each value (several --compare: every combination)",
+)
+@click.option(
+    "--csv",
+    "csv_path",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    metavar="FILE|-",
+    help="write every point as CSV ('-': stdout, streamed)",
+)
 @json_option
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, allow_dash=True), metavar="FILE.png|-",
-              help="write a PNG: the throughput curve for --over concurrency with a throughput --find, "
-                   "else --find against --over ('-': stdout, not a terminal)")
-@click.option("--all", "show_all", is_flag=True,
-              help=f"print every row of the table (past 200 rows only the first and last 10 are shown)")
-def command(packs: tuple[str, ...], overs: tuple[str, ...], log: bool, find: tuple[str, ...], sets: tuple[str, ...],
-            compares: tuple[str, ...], csv_path: str | None, as_json: bool, plot_path: str | None,
-            show_all: bool) -> None:
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    metavar="FILE.png|-",
+    help="write a PNG: the throughput curve for --over concurrency with a throughput --find, "
+    "else --find against --over ('-': stdout, not a terminal)",
+)
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="print every row of the table (past 200 rows only the first and last 10 are shown)",
+)
+def command(
+    packs: tuple[str, ...],
+    overs: tuple[str, ...],
+    log: bool,
+    find: tuple[str, ...],
+    sets: tuple[str, ...],
+    compares: tuple[str, ...],
+    csv_path: str | None,
+    as_json: bool,
+    plot_path: str | None,
+    show_all: bool,
+) -> None:
     """Solve for --find at every value of --over, vectorised (a million points in about a second).
 
     A throughput question must fix input_tokens, output_tokens, the offered load (concurrency)
@@ -113,8 +149,11 @@ def command(packs: tuple[str, ...], overs: tuple[str, ...], log: bool, find: tup
     from ..sweepplot import draw, extra_outputs
     from ..tabular import json_column, write_csv, write_table
 
-    to_stdout = [what for what, on in (("--csv -", is_stdio(csv_path)), ("--plot -", is_stdio(plot_path)),
-                                       ("--json", as_json)) if on]
+    to_stdout = [
+        what
+        for what, on in (("--csv -", is_stdio(csv_path)), ("--plot -", is_stdio(plot_path)), ("--json", as_json))
+        if on
+    ]
     if len(to_stdout) > 1:
         raise UsageError(f"{' and '.join(to_stdout)} would both write stdout", hint="send one of them to a file")
     outputs = list(split_names(find))
@@ -146,13 +185,22 @@ def command(packs: tuple[str, ...], overs: tuple[str, ...], log: bool, find: tup
         with binary_output(plot_path, ".png") as png:
             draw(model, runs, over, outputs, given, str(png), log=log)
     if as_json:
-        doc = {"over": list(over), "find": outputs,
-               "units": {c: _unit(model, c) for c in columns},
-               "runs": [{"config": label, "compare": {k: g[k] for k in compare},
-                         "method": res.method, "violations": res.violations,
-                         "columns": {c: json_column(_column(model, c, res[c])) for c in columns}}
-                        for label, g, res in runs],
-               "messages": messages}
+        doc = {
+            "over": list(over),
+            "find": outputs,
+            "units": {c: _unit(model, c) for c in columns},
+            "runs": [
+                {
+                    "config": label,
+                    "compare": {k: g[k] for k in compare},
+                    "method": res.method,
+                    "violations": res.violations,
+                    "columns": {c: json_column(_column(model, c, res[c])) for c in columns},
+                }
+                for label, g, res in runs
+            ],
+            "messages": messages,
+        }
         if csv_path or plot_path:
             doc["wrote"] = {k: v for k, v in (("csv", csv_path), ("plot", plot_path)) if v}
         click.echo(json.dumps(doc, indent=2))
@@ -161,8 +209,13 @@ def command(packs: tuple[str, ...], overs: tuple[str, ...], log: bool, find: tup
         for m in messages:
             echo(f"note: {m}", err=True)
         return
-    write_table(sys.stdout, [printable(h) for h in (["config"] if compare else []) + header],
-                _blocks(model, runs, columns, with_label=bool(compare)), show_all=show_all, left=int(bool(compare)))
+    write_table(
+        sys.stdout,
+        [printable(h) for h in (["config"] if compare else []) + header],
+        _blocks(model, runs, columns, with_label=bool(compare)),
+        show_all=show_all,
+        left=int(bool(compare)),
+    )
     for m in messages:
         echo(f"note: {m}")
     for path, what in ((csv_path, "CSV"), (plot_path, "PNG")):
