@@ -1,4 +1,4 @@
-"""Hand-built workbook plans for the Excel tests (T1: KV cache -> users, from DESIGN.md).
+"""Hand-built workbook plans for the Excel tests (T1: KV cache -> users, docs/t1-kv-cache.md).
 
 Closed forms are written here in base units (bytes, tokens) exactly as the
 solver would hand them over; memories are *shown* in GiB and params in
@@ -169,7 +169,7 @@ def t1_plan(description_override: str | None = None) -> WorkbookPlan:
     ]
     return WorkbookPlan(
         title="T1 KV cache -> users",
-        doc="How many users fit: Llama-3.1-70B on H100 (DESIGN.md T1).",
+        doc="How many users fit: Llama-3.1-70B on H100 (T1).",
         inputs=inputs,
         presets=presets,
         derived=derived,

@@ -1,4 +1,4 @@
-"""The sympy -> Excel printer: every trap from engine_notes §5 (LibreOffice checks in test_recalc.py)."""
+"""The sympy -> Excel printer: every trap of spreadsheet exporters (LibreOffice checks in test_recalc.py)."""
 
 from __future__ import annotations
 

@@ -139,7 +139,7 @@ def test_sweeps_and_scenarios_recalculate(batch):
     sc = wb["Scenarios"]
     last = [sc.cell(sc.max_row, col).value for col in range(3, 7)]
     assert sc.cell(sc.max_row, 1).value == "users"
-    assert last == [55, 110, 162, 188]  # current, fp8 KV, TP8, TP16 (DESIGN.md T1)
+    assert last == [55, 110, 162, 188]  # current, fp8 KV, TP8, TP16 (docs/t1-kv-cache.md)
 
 
 def _assert_matches(values: dict, expected: dict) -> None:
