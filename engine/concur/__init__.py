@@ -2,8 +2,9 @@
 
     >>> import concur
     >>> sol = concur.solve(find="users", given={"model": "llama-3.1-70b",
-    ...     "gpu": "h100-sxm-80gb", "tp": 4, "context": "8192 token"})  # doctest: +SKIP
-    >>> sol["users"]  # doctest: +SKIP
+    ...     "gpu": "h100-sxm-80gb", "tp": 4, "context": "8192 token"})
+    >>> sol["users"]
+    <Quantity(55.0, 'user')>
 
 Heavy dependencies (sympy, pint, openpyxl) are imported only when needed.
 """

@@ -16,6 +16,7 @@ Exit codes (the contract other teams' CI relies on):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 __all__ = [
     "EXIT_CHECK_FAILED",
@@ -58,6 +59,14 @@ class Location:
             if self.col is not None:
                 text += f":{self.col}"
         return text
+
+
+class _ErrorContext(TypedDict, total=False):
+    """The keyword arguments every :class:`ConcurError` takes besides its message."""
+
+    where: Location | None
+    variable: str | None
+    hint: str | None
 
 
 class ConcurError(Exception):
@@ -129,7 +138,7 @@ class UnknownNameError(UsageError, KeyError):
 class UnderdeterminedError(UsageError):
     """Not enough givens: ``missing`` lists the values that would determine the target."""
 
-    def __init__(self, message: str, *, missing: tuple[str, ...] = (), **kw) -> None:
+    def __init__(self, message: str, *, missing: tuple[str, ...] = (), **kw: Unpack[_ErrorContext]) -> None:
         self.missing = missing
         super().__init__(message, **kw)
 
@@ -148,7 +157,7 @@ class InfeasibleError(ConcurError, ValueError):
 
     exit_code = EXIT_INFEASIBLE
 
-    def __init__(self, message: str, *, constraint: str | None = None, **kw) -> None:
+    def __init__(self, message: str, *, constraint: str | None = None, **kw: Unpack[_ErrorContext]) -> None:
         self.constraint = constraint
         super().__init__(message, **kw)
 
@@ -172,7 +181,7 @@ class BudgetError(ConcurError, TimeoutError):
 class MissingDependencyError(UsageError):
     """An optional dependency is not installed; ``extra`` names the ``pip install 'concur[EXTRA]'``."""
 
-    def __init__(self, message: str, *, extra: str, **kw) -> None:
+    def __init__(self, message: str, *, extra: str, **kw: Unpack[_ErrorContext]) -> None:
         self.extra = extra
         kw.setdefault("hint", f"pip install 'concur[{extra}]'")
         super().__init__(message, **kw)

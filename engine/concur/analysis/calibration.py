@@ -464,7 +464,7 @@ def _point(raw: Mapping[str, Any], configs: Mapping[str, Any]) -> Point:
     )
 
 
-def evaluate(point: Point, efficiency: Any = 1.0, t_fixed: Any = 0.0, efficiency_prefill: Any = None) -> dict:
+def evaluate(point: Point, efficiency: Any = 1.0, t_fixed: Any = 0.0, efficiency_prefill: Any = None) -> dict[str, Any]:
     """Apply the fitted numbers to a point's terms; parameters may be numpy arrays (broadcast).
 
     ``efficiency`` divides the memory side of the step; ``efficiency_prefill`` (the engine's

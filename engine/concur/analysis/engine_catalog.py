@@ -108,7 +108,9 @@ def _describe(
     )
 
 
-def engines_catalog(fs: FitSet, cv: CrossValidation, points: Sequence[Point], data_label: str = DATA_LABEL) -> dict:
+def engines_catalog(
+    fs: FitSet, cv: CrossValidation, points: Sequence[Point], data_label: str = DATA_LABEL
+) -> dict[str, Any]:
     """The engines catalog document (plain data) for a calibration and its cross-validation."""
     fields: dict[str, Any] = {}
     for fam in (*FAMILIES, "other"):
@@ -188,7 +190,7 @@ def yaml_text(doc: Any, header: str = "") -> str:
     return buf.getvalue()
 
 
-def write_catalog(doc: dict, path: str | Path) -> None:
+def write_catalog(doc: dict[str, Any], path: str | Path) -> None:
     """Write ``doc`` as YAML to ``path`` atomically (a temporary file, then rename)."""
     write_atomically(
         path,

@@ -543,7 +543,7 @@ def _summarise(
         lat[b].append(d - a)
         wait[b].append(s - a)
         all_lat.append(d - a)
-    mean = lambda xs: sum(xs) / len(xs) if xs else math.nan
+    mean: Callable[[list[float]], float] = lambda xs: sum(xs) / len(xs) if xs else math.nan
     all_lat.sort()
     half = [i for i, t in enumerate(rec.st) if t >= duration / 2]
     return SimResult(

@@ -30,7 +30,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -42,10 +42,13 @@ from concur.bench.counter import (
     thread_counts,
 )
 
+if TYPE_CHECKING:
+    from concur.primitives.ws_deque import TaskHandle
+
 __all__ = ["command", "fib_task", "sum_squares_task", "tree_peak_lengths"]
 
 
-def sum_squares_task(spawn: Callable[..., Any], lo: int, hi: int, leaf: int) -> int:
+def sum_squares_task(spawn: Callable[..., TaskHandle[int]], lo: int, hi: int, leaf: int) -> int:
     """Sum of i*i over [lo, hi): spawn the right half, recurse into the left, join."""
     if hi - lo <= leaf:
         return sum(i * i for i in range(lo, hi))
@@ -54,7 +57,7 @@ def sum_squares_task(spawn: Callable[..., Any], lo: int, hi: int, leaf: int) -> 
     return sum_squares_task(spawn, lo, mid, leaf) + right.result()
 
 
-def fib_task(spawn: Callable[..., Any], n: int) -> int:
+def fib_task(spawn: Callable[..., TaskHandle[int]], n: int) -> int:
     """Fibonacci by spawning ``n - 1`` and computing ``n - 2`` inline: fib(n+1) tasks, no other work."""
     if n < 2:
         return n
@@ -268,14 +271,14 @@ def command(runs: int, n: int, leaf: int, native: bool, native_mb: str, max_work
     prow = []
     base = None
     for p in thread_counts(cores, oversubscribe=False):
-        with ctx.Pool(p) as pool:
-            pool.map(_chunk, [(0, 1)] * p)  # warm up the workers
+        with ctx.Pool(p) as procs:
+            procs.map(_chunk, [(0, 1)] * p)  # warm up the workers
             times = []
             for _ in range(runs):
                 step = -(-n // (4 * p))
                 chunks = [(lo, min(n, lo + step)) for lo in range(0, n, step)]
                 t0 = time.perf_counter()
-                got = sum(pool.map(_chunk, chunks))
+                got = sum(procs.map(_chunk, chunks))
                 times.append(time.perf_counter() - t0)
                 if got != expected:
                     raise RuntimeError(f"multiprocessing({p}) summed {got}, expected {expected}")

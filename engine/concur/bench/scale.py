@@ -134,7 +134,8 @@ def _run(pack: Path, target: str, given: dict[str, float], env: dict[str, str]) 
     )
     if proc.returncode != 0:
         raise click.ClickException(f"{pack.name} --find {target} failed: {proc.stderr.strip()[-400:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    sample: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])  # _child prints one JSON object
+    return sample
 
 
 def _ms(seconds: float) -> str:
@@ -177,7 +178,8 @@ def command(runs: int, size: int, recurrence: int) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
     def median(label: str, state: str, key: str) -> float:
-        return statistics.median(s[key] for s in samples[(label, state)])
+        seconds: float = statistics.median(s[key] for s in samples[(label, state)])
+        return seconds
 
     click.echo(
         f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  median of {runs} interleaved rounds, "

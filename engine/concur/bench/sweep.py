@@ -28,11 +28,15 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..cli.progress import progress
+
+if TYPE_CHECKING:  # numpy is imported where the sweep runs, not with the command
+    import numpy as np
+    from numpy.typing import NDArray
 
 __all__ = ["command"]
 
@@ -47,22 +51,22 @@ GIVEN = {
 
 
 def _hand(
-    c,
-    weights,
-    a,
-    decay,
-    kv_per_token,
-    avg_context,
-    bw,
-    active_per_gpu,  # type: ignore[no-untyped-def]
-    attention,
-    peak,
-    flops_fraction,
-    eff,
-    t_fixed,
-    gpus,
-    kv_batch_limit,
-):
+    c: NDArray[np.float64],
+    weights: float,
+    a: float,
+    decay: float,
+    kv_per_token: float,
+    avg_context: float,
+    bw: float,
+    active_per_gpu: float,
+    attention: float,
+    peak: float,
+    flops_fraction: float,
+    eff: float,
+    t_fixed: float,
+    gpus: float,
+    kv_batch_limit: float,
+) -> NDArray[np.float64]:
     import numpy as np
 
     weights_read = weights * (1.0 - (1.0 - a) * np.exp(-decay * (c - 1.0)))  # the pack's MoE-aware read

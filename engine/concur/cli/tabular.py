@@ -78,7 +78,7 @@ def _cells(column: Any, start: int, stop: int, *, empty: Any, quote: bool = Fals
 
     part = column[start:stop]
     if getattr(part, "dtype", None) is not None and part.dtype.kind in "fiu":
-        values = part.tolist()
+        values: list[Any] = part.tolist()
         if part.dtype.kind == "f":
             for i in np.flatnonzero(np.isnan(part)).tolist():
                 values[i] = empty

@@ -638,8 +638,12 @@ def plan_from_solution(
     Raises :class:`UsageError` when a trace step cannot be expressed (no
     closed form reproduces the solver's value).
 
-        >>> from concur.api import solve  # doctest: +SKIP
-        >>> plan = plan_from_solution(solve(find="users", given={...}), "KV cache")  # doctest: +SKIP
+        >>> from concur.api import solve
+        >>> sol = solve(find="users", given={"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb",
+        ...                                  "tp": 4, "context": "8192 token"})
+        >>> plan = plan_from_solution(sol, "KV cache")
+        >>> plan.found, plan.derived[-1].var.name, plan.derived[-1].expr
+        (('users',), 'users', floor((kv_tokens - prefix_held)/(effective_context - prefix_held)))
     """
     b = _Builder(sol)
     computed = [s for s in sol.trace if s.method not in _INPUT_METHODS]

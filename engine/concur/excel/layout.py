@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import sympy
 from openpyxl.utils import get_column_letter, quote_sheetname
@@ -54,7 +54,7 @@ def sheet_ref(title: str) -> str:
     """
     if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", title):
         return title
-    return quote_sheetname(title)
+    return cast(str, quote_sheetname(title))  # openpyxl ships no type hints
 
 
 def unit_label(var: SheetVar) -> str:

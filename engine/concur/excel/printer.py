@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import sympy
 from sympy.printing.printer import Printer
@@ -202,7 +202,7 @@ def snap_formula(body: str) -> str:
     return f"ROUND({body},MIN(300,{SNAP_DIGITS - 1}-INT(LOG10(ABS({body})+1E-300))))"
 
 
-class ExcelPrinter(Printer):
+class ExcelPrinter(Printer):  # type: ignore[misc]  # sympy ships no type hints: Printer is Any
     """Print a sympy expression as an Excel formula body (no leading ``=``).
 
     ``names`` maps each symbol name to the text that stands for it in the
@@ -320,7 +320,7 @@ class ExcelPrinter(Printer):
     def _print_Mul(self, expr: sympy.Mul) -> str:
         coeff, rest = expr.as_coeff_Mul()
         if coeff.is_number and coeff.is_negative:
-            return "(-" + self._print(-expr) + ")"
+            return "(-" + cast(str, self._print(-expr)) + ")"  # sympy's Printer._print is untyped
         num: list[Any] = []
         den: list[Any] = []
         if (
@@ -455,7 +455,7 @@ def excel_formula(expr: Any, names: Mapping[str, str]) -> str:
         '(-POWER(x,2))'
     """
     expr = tidy(sympy.sympify(expr) if not isinstance(expr, sympy.Basic) else expr)
-    text = ExcelPrinter(names).doprint(expr)
+    text = cast(str, ExcelPrinter(names).doprint(expr))  # sympy's Printer.doprint is untyped
     if len(text) + 1 > MAX_FORMULA_LENGTH:
         raise UnprintableError(
             f"formula is {len(text) + 1} characters, over Excel's limit of {MAX_FORMULA_LENGTH}",
@@ -484,7 +484,7 @@ def erlang_c_value(servers: float, load: float) -> float:
     return c * b / (c - load * (1 - b))
 
 
-class _ChoicePrinter(PythonCodePrinter):
+class _ChoicePrinter(PythonCodePrinter):  # type: ignore[misc]  # untyped sympy, as ExcelPrinter
     """Python code printer that keeps a choice's text a string (``attention == 'mla'``)."""
 
     def _print_Str(self, expr: Any) -> str:

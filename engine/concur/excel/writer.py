@@ -711,7 +711,9 @@ def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str]) -> Path:
 
     Raises :class:`concur.errors.UsageError` for an inconsistent plan (unknown
     symbol, duplicate name, unprintable expression) or a folder that does not
-    exist; on any error the target file is left as it was.
+    exist; on any error the target file is left as it was. The example is not run as a doctest:
+    it would write kv.xlsx into the working folder (a plan to write is made in
+    :func:`concur.excel.from_solution.plan_from_solution`'s example).
 
         >>> write_workbook(plan, "kv.xlsx")  # doctest: +SKIP
         PosixPath('kv.xlsx')

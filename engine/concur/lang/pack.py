@@ -235,7 +235,8 @@ def _mapping(container: YMap, key: str, what: str) -> YMap:
         empty = YMap()
         empty.loc, empty.key_loc = container.where(key), {}
         return empty
-    _require(isinstance(value, YMap), f"'{key}' must be a mapping of {what}", container.where(key))
+    if not isinstance(value, YMap):  # _require's check, written out so the type checker sees it
+        raise PackError(f"'{key}' must be a mapping of {what}", where=container.where(key))
     return value
 
 
@@ -245,7 +246,8 @@ def _listing(container: YMap, key: str, what: str) -> YList:
         empty = YList()
         empty.loc, empty.item_loc = container.where(key), []
         return empty
-    _require(isinstance(value, YList), f"'{key}' must be a list of {what}", container.where(key))
+    if not isinstance(value, YList):
+        raise PackError(f"'{key}' must be a list of {what}", where=container.where(key))
     return value
 
 
@@ -255,13 +257,15 @@ def _number(value: Any, what: str, where: Location) -> float:
 
 
 def _text(value: Any, what: str, where: Location) -> str:
-    _require(isinstance(value, str), f"{what} must be text, got {type(value).__name__}", where)
+    if not isinstance(value, str):
+        raise PackError(f"{what} must be text, got {type(value).__name__}", where=where)
     return value
 
 
 def _identifier(value: Any, what: str, where: Location) -> str:
     """``value`` as an ASCII identifier (a name, never a path); PackError otherwise."""
-    _require(isinstance(value, str), f"{what} must be a name, got {type(value).__name__}", where)
+    if not isinstance(value, str):
+        raise PackError(f"{what} must be a name, got {type(value).__name__}", where=where)
     problem = name_problem(value, what)
     _require(problem is None, problem or "", where)
     return value

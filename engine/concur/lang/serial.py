@@ -247,7 +247,7 @@ def _node(data: Any, depth: int) -> Node:
     decoders = _node_fields(data[0])
     if len(data) != len(decoders) + 1:
         raise Malformed(f"{data[0]} takes {len(decoders)} fields")
-    node = cls(*(f(v, depth + 1) for f, v in zip(decoders, data[1:])))  # type: ignore[call-arg]
+    node = cls(*(f(v, depth + 1) for f, v in zip(decoders, data[1:])))
     _check_node(node)
     return node
 

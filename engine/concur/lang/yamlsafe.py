@@ -43,7 +43,7 @@ _CORE = "tag:yaml.org,2002:"
 _SCALAR_KINDS = ("str", "int", "float", "bool", "null")
 
 
-class YMap(dict):
+class YMap(dict[str, Any]):
     """A mapping that knows where it starts (``loc``) and where each key is (``key_loc``)."""
 
     loc: Location
@@ -55,7 +55,7 @@ class YMap(dict):
         return self.loc
 
 
-class YList(list):
+class YList(list[Any]):
     """A list that knows where it starts (``loc``) and where each item is (``item_loc``)."""
 
     loc: Location

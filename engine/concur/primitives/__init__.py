@@ -9,7 +9,15 @@ Names are loaded on first use so that one primitive's optional dependency
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the type checker sees the real classes; at run time __getattr__ loads them on first use
+    from .circuit_breaker import CircuitBreaker, CircuitOpenError
+    from .redis_bucket import RedisTokenBucket
+    from .sharded_counter import LockedCounter, ShardedCounter
+    from .token_bucket import AsyncTokenBucket, Decision, TokenBucket, ratelimit_headers, retry_after_header
+    from .worker_queue import BoundedQueue, PoolFull, PoolMisuse, PoolShutdown, QueueEmpty, WorkerPool
+    from .ws_deque import Steal, WorkStealingDeque, WorkStealingPool
 
 _EXPORTS = {
     "Decision": "token_bucket",

@@ -130,13 +130,13 @@ class PoolFuture(Future[R]):
     _result: Any = None
     _exception: BaseException | None = None
     _lazy = True  # class default; set False on the instance when the Condition is made
-    _condition = _MadeOnFirstUse()  # type: ignore[assignment]
-    _waiters = _MadeOnFirstUse()  # type: ignore[assignment]
-    _done_callbacks = _MadeOnFirstUse()  # type: ignore[assignment]
+    _condition = _MadeOnFirstUse()
+    _waiters = _MadeOnFirstUse()
+    _done_callbacks = _MadeOnFirstUse()
 
     # The fields are class defaults, so making one is a bare allocation (the stock
     # __init__ would build the Condition this class exists to avoid).
-    __init__ = object.__init__  # type: ignore[assignment]
+    __init__ = object.__init__
 
     # --- the worker's transitions ----------------------------------------------
 

@@ -137,7 +137,7 @@ import time
 import weakref
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 from .circuit_breaker import CircuitBreaker, CircuitOpenError
 from .token_bucket import Decision, acquire_deadline, validate_cost, validate_policy
@@ -498,13 +498,19 @@ class _Endpoint:
         return replies
 
     def _timeout(self, exc: BaseException) -> BaseException:
-        return _redis().ex.TimeoutError(f"no reply from {self.where} by the decision's deadline ({exc})")
+        # redis-py's exception classes reach us through the lazily built namespace, typed Any
+        return cast(
+            BaseException, _redis().ex.TimeoutError(f"no reply from {self.where} by the decision's deadline ({exc})")
+        )
 
     def _protocol(self, exc: BaseException) -> BaseException:
         if isinstance(exc, _ProtocolError):
-            return _redis().ex.InvalidResponse(
-                f"RedisTokenBucket: {self.where} is not answering like a Redis server: {exc}; "
-                "check the client's host and port"
+            return cast(
+                BaseException,
+                _redis().ex.InvalidResponse(
+                    f"RedisTokenBucket: {self.where} is not answering like a Redis server: {exc}; "
+                    "check the client's host and port"
+                ),
             )
         return exc
 
@@ -713,7 +719,7 @@ class RedisTokenBucket:
             raise
         breaker.record_success()
         allowed, tokens, retry_us = payload.split(b" ")
-        return _new_decision(Decision, (allowed == b"1", float(tokens), float(retry_us) / 1e6))  # type: ignore
+        return _new_decision(Decision, (allowed == b"1", float(tokens), float(retry_us) / 1e6))
 
     def acquire(self, n: float = 1, timeout: float | None = None) -> bool:
         """Block until ``n`` tokens are debited (True) or the timeout would pass (False).
@@ -800,9 +806,12 @@ class RedisTokenBucket:
         if code == "READONLY":
             endpoint.discard_idle()  # Sentinel-managed clients find the new primary on reconnect
         hint = _HINTS.get(code, "see the reply")
-        return api.classes.get(code, api.ex.ResponseError)(
-            f"RedisTokenBucket {self.key!r} on {endpoint.where}: Redis answered {reply!r}; {hint}. "
-            "Raised whatever on_error says: this is a configuration error, not an outage"
+        return cast(
+            BaseException,
+            api.classes.get(code, api.ex.ResponseError)(
+                f"RedisTokenBucket {self.key!r} on {endpoint.where}: Redis answered {reply!r}; {hint}. "
+                "Raised whatever on_error says: this is a configuration error, not an outage"
+            ),
         )
 
     def _skip(self, breaker: CircuitBreaker, n: float) -> Decision:

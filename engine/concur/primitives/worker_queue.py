@@ -142,7 +142,7 @@ class BoundedQueue(Generic[T]):
         self._not_empty = threading.Condition(self._lock)  # signalled on put and close
         self._not_full = threading.Condition(self._lock)  # signalled on get and close
         self._all_done = threading.Condition(self._lock)  # signalled when _unfinished hits 0
-        self._items: deque[Any] = deque()  # real items and, after close, sentinels
+        self._items: deque[T] = deque()  # real items and, after close, sentinels (_SENTINEL is typed Any)
         self._size = 0  # real items in _items
         self._unfinished = 0  # items put and not yet reported done
         self._closed = False
@@ -204,14 +204,14 @@ class BoundedQueue(Generic[T]):
         with self._lock:
             return self._get_locked(timeout)
 
-    def _done_and_get(self, done: int) -> Any:
+    def _done_and_get(self, done: int) -> T:
         """``task_done(done)`` then ``get()`` under one lock acquisition (worker loop)."""
         with self._lock:
             if done:
                 self._report_done_locked(done)
             return self._get_locked(None)
 
-    def _get_locked(self, timeout: float | None) -> Any:
+    def _get_locked(self, timeout: float | None) -> T:
         """``get`` body; the caller holds ``_lock``."""
         items = self._items
         if not items:

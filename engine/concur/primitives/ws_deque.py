@@ -155,7 +155,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 __all__ = ["PoolStats", "Steal", "TaskHandle", "WorkStealingDeque", "WorkStealingPool"]
 
@@ -356,7 +356,7 @@ class TaskHandle(Generic[T]):
         self._args = args
         self._owner = owner  # the worker whose deque it was pushed on
         self._done = False
-        self._value: Any = None
+        self._value: T | None = None  # fn's return value once _done without _error
         self._error: BaseException | None = None
         self._retrieved = False
         # Conditions of the threads sleeping until this task is done; None until one
@@ -381,7 +381,7 @@ class TaskHandle(Generic[T]):
         self._retrieved = True
         if self._error is not None:
             raise self._error
-        return self._value
+        return cast(T, self._value)  # done without an error: _value holds fn's return value
 
 
 @dataclass
@@ -546,7 +546,7 @@ class WorkStealingPool:
         for handle in self._failed:
             if not handle._retrieved and handle._error is not None:
                 raise handle._error
-        return root._value
+        return cast(T, root._value)  # the root finished without an error: its value is fn's
 
     # -- internals ----------------------------------------------------------
     def _thread_for(self, w: _Worker) -> threading.Thread:

@@ -56,7 +56,7 @@ def fold_known(node: Node, known: dict[str, float]) -> Node:
             node
             if all(a is b for a, b in zip(args, node.args))
             else type(node)(node.fn if isinstance(node, Call) else node.op, args)
-        )  # type: ignore[arg-type]
+        )
     return node
 
 
@@ -120,7 +120,7 @@ class Problem:
             if v.choices and n not in self.known and v.default is not None and n not in targets
         }
         for n, d in choice_defaults.items():
-            self.known[n] = d  # type: ignore[assignment]
+            self.known[n] = d
             self.defaults_used.append(n)
         self._specialise()
         self._apply_defaults()
@@ -232,7 +232,8 @@ def smooth_in(node: Node, var: str) -> bool:
 
 
 def evaluate(node: Node, env: dict[str, float]) -> float:
-    return compile_node(node)(env)
+    value: float = compile_node(node)(env)  # a scalar closure over scalars gives a number
+    return value
 
 
 def in_bounds(var: Variable, value: float, slack: float = 1e-9) -> bool:

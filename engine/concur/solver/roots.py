@@ -133,6 +133,7 @@ def bracket_root(
     vouch for) and goes on to the next. Each evaluation spends budget
     (:func:`concur.solver.budget.spend`, raising :class:`~concur.errors.BudgetError` past it).
     """
+    points: list[float]  # float ** float is typed Any (a negative base gives a complex)
     if lo > 0 and hi / lo > 100:
         points = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     else:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UnknownNameError, UsageError
 from ..lang.model import Model
 from ..lang.pack import Equation
+
+if TYPE_CHECKING:  # plan imports this module; the type checker alone reads the annotation
+    from .plan import Plan
 
 __all__ = ["REL_TOL", "Givens", "Method", "Solution", "Step", "describe_var", "list_names", "show_value"]
 
@@ -72,7 +75,7 @@ class Solution:
     givens: Givens
     trace: list[Step]
     notes: list[str] = field(default_factory=list)
-    plan: Any = None  # the concur.solver.plan.Plan whose run gave the values (the exporter prints its forms)
+    plan: Plan | None = None  # the plan whose run gave the values (the exporter prints its forms)
 
     def __post_init__(self) -> None:
         stated = [

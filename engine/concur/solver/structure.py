@@ -15,6 +15,8 @@ Everything here is plain Python on names: no sympy, no floats.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..records import record
 
 __all__ = ["Matching", "blocks_in_order", "match", "repartition"]
@@ -64,7 +66,8 @@ def match(
         free unknown is taken before any matched one is displaced (MC21's cheap assignment), so
         the preferred assignments survive wherever they can."""
         seen: set[str] = set()
-        frames: list[list] = [[root, 0, ""]]  # [equation, next neighbour to try, variable it takes]
+        # [equation, next neighbour to try, variable it takes]: mutable (int, int, str) rows
+        frames: list[list[Any]] = [[root, 0, ""]]
         while frames:
             frame = frames[-1]
             options = adj[frame[0]]

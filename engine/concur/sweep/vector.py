@@ -48,13 +48,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConcurError, InfeasibleError, UsageError
+from ..lang.expr import Compiled
 from ..lang.model import Model
 from ..solver.throughput_inputs import FIXED_INPUTS, require_fixed
 
 __all__ = ["FIXED_INPUTS", "SweepResult", "parse_range", "require_fixed", "sweep"]
 
 
-class SweepResult(dict):
+class SweepResult(dict[str, Any]):
     """``name -> numpy array`` (display units) plus how the sweep went.
 
     ``violations``: variable -> number of points that went out of bounds (or failed a
@@ -167,7 +168,9 @@ def sweep(
 
     >>> from concur.lang.model import build_model
     >>> r = sweep(build_model(["littles_law"]), {"arrival_rate": [1, 2]},
-    ...           {"residence_time": 3}, ["in_flight"])      # doctest: +SKIP
+    ...           {"residence_time": 3}, ["in_flight"])
+    >>> r["in_flight"], r.method
+    (array([3., 6.]), 'vector')
     """
     import numpy as np
 
@@ -272,8 +275,8 @@ class _Plan:
 
     vector: bool
     known: dict[str, float]
-    steps: tuple[tuple[str, Callable, bool, tuple[str, ...]], ...] = ()
-    constraints: tuple[tuple[str, str, Callable], ...] = ()
+    steps: tuple[tuple[str, Compiled, bool, tuple[str, ...]], ...] = ()
+    constraints: tuple[tuple[str, str, Compiled], ...] = ()
 
 
 # (model key, givens, swept names, outputs) -> plan. Built once per question in a process, so a
@@ -336,7 +339,7 @@ def _plan(
 
 def _fold_plan(
     model: Model, known: dict[str, float], swept: set[str], steps: list[_Step], keep: set[str]
-) -> tuple[dict[str, float], tuple[tuple[str, Callable, bool, tuple[str, ...]], ...]]:
+) -> tuple[dict[str, float], tuple[tuple[str, Compiled, bool, tuple[str, ...]], ...]]:
     """Fold the plan once (see :mod:`concur.sweep.partial`): a block that reads no swept variable is
     evaluated now and joins the knowns (unless it is out of bounds or not finite -- then it stays
     a step, so every sweep reports it as before); the other blocks are folded against the knowns.
@@ -347,7 +350,7 @@ def _fold_plan(
 
     scalars = dict(known)
     varying = set(swept)
-    out: list[tuple[str, Callable, bool, frozenset[str]]] = []
+    out: list[tuple[str, Compiled, bool, frozenset[str]]] = []
     for var, node, evaluate, reads in steps:
         v = model.variables[var]
         checked = node is None or not flag_safe(node) or v.integer or v.bounds != (None, None)
@@ -371,8 +374,7 @@ def _fold_plan(
             except NotFoldable:
                 folded = evaluate
             if isinstance(folded, Const):
-                value_ = folded.value
-                evaluate = lambda env, c=value_: c
+                evaluate = _constant(folded.value)
             else:
                 evaluate = folded
         out.append((var, evaluate, checked, reads))
@@ -385,6 +387,11 @@ def _fold_plan(
         for i in range(len(out))
     }
     return scalars, tuple((var, f, c, dead[i]) for i, (var, f, c, _r) in enumerate(out))
+
+
+def _constant(value: float) -> Compiled:
+    """An evaluator that gives ``value`` at every point (a step folded to a constant)."""
+    return lambda env: value
 
 
 def _on_flag(kind: str, flag: int) -> None:
@@ -612,7 +619,7 @@ def _display_text(model: Model, name: str, value: float) -> Any:
     return f"{value!r} {var.display.text}"
 
 
-_Step = tuple[str, Any, Callable, frozenset[str]]  # (variable, expression or None, evaluator, names read)
+_Step = tuple[str, Any, Compiled, frozenset[str]]  # (variable, expression or None, evaluator, names read)
 
 
 def _vector_plan(model: Model, plan: Any) -> list[_Step] | None:
@@ -648,7 +655,7 @@ def _vector_plan(model: Model, plan: Any) -> list[_Step] | None:
     return out
 
 
-def _pick_root(model: Model, var: str, roots: list[Callable], flhs: Callable, frhs: Callable) -> Callable:
+def _pick_root(model: Model, var: str, roots: list[Compiled], flhs: Compiled, frhs: Compiled) -> Compiled:
     """Per point, the scalar solver's choice among closed-form roots (:mod:`concur.solver.roots`)."""
     import numpy as np
 

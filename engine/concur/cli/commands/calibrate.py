@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -96,7 +97,7 @@ def _from_files(
         _into_catalog(Path(catalog), doc, entry_id)
 
 
-def _into_catalog(folder: Path, doc: dict, entry_id: str) -> None:
+def _into_catalog(folder: Path, doc: dict[str, Any], entry_id: str) -> None:
     """Add the entry to ``folder/engines.yaml`` (created if absent), keeping its other entries."""
     from ruamel.yaml import YAML
 

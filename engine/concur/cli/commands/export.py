@@ -153,7 +153,7 @@ def _display(model: Any, plan: Any, name: str, raw: Any, what: str) -> float:
     if var.choices:
         raise UsageError(f"{what}: '{name}' is a choice variable; sweeps and scenarios take numbers", variable=name)
     shown = next((i.var for i in plan.inputs if i.var.name == name), None)
-    scale = shown.scale if shown is not None else var.display.factor
+    scale: float = shown.scale if shown is not None else var.display.factor
     return convert_value(raw, var) / scale
 
 

@@ -15,6 +15,7 @@ tokens/s per user; ``--export FILE.xlsx`` a comparison sheet.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -179,7 +180,7 @@ def _csv(result: Any, path: str) -> None:
     out = csv.writer(buf, lineterminator="\n")
     out.writerow(fields)
     for r in rows(result):
-        value = lambda q: "" if q is None else f"{q['value']:.6g}"
+        value: Callable[[dict[str, Any] | None], str] = lambda q: "" if q is None else f"{q['value']:.6g}"
         out.writerow(
             [
                 r["gpu"],
