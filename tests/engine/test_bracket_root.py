@@ -45,3 +45,40 @@ def test_an_infinite_midpoint_gives_up_that_sign_change():
 def test_plain_roots_are_still_found():
     assert bracket_root(lambda x: x * x - 2, 0.0, 2.0) == pytest.approx(math.sqrt(2))
     assert bracket_root(lambda x: math.log(x) - 3, 1e-9, 1e15) == pytest.approx(math.exp(3))
+
+
+class _Counted:
+    """``f`` with a count of its evaluations (each may be a whole inner solve of a torn loop)."""
+
+    def __init__(self, f):
+        self.f, self.calls = f, 0
+
+    def __call__(self, x: float) -> float:
+        self.calls += 1
+        return self.f(x)
+
+
+def test_the_scan_stops_at_the_first_sign_change():
+    # A root at 1e-6 on a 1e-9..1e15 range sits at scan point 25 of 201: the scan ends there and
+    # bisection takes the rest, so the later points are never evaluated.
+    f = _Counted(lambda x: math.log(x / 1e-6))
+    assert bracket_root(f, 1e-9, 1e15) == pytest.approx(1e-6)
+    assert f.calls < 26 + 60
+
+
+def test_the_lazy_scan_returns_the_root_a_full_scan_would():
+    # Three sign changes: the first from the low end wins, as it did when every point was scanned.
+    f = _Counted(lambda x: (x - 0.3) * (x - 0.9) * (x - 1.7))
+    assert bracket_root(f, 0.0, 2.0) == pytest.approx(0.3)
+    assert f.calls < 201
+    # An isolated exact zero on a scan point (0.5 = point 50) comes before a later sign change.
+    assert bracket_root(lambda x: 0.0 if x == 0.5 else (x - 1.5), 0.0, 2.0) == 0.5
+
+
+def test_a_function_zero_everywhere_still_scans_to_the_end_and_refuses():
+    from concur.errors import UsageError
+
+    f = _Counted(lambda x: 0.0)
+    with pytest.raises(UsageError, match="every value"):
+        bracket_root(f, 0.0, 2.0, what="x")
+    assert f.calls == 201

@@ -122,7 +122,7 @@ def choose_root_array(xs: Sequence[Any], lhss: Sequence[Any], rhss: Sequence[Any
 def bracket_root(
     f: Callable[[float], float], lo: float, hi: float, *, what: str = "a root", hint: str = ""
 ) -> float | None:
-    """A root of ``f`` in [lo, hi]: scan 201 points (log-spaced when wide), then bisect a sign change.
+    """A root of ``f`` in [lo, hi]: scan up to 201 points (log-spaced when wide), bisect the first sign change.
 
     Only a sign change or an isolated exact zero counts (see the module essay); an ``f`` that is 0
     wherever it is defined is a question that does not determine the unknown (UsageError). A sign
@@ -138,6 +138,10 @@ def bracket_root(
         points = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     else:
         points = [lo + (hi - lo) * i / 200 for i in range(201)]
+    # The scan is lazy: it stops at the first event (an isolated zero or a sign change whose
+    # bisection vouches for a root), which is the event a full scan would have chosen first --
+    # an isolated zero is decided once its right neighbour is known, and a sign change needs a
+    # non-zero left neighbour, so no later point can pre-empt an earlier event.
     values: list[float | None] = []
     for x in points:
         spend(what, hint)
@@ -146,6 +150,11 @@ def bracket_root(
         except (ArithmeticError, ValueError):
             fx = None
         values.append(fx if fx is None or math.isfinite(fx) else None)
+        root = _event_before(f, points, values, what, hint)
+        if root is not None:
+            return root
+    if _isolated_zero(values, len(values) - 1):
+        return points[-1]
     valid = [v for v in values if v is not None]
     if len(valid) > 2 and all(v == 0 for v in valid):
         from ..errors import UsageError
@@ -154,21 +163,34 @@ def bracket_root(
             f"every value of {what} in its range satisfies the equations: the givens do not determine it",
             hint=hint or "give it directly, or another value that constrains it",
         )
-    for i, (x, fx) in enumerate(zip(points, values)):
-        if fx is None:
-            continue
-        if fx == 0:
-            before = values[i - 1] if i > 0 else None
-            after = values[i + 1] if i + 1 < len(values) else None
-            if (before is None or before != 0) and (after is None or after != 0) and (before or after):
-                return x  # an isolated zero on the scan
-            continue
-        prev = values[i - 1] if i > 0 else None
-        if prev is not None and prev != 0 and (fx > 0) != (prev > 0):
-            root = _bisect_sign(f, points[i - 1], x, prev, what, hint)
-            if root is not None:
-                return root  # else f fails inside this sign change (a pole): try the next one
     return _root_at_an_edge(f, points, values, what, hint)
+
+
+def _isolated_zero(values: list[float | None], i: int) -> bool:
+    """``values[i]`` is 0 and a neighbour on the scan is defined and non-zero (the neighbour past
+    the end of the list counts as undefined)."""
+    if values[i] != 0:  # None too
+        return False
+    before = values[i - 1] if i > 0 else None
+    after = values[i + 1] if i + 1 < len(values) else None
+    return (before is None or before != 0) and (after is None or after != 0) and bool(before or after)
+
+
+def _event_before(
+    f: Callable[[float], float], points: list[float], values: list[float | None], what: str, hint: str
+) -> float | None:
+    """With ``values`` scanned up to its last point ``j``: the root that point decides, if any --
+    an isolated zero at ``j - 1`` (now that its right neighbour is known) or a sign change between
+    ``j - 1`` and ``j`` whose bisection meets no pole."""
+    j = len(values) - 1
+    if j == 0:
+        return None
+    if _isolated_zero(values, j - 1):
+        return points[j - 1]
+    prev, fx = values[j - 1], values[j]
+    if prev is None or fx is None or prev == 0 or fx == 0 or (fx > 0) == (prev > 0):
+        return None
+    return _bisect_sign(f, points[j - 1], points[j], prev, what, hint)
 
 
 def _root_at_an_edge(
