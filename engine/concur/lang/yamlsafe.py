@@ -22,10 +22,10 @@ with the input. The design:
   remembers where it and each item starts, so later errors can say ``file:line:col``.
 
 The limits are 4-7x the largest shipped file (the model catalog: 64 kB, some 3,000 nodes, 4
-levels deep; the deepest pack has 5): the pure
-Python parser handles some 20,000 events (or 300 kB of the slowest scalar syntax) a second on
-a small CI machine, so the worst file under the limits is refused or loaded in about a second;
-libyaml, used when installed (:func:`uses_libyaml`), is some 15x faster.
+levels deep; the deepest pack has 5). The pure-Python parser handles some 20,000 events (or
+300 kB of the slowest scalar syntax) a second on a small CI machine, so the worst file under
+the limits is refused or loaded in about a second; libyaml, used when installed
+(:func:`uses_libyaml`), is some 15x faster.
 """
 
 from __future__ import annotations
