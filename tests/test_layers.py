@@ -146,6 +146,58 @@ def test_modules_form_no_cycle_even_through_function_level_imports() -> None:
     assert _cycles(graph) == []
 
 
+HEAVY = {"sympy", "numpy", "pint", "openpyxl", "matplotlib"}
+
+
+def _third_party_at_module_level(path: Path) -> set[str]:
+    roots: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            roots |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def _loads_heavy(module: str) -> bool:
+    """Whether importing ``module`` loads sympy, numpy, pint, openpyxl or matplotlib: through its
+    own module-level imports, its packages' and those of every concur module it loads so."""
+    top: dict[str, set[str]] = defaultdict(set)
+    for a, b, _n, at_top in IMPORTS:
+        if at_top:
+            top[a].add(b)
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        parts = m.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts)) if ".".join(parts[:i]) in MODULES]
+        todo += top[m]
+    return any(_third_party_at_module_level(MODULES[m]) & HEAVY for m in seen)
+
+
+def test_function_level_imports_only_defer_heavy_dependencies() -> None:
+    """An import inside a function is there to keep a heavy library off a path that does not need
+    it, and for nothing else (not to dodge a cycle, not out of habit). Three places defer more, each
+    for a reason a test holds: the CLI's commands, so ``concur --help`` and shell completion load
+    no engine module (test_packaging); the package root, so ``import concur.primitives`` loads no
+    engine (test_packaging); and a tool module run as ``__main__`` importing its own library copy."""
+    lazy_by_design = ("concur.cli", "concur.bench")
+    light = sorted(
+        {
+            (a, b)
+            for a, b, _n, at_top in IMPORTS
+            if not at_top and a != b and a != "concur" and not a.startswith(lazy_by_design) and not _loads_heavy(b)
+        }
+    )
+    assert light == [], "function-level imports of modules that load nothing heavy (import them at the top):\n" + (
+        "\n".join(f"  {a} -> {b}" for a, b in light)
+    )
+
+
 def test_no_module_imports_another_modules_private_names() -> None:
     private = sorted(
         {(a, f"{b}.{n}") for a, b, n, _top in IMPORTS if n.startswith("_") and not n.startswith("__") and a != b}

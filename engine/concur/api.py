@@ -18,8 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .errors import UnknownNameError, UsageError
+from .errors import ConcurError, UnknownNameError, UsageError
+from .lang.index import shipped_index
 from .lang.model import Model, build_model
+from .solver.givens import resolve_givens
+from .solver.problem import Problem
 from .solver.question import solve_model
 from .solver.solution import Solution
 
@@ -50,8 +53,6 @@ def packs_for(
     What each pack declares comes from the shipped index (:mod:`concur.lang.index`), so only the
     candidates tried are parsed; a stale index means building every shipped model instead.
     """
-    from .lang.index import shipped_index
-
     given = dict(given or {})
     index = shipped_index()
     need = set(find) | set(given)
@@ -85,10 +86,6 @@ def packs_for(
 
 def _determines(pack: str, find: tuple[str, ...], given: Mapping[str, Any]) -> bool:
     """Whether ``pack``'s equations determine every target from ``given`` (structure only)."""
-    from .errors import ConcurError
-    from .solver.givens import resolve_givens
-    from .solver.problem import Problem
-
     model = build_model([pack])
     try:
         values = resolve_givens(model, dict(given)).values

@@ -83,6 +83,15 @@ def test_primitives_import_is_light():
     assert not mods & {"sympy", "pint", "openpyxl", "numpy", "click", "matplotlib", "concur.solver.question"}
 
 
+def test_help_loads_no_engine_module():
+    """``concur --help`` (and shell completion) loads the command modules for their help text and
+    nothing of the engine: the commands import the engine inside their functions."""
+    mods = _loaded_after("from concur.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass")
+    ours = {m for m in mods if m == "concur" or m.startswith("concur.")}
+    assert "concur.cli.commands.solve" in ours  # the probe sees the commands load
+    assert sorted(m for m in ours if not m.startswith("concur.cli") and m not in {"concur", "concur.errors"}) == []
+
+
 HEAVY = {"sympy", "numpy", "openpyxl", "matplotlib", "rich", "PIL"}
 
 

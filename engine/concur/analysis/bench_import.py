@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..readfile import FileRefused, read_regular
 from .calibration import Point, grid_fit, log_errors, median, point_from
 
 __all__ = ["ENGINE_OVERLAP", "CalibrationResult", "Run", "catalog_document", "fit_runs", "read_runs"]
@@ -161,8 +162,6 @@ def read_runs(path: str | Path) -> list[Run]:
 
     Raises :class:`UsageError` (exit 2) naming the file, the line and the missing field.
     """
-    from ..readfile import FileRefused, read_regular
-
     label = str(path)
     try:
         raw = read_regular(Path(path), _MAX_BYTES)

@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UsageError
+from ..extras import need
+from ..lang.library import get_catalog
 
 __all__ = [
     "Sample",
@@ -140,8 +142,6 @@ def fit_step_times(samples: Sequence[Sample], bandwidth: float) -> StepFit:
 def shapes_for(model_id: str, layers: int) -> Shapes:
     """Shapes of ``layers`` layers of a catalog model (GQA models; the MLP width is derived from
     the parameter count: what is left after embeddings, LM head and attention, over 3 x hidden)."""
-    from ..lang.library import get_catalog
-
     cat = get_catalog("models")
     if model_id not in cat.entries:
         raise UsageError(f"calibrate: unknown model '{model_id}'", hint=f"one of: {', '.join(cat.entries)}")
@@ -162,8 +162,6 @@ def shapes_for(model_id: str, layers: int) -> Shapes:
 
 def require_torch() -> Any:
     """The ``torch`` module, or a one-line :class:`concur.errors.MissingDependencyError` (exit 2) naming the extra."""
-    from ..extras import need
-
     return need("torch", "concur calibrate")
 
 

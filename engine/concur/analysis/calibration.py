@@ -70,6 +70,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PackError
+from ..lang.library import get_catalog
+from ..lang.model import build_model
+from ..lang.yamlsafe import load_yaml
+from ..solver.question import solve_model
 
 __all__ = [
     "Fit",
@@ -156,8 +160,6 @@ class Point:
 def _bytes(dtype: Any, notes: list[str], *, kv: bool) -> float:
     """Bytes per stored value: the dtypes catalog for its own names, common spellings by keyword,
     else the smallest plausible width (noted), so that the roofline stays an upper bound."""
-    from ..lang.library import get_catalog
-
     key = str(dtype).strip().lower()
     entries = get_catalog("dtypes").entries
     if key in entries:
@@ -258,8 +260,6 @@ def load_points(path: str | Path) -> list[Point]:
     Every assumption made to turn a published row into model inputs is recorded in the
     point's ``assumptions``. Raises :class:`PackError` for a row that cannot be interpreted.
     """
-    from ..lang.yamlsafe import load_yaml
-
     doc = load_yaml(path)
     configs = doc["model_configs_used_for_bounds"]
     return [_point(raw, configs) for raw in doc["points"]]
@@ -271,7 +271,6 @@ def gpu_entry(name: str) -> str:
     Names are compared with case and punctuation removed; the longest catalog id that the name
     starts with wins (``L40S-48GB`` -> ``l40s``). Raises :class:`PackError` when none matches.
     """
-    from ..lang.library import get_catalog
 
     def norm(text: str) -> str:
         return re.sub(r"[^a-z0-9]", "", text.lower())
@@ -292,9 +291,6 @@ _TERMS = ("memory_time", "compute_time", "prefill_time", "t_comm", "kv_per_token
 
 def _terms(given: dict[str, Any]) -> dict[str, Any]:
     """The pack's terms for one configuration, in seconds (efficiency 1, no fixed cost, efficiency_prefill 1)."""
-    from ..lang.model import build_model
-    from ..solver.question import solve_model
-
     # kv_fit ignore: the measured run did hold this batch, whatever memory settings its engine used
     sol = solve_model(
         build_model(["llm_throughput"]),
@@ -318,8 +314,6 @@ def _terms(given: dict[str, Any]) -> dict[str, Any]:
 
 def _architecture(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Givens for the pack from a point's config family, completed from the models catalog."""
-    from ..lang.library import get_catalog
-
     params = float(cfg["params"])
     given: dict[str, Any] = {
         "params": f"{params!r} parameter",
@@ -389,8 +383,6 @@ def point_from(
 
 
 def _point(raw: Mapping[str, Any], configs: Mapping[str, Any]) -> Point:
-    from ..lang.library import get_catalog
-
     notes: list[str] = []
     pid = str(raw["id"])
     gpu = gpu_entry(str(raw["gpu"]))

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .calibration import Point, median
-from .engine_fits import ENGINES, FAMILIES, MIN_POINTS, CrossValidation, FitSet, Level
+from .calibration import Point, load_points, median
+from .engine_fits import ENGINES, FAMILIES, MIN_POINTS, CrossValidation, FitSet, Level, cross_validate, fit_set
 
 __all__ = [
     "DATA_LABEL",
@@ -301,9 +301,6 @@ def plot_fit(fs: FitSet, cv: CrossValidation, points: Sequence[Point], path: str
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m concur.analysis.engine_catalog POINTS.yaml [ENGINES.yaml] [--plot PNG] [--points]``."""
     import sys
-
-    from .calibration import load_points
-    from .engine_fits import cross_validate, fit_set
 
     args = list(sys.argv[1:] if argv is None else argv)
     plot = None

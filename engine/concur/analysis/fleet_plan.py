@@ -44,9 +44,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConcurError, UsageError
+from ..errors import BudgetError, ConcurError, UsageError
+from ..lang.check import require_checked
 from ..lang.library import get_catalog
 from ..lang.model import Model, build_model
+from ..solver.givens import resolve_givens
+from ..solver.plan import plan_key
+from ..solver.question import solve_model
+from ..solver.run import run_question
+from ..sweep import sweep
 
 __all__ = [
     "AXES",
@@ -168,8 +174,6 @@ def plan_fleet(
     """Evaluate every configuration of ``axes`` for ``question`` (model, traffic, SLAs; the fleet
     pack's names and values); see the module essay. Raises UsageError for a question that is wrong
     whatever the configuration (a missing traffic value, an unknown model)."""
-    from ..lang.check import require_checked
-
     model = build_model(["llm_fleet"])
     require_checked(model)
     question = dict(question)
@@ -189,8 +193,6 @@ def plan_fleet(
     configs = _grid(axes)
     if not configs:
         raise UsageError("the grid is empty", hint="every axis needs at least one value")
-    from ..solver.givens import resolve_givens
-
     probe = resolve_givens(model, {**question, **configs[0].given()})  # a bad model or value fails once, here
     slo: dict[str, float] = {n: probe.values[n] for n in ("itl_slo", "ttft_slo") if n in probe.values}
     rate, osl = probe.values["arrival_rate"], probe.values["output_tokens"]
@@ -227,9 +229,6 @@ def _capacities(
     model: Model, question: Mapping[str, Any], candidates: list[Candidate], progress: Callable[[int, int], None] | None
 ) -> dict[Config, _Capacity]:
     """Per configuration: the givens and what one replica may hold; rejects those that cannot run."""
-    from ..solver.givens import resolve_givens
-    from ..solver.run import run_question
-
     out: dict[Config, _Capacity] = {}
     targets = ("per_replica_concurrency", "kv_concurrency", "batch_cap", "gpus_per_replica")
     base = {k: v for k, v in question.items() if k not in ("arrival_rate", "itl_slo", "ttft_slo")}
@@ -274,9 +273,6 @@ def _curves(
 ) -> dict[Config, tuple[Any, Any, Any]]:
     """``(batch, itl, ttft)`` arrays per configuration, from one vectorised sweep per plan shape."""
     import numpy as np
-
-    from ..solver.plan import plan_key
-    from ..sweep import sweep
 
     groups: dict[Any, list[Config]] = {}
     for cand in candidates:
@@ -378,8 +374,6 @@ def _confirm_cheapest(
     """Sort, then re-solve the ``count`` cheapest with the scalar solver. When the solver moves one
     (another replica count, or infeasible), the order is redone and the new top ``count`` confirmed
     in turn; notes for any the solver could not settle within its budget."""
-    from ..errors import BudgetError
-
     notes: list[str] = []
     tried: set[Config] = set()
     while True:
@@ -411,9 +405,6 @@ def _label(c: Config) -> str:
 def _confirm(model: Model, question: Mapping[str, Any], cand: Candidate, rate: float, osl: float) -> None:
     """Re-solve a candidate with the scalar solver; its replicas and latencies are the ones reported,
     and a configuration the solver finds infeasible is rejected with the solver's reason."""
-    from ..errors import BudgetError
-    from ..solver.question import solve_model
-
     try:
         sol = solve_model(
             model, ("replicas", "gpus_per_replica", "itl", "ttft", "batch"), {**question, **cand.config.given()}

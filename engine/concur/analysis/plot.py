@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..extras import need
 
 __all__ = ["Series", "line_plot", "pareto_front", "pareto_plan", "pyplot", "save_png", "throughput_curve"]
 
@@ -105,8 +106,6 @@ def save_png(fig: Any, path: str | Path) -> Path:
 
 def pyplot() -> Any:
     """``matplotlib.pyplot`` on the Agg backend, or the one-line error naming the ``plot`` extra."""
-    from ..extras import need
-
     matplotlib = need("matplotlib", "drawing a plot")
 
     matplotlib.use("Agg")

@@ -40,6 +40,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import InfeasibleError, UsageError
+from ..lang.library import get_catalog
+from ..lang.model import build_model
+from ..solver.givens import resolve_givens
+from ..solver.question import solve_model
 
 __all__ = ["Remedy", "Scenario", "remedies", "throughput_model"]
 
@@ -93,16 +97,12 @@ class Remedy:
 
 def throughput_model() -> Any:
     """The ``llm_throughput`` model every remedy is re-solved on (built once per process, cached by content)."""
-    from ..lang.model import build_model
-
     return build_model(["llm_throughput"])
 
 
 def evaluate(given: dict[str, Any]) -> Scenario:
     """Solve ``given`` for users (and throughput at that concurrency when input/output tokens are
     given), every number from the packs. A model that does not fit gives 0 users."""
-    from ..solver.question import solve_model
-
     model = throughput_model()
     g = {k: v for k, v in given.items() if k != "concurrency"}
     try:
@@ -125,8 +125,6 @@ def evaluate(given: dict[str, Any]) -> Scenario:
 
 def _value(given: dict[str, Any], name: str) -> Any:
     """A resolved given (presets expanded) in its display unit; choice variables as their names."""
-    from ..solver.givens import resolve_givens
-
     model = throughput_model()
     g = resolve_givens(model, {k: v for k, v in given.items() if k != "concurrency"})
     if name not in g.values:
@@ -155,8 +153,6 @@ def remedies(
     really holds (token); ``shared_prefix``: tokens every request shares (token); ``larger_gpu``:
     a GPU id (default: the next larger in the catalog). Raises ``UsageError`` for a bad scenario.
     """
-    from ..lang.library import get_catalog
-
     if "context" not in given:
         raise UsageError(
             "remedies need the per-request reservation",

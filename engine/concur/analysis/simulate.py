@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import UsageError
+from .plot import pyplot, save_png
 
 __all__ = [
     "Estimate",
@@ -571,8 +572,6 @@ def _summarise(
 def plot_timeseries(result: SimResult, path: str | Path, *, title: str | None = None) -> Path:
     """Write a PNG of queue length and in-flight requests against time (matplotlib,
     imported here, Agg backend; the ``plot`` extra).  Returns the path written."""
-    from .plot import pyplot, save_png
-
     plt = pyplot()
     out = Path(path)
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)

@@ -69,8 +69,14 @@ import sympy
 
 from ..errors import ConcurError, UsageError
 from ..lang.expr import Call, If, Node, Var, compile_node, map_tree, names_in, to_text, walk
+from ..lang.library import get_catalog
 from ..lang.model import Model
 from ..lang.pack import Equation, Variable
+from ..lang.units import parse_quantity
+from ..lang.values import count_factor
+from ..solver.goal_seek import goal_sense
+from ..solver.problem import fold_known as solver_fold
+from ..solver.seek import needs_search
 from ..solver.solution import Method, Solution, Step
 from ..solver.symbolic import to_sympy
 from .live_search import Candidate, goal_test, make_live
@@ -292,8 +298,6 @@ class _Builder:
             label = "  (inverted)" if step.method is Method.INVERTED else "  (loop, closed form)"
             self.derived.append(Derived(sv, expr, eq.text + label, where, value))
         else:  # numeric, torn loops: implicit, residual lhs - rhs
-            from ..solver.problem import fold_known as solver_fold
-
             lhs, rhs = solver_fold(eq.lhs, self.known), solver_fold(eq.rhs, self.known)
             others = (names_in(lhs) | names_in(rhs)) - {step.variable}
             residual = None
@@ -339,8 +343,6 @@ class _Builder:
         (``replicas = ceil(...)``, a requirement) are all part of one test: a candidate passes when
         it meets every one of them, as the solver's search requires.
         """
-        from ..solver.goal_seek import goal_sense
-
         x = step.variable
         seek = self._seek_of(x)
         residual = None
@@ -391,8 +393,6 @@ class _Builder:
 
     def _seek_of(self, x: str) -> Any:
         """The goal seek the solver ran for ``x`` (its given targets, and its rounding requirement), or None."""
-        from ..solver.seek import needs_search
-
         givens = self.sol.givens
         known = {k: v for k, v in givens.values.items() if k not in self.sol.find}
         try:
@@ -458,9 +458,6 @@ class _Builder:
         defaults (``kv_lora_rank`` 0 for a GQA model, ``sliding_window`` 0 for a dense one), and
         choice text (``attention``), so picking another id changes them all as the solver would.
         """
-        from ..lang.library import get_catalog
-        from ..lang.values import count_factor
-
         chosen: dict[str, str] = {}
         for src in self.sol.givens.sources.values():
             if src.startswith("preset ") and "=" in src:
@@ -602,9 +599,6 @@ def typed_input(inp: Input, var: Variable, base: float, typed: str | None) -> In
     display unit stays when nothing was typed, the text has no unit, or its unit leaves a
     count implied (``"8192 token"`` for token/user) -- then the two units differ in name only.
     """
-    from ..errors import ConcurError
-    from ..lang.units import parse_quantity
-
     if typed is None or var.choices or inp.preset is not None or isinstance(inp.value, str):
         return inp
     try:

@@ -32,8 +32,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..analysis.fleet_plan import AXES, HOURS_PER_MONTH, default_axes, plan_fleet
 from ..errors import UsageError
 from ..extras import need
+from ..lang.library import get_catalog
+from ..lang.model import build_model
+from .cells import put_formula, put_number, put_text, require_folder, save_atomically
 
 __all__ = ["AXIS_KEYS", "export_plan", "fleet_comparison", "write_plan_sheet"]
 
@@ -67,8 +71,6 @@ def export_plan(result: Any, path: str | Path) -> Path:
     need("openpyxl", "writing a workbook")
     from openpyxl import Workbook
 
-    from .cells import require_folder, save_atomically
-
     target = require_folder(path)
     wb = Workbook()
     ws = wb.active
@@ -86,9 +88,7 @@ def write_plan_sheet(wb: Any, ws: Any, result: Any, hours: str | None = None) ->
     from openpyxl.utils import get_column_letter
     from openpyxl.workbook.defined_name import DefinedName
 
-    from ..analysis.fleet_plan import HOURS_PER_MONTH
     from . import style
-    from .cells import put_formula, put_number, put_text
 
     q = result.question
     put_text(ws, 1, 1, "Fleet plan: every configuration, cheapest first").font = style.TITLE_FONT
@@ -170,10 +170,6 @@ def fleet_comparison(given: Mapping[str, Any], spec: Mapping[str, Any], where: s
     """The fleet plan of a workbook definition: ``given`` (the definition's question; its GPU, TP and
     dtypes are the plan's axes and are dropped) and ``spec`` narrowing the axes
     (``{engines: [default], tp: [4, 8]}``, keys :data:`AXIS_KEYS`). Raises UsageError naming ``where``."""
-    from ..analysis.fleet_plan import AXES, default_axes, plan_fleet
-    from ..lang.library import get_catalog
-    from ..lang.model import build_model
-
     bad = sorted(set(spec) - set(AXIS_KEYS))
     if bad:
         raise UsageError(f"{where}: unknown key '{bad[0]}'", hint=f"allowed: {', '.join(AXIS_KEYS)}")

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConcurError, UnknownNameError, UsageError
+from .cells import put_number, put_text, save_atomically
 
 __all__ = [
     "ERROR_CODES",
@@ -217,8 +218,6 @@ def set_inputs(path: str | os.PathLike[str], values: Mapping[str, float | str], 
     """
     from openpyxl import load_workbook
 
-    from .cells import put_number, put_text
-
     wb = load_workbook(path)
     for name, value in values.items():
         if name not in wb.defined_names:
@@ -235,6 +234,4 @@ def set_inputs(path: str | os.PathLike[str], values: Mapping[str, float | str], 
             put_text(ws, cell.row, cell.column, value)
         else:
             put_number(ws, cell.row, cell.column, value).number_format = fmt
-    from .cells import save_atomically
-
     return save_atomically(wb, Path(out))

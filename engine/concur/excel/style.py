@@ -53,6 +53,8 @@ from typing import Any
 from openpyxl.styles import Alignment, Border, Font, PatternFill, Side
 from openpyxl.utils import get_column_letter
 
+from ..errors import ConcurError
+from ..lang.units import COUNT_DIMENSIONS, unit_info
 from .plan import SheetVar
 
 __all__ = [
@@ -105,9 +107,6 @@ MIN_SCALE = 75
 @lru_cache(maxsize=512)
 def _dims(unit: str) -> tuple[tuple[str, float], ...] | None:
     """The unit's dimensions, or None when the text is not a unit concur knows."""
-    from ..errors import ConcurError
-    from ..lang.units import unit_info
-
     try:
         return unit_info(unit).dims
     except (ConcurError, ValueError):
@@ -116,8 +115,6 @@ def _dims(unit: str) -> tuple[tuple[str, float], ...] | None:
 
 def value_kind(var: SheetVar) -> str:
     """``currency``, ``fraction``, ``integer``, ``count`` or ``measure`` (see the module table)."""
-    from ..lang.units import COUNT_DIMENSIONS
-
     if var.integer:
         return "integer"
     dims = _dims(var.unit.strip()) if var.unit.strip() else ()

@@ -73,14 +73,16 @@ from openpyxl.workbook.defined_name import DefinedName
 from openpyxl.worksheet.datavalidation import DataValidation
 
 from ..errors import UsageError
+from ..lang.units import unit_info
 from . import style
 from .cells import put_formula, put_number, put_text, require_folder, save_atomically
 from .layout import Layout, display_expr, over_display, print_formula, sheet_ref, unit_label
 from .names import mangle_all
 from .plan import Derived, Input, SheetVar, WorkbookPlan
+from .plan_sheet import write_plan_sheet
 from .printer import exact
 from .search import SearchRef, plan_searches, write_searches
-from .whatif import write_scenarios, write_sweeps
+from .whatif import sheet_title, write_scenarios, write_sweeps
 
 __all__ = [
     "Layout",
@@ -671,8 +673,6 @@ def _write_notes(wb: Workbook, layout: Layout) -> None:
 
 def _hours(layout: Layout) -> str | None:
     """The billed hours in a month as a formula over the Inputs sheet (None: the workbook has none)."""
-    from ..lang.units import unit_info
-
     name = "hours_per_month"
     if name not in layout.scales:
         return None
@@ -718,8 +718,6 @@ def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str]) -> Path:
         >>> write_workbook(plan, "kv.xlsx")  # doctest: +SKIP
         PosixPath('kv.xlsx')
     """
-    from .whatif import sheet_title
-
     target = require_folder(path)  # before the work, not after it
     layout = build_layout(plan)
     wb = Workbook()
@@ -734,8 +732,6 @@ def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str]) -> Path:
     write_sweeps(wb, layout)
     write_scenarios(wb, layout)
     if plan.comparison is not None:
-        from .plan_sheet import write_plan_sheet
-
         write_plan_sheet(wb, wb.create_sheet(sheet_title(wb, "Plan")), plan.comparison, _hours(layout))
     catalogs = wb["Catalogs"]
     if plan.presets:

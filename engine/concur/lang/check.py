@@ -35,8 +35,9 @@ from ..errors import ConcurError, Location, UnitError
 from ..records import record
 from .expr import Bin, Call, Cmp, If, Logic, Neg, Node, Num, Str, UnitLit, Var, to_text, walk
 from .functions import FUNCTIONS, out_of_range
-from .library import inside
-from .pack import Pack
+from .library import inside, load_catalog_file
+from .model import build_model
+from .pack import Pack, load_catalog
 from .units import (
     COUNT_DIMENSIONS,
     DIMENSIONLESS,
@@ -310,8 +311,6 @@ def check_paths(paths: list[str]) -> tuple[list[Diagnostic], int]:
 
 def check_file(path: Path) -> list[Diagnostic]:
     """Every problem of the pack in ``path``: the fast path when it loads, the collecting one when not."""
-    from .model import build_model
-
     try:
         model = build_model([str(path)])
     except ConcurError:
@@ -345,9 +344,6 @@ def _unique(diags: list[Diagnostic]) -> list[Diagnostic]:
 def check_catalogs(paths: list[str]) -> list[Diagnostic]:
     """Load every catalog under ``<folder>/catalogs/`` of the folders given (sources required), reporting
     every bad field, value and source."""
-    from .library import load_catalog_file
-    from .pack import load_catalog
-
     out: list[Diagnostic] = []
     for p in paths:
         folder = Path(p) / "catalogs"

@@ -35,6 +35,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import InfeasibleError
+from ..maths import erlang
+from ..maths.erlang import erlang_b, erlang_c
+from ..maths.symfuncs import erlang_function
 from ..records import record
 
 __all__ = [
@@ -91,21 +94,15 @@ def _ceil(x: float) -> float:
 
 
 def _erlang_b(servers: float, load: float) -> float:
-    from ..maths.erlang import erlang_b
-
     return erlang_b(servers, load)
 
 
 def _erlang_c(servers: float, load: float) -> float:
-    from ..maths.erlang import erlang_c
-
     return erlang_c(servers, load)
 
 
 def _np_erlang(name: str) -> Callable[..., Any]:
     def run(servers: Any, load: Any) -> Any:
-        from ..maths import erlang
-
         np = _np()
         for spec, values in zip(FUNCTIONS[name].args, (servers, load)):
             arr = np.asarray(values, dtype=float)
@@ -150,8 +147,6 @@ def _sym(name: str) -> Callable[..., Any]:
         if name == "abs":
             return sp.Abs(args[0])
         if name in ("erlang_b", "erlang_c"):
-            from ..maths.symfuncs import erlang_function
-
             return erlang_function(name)(*args)
         raise KeyError(name)
 

@@ -26,8 +26,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..cache import digest
 from ..errors import ConcurError
-from .library import formulas_dir, pack_paths
+from .library import formulas_dir, get_pack, pack_paths
+from .model import build_model, pack_index
+from .yamlsafe import read_source
 
 __all__ = ["INDEX_NAME", "build_index", "index_path", "packs_digest", "shipped_index", "write_index"]
 
@@ -43,23 +46,16 @@ def index_path() -> Path:
 
 def _file_digests() -> dict[str, str]:
     """Shipped pack name -> sha256 of its file's bytes (what :attr:`concur.lang.pack.Pack.digest` holds)."""
-    from .yamlsafe import read_source
-
     return {name: hashlib.sha256(read_source(path)).hexdigest() for name, path in pack_paths().items()}
 
 
 def packs_digest(files: dict[str, str]) -> str:
     """One digest of every shipped pack file (names and contents)."""
-    from ..cache import digest
-
     return digest(str(_FORMAT), *(f"{name}\0{sha}" for name, sha in sorted(files.items())))
 
 
 def build_index() -> dict[str, Any]:
     """The index of the shipped packs as they are on disk (builds every shipped model)."""
-    from .library import get_pack
-    from .model import build_model
-
     files = _file_digests()
     packs = {}
     for name in pack_paths():
@@ -106,8 +102,6 @@ def shipped_index() -> Index:
     found = _read()
     if found is not None:
         return found
-    from .model import pack_index
-
     return pack_index()
 
 

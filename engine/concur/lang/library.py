@@ -31,9 +31,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..cache import cache_dir, digest, read_json, write_json
 from ..errors import ConcurError, Location, PackError, UnitError, UnknownNameError, UsageError
 from .expr import name_problem
 from .pack import Catalog, Pack, load_catalog, load_pack
+from .serial import decode_catalog, decode_pack, encode
 from .yamlsafe import read_source
 
 __all__ = [
@@ -192,8 +194,6 @@ def _label(path: Path) -> str:
 @lru_cache(maxsize=1)
 def _parser_fingerprint() -> str:
     """Digest of the code and data that turn a file into a Pack: a change to any of them is a new key."""
-    from ..cache import digest
-
     here = Path(__file__).resolve().parent
     files = sorted(here.glob("*.py")) + sorted((here / "data").glob("*"))
     return digest(*(f.read_bytes() for f in files if f.is_file()))
@@ -209,9 +209,6 @@ def _cached(kind: str, path: Path, load: Callable[[str, bytes], Any], decode: Ca
     Within one process a file whose stat is unchanged is not read again (a plan reads the gpus
     catalog for every configuration); across processes the disk cache keys on the content only.
     """
-    from ..cache import cache_dir, digest, read_json, write_json
-    from .serial import encode
-
     try:
         st = path.stat()
         seen_key: tuple[Any, ...] | None = (kind, str(path), st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
@@ -242,8 +239,6 @@ def load_pack_file(path: Path, *, problems: list[ConcurError] | None = None) -> 
     With ``problems`` (``concur check``), a pack that does not load is loaded again collecting
     every independent problem into the list, and the partial pack is returned -- never cached.
     """
-    from .serial import decode_pack
-
     try:
         pack: Pack = _cached(
             "pack", path, lambda label, source: load_pack(path, label=label, content=source), decode_pack
@@ -286,8 +281,6 @@ def catalog_path() -> tuple[Path, ...]:
 
 def load_catalog_file(path: Path) -> Catalog:
     """The catalog in ``path`` (cached by content)."""
-    from .serial import decode_catalog
-
     catalog: Catalog = _cached(
         "catalog", path, lambda label, source: load_catalog(path, label=label, content=source), decode_catalog
     )

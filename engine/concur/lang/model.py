@@ -29,7 +29,7 @@ from pathlib import Path
 from ..errors import ConcurError, Location, PackError, UnitError, UnknownNameError
 from ..records import record
 from .expr import Cmp, Node, Num, Str, Var, map_tree, names_in, walk
-from .library import find_pack, find_used_pack, load_pack_file, pack_paths
+from .library import find_pack, find_used_pack, get_pack, load_pack_file, pack_paths
 from .pack import Constraint, Equation, Pack, Preset, Problems, Variable
 from .units import format_dims
 
@@ -204,8 +204,6 @@ def _resolve_choices(node: Node, variables: dict[str, Variable], owner: Equation
 def pack_index() -> dict[str, tuple[frozenset[str], frozenset[str]]]:
     """Shipped pack name -> (every variable and preset key its model declares, its own and those of
     the packs it uses; the questions it answers by default): how a question naming no pack finds one."""
-    from .library import get_pack, pack_paths
-
     out: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
     for name in pack_paths():
         model = build_model([name])

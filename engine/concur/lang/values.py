@@ -37,7 +37,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Location, PackError, UnitError
-from .units import COUNT_DIMENSIONS, UnitInfo, format_dims, parse_quantity
+from .units import COUNT_DIMENSIONS, UnitInfo, decimal_multiplier, format_dims, parse_quantity
 
 if TYPE_CHECKING:
     from .pack import Variable
@@ -102,8 +102,6 @@ def prefix_note(raw: Any, var: Variable, base: float) -> str | None:
     """A note when a token count was typed with a decimal multiplier (``"8k"`` = 8,000, not 8,192)."""
     if not isinstance(raw, str) or "[token]" not in dict(var.unit.dims):
         return None
-    from .units import decimal_multiplier
-
     mult = decimal_multiplier(raw)
     if mult is None:
         return None

@@ -10,6 +10,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from . import erlang
+
 __all__ = ["erlang_function"]
 
 
@@ -20,8 +22,6 @@ def erlang_function(name: str) -> Any:
     def _eval_evalf(self: Any, prec: int) -> Any:
         args = [a.evalf(prec) for a in self.args]
         if all(a.is_Number for a in args):
-            from . import erlang
-
             return sp.Float(getattr(erlang, name)(float(args[0]), float(args[1])), prec)
         return None
 

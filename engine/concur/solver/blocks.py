@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConcurError, InfeasibleError, SolveError, UsageError
-from ..lang.expr import Call, Node, compile_node, names_in, to_text
+from ..lang.expr import Call, Node, Var, compile_node, names_in, to_text
 from ..lang.model import Model
 from ..lang.pack import Variable
 from . import integers
@@ -37,6 +37,7 @@ from .plan import BlockStep, Plan, Tear
 from .problem import SpecialisedEq, fold_known
 from .roots import bracket_root, choose_root, in_bounds, satisfies, snap_integer
 from .solution import Method, Step, list_names, show_value
+from .symbolic import to_sympy
 
 __all__ = ["render_template", "run_plan", "solve_sparse", "value_on_demand"]
 
@@ -432,8 +433,6 @@ class _Run:
             with interruptible():
                 import sympy as sp
 
-                from .symbolic import to_sympy
-
                 names: set[str] = set()
                 for e in eqs:
                     names |= e.names
@@ -557,8 +556,6 @@ def run_plan(
 
 def value_on_demand(name: str, model: Model, env: dict[str, float]) -> float | None:
     """A variable a message mentions but the plan did not compute: evaluate its defining equation."""
-    from ..lang.expr import Var
-
     for eq in model.equations:
         if isinstance(eq.lhs, Var) and eq.lhs.name == name:
             rhs = fold_known(eq.rhs, env)

@@ -42,11 +42,12 @@ from pathlib import Path
 from typing import Any
 
 from ..cache import cache_dir, read_json, write_json
-from ..lang.expr import Bin, Call, Neg, Node, Num, Var, to_text, walk
+from ..lang.expr import Bin, Call, If, Neg, Node, Num, Var, to_text, walk
 from ..lang.model import Model
 from ..lang.serial import Malformed, decode, encode
 from .budget import Interrupted, interruptible
 from .problem import SpecialisedEq, smooth_in
+from .symbolic import from_sympy, to_sympy
 
 __all__ = [
     "SYMBOLIC_LOOP_LIMIT",
@@ -251,8 +252,6 @@ def _sympy_inverse(e: SpecialisedEq, var: str) -> Inversion:
         with interruptible():
             import sympy as sp
 
-            from .symbolic import from_sympy, to_sympy
-
             symbols = {n: sp.Symbol(n, positive=True) for n in e.names}
             symbols[var] = sp.Symbol(var, real=True)
             expr = to_sympy(e.lhs, symbols) - to_sympy(e.rhs, symbols)
@@ -362,8 +361,6 @@ def solve_loop(model: Model, eqs: list[SpecialisedEq], variables: list[str]) -> 
 
 
 def _transcendental(node: Node) -> bool:
-    from ..lang.expr import If
-
     return any((isinstance(n, Call) and n.fn in _TRANSCENDENTAL) or isinstance(n, If) for n in walk(node))
 
 
@@ -376,8 +373,6 @@ def _sympy_loop(eqs: list[SpecialisedEq], variables: list[str]) -> LoopForm:
     try:
         with interruptible():
             import sympy as sp
-
-            from .symbolic import from_sympy, to_sympy
 
             symbols = {n: sp.Symbol(n, positive=True) if n not in variables else sp.Symbol(n, real=True) for n in names}
             system = [to_sympy(e.lhs, symbols) - to_sympy(e.rhs, symbols) for e in eqs]

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConcurError, Location
+from ..lang.check import Diagnostic
+from ..lang.library import load_pack_file
 from ..lang.model import Model, build_model
 from ..lang.pack import Example, Expectation, Pack
 from .question import solve_model
@@ -83,9 +85,6 @@ def example_diagnostics(paths: list[str], skip: set[str] | frozenset[str] = froz
     """``concur check``'s second pass: a Diagnostic for every failing example of the pack files (or
     folders of them) in ``paths``. Packs that do not load, and files in ``skip`` (those with problems
     already reported), are left to the unit check's diagnostics."""
-    from ..lang.check import Diagnostic
-    from ..lang.library import load_pack_file
-
     out: list[Diagnostic] = []
     files: list[Path] = []
     for p in paths:

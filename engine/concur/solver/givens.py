@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import UnknownNameError, UsageError
+from ..errors import ConcurError, UnknownNameError, UsageError
+from ..lang.library import get_catalog
 from ..lang.model import Model
 from ..lang.values import convert_value, count_factor, prefix_note
 from .problem import in_bounds
@@ -20,8 +21,6 @@ __all__ = ["resolve_givens"]
 
 def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
     """Expand presets and convert every given to base units (explicit values win over presets)."""
-    from ..lang.library import get_catalog
-
     values: dict[str, float] = {}
     sources: dict[str, str] = {}
     texts: dict[str, str] = {}
@@ -74,8 +73,6 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
         except UsageError:
             raise
         except Exception as exc:  # PackError/UnitError from conversion: the user's input
-            from ..errors import ConcurError
-
             if isinstance(exc, ConcurError):
                 raise UsageError(exc.render_body(), variable=key) from None
             raise

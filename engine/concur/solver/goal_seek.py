@@ -31,6 +31,7 @@ from ..lang.model import Model
 from . import integers as frontier
 from .budget import spend
 from .run import run_question
+from .seek import rounding_equation
 from .solution import Givens, Method, Solution, Step, show_value
 
 __all__ = ["Goal", "goal_sense", "goals_for", "search", "search_via"]
@@ -283,8 +284,6 @@ def _boundary(
     real, rounded model meets the goal there; which side holds says smallest or largest. None when
     this does not apply or does not work (the caller then searches).
     """
-    from .seek import rounding_equation
-
     if len(goals) != 1 or goals[0].equation is not None:
         return None
     g = goals[0]
@@ -331,8 +330,6 @@ def _describe(model: Model, goals: list[Goal], env: dict[str, float] | None = No
 def _implied_sense(model: Model, goal: str) -> str:
     """A goal without a declared limit: a ``ceil`` output is a requirement (at most the given count:
     the replicas you have), a ``floor`` output a capacity (at least: the users you need)."""
-    from ..lang.expr import Call, Var, walk
-
     for eq in model.equations:
         if isinstance(eq.lhs, Var) and eq.lhs.name == goal:
             rounding = {n.fn for n in walk(eq.rhs) if isinstance(n, Call) and n.fn in ("ceil", "floor")}

@@ -50,6 +50,12 @@ from ..lang.expr import Call, If, Node, Var, compile_node, names_in, to_text, wa
 from ..lang.model import Model
 from ..records import record
 from .budget import spend
+from .closed_forms import (
+    SYMBOLIC_LOOP_LIMIT,
+    invert,  # here: a plan of forward steps never loads it
+    linear_rows,
+    solve_loop,
+)
 from .problem import Problem, SpecialisedEq, smooth_in
 from .solution import Method, describe_var, list_names
 from .structure import Matching, blocks_in_order, match
@@ -324,8 +330,6 @@ class _Compiler:
         if isinstance(e.rhs, Var) and e.rhs.name == var and var not in names_in(e.lhs):
             return BlockStep(Method.FORWARD, (i,), (var,), reads, (e.lhs,))
         if smooth_in(e.lhs, var) and smooth_in(e.rhs, var):
-            from .closed_forms import invert  # here: a plan of forward steps never loads it
-
             inv = invert(self.model, e, var)
             if inv.roots or inv.complete:
                 return BlockStep(Method.INVERTED, (i,), (var,), reads, inv.roots, inv.complete)
@@ -347,8 +351,6 @@ class _Compiler:
         return tuple(self.block(b, m) for b in order)
 
     def loop(self, block: list[int], variables: list[str]) -> BlockStep:
-        from .closed_forms import SYMBOLIC_LOOP_LIMIT, solve_loop
-
         reads = frozenset().union(*(self.eqs[i].names for i in block)) - set(variables)
         pairs = list(zip(block, variables))
         for i in block:  # an integer n = ceil(...)/floor(...) inside the loop: tear there
@@ -391,8 +393,6 @@ class _Compiler:
     ) -> BlockStep:
         """A loop too large for sympy's parametric solve: linear rows when it is linear in its
         unknowns, else a tear, else sympy on the values under the budget (an answer or a refusal)."""
-        from .closed_forms import linear_rows
-
         rows = linear_rows([self.eqs[i] for i in block], variables)
         if rows is not None:
             return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, complete=False, linear=rows)

@@ -19,15 +19,17 @@ refusal within seconds. Every value carries a trace step: which equation gave it
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from typing import Any
 
 from ..errors import UsageError
 from ..lang.check import require_checked
 from ..lang.model import Model
+from ..lang.units import save_cache
 from .budget import budget
+from .closed_forms import save_closed_forms
 from .givens import resolve_givens
+from .goal_seek import search, search_via
 from .run import run_question
 from .seek import needs_search
 from .solution import Solution
@@ -39,11 +41,7 @@ __all__ = ["flush_caches", "solve_model"]
 def flush_caches(model: Model) -> None:
     """Write what this process learnt (closed forms, unit facts) to the cache folder: the one flush,
     called by :func:`solve_model` and the sweep; a failure only costs recomputation next time."""
-    from ..lang.units import save_cache
-
-    forms = sys.modules.get("concur.solver.closed_forms")  # not loaded: nothing inverted, nothing learnt
-    if forms is not None:
-        forms.save_closed_forms(model)
+    save_closed_forms(model)  # a no-op unless this process inverted something new
     save_cache()
 
 
@@ -69,8 +67,6 @@ def solve_model(model: Model, find: tuple[str, ...], given: Mapping[str, Any]) -
     sources = dict(givens.sources)
     with budget():
         seek = needs_search(model, find, known, givens)
-        if seek is not None:
-            from .goal_seek import search, search_via  # only a goal seek loads the search
         if seek is not None and seek.via is not None:
             sol = search_via(model, find, known, givens, seek.variable, seek.goals, seek.via)
         elif seek is not None:

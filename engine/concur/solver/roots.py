@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import UsageError
 from .budget import spend
 
 __all__ = [
@@ -157,8 +158,6 @@ def bracket_root(
         return points[-1]
     valid = [v for v in values if v is not None]
     if len(valid) > 2 and all(v == 0 for v in valid):
-        from ..errors import UsageError
-
         raise UsageError(
             f"every value of {what} in its range satisfies the equations: the givens do not determine it",
             hint=hint or "give it directly, or another value that constrains it",

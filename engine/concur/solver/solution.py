@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import UnknownNameError, UsageError
 from ..lang.model import Model
 from ..lang.pack import Equation
+from ..lang.units import registry, unit_info
 
 if TYPE_CHECKING:  # plan imports this module; the type checker alone reads the annotation
     from .plan import Plan
@@ -107,8 +108,6 @@ class Solution:
             return self.values[name]
         if unit is None:
             return self.values[name] / var.display.factor
-        from ..lang.units import unit_info
-
         info = unit_info(unit, variable=name)
         if info.dims != var.unit.dims:
             raise UsageError(f"'{unit}' does not fit {name}'s unit '{var.unit.text}'", variable=name)
@@ -119,8 +118,6 @@ class Solution:
 
     def __getitem__(self, name: str) -> Any:
         """``pint.Quantity`` in the display unit."""
-        from ..lang.units import registry
-
         var = self.model.variable(name)
         if var.choices:
             return var.choices[int(self.values[name])]

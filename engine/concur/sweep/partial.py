@@ -58,6 +58,7 @@ from ..lang.expr import (
     names_in,
     walk,
 )
+from ..lang.functions import FUNCTIONS
 
 __all__ = ["Const", "NotFoldable", "flag_safe", "fold"]
 
@@ -128,8 +129,6 @@ def _fold(node: Node, scalars: Mapping[str, Any]) -> Const | Closure:
         ufunc = np.power if node.op == "**" else np.mod
         return _apply(ufunc, [left, right])
     if isinstance(node, Call) and node.fn in _FLAG_SAFE_FUNCTIONS:
-        from ..lang.functions import FUNCTIONS
-
         return _apply(FUNCTIONS[node.fn].np, [_fold(a, scalars) for a in node.args])
     if isinstance(node, If):
         cond = _fold(node.cond, scalars)

@@ -48,9 +48,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConcurError, InfeasibleError, UsageError
-from ..lang.expr import Compiled
+from ..lang.expr import Compiled, compile_node, names_in
 from ..lang.model import Model
+from ..solver.blocks import render_template
+from ..solver.givens import resolve_givens
+from ..solver.plan import conditions, make_plan
+from ..solver.question import flush_caches, solve_model
+from ..solver.roots import choose_root_array
+from ..solver.seek import needs_search
+from ..solver.solution import Method
 from ..solver.throughput_inputs import FIXED_INPUTS, require_fixed
+from .partial import Const, NotFoldable, flag_safe, fold
 
 __all__ = ["FIXED_INPUTS", "SweepResult", "parse_range", "require_fixed", "sweep"]
 
@@ -293,12 +301,6 @@ def _plan(
     signature: tuple[Any, ...] = (),
     validate: bool = True,
 ) -> _Plan:
-    from ..lang.expr import compile_node, names_in
-    from ..solver.givens import resolve_givens
-    from ..solver.plan import make_plan
-    from ..solver.question import flush_caches, solve_model
-    from ..solver.seek import needs_search
-
     key = (model.key, tuple(sorted((k, repr(v)) for k, v in given.items())), tuple(arrays), tuple(outputs), signature)
     cached = _PLANS.get(key)
     if cached is not None:
@@ -345,8 +347,6 @@ def _fold_plan(
     a step, so every sweep reports it as before); the other blocks are folded against the knowns.
     Returns (knowns, steps as (variable, evaluator, always check, names dead after it))."""
     import numpy as np
-
-    from .partial import Const, NotFoldable, flag_safe, fold
 
     scalars = dict(known)
     varying = set(swept)
@@ -436,10 +436,6 @@ def _sweep_numeric(
 def _fold_parts(model: Model, arrays: dict[str, Any], given: dict[str, Any]) -> list[tuple[tuple[Any, ...], Any]]:
     """``(signature, point indices)`` per way the swept-dependent ``if_`` conditions fold."""
     import numpy as np
-
-    from ..lang.expr import compile_node
-    from ..solver.givens import resolve_givens
-    from ..solver.plan import conditions
 
     if not arrays:
         return [((), None)]
@@ -603,8 +599,6 @@ def _check_values(
     if count and out is not None:
         out.violations[var] = out.violations.get(var, 0) + count
         if v.violation and not any(m.startswith(f"{var}: ") for m in out.messages):
-            from ..solver.blocks import render_template
-
             j = int(np.flatnonzero(fresh)[0])
             point = {k: float(np.broadcast_to(a, (n,))[j]) for k, a in env.items()}
             point[var] = float(np.broadcast_to(value, (n,))[j])
@@ -626,9 +620,6 @@ def _vector_plan(model: Model, plan: Any) -> list[_Step] | None:
     """One vector step per plan step, or None when a step is not a closed form (a loop, a numeric
     root): then the sweep runs the scalar solver per point on the same cached plan. The
     expression is None for a step solved by a closed-form inverse."""
-    from ..lang.expr import compile_node
-    from ..solver.solution import Method
-
     out: list[_Step] = []
     for step in plan.steps:
         if step.method not in (Method.FORWARD, Method.INVERTED) or len(step.variables) != 1 or not step.forms:
@@ -658,8 +649,6 @@ def _vector_plan(model: Model, plan: Any) -> list[_Step] | None:
 def _pick_root(model: Model, var: str, roots: list[Compiled], flhs: Compiled, frhs: Compiled) -> Compiled:
     """Per point, the scalar solver's choice among closed-form roots (:mod:`concur.solver.roots`)."""
     import numpy as np
-
-    from ..solver.roots import choose_root_array
 
     bounds = model.variables[var].bounds
 
@@ -693,8 +682,6 @@ def _per_point(
 ) -> dict[str, Any]:
     """The fallback: one scalar solve per point; infeasible points become NaN."""
     import numpy as np
-
-    from ..solver.question import solve_model
 
     find = tuple(o for o in outputs if o not in arrays)
     result = {o: np.full(n, np.nan) for o in outputs}
