@@ -151,3 +151,16 @@ def test_a_budget_gives_the_largest_rate_through_the_replicas_it_buys(fleet) -> 
     assert solve_model(fleet, ("replicas",), {**RATE, "arrival_rate": edge * 1.001}).value("replicas") == 3
     with pytest.raises(InfeasibleError, match=r"cost_per_month is 20089.6 usd/month at replicas = 1 replica"):
         solve_model(fleet, ("arrival_rate",), {**cfg, "monthly_budget": 5000})
+
+
+def test_the_trace_of_a_searched_answer_holds_every_step_of_the_loop_inside(fleet) -> None:
+    """The replicas search and the loop torn inside it probe hundreds of values without recording
+    them; the trial at the chosen values records every step, once, with the answer's values."""
+    sol = solve_model(fleet, ("replicas",), RATE)
+    names = [s.variable for s in sol.trace]
+    assert len(names) == len(set(names))
+    after = names[names.index("replicas") :]
+    assert after[1] == "concurrency"  # the torn loop, inside the integer search
+    assert {"t_step", "ttft", "residence_time", "in_flight", "batch", "kv_batch_limit"} <= set(after)
+    for step in sol.trace:
+        assert step.value == sol.values[step.variable], step.variable

@@ -76,13 +76,20 @@ _LOOP_MEMO_LIMIT = 4096
 
 
 class _Run:
-    """One interpretation of a plan: ``env`` (base units) and ``trace`` grow step by step."""
+    """One interpretation of a plan: ``env`` (base units) and ``trace`` grow step by step.
+
+    ``tracing`` is off while a trial only probes a value (a torn loop's residual, an integer
+    search's test): its steps would be thrown away, and recording them was a quarter of the time
+    of a goal seek over a torn loop. The trial at the chosen value runs with tracing on, so the
+    trace of an answer is complete either way.
+    """
 
     def __init__(self, plan: Plan, env: dict[str, float]) -> None:
         self.plan = plan
         self.model: Model = plan.model
         self.env = env
         self.trace: list[Step] = []
+        self.tracing = True
 
     # ------------------------------------------------------------ recording
     def record(
@@ -103,7 +110,8 @@ class _Run:
             self.env[var] = value
             raise InfeasibleError(self.violation(v, value), where=e.eq.where, variable=var)
         self.env[var] = value
-        self.trace.append(Step(var, value, method, eq, note, choice))
+        if self.tracing:
+            self.trace.append(Step(var, value, method, eq, note, choice))
 
     def violation(self, v: Variable, value: float) -> str:
         if v.violation:
@@ -207,7 +215,13 @@ class _Run:
         """A loop, memoised per (model, loop, input values): a goal seek re-solves the same loop
         for every trial, and most trials leave its inputs unchanged."""
         inputs = sorted(step.reads)
-        key = (self.model.key, self.plan.key, step.equations, tuple((n, self.env.get(n)) for n in inputs))
+        key = (
+            self.model.key,
+            self.plan.key,
+            step.equations,
+            tuple((n, self.env.get(n)) for n in inputs),
+            self.tracing,  # an entry made without tracing holds no steps
+        )
         hit = _LOOP_MEMO.get(key)
         if hit is not None:
             outcome, steps = hit
@@ -329,15 +343,17 @@ class _Run:
             hint="check the givens: the system may saturate or be impossible",
         )
 
-    def trial(self, tear: Tear, x: float) -> tuple[dict[str, float], list[Step]]:
-        """Solve ``tear.inner`` with the tear variable set to ``x``: (env, steps); raises on failure."""
-        env, mark = dict(self.env), len(self.trace)
+    def trial(self, tear: Tear, x: float, *, probe: bool = False) -> tuple[dict[str, float], list[Step]]:
+        """Solve ``tear.inner`` with the tear variable set to ``x``: (env, steps); raises on failure.
+        A ``probe`` records no steps (the list is empty): only its values are wanted."""
+        env, mark, tracing = dict(self.env), len(self.trace), self.tracing
         self.env[tear.variable] = x
+        self.tracing = tracing and not probe
         try:
             self.run(tear.inner)
             return dict(self.env), self.trace[mark:]
         finally:
-            self.env, self.trace = env, self.trace[:mark]
+            self.env, self.trace, self.tracing = env, self.trace[:mark], tracing
 
     def tear(self, step: BlockStep) -> bool:
         for tear in step.tears:
@@ -346,7 +362,7 @@ class _Run:
 
             def residual(x: float, tear: Tear = tear, e: SpecialisedEq = e) -> float:
                 try:
-                    env, _ = self.trial(tear, x)
+                    env, _ = self.trial(tear, x, probe=True)
                 except ConcurError as exc:
                     raise ValueError(str(exc)) from None
                 return _evaluate(e.lhs, env) - _evaluate(e.rhs, env)
@@ -385,17 +401,17 @@ class _Run:
         v = var.name
         ceil = isinstance(e.rhs, Call) and e.rhs.fn == "ceil"
 
-        def attempt(n: float) -> tuple[float, dict[str, float], list[Step]] | None:
+        def attempt(n: float, probe: bool = False) -> tuple[float, dict[str, float], list[Step]] | None:
             spend(v, f"give {v} directly")
             try:
-                env, steps = self.trial(tear, n)
+                env, steps = self.trial(tear, n, probe=probe)
                 env[v] = n
                 return _evaluate(e.rhs, env), env, steps
             except (ConcurError, ArithmeticError, ValueError):
                 return None
 
         def ok(n: int) -> bool:
-            res = attempt(float(n))
+            res = attempt(float(n), probe=True)
             return res is not None and (res[0] <= n if ceil else res[0] >= n)
 
         lo = math.ceil(var.bounds[0]) if var.bounds[0] is not None else 0
