@@ -231,3 +231,32 @@ def test_an_exact_integer_target_between_two_counts_names_both():
         )
         == 1_000_000
     )
+
+
+def test_the_trace_is_in_one_order_whatever_the_hash_seed():
+    """Independent steps come in one order in every process (string hashing varies per process and
+    once chose the order of the plan's blocks), so a trace, and what is built from it, can be diffed."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from concur.lang.model import build_model\n"
+        "from concur.solver.question import solve_model\n"
+        "m = build_model(['llm_fleet'])\n"
+        "sol = solve_model(m, ('replicas',), {'model': 'llama-3.1-70b', 'gpu': 'h100-sxm-80gb', 'tp': 4,\n"
+        "    'arrival_rate': 50, 'input_tokens': 1000, 'output_tokens': 400})\n"
+        "print(' '.join(s.variable for s in sol.trace))\n"
+    )
+    orders = set()
+    for seed in ("1", "2", "3"):
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        orders.add(out.stdout)
+    assert len(orders) == 1

@@ -131,7 +131,7 @@ def blocks_in_order(equations: dict[int, frozenset[str]], matching: Matching, wa
     var_to_eq = matching.var_to_eq
     deps: dict[int, list[int]] = {}
     for e, v in computes.items():
-        deps[e] = [var_to_eq[w] for w in equations[e] if w != v and w in var_to_eq]
+        deps[e] = [var_to_eq[w] for w in sorted(equations[e]) if w != v and w in var_to_eq]  # sorted: one order
     # equations needed: ancestors of the wanted variables
     needed: set[int] = set()
     stack = [var_to_eq[v] for v in wanted if v in var_to_eq]
