@@ -419,6 +419,37 @@ def test_searched_integer_is_a_live_candidate_table() -> None:
     assert order.index("tp") < order.index("weights_per_gpu")  # rows reading tp come after it
 
 
+def _tp_for_100_users() -> Any:
+    given = {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "users": 100, "context": "8192 token"}
+    return solve_model(build_model(["llm_memory"]), ("tp",), {**given, "overhead": "4 GiB", "mem_util": 0.9})
+
+
+def test_search_up_to_sets_the_top_of_the_candidate_table() -> None:
+    sol = _tp_for_100_users()
+    (d,) = [d for d in plan_from_solution(sol, "search", search_up_to=64).derived if d.var.name == "tp"]
+    assert d.search is not None and (d.search.low, d.search.high) == (1, 64)
+    (d,) = [d for d in plan_from_solution(sol, "search", search_up_to=8).derived if d.var.name == "tp"]
+    assert d.search is not None and (d.search.low, d.search.high, d.value) == (1, 8, 8)  # the answer on the edge
+
+
+@pytest.mark.parametrize(
+    ("up_to", "message"),
+    [(7, "search_up_to = 7 is below the answer tp = 8"), (1001, "1,001 candidate rows for tp; a table holds at most")],
+)
+def test_search_up_to_below_the_answer_or_past_the_limit_is_refused(up_to: int, message: str) -> None:
+    with pytest.raises(ConcurError, match=message) as caught:
+        plan_from_solution(_tp_for_100_users(), "search", search_up_to=up_to)
+    assert caught.value.exit_code == 2
+
+
+@pytest.mark.parametrize("bad", ["0", "2.5", "true", "'64'"])
+def test_a_definitions_search_up_to_is_a_whole_number(bad: str, tmp_path: Path) -> None:
+    path = tmp_path / "book.yaml"
+    path.write_text(f"title: t\npacks: [llm_memory]\nfind: [users]\nsearch_up_to: {bad}\n")
+    with pytest.raises(ConcurError, match=r"book.yaml:4:\d+: 'search_up_to' must be a whole number"):
+        load_definition(path)
+
+
 def test_continuous_search_stays_implicit_against_a_target_input() -> None:
     model = build_model(["llm_memory"])
     sol = solve_model(

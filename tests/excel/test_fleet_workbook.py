@@ -72,6 +72,10 @@ EDITS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "utilization": ({"utilization": 0.5}, {"utilization": 0.5}),
     "itl_30ms": ({"itl_slo_target": 30}, {"itl_slo": "30 ms"}),
     "price": ({"gpu_hour_price": 5.25}, {"gpu_hour_price": "5.25 usd/gpu/hour"}),
+    "long_requests": (  # 26 replicas: past the default table of 1..16, within search_up_to: 64
+        {"input_tokens": 4000, "output_tokens": 1000},
+        {"input_tokens": "4000 token/request", "output_tokens": "1000 token/request"},
+    ),
 }
 
 
@@ -93,8 +97,8 @@ def test_replicas_and_the_loop_inside_are_live_formulas(book: Path) -> None:
     assert wb.sheetnames[:4] == ["Inputs", "Model", "Search replicas", "Plan"]
     model = {row[0].value: row for row in wb["Model"].iter_rows(min_row=2)}
     replicas, concurrency = model["replicas"][1].value, model["concurrency"][1].value
-    assert replicas.startswith("=IF('Search replicas'!$B$3=\"ok\",INDEX('Search replicas'!$A$6:$A$21,MATCH(TRUE,")
-    assert "INDEX('Search replicas'!$C$6:$C$21,MATCH(replicas,'Search replicas'!$A$6:$A$21,0))" in concurrency
+    assert replicas.startswith("=IF('Search replicas'!$B$3=\"ok\",INDEX('Search replicas'!$A$6:$A$69,MATCH(TRUE,")
+    assert "INDEX('Search replicas'!$C$6:$C$69,MATCH(replicas,'Search replicas'!$A$6:$A$69,0))" in concurrency
     assert model["itl"][1].value == "=t_step" and model["t_step"][1].value.startswith("=")
     notes = [c.value for row in wb["Notes"].iter_rows() for c in row if isinstance(c.value, str)]
     assert not any("stays implicit" in n or "Rows marked implicit" in n for n in notes)
@@ -106,7 +110,7 @@ def test_replicas_and_the_loop_inside_are_live_formulas(book: Path) -> None:
     assert "concurrency #12" in heads and "x - g(x) #12" in heads and "concurrency #13" not in heads
     passes = search["B8"].value  # n = 3: the requirement and both SLA targets, one test
     assert "itl_slo_target" in passes and "ttft_slo_target" in passes and "CEILING.MATH" in passes
-    assert search.print_area == "'Search replicas'!$A$1:$O$21"  # the iterations are not printed
+    assert search.print_area == "'Search replicas'!$A$1:$O$69"  # the iterations are not printed
 
 
 def test_inputs_look_like_inputs_and_targets_are_inputs(book: Path) -> None:
@@ -231,7 +235,9 @@ def recalculated(book: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     tmp = tmp_path_factory.mktemp("fleet_lo")
     jobs = {key: set_inputs(book, edit, tmp / f"{key}.xlsx") for key, (edit, _) in EDITS.items()}
     jobs["hours_700"] = set_inputs(book, {"hours_per_month": 700}, tmp / "hours_700.xlsx")
-    jobs["long_requests"] = set_inputs(book, {"input_tokens": 4000, "output_tokens": 1000}, tmp / "long.xlsx")
+    jobs["past_the_table"] = set_inputs(
+        book, {"input_tokens": 4000, "output_tokens": 1000, "arrival_rate": 200}, tmp / "past.xlsx"
+    )
     priced = openpyxl.load_workbook(book)
     plan = priced["Plan"]
     row = _plan_row(plan, ("h100-sxm-80gb", "4", "bf16", "bf16", "default"))
@@ -282,10 +288,13 @@ def test_the_numbers_a_planner_reads(recalculated: dict[str, Any]) -> None:
 def test_a_fleet_beyond_the_candidates_says_out_of_range(recalculated: dict[str, Any]) -> None:
     from concur.excel.recalc import read_names
 
-    out = recalculated["out"]["long_requests"]
-    assert (
-        _question({"input_tokens": "4000 token/request", "output_tokens": "1000 token/request"}).value("replicas") > 16
-    )
+    out = recalculated["out"]["past_the_table"]
+    edit = {
+        "input_tokens": "4000 token/request",
+        "output_tokens": "1000 token/request",
+        "arrival_rate": "200 request/s",
+    }
+    assert load_definition(DEFINITION).search_up_to == 64 and _question(edit).value("replicas") > 64
     assert read_names(out, ["replicas", "cost_per_month"]) == {"replicas": "#N/A", "cost_per_month": "#N/A"}
     wb = openpyxl.load_workbook(out, data_only=True)
     assert wb["Search replicas"]["B3"].value == "out of range" and wb["Inputs"]["E5"].value == "out of range"

@@ -624,11 +624,17 @@ def typed_input(inp: Input, var: Variable, base: float, typed: str | None) -> In
 
 
 def plan_from_solution(
-    sol: Solution, title: str, sweeps: Iterable[Sweep] = (), scenarios: Iterable[Scenario] = (), doc: str | None = None
+    sol: Solution,
+    title: str,
+    sweeps: Iterable[Sweep] = (),
+    scenarios: Iterable[Scenario] = (),
+    doc: str | None = None,
+    search_up_to: int | None = None,
 ) -> WorkbookPlan:
     """A live-workbook plan reproducing ``sol``: its inputs, presets and every computed step.
 
-    ``sweeps`` and ``scenarios`` are passed through (values in display units).
+    ``sweeps`` and ``scenarios`` are passed through (values in display units); ``search_up_to``
+    is the largest candidate of a searched integer's table (:func:`concur.excel.live_search.make_live`).
     Raises :class:`UsageError` when a trace step cannot be expressed (no
     closed form reproduces the solver's value).
 
@@ -651,7 +657,7 @@ def plan_from_solution(
         b.add_step(Step(name, b.values[name], Method.FORWARD, i))
     presets = b.presets()
     bounds = {n: v.bounds for n, v in sol.model.variables.items()}
-    rows, why = make_live(b.derived, b.candidates, b.values, bounds)
+    rows, why = make_live(b.derived, b.candidates, b.values, bounds, search_up_to)
     derived = _stable_order(rows, list(sol.model.variables))
     order = [s.variable for s in sol.trace if s.variable in b.inputs]
     order += _first_read(derived, [n for n in b.inputs if n not in order])

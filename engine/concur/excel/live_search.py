@@ -51,8 +51,11 @@ models, dense, MoE, MLA and sliding-window, on six GPUs, TP 1-8, 1-100 request/s
 replicas): every iteration reached the solver's root within 1e-7; with no fixed-point steps,
 secant steps from 0 missed 48 (MoE models, whose weight reads bend g near 0).
 
-The candidates are ``floor`` .. ``max(4 x answer, floor + 16)`` (the variable's bounds
-permitting), at most :data:`MAX_CANDIDATES` rows (then a window around the answer). Before a
+The candidates are ``floor`` .. ``max(4 x answer, floor + 15)`` (the variable's bounds
+permitting), or ``floor`` .. ``search_up_to`` when the export names the top (``concur export
+--search-up-to N``, ``search_up_to:`` in a workbook definition: the headroom a planner wants
+before the sheet says "out of range"), at most :data:`MAX_CANDIDATES` rows (then a window
+around the answer). Before a
 table is accepted it is *evaluated in Python with the sheet's semantics*
 (:func:`concur.excel.printer.py_function`: the same snapping floors, the same bounds tests)
 and must pick exactly the solver's answer; otherwise the row stays implicit (a value and a
@@ -79,6 +82,7 @@ from typing import Any
 
 import sympy
 
+from ..errors import UsageError
 from .plan import Derived, Root, Search
 
 __all__ = [
@@ -155,8 +159,8 @@ def pick(verdicts: list[bool | None], direction: str, low_is_floor: bool) -> tup
     return best, "ok"
 
 
-def _range(answer: int, floor: int, ceiling: int | None) -> tuple[int, int]:
-    high = max(_SPAN * answer, floor + _MIN_ROWS - 1)
+def _range(answer: int, floor: int, ceiling: int | None, up_to: int | None = None) -> tuple[int, int]:
+    high = max(_SPAN * answer, floor + _MIN_ROWS - 1) if up_to is None else up_to
     if ceiling is not None:
         high = min(high, ceiling)
     low = floor
@@ -360,12 +364,16 @@ def make_live(
     candidates: list[Candidate],
     values: Mapping[str, float],
     bounds: Mapping[str, tuple[float | None, float | None]],
+    search_up_to: int | None = None,
 ) -> tuple[list[Derived], list[str]]:
     """``derived`` with each candidate's row turned into a live search where the table reproduces it.
 
     ``values`` are the solution's base-unit values (every input and derived variable);
-    ``bounds`` the base-unit bounds of derived variables (what the sheet tests). Returns the new
-    rows and one note per candidate left implicit, saying why.
+    ``bounds`` the base-unit bounds of derived variables (what the sheet tests);
+    ``search_up_to`` the largest candidate of every table (None: four times the answer, at least
+    16 rows). Returns the new rows and one note per candidate left implicit, saying why. Raises
+    :class:`UsageError` when ``search_up_to`` is below an answer or over :data:`MAX_CANDIDATES`
+    rows.
     """
     from .printer import py_function
 
@@ -387,7 +395,8 @@ def make_live(
             why = "its goal depends on it through a value with no closed form"
         if why is None and found is not None:
             columns, roots = found
-            low, high = _range(int(answer), c.floor, c.ceiling)
+            _check_up_to(search_up_to, c, int(answer))
+            low, high = _range(int(answer), c.floor, c.ceiling, search_up_to)
             funcs: dict[str, Any] = {
                 name: py_function(rows[name].expr if name not in roots else roots[name].residual) for name in columns
             }
@@ -423,6 +432,24 @@ def make_live(
                 continue
         notes.append(f"{c.variable} stays implicit (Goal Seek its residual after editing inputs): {why}")
     return [rows[d.var.name] for d in derived], notes
+
+
+def _check_up_to(up_to: int | None, c: Candidate, answer: int) -> None:
+    if up_to is None:
+        return
+    if up_to < answer:
+        raise UsageError(
+            f"search_up_to = {up_to} is below the answer {c.variable} = {answer}: the table would not hold it",
+            variable=c.variable,
+            hint=f"give at least {answer}, with the headroom the workbook should cover (e.g. {4 * answer})",
+        )
+    if up_to - c.floor + 1 > MAX_CANDIDATES:
+        raise UsageError(
+            f"search_up_to = {up_to} makes {up_to - c.floor + 1:,} candidate rows for {c.variable}; "
+            f"a table holds at most {MAX_CANDIDATES:,}",
+            variable=c.variable,
+            hint=f"give at most {c.floor + MAX_CANDIDATES - 1}",
+        )
 
 
 def _roots_differ(

@@ -19,6 +19,7 @@ A workbook definition (YAML, loaded safely)::
     scenarios:
       - {name: fp8 KV, set: {kv_bytes: 1}, doc: fp8 KV cache}
     plan: {engines: [default]}   # fleet packs: a Plan sheet comparing configurations (concur plan)
+    search_up_to: 64             # a searched count's table runs to 64 (default: 4x the answer, >= 16 rows)
 
 Sweep values and scenario overrides are numbers in the variable's display unit
 or ``"NUMBER UNIT"`` text. Errors are :class:`concur.errors.UsageError` (exit 2,
@@ -46,7 +47,7 @@ __all__ = [
     "solve_definition",
 ]
 
-_DEF_KEYS = {"title", "doc", "packs", "given", "find", "sweeps", "scenarios", "plan"}
+_DEF_KEYS = {"title", "doc", "packs", "given", "find", "sweeps", "scenarios", "plan", "search_up_to"}
 _SWEEP_KEYS = {"name", "over", "values", "outputs", "x", "y", "title", "log_x"}
 _SCENARIO_KEYS = {"name", "set", "doc"}
 
@@ -64,6 +65,7 @@ class WorkbookDefinition:
     sweeps: tuple[dict[str, Any], ...]
     scenarios: tuple[dict[str, Any], ...]
     plan: dict[str, Any] | None = None
+    search_up_to: int | None = None
 
 
 def _fail(path: Path, where: Any, message: str, hint: str | None = None) -> UsageError:
@@ -132,6 +134,14 @@ def load_definition(path: str | Path) -> WorkbookDefinition:
     fleet = data.get("plan")
     if fleet is not None and not isinstance(fleet, dict):
         raise _fail(path, data.where("plan"), "'plan' must map axis: [values] (e.g. engines: [default])")
+    up_to = data.get("search_up_to")
+    if up_to is not None and (isinstance(up_to, bool) or not isinstance(up_to, int) or up_to < 1):
+        raise _fail(
+            path,
+            data.where("search_up_to"),
+            f"'search_up_to' must be a whole number of at least 1, not {up_to!r}",
+            hint="the largest count a searched answer's table holds, e.g. search_up_to: 64",
+        )
     return WorkbookDefinition(
         path,
         title.strip(),
@@ -142,6 +152,7 @@ def load_definition(path: str | Path) -> WorkbookDefinition:
         tuple(dict(s) for s in sweeps),
         tuple(dict(s) for s in scenarios),
         None if fleet is None else dict(fleet),
+        up_to,
     )
 
 
@@ -164,6 +175,7 @@ def plan_for(
     sweeps: tuple[dict[str, Any], ...] = (),
     scenarios: tuple[dict[str, Any], ...] = (),
     doc: str | None = None,
+    search_up_to: int | None = None,
 ) -> Any:
     """The WorkbookPlan of ``sol`` with definition-style sweeps and scenarios.
 
@@ -175,7 +187,7 @@ def plan_for(
     from ...excel.from_solution import plan_from_solution
     from ...excel.plan import Scenario, Sweep
 
-    plan = plan_from_solution(sol, title, doc=doc)
+    plan = plan_from_solution(sol, title, doc=doc, search_up_to=search_up_to)
     shown_units = {i.var.name: i.var.unit for i in plan.inputs}
     sw_out = []
     for s in sweeps:
@@ -223,13 +235,15 @@ def solve_definition(defn: WorkbookDefinition) -> tuple[Any, Any]:
     return model, solve_model(model, defn.find, defn.given)
 
 
-def export_definition(path: str | Path, out: str | Path | None = None) -> Path:
-    """Solve a workbook definition and write its workbook (default: beside it, ``.xlsx``)."""
+def export_definition(path: str | Path, out: str | Path | None = None, search_up_to: int | None = None) -> Path:
+    """Solve a workbook definition and write its workbook (default: beside it, ``.xlsx``);
+    ``search_up_to`` overrides the definition's."""
     from ...excel.writer import write_workbook
 
     defn = load_definition(path)
     model, sol = solve_definition(defn)
-    plan = plan_for(model, sol, defn.title, defn.sweeps, defn.scenarios, doc=defn.doc)
+    up_to = search_up_to if search_up_to is not None else defn.search_up_to
+    plan = plan_for(model, sol, defn.title, defn.sweeps, defn.scenarios, doc=defn.doc, search_up_to=up_to)
     if defn.plan is not None:
         from dataclasses import replace
 
@@ -261,6 +275,14 @@ def export_definition(path: str | Path, out: str | Path | None = None) -> Path:
     metavar="FILE.xlsx|-",
     help="the .xlsx to write (required unless the argument is a workbook definition; '-': stdout, not a terminal)",
 )
+@click.option(
+    "--search-up-to",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="a searched count (replicas, servers) is picked live from candidates up to N "
+    "(default: 4x the answer, at least 16 rows); past N the sheet says 'out of range'",
+)
 @json_option
 def command(
     packs: tuple[str, ...],
@@ -269,6 +291,7 @@ def command(
     scenario: str | None,
     title: str | None,
     output: str | None,
+    search_up_to: int | None,
     as_json: bool,
 ) -> None:
     """Solve and write a live Excel workbook (every result a formula).
@@ -291,7 +314,7 @@ def command(
             defn = load_definition(path)
             target = output or str(defn.path.with_suffix(".xlsx"))
             with binary_output(target, ".xlsx") as staged:
-                export_definition(path, staged)
+                export_definition(path, staged, search_up_to)
             _save_caches(None)
             _report(as_json, target, defn.title, list(defn.packs), list(defn.find))
             return
@@ -303,7 +326,7 @@ def command(
 
     sol = solve_question(packs, find, sets, scenario)
     model = sol.model
-    plan = plan_from_solution(sol, title or " + ".join(model.pack_names))
+    plan = plan_from_solution(sol, title or " + ".join(model.pack_names), search_up_to=search_up_to)
     with binary_output(output, ".xlsx") as staged:
         write_workbook(plan, staged)
     _save_caches(model)
