@@ -246,7 +246,7 @@ def _capacities(
             cand.reason = f"tp {cand.config.tp} does not divide the {int(heads)} attention heads"
             continue
         try:
-            _plan, env, _trace = run_question(model, values, targets, givens.sources)
+            _plan, env, _ = run_question(model, values, targets, givens.sources, trace=False)
         except ConcurError as exc:
             cand.reason = exc.message
             continue

@@ -549,16 +549,21 @@ def _remember(key: tuple[Any, ...], value: tuple[Any, list[Step]]) -> None:
 
 
 def run_plan(
-    plan: Plan, values: Mapping[str, float], sources: Mapping[str, str]
+    plan: Plan, values: Mapping[str, float], sources: Mapping[str, str], *, trace: bool = True
 ) -> tuple[dict[str, float], list[Step]]:
     """Run ``plan`` on ``values`` (base units, every name in ``plan.known``): (env, trace).
 
     The trace starts with the givens, presets and defaults the plan uses, then one step per
-    computed value in dependency order. Raises InfeasibleError/SolveError/BudgetError.
+    computed value in dependency order; it is empty with ``trace=False`` (a goal seek's trial,
+    whose values alone are wanted). Raises InfeasibleError/SolveError/BudgetError.
     """
     env = {k: v for k, v in values.items() if k in plan.known}
     env.update((k, v) for k, v in plan.defaults.items() if k not in env)
     run = _Run(plan, env)
+    run.tracing = trace
+    if not trace:
+        run.run(plan.steps)
+        return run.env, []
     for name, value in env.items():
         if name in plan.defaults and name not in values:
             run.trace.append(Step(name, value, Method.DEFAULT))

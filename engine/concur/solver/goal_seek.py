@@ -85,7 +85,9 @@ def search(
     def evaluate(value: float) -> dict[str, float] | None:
         spend(x, f"give {x} directly, or a bound on it")
         try:
-            plan, env, _trace = run_question(model, {**base_known, x: value}, targets or (x,), sources, check=False)
+            plan, env, _ = run_question(
+                model, {**base_known, x: value}, targets or (x,), sources, check=False, trace=False
+            )
             for g in goals:
                 if g.equation is not None:
                     env[f"{g.name}@requirement"] = compile_node(plan.eqs[g.equation].rhs)(env)
@@ -291,8 +293,8 @@ def _boundary(
     if i is None or g.sense == "equal":
         return None
     try:
-        _plan, env, _trace = run_question(
-            model, {**known, g.name: g.target}, (x,), sources, check=False, relax=frozenset({i})
+        _plan, env, _ = run_question(
+            model, {**known, g.name: g.target}, (x,), sources, check=False, relax=frozenset({i}), trace=False
         )
     except ConcurError as exc:
         if isinstance(exc, BudgetError):

@@ -29,6 +29,7 @@ def run_question(
     check: bool = True,
     relax: frozenset[int] = frozenset(),
     at_least: frozenset[int] = frozenset(),
+    trace: bool = True,
 ) -> tuple[Plan, dict[str, float], list[Step]]:
     """Plan (cached) and run ``targets`` from ``known``: (plan, values, trace kept for display).
 
@@ -36,10 +37,11 @@ def run_question(
     constraints are tested (raising Contradiction/InfeasibleError). ``relax``: see
     :func:`concur.solver.plan.make_plan`. ``at_least``: rounding equations ``n = ceil(e)`` checked as
     requirements, ``n >= ceil(e)`` (``n <= floor(e)``): a goal seek chose more than they ask.
+    ``trace=False`` records no steps (the list is empty): a goal seek's trial wants the values.
     """
     plan = make_plan(model, known, targets, relax)
-    env, trace = run_plan(plan, known, sources)
-    trace = [s for s in trace if s.variable in plan.relevant]
+    env, steps = run_plan(plan, known, sources, trace=trace)
+    steps = [s for s in steps if s.variable in plan.relevant]
     if check:
         for i in plan.checks:
             e = plan.eqs[i]
@@ -60,7 +62,7 @@ def run_question(
                     raise InfeasibleError(
                         f"'{con.text}' does not hold ({detail}): {con.doc}", where=con.where, constraint=con.text
                     )
-    return plan, env, trace
+    return plan, env, steps
 
 
 def _requirement_met(e: SpecialisedEq, env: dict[str, float]) -> bool:
