@@ -1,8 +1,10 @@
 """Hostile pack and scenario files: each attack ends in one line, a location, the right exit
 code and little time -- never a traceback, a hang, a leaked file or a rewritten terminal.
 
-Time bounds are generous (seconds, on a shared 2-core CI machine); each pins a case that used
-to take minutes or forever (a 2 MB flow list: 139 s; ``--scenario`` a FIFO: never ended).
+No test times itself (CI shares 2 cores): each command runs under a generous subprocess timeout
+(60 s) that pins a case which used to take minutes or forever (a 2 MB flow list: 139 s;
+``--scenario`` a FIFO: never ended), and the early stop shows in what the error names -- the
+column where nesting passed 24 levels, the node where the count passed 20,000.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,12 +23,11 @@ SECRET = "db_password: hunter2\napi_key: sk-0123456789\n"
 BASE = "pack: base\nvariables:\n  a: {unit: s}\n  b: {unit: s}\nequations:\n  - b = 2 * a\n"
 
 
-def concur(*args: str, cwd: Path | None = None, timeout: float = 60) -> tuple[subprocess.CompletedProcess, float]:
-    start = time.monotonic()
-    out = subprocess.run(
-        [sys.executable, "-m", "concur.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout
+def concur(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``concur ARGS`` in a subprocess; a hang fails the test through the timeout."""
+    return subprocess.run(
+        [sys.executable, "-m", "concur.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=60
     )
-    return out, time.monotonic() - start
 
 
 def one_line_error(out: subprocess.CompletedProcess) -> str:
@@ -46,26 +46,26 @@ def write(folder: Path, name: str, text: str) -> Path:
 # ---------------------------------------------------------------- limits while parsing
 
 
-def test_thousand_deep_nesting_is_refused_within_3s(tmp_path):
+def test_thousand_deep_nesting_is_refused_at_the_25th_level(tmp_path):
     deep = "[" * 1000 + "]" * 1000 + "\n"
     pack = write(tmp_path, "deep.yaml", deep)
-    out, took = concur("check", str(pack))
-    assert out.returncode == 1 and took < 3, (took, out.stdout)
+    out = concur("check", str(pack))
+    assert out.returncode == 1, out.stdout
     assert f"{pack}:1:25: error: nesting deeper than 24 levels" in one_line_error(out)
-    out, took = concur("solve", "--find", "users", "--scenario", str(pack))
-    assert out.returncode == 2 and took < 3
+    out = concur("solve", "--find", "users", "--scenario", str(pack))
+    assert out.returncode == 2
     assert f"error: {pack}:1:25: nesting deeper than 24 levels" in one_line_error(out)
 
 
-def test_two_megabyte_flow_list_is_refused_within_5s(tmp_path):
+def test_two_megabyte_flow_list_is_refused_before_it_is_parsed(tmp_path):
     big = write(tmp_path, "big.yaml", "[" + ",".join(["1"] * 1_000_000) + "]\n")
-    out, took = concur("check", str(big))
-    assert out.returncode == 1 and took < 5
+    out = concur("check", str(big))
+    assert out.returncode == 1
     assert f"{big}: error: file is over 262,144 bytes" in one_line_error(out)
     # under the byte limit, the node limit stops the parser long before the end of the list
     many = write(tmp_path, "many.yaml", "[" + ",".join(["1"] * 120_000) + "]\n")
-    out, took = concur("check", str(many))
-    assert out.returncode == 1 and took < 5
+    out = concur("check", str(many))
+    assert out.returncode == 1
     assert f"{many}:1:40000: error: more than 20,000 YAML nodes" in one_line_error(out)
 
 
@@ -73,8 +73,8 @@ def test_alias_bomb_is_refused(tmp_path):
     rows = ["a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"]
     for prev, name in zip("abcdefg", "bcdefgh"):
         rows.append(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 10) + "]")
-    out, took = concur("check", str(write(tmp_path, "bomb.yaml", "\n".join(rows) + "\n")))
-    assert out.returncode == 1 and took < 5
+    out = concur("check", str(write(tmp_path, "bomb.yaml", "\n".join(rows) + "\n")))
+    assert out.returncode == 1
     assert "more than 20,000 YAML nodes (alias expansion?)" in one_line_error(out)
 
 
@@ -87,16 +87,16 @@ def test_scenario_must_be_a_regular_file(tmp_path, kind):
         os.mkfifo(path)
     else:
         path, word = tmp_path, "directory"
-    out, took = concur("solve", "--find", "users", "--scenario", str(path), timeout=20)
-    assert out.returncode == 2 and took < 3
+    out = concur("solve", "--find", "users", "--scenario", str(path))
+    assert out.returncode == 2
     assert f"error: {path}: is a {word}" in one_line_error(out)
 
 
 def test_fifo_among_packs_of_a_folder_does_not_hang_check(tmp_path):
     write(tmp_path, "base.yaml", BASE)
     os.mkfifo(tmp_path / "pipe.yaml")
-    out, took = concur("check", str(tmp_path), timeout=20)
-    assert out.returncode == 1 and took < 5
+    out = concur("check", str(tmp_path))
+    assert out.returncode == 1
     assert f"{tmp_path / 'pipe.yaml'}: error: is a FIFO (named pipe), not a regular file" in one_line_error(out)
 
 
@@ -106,7 +106,7 @@ def test_fifo_among_packs_of_a_folder_does_not_hang_check(tmp_path):
 def test_uses_of_a_system_file_is_refused_without_echo(tmp_path):
     pack = write(tmp_path / "team", "p.yaml", BASE.replace("pack: base", "pack: p\nuses: [/etc/passwd]"))
     for extra in ((), ("--pack-path", "/etc")):
-        out, _ = concur("check", *extra, str(pack))
+        out = concur("check", *extra, str(pack))
         text = one_line_error(out)
         assert out.returncode == 1
         assert f"{pack}:2:8: error: uses '/etc/passwd', which is neither a pack name nor a .yaml file" in text
@@ -116,11 +116,11 @@ def test_uses_of_a_system_file_is_refused_without_echo(tmp_path):
 def test_uses_outside_the_folder_is_refused_and_never_echoes_the_file(tmp_path):
     write(tmp_path, "secret.yaml", SECRET)
     pack = write(tmp_path / "team", "p.yaml", BASE.replace("pack: base", "pack: p\nuses: [../secret.yaml]"))
-    out, _ = concur("check", str(pack))
+    out = concur("check", str(pack))
     text = one_line_error(out)
     assert out.returncode == 1 and "outside the pack's folder" in text and "--pack-path" in text
     # allowed by --pack-path: read, found not to be a pack, and still not quoted (no keys, no values)
-    out, _ = concur("check", "--pack-path", str(tmp_path), str(pack))
+    out = concur("check", "--pack-path", str(tmp_path), str(pack))
     text = one_line_error(out)
     assert out.returncode == 1 and "not a concur pack" in text
     assert "db_password" not in text and "hunter2" not in text and "api_key" not in text
@@ -133,11 +133,11 @@ def test_uses_outside_the_folder_works_with_pack_path(tmp_path):
         "top.yaml",
         "pack: top\nuses: [../common/base.yaml]\nvariables:\n  c: {unit: s}\nequations:\n  - c = b + a\n",
     )
-    out, _ = concur("solve", str(pack), "--find", "c", "--set", "a=1")
+    out = concur("solve", str(pack), "--find", "c", "--set", "a=1")
     assert out.returncode == 1 and "outside the pack's folder" in one_line_error(out)
-    out, _ = concur("solve", "--pack-path", str(tmp_path / "common"), str(pack), "--find", "c", "--set", "a=1")
+    out = concur("solve", "--pack-path", str(tmp_path / "common"), str(pack), "--find", "c", "--set", "a=1")
     assert out.returncode == 0 and "c  3 s" in out.stdout, out.stdout + out.stderr
-    out, _ = concur("check", "--pack-path", str(tmp_path / "common"), str(pack))
+    out = concur("check", "--pack-path", str(tmp_path / "common"), str(pack))
     assert out.returncode == 0, out.stdout
 
 
@@ -145,7 +145,7 @@ def test_uses_resolves_beside_the_pack_not_in_the_working_directory(tmp_path):
     write(tmp_path / "team", "base.yaml", BASE)
     write(tmp_path / "elsewhere", "base.yaml", BASE.replace("2 * a", "100 * a"))  # must not be picked up
     pack = write(tmp_path / "team", "top.yaml", "pack: top\nuses: [base, ./base.yaml]\n")
-    out, _ = concur("solve", str(pack), "--find", "b", "--set", "a=1", cwd=tmp_path / "elsewhere")
+    out = concur("solve", str(pack), "--find", "b", "--set", "a=1", cwd=tmp_path / "elsewhere")
     assert out.returncode == 0 and "b  2 s" in out.stdout, out.stdout + out.stderr
 
 
@@ -153,20 +153,20 @@ def test_symlink_out_of_the_folder_is_not_followed(tmp_path):
     team = tmp_path / "team"
     write(team, "base.yaml", BASE)
     (team / "evil.yaml").symlink_to("/etc/passwd")
-    out, _ = concur("check", str(team))
+    out = concur("check", str(team))
     text = one_line_error(out)
     assert out.returncode == 1 and "link to a file outside the folder" in text and "root:" not in text
     (team / "evil.yaml").unlink()
     (team / "link.yaml").symlink_to(tmp_path / "secret.yaml")
     write(tmp_path, "secret.yaml", SECRET)
     pack = write(team, "p.yaml", "pack: p\nuses: [link.yaml]\n")
-    out, _ = concur("check", str(pack))
+    out = concur("check", str(pack))
     assert out.returncode == 1 and "outside the pack's folder" in one_line_error(out)
 
 
 def test_scenario_packs_resolve_like_uses(tmp_path):
     scenario = write(tmp_path, "plan.yaml", "packs: [/etc/passwd]\nfind: [users]\ngiven: {}\n")
-    out, _ = concur("solve", "--scenario", str(scenario))
+    out = concur("solve", "--scenario", str(scenario))
     assert out.returncode == 2 and "neither a pack name nor a .yaml file" in one_line_error(out)
 
 
@@ -174,7 +174,7 @@ def test_catalog_names_are_names_not_paths(tmp_path):
     pack = write(
         tmp_path, "cat.yaml", BASE.replace("pack: base", "pack: cat\npresets:\n  gpu: {catalog: ../../etc/passwd}")
     )
-    out, _ = concur("check", str(pack))
+    out = concur("check", str(pack))
     assert out.returncode == 1 and "'../../etc/passwd' is not a valid catalog name" in one_line_error(out)
     with pytest.raises(UnknownNameError):
         get_catalog("../catalogs/gpus")
@@ -183,20 +183,20 @@ def test_catalog_names_are_names_not_paths(tmp_path):
 # ---------------------------------------------------------------- bounded functions
 
 
-def test_erlang_of_a_billion_servers_is_refused_fast(tmp_path):
+def test_erlang_of_a_billion_servers_is_refused_by_its_range(tmp_path):
     pack = write(
         tmp_path,
         "erl.yaml",
         "pack: erl\nvariables:\n  a: {unit: ''}\n  c: {unit: ''}\nequations:\n  - c = erlang_b(1e9, 1e9) * a\n",
     )
-    out, took = concur("check", str(pack))
-    assert out.returncode == 1 and took < 10
+    out = concur("check", str(pack))
+    assert out.returncode == 1
     assert (
         f"{pack}:6:5: error: erlang_b() servers = 1e+09 is outside its admissible range [0, 1,000,000]"
         in one_line_error(out)
     )
-    out, took = concur("solve", str(pack), "--find", "c", "--set", "a=2")  # solve refuses a pack that fails check
-    assert out.returncode == 1 and took < 10
+    out = concur("solve", str(pack), "--find", "c", "--set", "a=2")  # solve refuses a pack that fails check
+    assert out.returncode == 1
     assert "erlang_b() servers = 1e+09 is outside its admissible range" in one_line_error(out)
 
 
@@ -207,10 +207,10 @@ def test_function_range_is_enforced_when_a_variable_feeds_it(tmp_path):
         "pack: erl\nvariables:\n  n: {unit: ''}\n  c: {unit: ''}\n"
         "equations:\n  - c = erlang_c(n, 0.9 * n) + exp(n / 1000)\n",
     )
-    assert concur("check", str(pack))[0].returncode == 0  # nothing constant to flag
-    out, took = concur("solve", str(pack), "--find", "c", "--set", "n=2e6")
-    assert out.returncode == 3 and took < 10 and "erlang_c() servers = 2e+06" in one_line_error(out)
-    out, _ = concur("solve", str(pack), "--find", "c", "--set", "n=100")
+    assert concur("check", str(pack)).returncode == 0  # nothing constant to flag
+    out = concur("solve", str(pack), "--find", "c", "--set", "n=2e6")
+    assert out.returncode == 3 and "erlang_c() servers = 2e+06" in one_line_error(out)
+    out = concur("solve", str(pack), "--find", "c", "--set", "n=100")
     assert out.returncode == 0, out.stderr
 
 
@@ -220,7 +220,7 @@ def test_function_range_is_enforced_when_a_variable_feeds_it(tmp_path):
 @pytest.mark.parametrize("where", ["formula", "variable"])
 def test_full_width_identifier_is_refused(tmp_path, where):
     text = BASE.replace("b = 2 * a", "b = 2 * \uff41") if where == "formula" else BASE.replace("  a:", "  \uff41:")
-    out, _ = concur("check", str(write(tmp_path, "base.yaml", text)))
+    out = concur("check", str(write(tmp_path, "base.yaml", text)))
     assert out.returncode == 1
     assert "'\uff41' is not ASCII (NFKC, as Python reads it, makes it 'a')" in one_line_error(out)
 
@@ -237,8 +237,8 @@ def test_escape_sequences_in_pack_text_never_reach_the_terminal(tmp_path):
     bad = write(
         tmp_path, "bad.yaml", 'pack: bad\nvariables:\n  a: {unit: s}\nequations:\n  - "a = 2 * [s] + \\"\\x1b[31m\\""\n'
     )
-    show, _ = concur("show", str(pack))
-    outs = (show, concur("check", str(bad))[0], concur("show", str(bad))[0])
+    show = concur("show", str(pack))
+    outs = (show, concur("check", str(bad)), concur("show", str(bad)))
     for out in outs:
         text = one_line_error(out)
         assert "\x1b" not in text and "\x07" not in text and "\r" not in text
@@ -259,22 +259,22 @@ def test_escape_sequences_in_pack_text_never_reach_the_terminal(tmp_path):
 )
 def test_check_refuses_choices_that_break_a_dropdown(tmp_path, snippet, message):
     pack = write(tmp_path, "base.yaml", BASE.replace("variables:\n", f"variables:\n{snippet}\n"))
-    out, _ = concur("check", str(pack))
+    out = concur("check", str(pack))
     assert out.returncode == 1 and message in one_line_error(out)
 
 
 def test_check_refuses_a_constraint_that_is_not_a_condition(tmp_path):
-    out, _ = concur("check", str(write(tmp_path, "base.yaml", BASE + "constraints:\n  - {check: a + b, doc: x}\n")))
+    out = concur("check", str(write(tmp_path, "base.yaml", BASE + "constraints:\n  - {check: a + b, doc: x}\n")))
     assert out.returncode == 1 and "check 'a + b' is not a condition" in one_line_error(out)
     ok = BASE + "constraints:\n  - {check: a <= b and not (a < 0), doc: x}\n"
-    assert concur("check", str(write(tmp_path, "base.yaml", ok)))[0].returncode == 0
+    assert concur("check", str(write(tmp_path, "base.yaml", ok))).returncode == 0
 
 
 def test_check_refuses_catalog_ids_that_break_a_dropdown(tmp_path):
     cat = "catalog: gear\nfields:\n  mass: {{unit: kg}}\nentries:\n  {id}:\n    mass: {{value: 1, source: scale}}\n"
     write(tmp_path / "catalogs", "gear.yaml", cat.format(id='"a,b"'))
-    out, _ = concur("check", str(tmp_path))
+    out = concur("check", str(tmp_path))
     assert out.returncode == 1 and "gear.yaml:5:3: error: entry id contains ','" in one_line_error(out)
     write(tmp_path / "catalogs", "gear.yaml", cat.format(id="ok").replace("catalog: gear", "catalog: other"))
-    out, _ = concur("check", str(tmp_path))
+    out = concur("check", str(tmp_path))
     assert out.returncode == 1 and "catalog name 'other' must equal the file name 'gear'" in one_line_error(out)
