@@ -112,3 +112,28 @@ def test_malformed_yaml_names_the_line_with_either_parser(monkeypatch):
         kind, where, message = _load(text, pure=pure, monkeypatch=monkeypatch)
         assert kind == "refused" and str(where).startswith("f.yaml:4:"), (pure, where, message)
         assert str(message).startswith("invalid YAML:")
+
+
+def test_a_refused_text_is_not_parsed_again(monkeypatch):
+    """``concur check`` loads a pack that fails a second and third time to collect its problems;
+    a text refused at the YAML level is refused again from memory (up to 20,000 nodes each time)."""
+    calls = []
+    parse = yamlsafe._parse
+
+    def counted(name: str, text: str) -> object:
+        calls.append(name)
+        return parse(name, text)
+
+    monkeypatch.setattr(yamlsafe, "_parse", counted)
+    deep = "[" * 40 + "]" * 40 + "\n"
+    messages = set()
+    for _ in range(3):
+        with pytest.raises(PackError) as caught:
+            yamlsafe.load_yaml("deep.yaml", text=deep)
+        messages.add(str(caught.value))
+    assert len(calls) == 1 and len(messages) == 1
+    yamlsafe.load_yaml("ok.yaml", text="a: 1\n")
+    yamlsafe.load_yaml("ok.yaml", text="a: 1\n")
+    assert calls.count("ok.yaml") == 2  # only refusals are remembered
+    monkeypatch.setattr(yamlsafe, "MAX_DEPTH", 64)  # other limits: the text is judged afresh
+    assert yamlsafe.load_yaml("deep.yaml", text=deep) is not None and len(calls) == 4

@@ -30,6 +30,7 @@ the limits is refused or loaded in about a second; libyaml, used when installed
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -110,14 +111,34 @@ def load_yaml(path: str | Path, *, text: str | bytes | None = None, label: str |
         raise _too_large(name)
     else:
         text = raw
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    key = (name, digest, uses_libyaml(text), MAX_DEPTH, MAX_NODES)  # what decides the refusal
+    refused = _REFUSED.get(key)
+    if refused is not None:  # concur check loads a pack again to collect its problems: not the YAML
+        raise refused.with_traceback(None)
+    try:
+        return _parse(name, text)
+    except PackError as exc:
+        if len(_REFUSED) >= 16:
+            _REFUSED.clear()
+        _REFUSED[key] = exc
+        raise
 
+
+_REFUSED: dict[tuple[str, bytes, bool, int, int], PackError] = {}
+"""Texts refused in this process, by (label, digest, parser, limits): the same text is refused again without
+parsing it again (up to 20,000 nodes of a hostile file, three times over in ``concur check``)."""
+
+
+def _parse(name: str, text: str) -> Any:
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
     from ruamel.yaml.reader import ReaderError
 
     yaml = YAML(typ="safe", pure=not uses_libyaml(text))
+    events = yaml.parse(text)
     try:
-        root = _Builder(name, yaml.resolver).run(yaml.parse(text))
+        root = _Builder(name, yaml.resolver).run(events)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         loc = Location(name, mark.line + 1, mark.column + 1) if mark else Location(name)
@@ -130,6 +151,8 @@ def load_yaml(path: str | Path, *, text: str | bytes | None = None, label: str |
         ) from None
     except YAMLError as exc:
         raise PackError(f"invalid YAML: {type(exc).__name__}", where=Location(name)) from None
+    finally:
+        events.close()  # a parse stopped at a limit ends here, not in a later garbage collection
     if root is None:
         raise PackError("the file is empty", where=Location(name))
     return root
