@@ -112,12 +112,13 @@ def load_yaml(path: str | Path, *, text: str | bytes | None = None, label: str |
     else:
         text = raw
     digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-    key = (name, digest, uses_libyaml(text), MAX_DEPTH, MAX_NODES)  # what decides the refusal
+    fast = uses_libyaml(text)
+    key = (name, digest, fast, MAX_DEPTH, MAX_NODES)  # what decides the refusal
     refused = _REFUSED.get(key)
     if refused is not None:  # concur check loads a pack again to collect its problems: not the YAML
         raise refused.with_traceback(None)
     try:
-        return _parse(name, text)
+        return _parse(name, text, fast)
     except PackError as exc:
         if len(_REFUSED) >= 16:
             _REFUSED.clear()
@@ -130,12 +131,13 @@ _REFUSED: dict[tuple[str, bytes, bool, int, int], PackError] = {}
 parsing it again (up to 20,000 nodes of a hostile file, three times over in ``concur check``)."""
 
 
-def _parse(name: str, text: str) -> Any:
+def _parse(name: str, text: str, fast: bool) -> Any:
+    """``text`` as plain data, parsed by libyaml when ``fast`` (:func:`uses_libyaml`)."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
     from ruamel.yaml.reader import ReaderError
 
-    yaml = YAML(typ="safe", pure=not uses_libyaml(text))
+    yaml = YAML(typ="safe", pure=not fast)
     events = yaml.parse(text)
     try:
         root = _Builder(name, yaml.resolver).run(events)
