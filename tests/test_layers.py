@@ -159,13 +159,15 @@ def _third_party_at_module_level(path: Path) -> set[str]:
     return roots
 
 
+AT_TOP: dict[str, set[str]] = defaultdict(set)  # module -> the concur modules it imports at module level
+for _a, _b, _n, _at_top in IMPORTS:
+    if _at_top:
+        AT_TOP[_a].add(_b)
+
+
 def _loads_heavy(module: str) -> bool:
     """Whether importing ``module`` loads sympy, numpy, pint, openpyxl or matplotlib: through its
     own module-level imports, its packages' and those of every concur module it loads so."""
-    top: dict[str, set[str]] = defaultdict(set)
-    for a, b, _n, at_top in IMPORTS:
-        if at_top:
-            top[a].add(b)
     seen: set[str] = set()
     todo = [module]
     while todo:
@@ -175,7 +177,7 @@ def _loads_heavy(module: str) -> bool:
         seen.add(m)
         parts = m.split(".")
         todo += [".".join(parts[:i]) for i in range(1, len(parts)) if ".".join(parts[:i]) in MODULES]
-        todo += top[m]
+        todo += AT_TOP[m]
     return any(_third_party_at_module_level(MODULES[m]) & HEAVY for m in seen)
 
 

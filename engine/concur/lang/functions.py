@@ -36,7 +36,6 @@ from typing import Any
 
 from ..errors import InfeasibleError
 from ..maths import erlang
-from ..maths.erlang import erlang_b, erlang_c
 from ..maths.symfuncs import erlang_function
 from ..records import record
 
@@ -93,14 +92,6 @@ def _ceil(x: float) -> float:
     return float(math.ceil(snap(x)))
 
 
-def _erlang_b(servers: float, load: float) -> float:
-    return erlang_b(servers, load)
-
-
-def _erlang_c(servers: float, load: float) -> float:
-    return erlang_c(servers, load)
-
-
 def _np_erlang(name: str) -> Callable[..., Any]:
     def run(servers: Any, load: Any) -> Any:
         np = _np()
@@ -113,7 +104,6 @@ def _np_erlang(name: str) -> Callable[..., Any]:
         vec = getattr(erlang, f"{name}_array", None)
         if vec is not None:
             return vec(servers, load)
-        np = _np()
         f = np.vectorize(getattr(erlang, name), otypes=[float])
         return f(servers, load)
 
@@ -341,7 +331,7 @@ FUNCTIONS: dict[str, Function] = {
             "erlang_b",
             2,
             2,
-            _guarded("erlang_b", _erlang_b, _SERVERS, _LOAD),
+            _guarded("erlang_b", erlang.erlang_b, _SERVERS, _LOAD),
             _np_erlang("erlang_b"),
             "dimensionless",
             _sym("erlang_b"),
@@ -353,7 +343,7 @@ FUNCTIONS: dict[str, Function] = {
             "erlang_c",
             2,
             2,
-            _guarded("erlang_c", _erlang_c, _SERVERS, _LOAD),
+            _guarded("erlang_c", erlang.erlang_c, _SERVERS, _LOAD),
             _np_erlang("erlang_c"),
             "dimensionless",
             _sym("erlang_c"),

@@ -84,12 +84,12 @@ class _Run:
     trace of an answer is complete either way.
     """
 
-    def __init__(self, plan: Plan, env: dict[str, float]) -> None:
+    def __init__(self, plan: Plan, env: dict[str, float], *, tracing: bool = True) -> None:
         self.plan = plan
         self.model: Model = plan.model
         self.env = env
         self.trace: list[Step] = []
-        self.tracing = True
+        self.tracing = tracing
 
     # ------------------------------------------------------------ recording
     def record(
@@ -559,8 +559,7 @@ def run_plan(
     """
     env = {k: v for k, v in values.items() if k in plan.known}
     env.update((k, v) for k, v in plan.defaults.items() if k not in env)
-    run = _Run(plan, env)
-    run.tracing = trace
+    run = _Run(plan, env, tracing=trace)
     if not trace:
         run.run(plan.steps)
         return run.env, []
