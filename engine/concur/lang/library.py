@@ -299,7 +299,9 @@ def _merge(base: Catalog | None, user: Catalog) -> Catalog:
                 f"shipped catalog '{base.name}' declares it in {known.unit.text or 'no unit'}",
                 hint="use the shipped field's unit",
             )
-    return Catalog(base.name, base.doc, base.path, {**user.fields, **base.fields}, {**base.entries, **user.entries})
+    return Catalog(
+        base.name, base.doc, base.path, {**user.fields, **base.fields}, {**base.entries, **user.entries}, base.pick
+    )
 
 
 def get_catalog(name: str) -> Catalog:

@@ -58,6 +58,7 @@ __all__ = [
     "Catalog",
     "CatalogEntry",
     "CatalogField",
+    "CatalogPick",
     "Constraint",
     "Equation",
     "Example",
@@ -638,14 +639,29 @@ class CatalogEntry:
 
 
 @record
+class CatalogPick:
+    """``pick: {by, sets, default}``: the catalog's fields are alternatives for one variable.
+
+    The given named ``by`` (``--set provider=lambda``) picks which field of the chosen entry
+    fills the variable ``sets``; without it, the field ``default``. An entry that lacks the
+    picked field leaves ``sets`` unset -- never filled from another field."""
+
+    by: str
+    sets: str
+    default: str
+    where: Location
+
+
+@record
 class Catalog:
-    """A catalog file: its fields and its entries by id."""
+    """A catalog file: its fields and its entries by id (``pick``: see :class:`CatalogPick`)."""
 
     name: str
     doc: str
     path: str
     fields: dict[str, CatalogField]
     entries: dict[str, CatalogEntry]
+    pick: CatalogPick | None = None
 
 
 def load_catalog(
@@ -696,7 +712,28 @@ def load_catalog(
                 with each.item():
                     values[fname] = _catalog_value(eid, fname, val, spec.where(fname), raw_fields)
             entries[str(eid)] = CatalogEntry(str(eid), str(spec.get("name", eid)), values, loc)
-    return Catalog(name, str(data.get("doc", "") or ""), label, fields, entries)
+    pick = None
+    if data.get("pick") is not None:
+        with each.item():
+            pick = _catalog_pick(data["pick"], data.where("pick"), fields)
+    return Catalog(name, str(data.get("doc", "") or ""), label, fields, entries, pick)
+
+
+def _catalog_pick(spec: Any, loc: Location, fields: dict[str, CatalogField]) -> CatalogPick:
+    _require(
+        isinstance(spec, dict) and all(isinstance(spec.get(k), str) for k in ("by", "sets", "default")),
+        "pick must be {by: GIVEN, sets: VARIABLE, default: FIELD}",
+        loc,
+    )
+    by = _identifier(spec["by"], "pick.by", loc)
+    sets = _identifier(spec["sets"], "pick.sets", loc)
+    _require(
+        spec["default"] in fields,
+        f"pick.default '{spec['default']}' is not a field of the catalog",
+        loc,
+        f"fields: {', '.join(fields)}",
+    )
+    return CatalogPick(by, sets, str(spec["default"]), loc)
 
 
 def _catalog_value(eid: str, fname: str, val: Any, floc: Location, declared: Any) -> tuple[Any, str, Location]:

@@ -12,6 +12,8 @@ from typing import Any
 from ..errors import ConcurError, UnknownNameError, UsageError
 from ..lang.library import get_catalog
 from ..lang.model import Model
+from ..lang.pack import Catalog
+from ..lang.pick import listed_by, picked_field
 from ..lang.values import convert_value, count_factor, prefix_note
 from .problem import in_bounds
 from .solution import Givens
@@ -27,6 +29,9 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
     notes: list[str] = []
     presets: dict[str, str] = {}
     citations: dict[str, str] = {}
+    picks: dict[str, str] = {}
+    unlisted: dict[str, str] = {}
+    assumed: dict[str, str] = {}
     for key, raw in given.items():
         if key in model.presets:
             presets[key] = str(raw)
@@ -42,12 +47,24 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
                         hint=(f"did you mean {', '.join(close)}? " if close else "")
                         + f"known: {', '.join(catalog.entries)}",
                     )
+                column = None
+                if catalog.pick is not None:  # one column of the entry, chosen by a given (provider)
+                    column = picked_field(catalog, given)
+                    picks[catalog.name] = column
+                    _note_pick(catalog, key, str(raw), column, given, model, unlisted, assumed)
                 if entry is None:
                     continue  # a further catalog (prices) may lack the entry: its fields stay unset
                 for fname, (fval, cite, floc) in entry.values.items():
-                    target = preset.fields.get(fname, fname) if preset.fields else fname
-                    if preset.fields and fname not in preset.fields:
-                        continue
+                    if catalog.pick is not None and column is not None:
+                        if fname != column:
+                            continue
+                        target = catalog.pick.sets
+                    elif preset.fields:
+                        if fname not in preset.fields:
+                            continue
+                        target = preset.fields[fname]
+                    else:
+                        target = fname
                     var = model.variables.get(target)
                     if var is None or target in given or target in values:
                         continue
@@ -91,4 +108,55 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
         if note:
             notes.append(note)
     limits = {k: model.variables[k].limit for k in values if sources.get(k) == "given" and model.variables[k].limit}
-    return Givens(values, sources, {k: v for k, v in limits.items() if v}, texts, notes, presets, citations)
+    for name in list(unlisted):
+        if name in values:
+            del unlisted[name]
+    for name in list(assumed):
+        if sources.get(name) == "given":
+            del assumed[name]
+    return Givens(
+        values,
+        sources,
+        {k: v for k, v in limits.items() if v},
+        texts,
+        notes,
+        presets,
+        citations,
+        picks=picks,
+        unlisted=unlisted,
+        assumed=assumed,
+    )
+
+
+def _note_pick(
+    catalog: Catalog,
+    key: str,
+    ident: str,
+    column: str,
+    given: dict[str, Any],
+    model: Model,
+    unlisted: dict[str, str],
+    assumed: dict[str, str],
+) -> None:
+    """What an answer says about a picked column: which one it assumed (shown when the value is
+    used), or why the variable stayed unset (shown instead of a bare 'give gpu_hour_price')."""
+    pick = catalog.pick
+    assert pick is not None
+    var = model.variables.get(pick.sets)
+    if var is None or pick.sets in given:
+        return
+    chosen = "given" if pick.by in given else f"the {catalog.name} catalog's default"
+    entry = catalog.entries.get(ident)
+    if entry is not None and column in entry.values:
+        value, _cite, _loc = entry.values[column]
+        assumed[pick.sets] = (
+            f"{pick.sets} = {value:g} {catalog.fields[column].unit.text}: {column}'s list price for {key}={ident} "
+            f"({pick.by} {column}, {chosen}; --set {pick.by}=NAME picks another, --set {pick.sets}=... gives your own)"
+        )
+        return
+    others = listed_by(catalog, ident)
+    unlisted[pick.sets] = f"{key} {ident} has no list price at {column}" + (
+        f" ({pick.by}s that list it: {', '.join(others)})"
+        if others
+        else f" (no {pick.by} in catalogs/{catalog.name}.yaml lists it)"
+    )

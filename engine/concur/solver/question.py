@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import UnderdeterminedError, UsageError
 from ..lang.check import require_checked
 from ..lang.model import Model
 from ..lang.units import save_cache
@@ -32,7 +32,7 @@ from .givens import resolve_givens
 from .goal_seek import search, search_via
 from .run import run_question
 from .seek import needs_search
-from .solution import Solution
+from .solution import Givens, Solution
 from .throughput_inputs import require_fixed
 
 __all__ = ["flush_caches", "solve_model"]
@@ -65,14 +65,32 @@ def solve_model(model: Model, find: tuple[str, ...], given: Mapping[str, Any]) -
             )
     known = {k: v for k, v in givens.values.items() if k not in find}
     sources = dict(givens.sources)
-    with budget():
-        seek = needs_search(model, find, known, givens)
-        if seek is not None and seek.via is not None:
-            sol = search_via(model, find, known, givens, seek.variable, seek.goals, seek.via)
-        elif seek is not None:
-            sol = search(model, find, known, givens, seek.variable, seek.goals, seek.requirement)
-        else:
-            plan, env, trace = run_question(model, known, find, sources)
-            sol = Solution(model, find, env, givens, trace, plan=plan)
+    try:
+        with budget():
+            seek = needs_search(model, find, known, givens)
+            if seek is not None and seek.via is not None:
+                sol = search_via(model, find, known, givens, seek.variable, seek.goals, seek.via)
+            elif seek is not None:
+                sol = search(model, find, known, givens, seek.variable, seek.goals, seek.requirement)
+            else:
+                plan, env, trace = run_question(model, known, find, sources)
+                sol = Solution(model, find, env, givens, trace, plan=plan)
+    except UnderdeterminedError as exc:
+        raise _unlisted(exc, givens) from None
     flush_caches(model)
     return sol
+
+
+def _unlisted(exc: UnderdeterminedError, givens: Givens) -> UnderdeterminedError:
+    """A missing value that a preset would have filled but its catalog does not list (a GPU
+    without a list price at the chosen provider) is named as such, not as one input among many."""
+    why = [givens.unlisted[n] for n in exc.missing if n in givens.unlisted]
+    if not why:
+        return exc
+    name = next(n for n in exc.missing if n in givens.unlisted)
+    return UnderdeterminedError(
+        f"{why[0]}: {exc.message}",
+        missing=exc.missing,
+        variable=name,
+        hint=f"give --set {name}=... (your own price) or --set provider=NAME (one that lists it)",
+    )

@@ -64,6 +64,9 @@ class Givens:
     notes: list[str] = field(default_factory=list)  # how a given was read ("8k" = 8,000, not 8,192)
     presets: dict[str, str] = field(default_factory=dict)  # preset key -> catalog id chosen (model, gpu)
     citations: dict[str, str] = field(default_factory=dict)  # name -> the catalog source of a preset value
+    picks: dict[str, str] = field(default_factory=dict)  # pick catalog -> the column chosen (prices -> aws)
+    unlisted: dict[str, str] = field(default_factory=dict)  # name -> why its preset left it unset (no price)
+    assumed: dict[str, str] = field(default_factory=dict)  # name -> note an answer using it prints
 
 
 @dataclass
@@ -85,7 +88,9 @@ class Solution:
             for s in self.trace
             if s.method is Method.DEFAULT and self.model.variables[s.variable].stated
         ]
-        self.notes[:0] = [n for n in self.givens.notes + stated if n not in self.notes]
+        used = {s.variable for s in self.trace}
+        picked = [note for name, note in self.givens.assumed.items() if name in used]
+        self.notes[:0] = [n for n in self.givens.notes + stated + picked if n not in self.notes]
 
     def equation(self, step: Step) -> Equation | None:
         """The model equation that gave ``step`` (None for inputs)."""
