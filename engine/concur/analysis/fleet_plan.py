@@ -30,8 +30,9 @@ serves about 17 request/s, so 3 replicas, 12 GPUs.
 
 A configuration is rejected with its reason: it does not fit ("the model does not fit: weights
 ... exceed ..."), TP does not divide the attention heads, an SLA cannot be met even at batch 1
-("ITL 61 ms > 50 ms at the smallest batch"). One without a public list price is feasible but
-unpriced (``cost_per_month`` null), listed after the priced ones.
+("ITL 61 ms > 50 ms at the smallest batch"), its GPU has no list price at the provider the plan
+prices at ("no list price at aws": :mod:`concur.analysis.providers`). Priced at a given
+``gpu_hour_price``, every configuration is priced alike.
 
 Non-goals: mixed fleets, pipeline parallelism in the grid (give ``--set pp=N``), queueing delay
 before admission (the ``queueing`` pack), prefill/decode disaggregation.
@@ -53,6 +54,7 @@ from ..solver.plan import plan_key
 from ..solver.question import solve_model
 from ..solver.run import run_question
 from ..sweep import sweep
+from .providers import plan_providers, provider_note
 
 __all__ = [
     "AXES",
@@ -68,7 +70,7 @@ __all__ = [
 
 HOURS_PER_MONTH = 730.0  # the cost pack's default (8,760 h / 12)
 _TRAFFIC = ("arrival_rate", "input_tokens", "output_tokens")
-AXES = ("gpu", "tp", "weight_dtype", "kv_dtype", "engine")  # what the plan searches: never a given
+AXES = ("gpu", "tp", "weight_dtype", "kv_dtype", "engine", "provider")  # what the plan searches: never a given
 
 
 @dataclass(frozen=True)
@@ -80,15 +82,19 @@ class Config:
     weight_dtype: str
     kv_dtype: str
     engine: str
+    provider: str = ""  # whose list price (analysis.providers); "" = the price catalog's default
 
     def given(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "gpu": self.gpu,
             "tp": self.tp,
             "weight_dtype": self.weight_dtype,
             "kv_dtype": self.kv_dtype,
             "engine": self.engine,
         }
+        if self.provider:
+            out["provider"] = self.provider
+        return out
 
 
 @dataclass
@@ -145,22 +151,25 @@ class PlanResult:
 
 def default_axes(model: Model, question: Mapping[str, Any]) -> dict[str, list[Any]]:
     """The default grid: every catalog GPU; TP 1, 2, 4, 8 dividing the attention heads; (bf16, bf16),
-    (bf16, fp8), (fp8, fp8) weights/KV; every engine of the engines catalog."""
+    (bf16, fp8), (fp8, fp8) weights/KV; every engine of the engines catalog; the price catalog's
+    default provider."""
     return {
         "gpu": list(get_catalog("gpus").entries),
         "tp": [1, 2, 4, 8],
         "dtypes": [("bf16", "bf16"), ("bf16", "fp8"), ("fp8", "fp8")],
         "engine": list(get_catalog("engines").entries),
+        "provider": plan_providers(None),
     }
 
 
 def _grid(axes: Mapping[str, Sequence[Any]]) -> list[Config]:
     return [
-        Config(g, int(tp), w, k, e)
+        Config(g, int(tp), w, k, e, p)
         for g in axes["gpu"]
         for tp in axes["tp"]
         for w, k in axes["dtypes"]
         for e in axes["engine"]
+        for p in axes.get("provider") or plan_providers(None)
     ]
 
 
@@ -187,7 +196,7 @@ def plan_fleet(
     if fixed:
         raise UsageError(
             f"{', '.join(fixed)} is an axis of the plan, not a given",
-            hint="narrow the axis instead: --gpus, --tp, --weight-dtypes, --kv-dtypes, --engines",
+            hint="narrow the axis instead: --gpus, --tp, --weight-dtypes, --kv-dtypes, --engines, --provider",
         )
     axes = dict(axes or default_axes(model, question))
     configs = _grid(axes)
@@ -211,6 +220,7 @@ def plan_fleet(
         )
     if "utilization" not in question:
         notes.append("planned at utilization 0.8 (the fleet pack's default headroom; --set utilization=...)")
+    notes.append(provider_note(sorted({c.provider for c in configs}), question))
     return PlanResult(question, candidates, notes, rate, osl)
 
 
@@ -241,6 +251,9 @@ def _capacities(
             cand.reason = exc.message
             continue
         values = dict(givens.values)
+        if cand.config.provider and "gpu_hour_price" not in values:
+            cand.reason = f"no list price at {cand.config.provider}"
+            continue
         heads = values.get("attention_heads")
         if heads and int(heads) % cand.config.tp:
             cand.reason = f"tp {cand.config.tp} does not divide the {int(heads)} attention heads"
@@ -399,7 +412,7 @@ def _confirm_cheapest(
 
 
 def _label(c: Config) -> str:
-    return f"{c.gpu} tp{c.tp} {c.weight_dtype}/{c.kv_dtype} {c.engine}"
+    return f"{c.gpu} tp{c.tp} {c.weight_dtype}/{c.kv_dtype} {c.engine}" + (f" at {c.provider}" if c.provider else "")
 
 
 def _confirm(model: Model, question: Mapping[str, Any], cand: Candidate, rate: float, osl: float) -> None:
@@ -438,6 +451,8 @@ def why_none(result: PlanResult) -> str:
                 nearest[kind] = (excess, f"{_label(c.config)}: {c.reason.split(' at the')[0]}")
         elif "does not divide" in c.reason:
             kind = "have a TP that does not divide the attention heads"
+        elif c.reason.startswith("no list price at "):
+            kind = f"have {c.reason} (--provider)"
         else:
             kind = c.reason.split(";")[0] or "have no answer"
         kinds[kind] = kinds.get(kind, 0) + 1
@@ -456,6 +471,7 @@ def rows(result: PlanResult) -> Iterable[dict[str, Any]]:
             "weight_dtype": c.config.weight_dtype,
             "kv_dtype": c.config.kv_dtype,
             "engine": c.config.engine,
+            "provider": c.config.provider or None,
             "replicas": c.replicas,
             "fleet_gpus": c.fleet_gpus,
             "cost_per_month": None if c.cost_per_month is None else {"value": c.cost_per_month, "unit": "usd/month"},

@@ -4,9 +4,10 @@
         --set output_tokens=400 --set ttft_slo="2 s" --set itl_slo="50 ms"
 
 Evaluates every catalog GPU x TP x (weight, KV) dtype x engine (:mod:`concur.analysis.fleet_plan`;
-``--gpus``, ``--tp``, ``--weight-dtypes``, ``--kv-dtypes``, ``--engines`` narrow the axes) and prints
+``--gpus``, ``--tp``, ``--weight-dtypes``, ``--kv-dtypes``, ``--engines`` narrow the axes) priced at one
+provider's list (``--provider NAME``, default the price catalog's; ``all`` compares providers) and prints
 the feasible configurations cheapest first, then the rejected ones with their reason. ``--json``
-prints ``{"candidates": [{"gpu", "tp", "weight_dtype", "kv_dtype", "engine", "replicas", "fleet_gpus",
+prints ``{"candidates": [{"gpu", "tp", "weight_dtype", "kv_dtype", "engine", "provider", "replicas", "fleet_gpus",
 "cost_per_month": {"value", "unit"}, "ttft": {...}, "itl": {...}, "feasible", "reason", ...}], "notes"}``;
 ``--csv FILE|-`` one row per candidate; ``--plot FILE.png`` the Pareto front of tokens/s per GPU against
 tokens/s per user; ``--export FILE.xlsx`` a comparison sheet.
@@ -35,15 +36,18 @@ def _axes(
     weights: tuple[str, ...],
     kvs: tuple[str, ...],
     engines: tuple[str, ...],
+    provider: str | None = None,
 ) -> dict[str, list[Any]] | None:
     from ...analysis.fleet_plan import default_axes
+    from ...analysis.providers import plan_providers
     from ...errors import UnknownNameError, UsageError
     from ...lang.library import get_catalog
     from ...lang.model import build_model
 
-    if not (gpus or tps or weights or kvs or engines):
+    if not (gpus or tps or weights or kvs or engines or provider):
         return None
     axes = default_axes(build_model(["llm_fleet"]), {})
+    axes["provider"] = plan_providers(provider)
     for values, catalog, key in ((gpus, "gpus", "gpu"), (engines, "engines", "engine")):
         names = _names(values)
         if names:
@@ -88,6 +92,7 @@ def table(result: Any, top: int | None, show_rejected: bool = False) -> list[str
         "tp",
         "w/kv",
         "engine",
+        "provider",
         "replicas",
         "GPUs",
         "$/GPU-h",
@@ -106,6 +111,7 @@ def table(result: Any, top: int | None, show_rejected: bool = False) -> list[str
                 str(c.config.tp),
                 f"{c.config.weight_dtype}/{c.config.kv_dtype}",
                 c.config.engine,
+                c.config.provider or "-",
                 str(c.replicas),
                 str(c.fleet_gpus),
                 "-" if c.gpu_hour_price is None else f"${c.gpu_hour_price:,.2f}",
@@ -118,7 +124,7 @@ def table(result: Any, top: int | None, show_rejected: bool = False) -> list[str
             ]
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    left = {0, 2, 3, 12}
+    left = {0, 2, 3, 4, 13}
     lines = [
         ("  ".join(x.ljust(w) if i in left else x.rjust(w) for i, (x, w) in enumerate(zip(r, widths)))).rstrip()
         for r in rows
@@ -130,8 +136,10 @@ def table(result: Any, top: int | None, show_rejected: bool = False) -> list[str
     rejected = [c for c in result.candidates if not c.feasible]
     if rejected:
         groups: dict[str, dict[str, list[str]]] = {}  # "gpu tpN w/kv" -> reason -> engines
+        many = len({c.config.provider for c in result.candidates}) > 1
         for c in rejected:
             label = f"{c.config.gpu} tp{c.config.tp} {c.config.weight_dtype}/{c.config.kv_dtype}"
+            label += f" at {c.config.provider}" if many else ""
             groups.setdefault(label, {}).setdefault(c.reason, []).append(c.config.engine)
         lines.append("")
         lines.append(f"rejected ({len(rejected)} configurations):")
@@ -164,6 +172,7 @@ def _csv(result: Any, path: str) -> None:
         "weight_dtype",
         "kv_dtype",
         "engine",
+        "provider",
         "feasible",
         "replicas",
         "fleet_gpus",
@@ -188,6 +197,7 @@ def _csv(result: Any, path: str) -> None:
                 r["weight_dtype"],
                 r["kv_dtype"],
                 r["engine"],
+                r["provider"] or "",
                 r["feasible"],
                 r["replicas"] or "",
                 r["fleet_gpus"] or "",
@@ -245,6 +255,12 @@ def question_from(sets: tuple[str, ...], scenario: str | None) -> tuple[dict[str
 @click.option("--weight-dtypes", "weights", multiple=True, metavar="DT[,DT]", help="weight dtypes (default: bf16,fp8)")
 @click.option("--kv-dtypes", "kvs", multiple=True, metavar="DT[,DT]", help="KV-cache dtypes (default: bf16,fp8)")
 @click.option("--engines", multiple=True, metavar="ID[,ID]", help="engine presets (default: every engines entry)")
+@click.option(
+    "--provider",
+    metavar="NAME|all",
+    help="whose on-demand list prices to compare at (default: the price catalog's default, aws); "
+    "'all' compares across providers, one row per provider",
+)
 @click.option("--top", type=int, default=15, show_default=True, help="feasible rows shown in the table (0: all)")
 @click.option("--rejected", "show_rejected", is_flag=True, help="list every rejected configuration and why")
 @click.option("--csv", "csv_path", metavar="FILE|-", help="one row per candidate ('-': stdout)")
@@ -259,6 +275,7 @@ def command(
     weights: tuple[str, ...],
     kvs: tuple[str, ...],
     engines: tuple[str, ...],
+    provider: str | None,
     top: int,
     show_rejected: bool,
     csv_path: str | None,
@@ -277,7 +294,7 @@ def command(
     from ..render import echo
 
     question, notes = question_from(sets, scenario)
-    axes = _axes(gpus, tps, weights, kvs, engines)
+    axes = _axes(gpus, tps, weights, kvs, engines, provider)
     with progress("sizing configurations") as bar:
         result = plan_fleet(question, axes, progress=bar.update)
     result.notes[:0] = notes
