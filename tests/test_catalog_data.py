@@ -70,6 +70,8 @@ REQUIRED_FIELDS: dict[str, set[str]] = {
         "peak_flops_bf16",
         "peak_flops_fp8",
         "interconnect_bandwidth",
+        "fast_link_domain",
+        "slow_link_bandwidth",
         "vendor",
         "family",
     },
@@ -87,7 +89,7 @@ REQUIRED_FIELDS: dict[str, set[str]] = {
         "attention",
     },
     "dtypes": {"name", "bytes"},
-    "prices": {"name", "gpu_hour_price"},
+    "prices": {"name"},  # provider columns vary by GPU: see test_prices_* below
     "engine_limits": {"name"},
 }
 
@@ -101,6 +103,8 @@ EXPECTED_UNITS: dict[str, dict[str, str | None]] = {
         "peak_flops_fp8": "Tflop/s",
         "peak_flops_fp4": "Tflop/s",
         "interconnect_bandwidth": "GB/s",
+        "fast_link_domain": None,
+        "slow_link_bandwidth": "GB/s",
     },
     "models": {
         "params": "parameter",
@@ -117,7 +121,7 @@ EXPECTED_UNITS: dict[str, dict[str, str | None]] = {
         "intermediate_size": None,
     },
     "dtypes": {"bytes": "B"},
-    "prices": {"gpu_hour_price": "usd/gpu/hour"},
+    "prices": {p: "usd/gpu/hour" for p in ("aws", "azure", "coreweave", "lambda", "runpod")},
     "engine_limits": {"max_num_seqs": "request", "max_num_seqs_large_gpu": "request"},
 }
 
@@ -600,15 +604,43 @@ def test_price_ids_are_gpu_ids(catalogs: dict[str, Any]) -> None:
 
 
 def test_prices_have_provider_url_and_date(catalogs: dict[str, Any]) -> None:
-    """A price is only usable with where and when it was listed."""
+    """A price is only usable with where and when it was listed: every provider column of every
+    entry cites the provider's own page (URL) and the date it was retrieved."""
     import re
 
-    for eid, e in catalogs["prices"]["entries"].items():
-        source = e["gpu_hour_price"]["source"]
-        assert "https://" in source, eid
-        assert re.search(r"20\d\d-\d\d", source), f"{eid}: no date in {source!r}"
-        # A plausible on-demand list price for one GPU-hour.
-        assert 0.1 <= v(e, "gpu_hour_price") <= 50, eid
+    data = catalogs["prices"]
+    pages = {"aws": "aws.amazon.com", "azure": "azure.microsoft.com", "coreweave": "coreweave.com"}
+    pages |= {"lambda": "lambda.ai", "runpod": "runpod.io"}
+    assert set(data["fields"]) == set(pages)
+    count = 0
+    for eid, e in data["entries"].items():
+        for provider in data["fields"]:
+            if provider not in e:
+                continue
+            count += 1
+            source = e[provider]["source"]
+            assert f"https://www.{pages[provider]}" in source or f"https://{pages[provider]}" in source, (eid, provider)
+            assert re.search(r"retrieved 20\d\d-\d\d", source), f"{eid}.{provider}: no date in {source!r}"
+            # A plausible on-demand list price for one GPU-hour.
+            assert 0.1 <= v(e, provider) <= 50, (eid, provider)
+    assert count >= 20
+
+
+def test_prices_name_their_default_provider_and_several_per_gpu(catalogs: dict[str, Any]) -> None:
+    data = catalogs["prices"]
+    assert data["pick"] == {"by": "provider", "sets": "gpu_hour_price", "default": "aws"}
+    several = [eid for eid, e in data["entries"].items() if sum(p in e for p in data["fields"]) >= 3]
+    assert {"h100-sxm-80gb", "h200-sxm-141gb", "b200", "a100-sxm-80gb", "l40s"} <= set(several)
+
+
+def test_topology_fields(catalogs: dict[str, Any]) -> None:
+    """TP within fast_link_domain runs at interconnect_bandwidth, beyond it at slow_link_bandwidth."""
+    e = catalogs["gpus"]["entries"]
+    assert (v(e["h100-pcie-80gb"], "fast_link_domain"), v(e["h100-pcie-80gb"], "slow_link_bandwidth")) == (2, 64)
+    for gid in ("h100-sxm-80gb", "h200-sxm-141gb", "b200", "mi300x"):
+        assert v(e[gid], "fast_link_domain") == 8 and v(e[gid], "slow_link_bandwidth") == 50, gid
+    for eid, entry in e.items():
+        assert v(entry, "slow_link_bandwidth") <= v(entry, "interconnect_bandwidth"), eid
 
 
 # ---------------------------------------------------------------- engine limits

@@ -100,9 +100,9 @@ def test_rejections_say_why(small) -> None:
     assert any("ITL" in c.reason and "at the smallest batch" in c.reason for c in tight.candidates)
 
 
-def test_an_unpriced_gpu_is_feasible_but_listed_after_the_priced(small) -> None:
-    mi = [c for c in small.feasible if c.config.gpu == "mi300x"]
-    assert mi and all(c.cost_per_month is None and "gpu_hour_price" in c.reason for c in mi)
+def test_a_gpu_the_provider_does_not_list_is_rejected_with_that_reason(small) -> None:
+    mi = [c for c in small.candidates if c.config.gpu == "mi300x"]
+    assert mi and all(not c.feasible and c.reason == "no list price at aws" for c in mi)
     priced = plan_fleet({**QUESTION, "gpu_hour_price": 3.0}, {**SMALL, "gpu": ["mi300x"]})
     assert priced.feasible[0].cost_per_month == pytest.approx(priced.feasible[0].fleet_gpus * 3.0 * 730)
 
