@@ -85,16 +85,18 @@ class Config:
     provider: str = ""  # whose list price (analysis.providers); "" = the price catalog's default
 
     def given(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+        """The configuration as givens of any pack that takes a gpu (the provider is not one)."""
+        return {
             "gpu": self.gpu,
             "tp": self.tp,
             "weight_dtype": self.weight_dtype,
             "kv_dtype": self.kv_dtype,
             "engine": self.engine,
         }
-        if self.provider:
-            out["provider"] = self.provider
-        return out
+
+    def priced(self) -> dict[str, Any]:
+        """``given()`` plus the provider whose list price the fleet question uses."""
+        return {**self.given(), "provider": self.provider} if self.provider else self.given()
 
 
 @dataclass
@@ -202,7 +204,7 @@ def plan_fleet(
     configs = _grid(axes)
     if not configs:
         raise UsageError("the grid is empty", hint="every axis needs at least one value")
-    probe = resolve_givens(model, {**question, **configs[0].given()})  # a bad model or value fails once, here
+    probe = resolve_givens(model, {**question, **configs[0].priced()})  # a bad model or value fails once, here
     slo: dict[str, float] = {n: probe.values[n] for n in ("itl_slo", "ttft_slo") if n in probe.values}
     rate, osl = probe.values["arrival_rate"], probe.values["output_tokens"]
     candidates = [Candidate(c) for c in configs]
@@ -246,14 +248,11 @@ def _capacities(
         if progress is not None:
             progress(n, len(candidates))
         try:
-            givens = resolve_givens(model, {**base, **cand.config.given()})
+            givens = resolve_givens(model, {**base, **cand.config.priced()})
         except ConcurError as exc:
             cand.reason = exc.message
             continue
         values = dict(givens.values)
-        if cand.config.provider and "gpu_hour_price" not in values:
-            cand.reason = f"no list price at {cand.config.provider}"
-            continue
         heads = values.get("attention_heads")
         if heads and int(heads) % cand.config.tp:
             cand.reason = f"tp {cand.config.tp} does not divide the {int(heads)} attention heads"
@@ -373,6 +372,8 @@ def _cost(cand: Candidate, price: float | None, rate: float, osl: float) -> None
     if price is None or cand.fleet_gpus is None:
         cand.cost_per_month = cand.cost_per_million_tokens = None
         cand.reason = f"no public list price for {cand.config.gpu}: give --set gpu_hour_price=..."
+        if cand.config.provider:  # it would serve, but the plan's provider does not rent it
+            cand.feasible, cand.reason = False, f"no list price at {cand.config.provider}"
         return
     cand.gpu_hour_price = price * 3600.0  # price is usd per gpu-second in base units
     per_hour = cand.fleet_gpus * cand.gpu_hour_price
@@ -420,7 +421,7 @@ def _confirm(model: Model, question: Mapping[str, Any], cand: Candidate, rate: f
     and a configuration the solver finds infeasible is rejected with the solver's reason."""
     try:
         sol = solve_model(
-            model, ("replicas", "gpus_per_replica", "itl", "ttft", "batch"), {**question, **cand.config.given()}
+            model, ("replicas", "gpus_per_replica", "itl", "ttft", "batch"), {**question, **cand.config.priced()}
         )
     except BudgetError:
         raise
