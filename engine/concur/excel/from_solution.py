@@ -478,8 +478,8 @@ class _Builder:
                     if not preset.fields or f in preset.fields
                 }
                 if extra.pick is not None:  # the price list: the column of the provider the question chose
-                    column = self.sol.givens.picks.get(extra.name, extra.pick.default)
-                    fields = {column: extra.pick.sets}
+                    picked = self.sol.givens.picks.get(extra.name, extra.pick.default)
+                    fields = {picked: extra.pick.sets}
                 for fname, target in fields.items():
                     own = self.preset_of.get(target, (key, ""))[0] == key
                     if (
