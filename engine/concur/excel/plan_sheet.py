@@ -93,7 +93,9 @@ def write_plan_sheet(wb: Any, ws: Any, result: Any, hours: str | None = None) ->
     q = result.question
     put_text(ws, 1, 1, "Fleet plan: every configuration, cheapest first").font = style.TITLE_FONT
     ws.row_dimensions[1].height = 24
-    put_text(ws, 2, 1, ", ".join(f"{k} {v}" for k, v in q.items())).font = style.NOTE_FONT
+    providers = sorted({c.config.provider for c in result.candidates if c.config.provider})
+    priced = f"; prices: {', '.join(providers)}'s on-demand list" if providers else ""
+    put_text(ws, 2, 1, ", ".join(f"{k} {v}" for k, v in q.items()) + priced).font = style.NOTE_FONT
     # The two numbers every row's costs read sit in the price column (wide enough), labels to their left.
     put_text(ws, 3, 1, "hours per month").font = style.BOLD
     if hours is None:
@@ -128,7 +130,8 @@ def write_plan_sheet(wb: Any, ws: Any, result: Any, hours: str | None = None) ->
     for c in result.candidates:
         row += 1
         cfg = c.config
-        for j, text in enumerate((cfg.gpu, str(cfg.tp), cfg.weight_dtype, cfg.kv_dtype, cfg.engine), start=1):
+        gpu = f"{cfg.gpu} at {cfg.provider}" if len(providers) > 1 else cfg.gpu  # --provider all: whose price
+        for j, text in enumerate((gpu, str(cfg.tp), cfg.weight_dtype, cfg.kv_dtype, cfg.engine), start=1):
             put_text(ws, row, j, text)
         if c.feasible:
             put_number(ws, row, 6, c.replicas).number_format = "#,##0"
