@@ -241,3 +241,11 @@ def test_plan_python_api_takes_a_provider_axis() -> None:
     }
     res = plan_fleet(QUESTION, axes)
     assert res.feasible and res.feasible[0].gpu_hour_price == pytest.approx(3.29)
+
+
+def test_a_given_price_prices_every_row_and_names_no_provider() -> None:
+    axes = {"gpu": ["mi300x", "h100-sxm-80gb"], "tp": [1], "dtypes": [("bf16", "bf16")], "engine": ["vllm"]}
+    res = plan_fleet({**QUESTION, "gpu_hour_price": 2.0}, {**axes, "provider": ["aws"]})
+    assert {c.config.gpu for c in res.feasible} == {"mi300x", "h100-sxm-80gb"}
+    assert all(c.config.provider == "" and c.gpu_hour_price == pytest.approx(2.0) for c in res.feasible)
+    assert any("given gpu_hour_price" in n for n in res.notes)

@@ -171,7 +171,7 @@ def _grid(axes: Mapping[str, Sequence[Any]]) -> list[Config]:
         for tp in axes["tp"]
         for w, k in axes["dtypes"]
         for e in axes["engine"]
-        for p in axes.get("provider") or plan_providers(None)
+        for p in (axes["provider"] if "provider" in axes else plan_providers(None))
     ]
 
 
@@ -201,6 +201,8 @@ def plan_fleet(
             hint="narrow the axis instead: --gpus, --tp, --weight-dtypes, --kv-dtypes, --engines, --provider",
         )
     axes = dict(axes or default_axes(model, question))
+    if "gpu_hour_price" in question:  # the user's own price: no provider's list is in play
+        axes["provider"] = [""]
     configs = _grid(axes)
     if not configs:
         raise UsageError("the grid is empty", hint="every axis needs at least one value")

@@ -2,7 +2,10 @@
 
 Every given is converted with its variable's unit, checked against the variable's bounds and
 integrality, and remembered with where it came from (``given`` or ``preset gpu=...``). A given
-whose variable declares ``limit:`` is a target to meet, not an equality.
+whose variable declares ``limit:`` is a target to meet, not an equality. A catalog with a
+``pick`` (the price list) fills one variable from the column a given chooses (``provider``) or
+its default, and records what the answer must say: the price it assumed, or that the entry has
+no value in that column (:mod:`concur.lang.pick`).
 """
 
 from __future__ import annotations
