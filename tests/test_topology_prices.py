@@ -249,3 +249,22 @@ def test_a_given_price_prices_every_row_and_names_no_provider() -> None:
     assert {c.config.gpu for c in res.feasible} == {"mi300x", "h100-sxm-80gb"}
     assert all(c.config.provider == "" and c.gpu_hour_price == pytest.approx(2.0) for c in res.feasible)
     assert any("given gpu_hour_price" in n for n in res.notes)
+
+
+def test_a_workbook_looks_prices_up_in_the_chosen_providers_column(tmp_path) -> None:
+    """The gpu dropdown's price column is the chosen provider's: pick another GPU, the price follows
+    that provider's list (or reads 'not listed'), never another provider's."""
+    openpyxl = pytest.importorskip("openpyxl")
+    out = tmp_path / "fleet.xlsx"
+    args = ["export", "llm_fleet", "--find", "cost_per_month", "-o", str(out), "--set", "provider=lambda"]
+    for k, v in {**FLEET, "gpu": "h100-sxm-80gb"}.items():
+        args += ["--set", f"{k}={v}"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    ws = openpyxl.load_workbook(out)["Catalogs"]
+    head = next(
+        c for row in ws.iter_rows() for c in row if isinstance(c.value, str) and c.value.startswith("gpu_hour_price")
+    )
+    column = {ws.cell(r, 1).value: ws.cell(r, head.column).value for r in range(head.row + 1, ws.max_row + 1)}
+    assert column["h100-sxm-80gb"] == 3.99 and column["h100-pcie-80gb"] == 3.29
+    assert column["l40s"] == "not listed"  # AWS and RunPod list it; Lambda does not
