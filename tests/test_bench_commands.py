@@ -20,8 +20,25 @@ from concur.cli import cli
 # name -> (tiny options, text naming the peer, ...)
 TINY: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "limiter": (
-        ["--iterations", "200", "--repeats", "1", "--redis-iterations", "20"],
-        ("limits moving window", "pyrate-limiter", "aiolimiter AsyncLimiter.acquire", "concur / aiolimiter"),
+        [
+            "--iterations",
+            "200",
+            "--repeats",
+            "1",
+            "--redis-iterations",
+            "20",
+            "--contended-admissions",
+            "200",
+            "--contended-repeats",
+            "1",
+        ],
+        (
+            "limits moving window",
+            "pyrate-limiter",
+            "aiolimiter AsyncLimiter.acquire",
+            "concur / aiolimiter",
+            "concur / aiolimiter CPU at 1,000 waiting tasks",
+        ),
     ),
     "queue": (
         ["--iterations", "200", "--items", "200", "--repeats", "1", "--workers", "2", "--bound", "8", "--work", "10"],
