@@ -82,7 +82,8 @@ def _from_files(
         click.echo(
             f"efficiency {result.efficiency:.4f}, t_fixed {result.t_fixed * 1e3:.3f} ms, efficiency_prefill "
             f"{result.efficiency_prefill:.4f} ({result.prefill_from}); {len(runs)} runs, median |error| "
-            f"{100 * result.median_abs_error:.1f}%",
+            f"{100 * result.median_abs_error:.1f}% in-sample, {100 * result.loo_median_abs_error:.1f}% on loads "
+            f"left out ({result.loo})",
             err=True,
         )
         if not output and not catalog:
