@@ -207,3 +207,9 @@ def run_virtual(clock: FakeClock) -> Callable[[Any], Any]:
             loop.close()
 
     return run
+
+
+@pytest.fixture
+def virtual_loop(clock: FakeClock) -> Callable[[], VirtualTimeLoop]:
+    """``virtual_loop()``: a new :class:`VirtualTimeLoop` over the ``clock`` fixture (the caller closes it)."""
+    return lambda: VirtualTimeLoop(clock)

@@ -193,3 +193,24 @@ def test_many_waiters_with_random_cancellations_keep_the_queue_consistent(clock,
     assert admitted == sorted(admitted)  # whoever was admitted was admitted in arrival order
     assert len(admitted) > 100
     assert bucket.waiting == 0 and bucket._queued == pytest.approx(0.0) and bucket._timer is None
+
+
+def test_waiters_left_on_a_closed_loop_do_not_block_the_next_loop(clock, virtual_loop):
+    """A loop closed while tasks still waited (no cancellation ran): its queue is dropped, not waited on."""
+    bucket = AsyncTokenBucket(1, 1, clock, initial=0)
+    old = virtual_loop()
+    stranded = old.create_task(bucket.acquire())
+    old.run_until_complete(asyncio.sleep(0))  # the task is queued; its timer is on this loop
+    assert bucket.waiting == 1
+    old.close()  # closed with the task pending: nothing will ever serve or cancel it
+    stranded._log_destroy_pending = False  # type: ignore[attr-defined]
+    clock.advance(1.0)
+    assert bucket.try_acquire().allowed  # the stranded waiter holds nobody back
+    assert bucket.waiting == 0
+    clock.advance(1.0)
+    new = virtual_loop()
+    try:
+        assert new.run_until_complete(bucket.acquire()) is True
+        assert new.run_until_complete(bucket.acquire()) is True  # waits 1 s of virtual time on the new loop
+    finally:
+        new.close()

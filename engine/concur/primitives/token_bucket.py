@@ -81,7 +81,9 @@ its tokens were handed over but before it ran gives them back to the bucket. Onl
 the loop thread touches the queue; the token state stays under the bucket's lock,
 so plain threads may still call ``try_acquire`` (a thread that slips a token in
 between a check and an enqueue can delay the head by that token; the per-waiter
-deadline timer still ends the wait on time).
+deadline timer still ends the wait on time). Waiters stranded on an event loop that
+was closed while they waited (never cancelled) are dropped by the next caller, so a
+bucket reused on a new loop is not held back by a queue nobody will serve.
 
 Non-goals.
 
@@ -376,14 +378,14 @@ class AsyncTokenBucket:
         While waiters are queued it is denied (no barging past the queue), with
         ``retry_after`` the time until the queue ahead and ``n`` are paid for.
         """
-        if not self._live:
+        if not self._live or self._abandoned():
             return self._bucket.try_acquire(n)
         return self._behind_queue(self._bucket.peek(n), n)
 
     def peek(self, n: float = 1) -> Decision:
         """What ``try_acquire(n)`` would decide now, without debiting."""
         decision = self._bucket.peek(n)
-        return decision if not self._live else self._behind_queue(decision, n)
+        return decision if not self._live or self._abandoned() else self._behind_queue(decision, n)
 
     def _behind_queue(self, decision: Decision, n: float) -> Decision:
         """A denial for ``n`` queued behind ``_queued`` tokens of waiters."""
@@ -402,7 +404,7 @@ class AsyncTokenBucket:
         bucket = self._bucket
         # the deadline (and a NaN check) only for callers who gave a timeout
         deadline = _INF if timeout is None else acquire_deadline(bucket._clock, timeout)
-        if not self._live:  # nobody queued: the admitted path is one try_acquire
+        if not self._live or self._abandoned():  # nobody queued: the admitted path is one try_acquire
             decision = bucket.try_acquire(n)
             if decision[0]:
                 return True
@@ -439,6 +441,19 @@ class AsyncTokenBucket:
             elif future.cancelled():
                 self._drop(entry)
             raise
+
+    def _abandoned(self) -> bool:
+        """True (and the queue emptied) when the queued waiters belong to an event loop that was
+        closed with them still waiting: they will never be served, and must not hold anyone back."""
+        waiters = self._waiters
+        if not waiters or not waiters[0][0].get_loop().is_closed():
+            return False
+        for entry in waiters:
+            self._uncount(entry)
+        waiters.clear()
+        self._timer = None
+        self._queued = 0.0
+        return True
 
     def _uncount(self, entry: list[Any]) -> None:
         """Take a waiter out of ``_live`` and ``_queued``, once (whoever sees it first)."""
