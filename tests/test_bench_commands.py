@@ -20,8 +20,25 @@ from concur.cli import cli
 # name -> (tiny options, text naming the peer, ...)
 TINY: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "limiter": (
-        ["--iterations", "200", "--repeats", "1", "--redis-iterations", "20"],
-        ("limits moving window", "pyrate-limiter", "aiolimiter AsyncLimiter.acquire", "concur / aiolimiter"),
+        [
+            "--iterations",
+            "200",
+            "--repeats",
+            "1",
+            "--redis-iterations",
+            "20",
+            "--contended-admissions",
+            "200",
+            "--contended-repeats",
+            "1",
+        ],
+        (
+            "limits moving window",
+            "pyrate-limiter",
+            "aiolimiter AsyncLimiter.acquire",
+            "concur / aiolimiter",
+            "concur / aiolimiter CPU at 1,000 waiting tasks",
+        ),
     ),
     "queue": (
         ["--iterations", "200", "--items", "200", "--repeats", "1", "--workers", "2", "--bound", "8", "--work", "10"],
@@ -32,8 +49,27 @@ TINY: dict[str, tuple[list[str], tuple[str, ...]]] = {
         ("peer: an int under a threading.Lock", "ShardedCounter / int+lock"),
     ),
     "deque": (
-        ["--no-native", "--runs", "1", "--n", "20000", "--leaf", "1000", "--max-workers", "2", "--fib", "8"],
-        ("ThreadPoolExecutor / pool", "peer ThreadPoolExecutor", "multiprocessing.Pool"),
+        [
+            "--no-native",
+            "--runs",
+            "1",
+            "--n",
+            "20000",
+            "--leaf",
+            "1000",
+            "--max-workers",
+            "2",
+            "--fib",
+            "8",
+            "--owner-ops",
+            "2000",
+        ],
+        (
+            "ThreadPoolExecutor / pool",
+            "peer ThreadPoolExecutor",
+            "multiprocessing.Pool",
+            "WorkStealingDeque / deque+Lock",
+        ),
     ),
     "solve": (["--runs", "1"], ("python -c pass", "x bare")),
     "scale": (

@@ -80,11 +80,21 @@ def test_five_vllm_files_give_back_the_constants(vllm_files: list[Path]) -> None
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout.strip().splitlines()[-1])
-    assert set(out) == {"efficiency", "t_fixed", "efficiency_prefill", "points", "median_abs_error"}
+    assert set(out) == {
+        "efficiency",
+        "t_fixed",
+        "efficiency_prefill",
+        "points",
+        "median_abs_error",
+        "loo_median_abs_error",
+        "loo",
+    }
     assert out["efficiency"] == pytest.approx(0.7, abs=0.03)
     assert out["t_fixed"]["unit"] == "ms" and out["t_fixed"]["value"] == pytest.approx(3.0, abs=0.3)
     assert out["efficiency_prefill"] == pytest.approx(0.5, abs=0.05)
     assert out["points"] == 5 and out["median_abs_error"] < 0.01
+    # each load predicted by a fit on the other four: the pack's own data, so still close
+    assert out["loo"] == "leave one load out (5 fits)" and out["loo_median_abs_error"] < 0.01
 
 
 def test_ttft_pins_the_prefill_efficiency(tmp_path: Path) -> None:
@@ -275,3 +285,158 @@ def test_from_needs_the_configuration(vllm_files: list[Path], capsys: pytest.Cap
     with pytest.raises(SystemExit) as stop:
         main(["calibrate", "--from", str(vllm_files[0]), "--set", "gpu=h100-sxm-80gb"])
     assert stop.value.code == 2 and "--set model=" in capsys.readouterr().err
+
+
+# --- honest calibration: what the runs cannot identify is refused, and held-out error is reported ---
+
+
+def _write_vllm(folder: Path, loads: list[tuple[int, int, int]], truth: dict[str, object] = TRUTH) -> list[str]:
+    """One ``vllm bench serve`` result per load, made by the pack with ``truth``."""
+    files = []
+    for c, isl, osl in loads:
+        sol = concur.solve(
+            packs=["llm_throughput"],
+            find=["t_step_served", "served_tokens_per_s"],
+            given={**CONFIG, **truth, "concurrency": f"{c} request", "input_tokens": isl, "output_tokens": osl},
+        )
+        doc = {
+            "backend": "sglang",
+            "max_concurrency": c,
+            "completed": COMPLETED,
+            "total_input_tokens": COMPLETED * isl,
+            "total_output_tokens": COMPLETED * osl,
+            "output_throughput": sol.value("served_tokens_per_s", "token/s"),
+            "mean_tpot_ms": sol.value("t_step_served", "ms"),
+        }
+        path = folder / f"run-c{c}-{isl}-{osl}.json"
+        path.write_text(json.dumps(doc))
+        files.append(f"--from={path}")
+    return files
+
+
+def test_two_concurrencies_cannot_fit_three_constants(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The red-team case: two runs fitted three constants exactly (median error 0.0) with wrong values."""
+    files = _write_vllm(tmp_path, [(1, 128, 512), (8, 128, 512)])
+    with pytest.raises(SystemExit) as stop:
+        main(["calibrate", *files, *SETS, "--json"])
+    err = json.loads(capsys.readouterr().out)["error"]
+    assert stop.value.code == 2 and err["code"] == 2
+    assert (
+        "3 constants (efficiency, t_fixed, efficiency_prefill) need runs at 4 or more distinct loads"
+        in (err["message"])
+    )
+    assert "got 2: 1@128/512, 8@128/512" in err["message"] and "--max-concurrency" in err["hint"]
+    with pytest.raises(SystemExit) as stop:
+        main(["calibrate", *files, *SETS])
+    captured = capsys.readouterr()
+    assert stop.value.code == 2 and captured.err.count("\n") == 1 and "Traceback" not in captured.err  # one line
+
+
+@pytest.mark.parametrize(
+    "loads, blind",
+    [
+        # same prompts, small batches: every step reads the same weights, so efficiency and a fixed cost trade off
+        ([(1, 256, 256), (2, 256, 256), (4, 256, 256), (8, 256, 256)], "efficiency"),
+    ],
+)
+def test_loads_that_cannot_tell_the_constants_apart_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[tuple[int, int, int]], blind: str
+) -> None:
+    files = _write_vllm(tmp_path, loads)
+    with pytest.raises(SystemExit) as stop:
+        main(["calibrate", *files, *SETS])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2
+    assert f"the runs cannot identify {blind}" in err and "add runs whose loads differ more" in err
+
+
+def test_a_prefill_the_steps_hide_is_refused_unless_ttft_fixes_it(tmp_path: Path) -> None:
+    """vLLM-style overlap with short prompts: the prefill hides in memory-bound steps, so no run
+    depends on efficiency_prefill and it cannot be fitted."""
+    from concur.analysis.bench_import import Run, fit_runs
+
+    truth = {**TRUTH, "prefill_overlap": 1}
+    runs = []
+    for c in (1, 2, 4, 8):
+        sol = concur.solve(
+            packs=["llm_throughput"],
+            find=["t_step_served", "served_tokens_per_s"],
+            given={
+                **CONFIG,
+                **truth,
+                "concurrency": f"{c} request",
+                "input_tokens": 32,
+                "output_tokens": 1024 + 64 * c,
+            },
+        )
+        runs.append(
+            Run(
+                f"r{c}",
+                "vllm",
+                c,
+                32,
+                1024 + 64 * c,
+                sol.value("t_step_served", "ms"),
+                sol.value("served_tokens_per_s", "token/s"),
+                None,
+                "vllm",
+            )
+        )
+    with pytest.raises(concur.errors.UsageError, match="cannot identify efficiency_prefill"):
+        fit_runs(runs, {**CONFIG, "prefill_overlap": 1})
+
+
+def test_load_terms_match_one_solve_per_load() -> None:
+    from concur.analysis.calibration import _terms, load_terms
+
+    loads = [(1.0, 128.0, 512.0), (16.0, 256.0, 1024.0), (33.3, 2048.5, 512.0), (1.0, 128.0, 512.0)]
+    many = load_terms(CONFIG, loads)
+    for (c, isl, osl), got in zip(loads, many, strict=True):
+        one = _terms({**CONFIG, "concurrency": c, "input_tokens": isl, "output_tokens": osl})
+        assert set(got) == set(one)
+        for key, value in one.items():
+            assert got[key] == (pytest.approx(value, rel=1e-9) if isinstance(value, float) else value), key
+
+
+def test_thousands_of_runs_at_distinct_loads_give_back_the_constants() -> None:
+    """2,000 runs with lengths varying run to run (as sampled datasets do) and +-3 % noise: the
+    coarse-to-fine fit on growing samples recovers the truth, and 10 folds of loads are held out."""
+    import random
+
+    from concur.analysis.bench_import import Run, fit_runs
+    from concur.analysis.calibration import load_terms
+
+    rng = random.Random(2)
+    loads = [
+        (
+            float(rng.choice([1, 2, 4, 8, 16, 32, 64, 128])),
+            round(rng.uniform(100, 2000), 1),
+            round(rng.uniform(100, 1000), 1),
+        )
+        for _ in range(2000)
+    ]
+    runs = []
+    for (c, isl, osl), t in zip(loads, load_terms(CONFIG, loads), strict=True):
+        memory, compute = t["memory_time"] / 0.7, t["compute_time"] / (t["flops_fraction"] * 0.7)
+        tpot = max(memory, compute) + t["t_comm"] + 0.003 + c * t["prefill_time"] / 0.5 / osl  # sglang: no overlap
+        noise = 1 + rng.uniform(-0.03, 0.03)
+        runs.append(Run(f"r{len(runs)}", "sglang", c, isl, osl, 1000 * tpot * noise, c / tpot / noise, None, "sglang"))
+    result = fit_runs(runs, CONFIG)
+    assert result.efficiency == pytest.approx(0.7, abs=0.02)
+    assert result.t_fixed == pytest.approx(0.003, abs=0.0003)
+    assert result.efficiency_prefill == pytest.approx(0.5, abs=0.02)
+    assert result.loo == "10 folds of the 2000 loads"
+    assert 0.005 < result.loo_median_abs_error < 0.02  # the noise, not an in-sample 0
+
+
+def test_fit_points_reports_held_out_error_and_refuses_too_few_loads(tmp_path: Path) -> None:
+    from concur.analysis.bench_import import _points
+    from concur.analysis.calibration import fit_points
+
+    runs = [run for f in _vllm_files(tmp_path) for run in read_runs(f)]
+    points = [pair[0] for pair in _points(runs, CONFIG, 0.0)]
+    fit = fit_points(points)
+    assert fit.efficiency == pytest.approx(0.7, abs=0.03) and fit.loo == "leave one load out (5 fits)"
+    assert fit.loo_median_abs_error < 0.01
+    with pytest.raises(ValueError, match=r"needs points at 4 or more distinct loads .*, got 2"):
+        fit_points(points[:2])

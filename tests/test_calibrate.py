@@ -37,10 +37,11 @@ def test_fit_recovers_efficiency_and_fixed_cost(eff, t_fixed):
 
 def test_fit_never_returns_a_negative_fixed_cost():
     # times that extrapolate below zero at zero bytes: refitted through the origin
-    samples = [Sample(1, 0.9e-3, 1e9), Sample(2, 2.1e-3, 2e9)]
+    samples = [Sample(1, 0.9e-3, 1e9), Sample(2, 2.1e-3, 2e9), Sample(4, 4.3e-3, 4e9)]
     fit = fit_step_times(samples, 1e12)
     assert fit.t_fixed == 0.0
-    assert fit.efficiency == pytest.approx(1 / ((0.9e-3 * 1e9 + 2.1e-3 * 2e9) / 5e18 * 1e12))
+    xy = 0.9e-3 * 1e9 + 2.1e-3 * 2e9 + 4.3e-3 * 4e9
+    assert fit.efficiency == pytest.approx(1 / (xy / 21e18 * 1e12))
 
 
 def test_fit_with_noise_reports_its_error():
@@ -48,14 +49,22 @@ def test_fit_with_noise_reports_its_error():
     noisy = [Sample(s.batch, s.t_step * (1.05 if i % 2 else 0.95), s.bytes) for i, s in enumerate(samples)]
     fit = fit_step_times(noisy, 2e12)
     assert 0.5 < fit.efficiency < 0.7 and 0 < fit.median_abs_error < 0.1
+    # each batch size predicted by a line through the others: worse than in-sample, never better
+    assert fit.median_abs_error < fit.loo_median_abs_error < 0.3
 
 
 @pytest.mark.parametrize(
     "samples, bw, match",
     [
-        ([Sample(1, 1e-3, 1e9), Sample(2, 2e-3, 1e9)], 1e12, "two batch sizes"),
-        ([Sample(1, 1e-3, 1e9), Sample(2, 2e-3, 2e9)], 0.0, "bandwidth must be positive"),
-        ([Sample(1, 3e-3, 1e9), Sample(2, 1e-3, 2e9)], 1e12, "does not grow"),
+        ([Sample(1, 1e-3, 1e9), Sample(2, 2e-3, 1e9)], 1e12, "three or more batch sizes"),
+        # two sizes: a line through them fits exactly (error 0) and proves nothing
+        (
+            [Sample(1, 1e-3, 1e9), Sample(2, 2e-3, 2e9)],
+            1e12,
+            "three or more batch sizes with different bytes read, got 2",
+        ),
+        ([Sample(1, 1e-3, 1e9), Sample(2, 2e-3, 2e9), Sample(4, 4e-3, 4e9)], 0.0, "bandwidth must be positive"),
+        ([Sample(1, 3e-3, 1e9), Sample(2, 1e-3, 2e9), Sample(4, 0.5e-3, 4e9)], 1e12, "does not grow"),
     ],
 )
 def test_fit_refuses_what_it_cannot_fit(samples, bw, match):
@@ -79,7 +88,7 @@ def test_shapes_from_the_catalog():
 
 
 def test_catalog_entry_carries_the_measurement():
-    samples = _samples(0.5, 1e-3, 1e12, sizes=(1e9, 3e9))
+    samples = _samples(0.5, 1e-3, 1e12, sizes=(1e9, 3e9, 5e9))
     fit = fit_step_times(samples, 1e12)
     meta = {
         "device": "cpu",
@@ -96,8 +105,9 @@ def test_catalog_entry_carries_the_measurement():
     assert doc["catalog"] == "engines"
     assert entry["efficiency"]["value"] == 0.5 and entry["t_fixed"]["value"] == 1.0  # t_fixed in ms
     assert "synthetic decode step" in entry["efficiency"]["source"]
-    # 1 GB at 1 TB/s: bound 1 ms, step 2 + 1 ms; 3 GB: bound 3 ms, step 6 + 1 ms
-    assert [p["measured_over_bound"] for p in entry["measurement"]["points"]] == [3.0, 2.333]
+    # 1 GB at 1 TB/s: bound 1 ms, step 2 + 1 ms; 3 GB: bound 3 ms, step 6 + 1 ms; 5 GB: 10 + 1 ms
+    assert [p["measured_over_bound"] for p in entry["measurement"]["points"]] == [3.0, 2.333, 2.2]
+    assert "0.0% leaving one batch size out" in entry["efficiency"]["source"]
 
 
 def test_cli_without_torch_is_a_one_line_usage_error(monkeypatch, capsys):

@@ -3,6 +3,7 @@ throwaway redis-servers on loopback (one per session, private ones per test, a c
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import shutil
@@ -167,3 +168,48 @@ def fleet() -> Callable[..., tuple[list[Any], float]]:
         return outcomes, (_server_time_us(clock_client) - begin) / 1e6
 
     return run
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An event loop whose ``time()`` is a :class:`FakeClock`: where a real loop would
+    block in ``select`` until the next timer, this one advances the clock to it at once.
+    Timers therefore fire in due order at exact fake times, with no real waiting. A loop
+    with nothing scheduled and nothing ready would block forever: that is a failure."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self._fake_clock = clock
+        real_select = self._selector.select  # type: ignore[attr-defined]
+
+        def select(timeout: float | None = None) -> Any:
+            if timeout is None:
+                raise AssertionError("the event loop would block forever: nothing is scheduled")
+            if timeout > 0:
+                clock.advance(timeout)
+            return real_select(0)
+
+        self._selector.select = select  # type: ignore[attr-defined]
+
+    def time(self) -> float:
+        return self._fake_clock.now
+
+
+@pytest.fixture
+def run_virtual(clock: FakeClock) -> Callable[[Any], Any]:
+    """``run_virtual(coro)``: run ``coro`` to completion on a fresh :class:`VirtualTimeLoop`
+    whose time is the ``clock`` fixture."""
+
+    def run(coro: Any) -> Any:
+        loop = VirtualTimeLoop(clock)
+        try:
+            return loop.run_until_complete(coro)
+        finally:
+            loop.close()
+
+    return run
+
+
+@pytest.fixture
+def virtual_loop(clock: FakeClock) -> Callable[[], VirtualTimeLoop]:
+    """``virtual_loop()``: a new :class:`VirtualTimeLoop` over the ``clock`` fixture (the caller closes it)."""
+    return lambda: VirtualTimeLoop(clock)

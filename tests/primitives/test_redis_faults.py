@@ -325,7 +325,7 @@ def test_tls_works_and_a_certificate_that_does_not_verify_raises(redis_server, t
 
 def test_closed_port_twenty_decisions_in_under_three_seconds(closed_port):
     client = redis.Redis(host="127.0.0.1", port=closed_port)  # the documented client, its default retries
-    bucket = RedisTokenBucket(client, "k", 10, 2)  # on_error="open"
+    bucket = RedisTokenBucket(client, "k", 10, 2, on_error="open")
     decisions, seconds = ride_out(bucket)
     assert decisions == [Decision(True, 9.0, 0.0)] * 20
     assert bucket.errors == 20 and bucket.breaker.opened == 1
@@ -334,7 +334,7 @@ def test_closed_port_twenty_decisions_in_under_three_seconds(closed_port):
 
 def test_unavailable_redis_uses_the_policy(closed_port, clock):
     client = redis.Redis(host="127.0.0.1", port=closed_port)
-    assert RedisTokenBucket(client, "k", 10, 2).try_acquire(3) == Decision(True, 7.0, 0.0)
+    assert RedisTokenBucket(client, "k", 10, 2, on_error="open").try_acquire(3) == Decision(True, 7.0, 0.0)
     closed = guarded(client, clock, rate=2, on_error="closed")
     assert closed.try_acquire(3) == Decision(False, 0.0, 1.5)
     assert closed.acquire(timeout=0) is False
@@ -351,6 +351,26 @@ def test_unavailable_redis_uses_the_policy(closed_port, clock):
     bad = guarded(client, clock, on_error=lambda exc, n: True)
     with pytest.raises(TypeError, match="must return a Decision"):
         bad.try_acquire()
+
+
+def test_the_default_policy_keeps_a_local_share_of_the_limit(closed_port, clock):
+    """on_error="local" (the default): a quarter of the policy for one of 4 processes, paced on the clock."""
+    client = redis.Redis(host="127.0.0.1", port=closed_port)
+    bucket = RedisTokenBucket(
+        client, "k", 8, 4, processes=4, clock=clock, breaker=CircuitBreaker(clock=clock, jitter=lambda: 0.0)
+    )
+    assert (bucket.processes, bucket.local.capacity, bucket.local.rate) == (4, 2.0, 1.0)
+    got = [bucket.try_acquire() for _ in range(3)]
+    assert [d.allowed for d in got] == [True, True, False]  # its share of the burst: 2 of 8
+    assert got[2].retry_after == pytest.approx(1.0)  # its share of the rate: 1 of 4 per second
+    assert not bucket.try_acquire(3).allowed  # more than its share of the burst: denied for the outage
+    clock.advance(10.0)  # the breaker probes again (refused) and the local bucket refilled
+    assert [bucket.try_acquire().allowed for _ in range(3)] == [True, True, False]
+    assert bucket.errors == 7 and bucket.breaker.failures == 2
+    assert RedisTokenBucket(client, "k", 8, 4, processes=16).local.capacity == 1.0  # at least one token
+    for bad in (0, -1, 2.5, True, "8"):
+        with pytest.raises(ValueError, match="processes"):
+            RedisTokenBucket(client, "k", 8, 4, processes=bad)
 
 
 def test_a_connect_that_hangs_is_bounded_by_the_budget(clock):

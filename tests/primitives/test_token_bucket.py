@@ -139,12 +139,11 @@ def test_infinite_rate_with_a_frozen_clock_never_waits():
 
 
 def test_async_infinite_rate_with_a_frozen_clock_never_waits():
-    async def never(seconds: float) -> None:
-        no_sleep(seconds)
-
     async def scenario() -> list[bool]:
-        bucket = AsyncTokenBucket(2, math.inf, lambda: 5.0, initial=0, sleep=never)
-        return [await bucket.acquire(2, timeout=1) for _ in range(5)]
+        bucket = AsyncTokenBucket(2, math.inf, lambda: 5.0, initial=0)
+        got = [await bucket.acquire(2, timeout=1) for _ in range(5)]
+        assert bucket.waiting == 0
+        return got
 
     assert asyncio.run(scenario()) == [True] * 5
 
@@ -288,18 +287,16 @@ def test_eight_threads_admit_exactly_capacity(fast_switching):
 # --- asyncio -------------------------------------------------------------------------
 
 
-def test_async_bucket_with_fake_clock(clock):
-    async def fake_sleep(seconds: float) -> None:
-        clock.sleep(seconds)
-
+def test_async_bucket_with_fake_clock(clock, run_virtual):
     async def scenario() -> list[bool]:
-        bucket = AsyncTokenBucket(2, 4, clock, initial=0, sleep=fake_sleep)
+        bucket = AsyncTokenBucket(2, 4, clock, initial=0)
         assert bucket.capacity == 2 and bucket.rate == 4
         assert bucket.try_acquire() == Decision(False, 0.0, 0.25)
         return [await bucket.acquire(2), await bucket.acquire(1, timeout=0.1)]
 
-    assert asyncio.run(scenario()) == [True, False]
-    assert clock.log == ["S0.50"]
+    start = clock.now
+    assert run_virtual(scenario()) == [True, False]
+    assert clock.now == start + 0.5  # one wait of 0.5 s; the refused call did not wait
 
 
 def test_async_bucket_default_clock_is_monotonic_and_needs_no_loop():

@@ -19,8 +19,13 @@ ENGINE = Path(__file__).resolve().parents[2] / "engine"
 
 
 # -- deque, single thread ------------------------------------------------------
-def test_owner_pops_lifo_thief_steals_fifo() -> None:
-    d = WorkStealingDeque()
+VARIANTS = pytest.mark.parametrize("locked", [False, True], ids=["atomic-deque", "locked"])
+
+
+@VARIANTS
+def test_owner_pops_lifo_thief_steals_fifo(locked) -> None:
+    d = WorkStealingDeque(locked=locked)
+    assert d.locked is locked
     for i in range(1, 6):
         d.push(i)
     assert [d.pop() for _ in range(3)] == [5, 4, 3]
@@ -31,22 +36,25 @@ def test_owner_pops_lifo_thief_steals_fifo() -> None:
     assert d.is_empty() and len(d) == 0
 
 
-def test_growth_and_shrink_keep_contents() -> None:
-    d = WorkStealingDeque()
+def test_the_default_variant_follows_the_interpreter() -> None:
+    assert WorkStealingDeque().locked is (not ws_deque._GIL)
+
+
+@VARIANTS
+def test_many_items_keep_their_order(locked) -> None:
+    d = WorkStealingDeque(locked=locked)
     for i in range(1000):
         d.push(i)
-    assert len(d._buf) >= 1024
     stolen = [d.steal()[1] for _ in range(300)]
-    popped = [d.pop() for _ in range(690)]
-    assert len(d._buf) < 1024  # shrank once fewer than a quarter of the slots were used
-    rest = [d.pop() for _ in range(10)]
+    popped = [d.pop() for _ in range(700)]
     assert stolen == list(range(300))
-    assert popped + rest == list(range(999, 299, -1))
-    assert d.pop() is None
+    assert popped == list(range(999, 299, -1))
+    assert d.pop() is None and d.steal() == (Steal.EMPTY, None)
 
 
-def test_none_rejected_and_non_owner_refused() -> None:
-    d = WorkStealingDeque()
+@VARIANTS
+def test_none_rejected_and_non_owner_refused(locked) -> None:
+    d = WorkStealingDeque(locked=locked)
     with pytest.raises(ValueError, match="None"):
         d.push(None)
     d.push(1)
@@ -66,18 +74,18 @@ def test_none_rejected_and_non_owner_refused() -> None:
     assert d.pop() == 1
 
 
-def test_steal_reports_retry_while_top_is_contended() -> None:
-    d = WorkStealingDeque()
+def test_locked_steal_reports_retry_while_the_lock_is_held() -> None:
+    d = WorkStealingDeque(locked=True)
     d.push("x")
-    with d._top_lock:  # another thief is mid-steal
+    with d._lock:  # the owner or another thief is mid-operation
         assert d.steal() == (Steal.RETRY, None)
     assert d.steal() == (Steal.SUCCESS, "x")
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.sampled_from(["push", "pop", "steal"]), max_size=300))
-def test_matches_sequential_model(ops) -> None:
-    d: WorkStealingDeque[int] = WorkStealingDeque()
+@given(st.lists(st.sampled_from(["push", "pop", "steal"]), max_size=300), st.booleans())
+def test_matches_sequential_model(ops, locked) -> None:
+    d: WorkStealingDeque[int] = WorkStealingDeque(locked=locked)
     model: collections.deque[int] = collections.deque()
     for i, op in enumerate(ops):
         if op == "push":
@@ -92,9 +100,10 @@ def test_matches_sequential_model(ops) -> None:
 
 
 # -- deque, concurrent -----------------------------------------------------------
-def test_every_item_taken_exactly_once_owner_and_four_thieves(fast_switching) -> None:
+@VARIANTS
+def test_every_item_taken_exactly_once_owner_and_four_thieves(fast_switching, locked) -> None:
     """D3: multiset conservation with 1 owner (pushing and popping) and 4 thieves."""
-    d: WorkStealingDeque[int] = WorkStealingDeque()
+    d: WorkStealingDeque[int] = WorkStealingDeque(locked=locked)
     n = 20_000
     owner_got: list[int] = []
     thief_got: list[list[int]] = [[] for _ in range(4)]
@@ -135,9 +144,10 @@ def test_every_item_taken_exactly_once_owner_and_four_thieves(fast_switching) ->
     assert sum(map(len, thief_got)) > 0  # the thieves really took part
 
 
-def test_last_item_race_has_exactly_one_winner(fast_switching) -> None:
+@VARIANTS
+def test_last_item_race_has_exactly_one_winner(fast_switching, locked) -> None:
     """D4: owner pop vs thief steal of a single item, many rounds."""
-    d: WorkStealingDeque[int] = WorkStealingDeque()
+    d: WorkStealingDeque[int] = WorkStealingDeque(locked=locked)
     rounds = 400
     start = threading.Barrier(2)
     end = threading.Barrier(2)

@@ -22,6 +22,16 @@ prompts are short, which the JSON output's error says.
 Worked example: five files at concurrency 1..64 of Llama-3.1-8B bf16 on one H100, made by the
 pack with efficiency 0.7 and t_fixed 3 ms, give back 0.70 and 3.0 ms (``tests/test_bench_import.py``).
 
+**Honesty.** A run's TPOT and throughput are one number, so k distinct loads determine at
+most k constants: with fewer than the constants fitted plus one the fit refuses (exit 2,
+naming the loads it needs), as it does when the loads cannot tell two constants apart
+(:func:`concur.analysis.calibration.unidentified`); and beside the in-sample error it reports
+the error on loads left out of the fit (leave one load out, or 10 folds of loads beyond 10).
+
+**Cost.** The pack's terms come from one vectorised sweep over the distinct loads
+(:func:`concur.analysis.calibration.load_terms`) and the search runs coarse to fine on growing
+samples (:func:`concur.analysis.calibration.fast_fit`): 10,000 runs take about 3 s of CPU.
+
 **Non-goals.** Disaggregated prefill/decode, several replicas behind one endpoint (divide the
 throughput yourself), speculative decoding, per-request files (``--save-detailed`` arrays are
 ignored).
@@ -38,7 +48,18 @@ from typing import Any
 
 from ..errors import UsageError
 from ..readfile import FileRefused, read_regular
-from .calibration import Point, grid_fit, log_errors, median, point_from
+from .calibration import (
+    FITTED,
+    Point,
+    cross_validated_error,
+    distinct_loads,
+    fast_fit,
+    load_terms,
+    median,
+    point_from,
+    point_log_errors,
+    unidentified,
+)
 
 __all__ = ["ENGINE_OVERLAP", "CalibrationResult", "Run", "catalog_document", "fit_runs", "read_runs"]
 
@@ -188,7 +209,8 @@ def read_runs(path: str | Path) -> list[Run]:
 
 @dataclass(frozen=True)
 class CalibrationResult:
-    """What ``--from`` fitted: per-step ``t_fixed`` in seconds, the runs and the median error over them."""
+    """What ``--from`` fitted: per-step ``t_fixed`` in seconds, the runs, the in-sample median error
+    and the cross-validated one (each load predicted by a fit that did not see it)."""
 
     efficiency: float
     t_fixed: float
@@ -197,6 +219,8 @@ class CalibrationResult:
     runs: tuple[Run, ...]
     median_abs_error: float
     prefill_from: str  # "TTFT of <run>" or "fitted"
+    loo_median_abs_error: float = math.nan
+    loo: str = ""  # how the loads were left out
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -205,6 +229,8 @@ class CalibrationResult:
             "efficiency_prefill": round(self.efficiency_prefill, 4),
             "points": len(self.runs),
             "median_abs_error": round(self.median_abs_error, 4),
+            "loo_median_abs_error": round(self.loo_median_abs_error, 4),
+            "loo": self.loo,
         }
 
 
@@ -219,10 +245,13 @@ def _overlap(runs: Sequence[Run], given: Mapping[str, Any]) -> float:
 
 
 def _points(runs: Sequence[Run], config: Mapping[str, Any], overlap: float) -> list[tuple[Point, Point]]:
-    """Per run, one point measured by its per-user rate (TPOT) and one by its per-GPU throughput."""
+    """Per run, one point measured by its per-user rate (TPOT) and one by its per-GPU throughput.
+
+    The pack's terms come from one vectorised sweep over the runs' distinct loads."""
     gpus = int(config.get("tp", 1)) * int(config.get("pp", 1))
+    terms = load_terms(config, [(r.concurrency, r.input_tokens, r.output_tokens) for r in runs])
     out = []
-    for run in runs:
+    for run, term in zip(runs, terms, strict=True):
         user = point_from(
             run.label,
             config,
@@ -234,25 +263,49 @@ def _points(runs: Sequence[Run], config: Mapping[str, Any], overlap: float) -> l
             source_group=run.label,
             measured_per_gpu=None,
             measured_per_user=1000.0 / run.tpot_ms,
+            terms=term,
         )
         out.append((user, replace(user, measured_per_user=None, measured_per_gpu=run.output_throughput / gpus)))
     return out
+
+
+def _loads_text(runs: Sequence[Run]) -> str:
+    loads = sorted({(r.concurrency, r.input_tokens, r.output_tokens) for r in runs})
+    shown = ", ".join(f"{c:g}@{i:g}/{o:g}" for c, i, o in loads[:6])
+    return shown + (f" and {len(loads) - 6} more" if len(loads) > 6 else "")
 
 
 def fit_runs(runs: Sequence[Run], given: Mapping[str, Any]) -> CalibrationResult:
     """Fit efficiency, t_fixed and efficiency_prefill on ``runs`` for the configuration ``given``
     (pack givens: ``model``, ``gpu``, ``tp``, dtypes...; ``prefill_overlap`` optional).
 
-    Raises :class:`UsageError` with fewer than two runs or two runs at one concurrency only.
+    Raises :class:`UsageError` (exit 2) when the runs cannot identify what is fitted: fewer
+    than two concurrencies, fewer distinct loads (concurrency, input and output lengths) than
+    the constants fitted plus one -- a run's TPOT and throughput are one number, so k loads
+    determine at most k constants and one more is needed to see an error -- or loads whose
+    sensitivities cannot tell two constants apart (:func:`unidentified`). Reports the
+    in-sample error and the cross-validated one (:func:`cross_validated_error`).
     """
-    if len(runs) < 2 or len({round(r.concurrency, 6) for r in runs}) < 2:
+    concurrencies = sorted({r.concurrency for r in runs})
+    if len(runs) < 2 or len({round(c, 6) for c in concurrencies}) < 2:
         raise UsageError(
-            f"a fit needs runs at two or more concurrencies, got {len(runs)} run(s) at "
-            f"{sorted({r.concurrency for r in runs})}",
+            f"a fit needs runs at two or more concurrencies, got {len(runs)} run(s) at {concurrencies[:6]}",
             hint="benchmark with --max-concurrency 1, 8, 32 ...",
         )
     config = {k: v for k, v in given.items() if k != "prefill_overlap"}
     overlap = _overlap(runs, given)
+    timed_runs = [r for r in runs if r.ttft_ms is not None and r.ttft_ms > r.tpot_ms]
+    fitted = FITTED[:2] if timed_runs else FITTED
+    loads = {(round(r.concurrency, 6), round(r.input_tokens, 3), round(r.output_tokens, 3)) for r in runs}
+    if len(loads) < len(fitted) + 1:
+        raise UsageError(
+            f"{len(fitted)} constants ({', '.join(fitted)}) need runs at {len(fitted) + 1} or more distinct loads "
+            f"(concurrency and mean input/output lengths), got {len(loads)}: {_loads_text(runs)}; "
+            "a run's TPOT and throughput are one number, so fewer loads fit any constants exactly and "
+            "prove nothing",
+            hint="add runs at other concurrencies (e.g. --max-concurrency 1, 4, 16, 64) or prompt/output lengths"
+            + ("" if timed_runs else ", or results with mean_ttft_ms (which fixes efficiency_prefill)"),
+        )
     pairs = _points(runs, config, overlap)
     flat = [p for pair in pairs for p in pair]
     eta_p = None
@@ -264,9 +317,18 @@ def fit_runs(runs: Sequence[Run], given: Mapping[str, Any]) -> CalibrationResult
         if spare > 0:
             eta_p = min(1.0, max(0.05, point.prefill_time / spare))
             prefill_from = f"TTFT of {run.label} (concurrency {run.concurrency:g})"
-    eff, tf, ep = grid_fit(flat, eta_p)
-    errs = [abs(math.expm1(float(x))) for x in log_errors(flat, eff, tf, ep)]
-    return CalibrationResult(eff, tf, ep, overlap, tuple(runs), median(errs), prefill_from)
+    eff, tf, ep = fast_fit(flat, eta_p)
+    blind = unidentified(flat, eta_p, (eff, tf, ep))
+    if blind is not None:
+        raise UsageError(
+            f"the runs cannot identify {blind}: across their {len(distinct_loads(flat))} loads "
+            f"({_loads_text(runs)}) its effect on TPOT and throughput is not separable from the other constants'",
+            hint="add runs whose loads differ more (concurrency from 1 to where the GPU saturates, short and "
+            "long prompts)" + ("" if eta_p is not None else ", or results with mean_ttft_ms"),
+        )
+    errs = [abs(math.expm1(float(x))) for x in point_log_errors(flat, eff, tf, ep)]
+    loo, how = cross_validated_error(flat, eta_p)
+    return CalibrationResult(eff, tf, ep, overlap, tuple(runs), median(errs), prefill_from, loo, how)
 
 
 def catalog_document(result: CalibrationResult, entry_id: str, given: Mapping[str, Any]) -> dict[str, Any]:
@@ -274,8 +336,9 @@ def catalog_document(result: CalibrationResult, entry_id: str, given: Mapping[st
     config = ", ".join(f"{k}={v}" for k, v in given.items())
     files = ", ".join(sorted({r.label.rsplit(":", 1)[0] if r.fmt == "sglang" else r.label for r in result.runs}))
     src = (
-        f"concur calibrate --from on {len(result.runs)} runs ({files}) of {config}; median |error| "
-        f"{100 * result.median_abs_error:.1f}% over their TPOT and output throughput"
+        f"concur calibrate --from on {len(result.runs)} runs ({files}) of {config}; median |error| over their "
+        f"TPOT and output throughput {100 * result.median_abs_error:.1f}% in-sample, "
+        f"{100 * result.loo_median_abs_error:.1f}% cross-validated ({result.loo})"
     )
     return {
         "catalog": "engines",

@@ -94,27 +94,45 @@ class Sample:
 
 @dataclass(frozen=True)
 class StepFit:
-    """``t_step = bytes / (efficiency x bandwidth) + t_fixed`` fitted on samples."""
+    """``t_step = bytes / (efficiency x bandwidth) + t_fixed`` fitted on samples.
+
+    ``median_abs_error``: relative, of the fitted step times (in-sample);
+    ``loo_median_abs_error``: the same for each batch size predicted by a fit on the others.
+    """
 
     efficiency: float
     t_fixed: float  # s
     bandwidth: float  # B/s
-    median_abs_error: float  # relative, of the fitted step times
+    median_abs_error: float
+    loo_median_abs_error: float = float("nan")
 
     def predict(self, nbytes: float) -> float:
         return nbytes / (self.efficiency * self.bandwidth) + self.t_fixed
 
 
+def _line(x: Any, y: Any) -> tuple[float, float]:
+    """Slope and intercept of the least-squares line through (x, y), refitted through the
+    origin when the intercept would be negative (a fixed cost is never negative)."""
+    import numpy as np
+
+    a, b = np.polyfit(x, y, 1)
+    if b < 0:
+        a, b = float(x @ y / (x @ x)), 0.0
+    return float(a), float(b)
+
+
 def fit_step_times(samples: Sequence[Sample], bandwidth: float) -> StepFit:
     """Fit efficiency and t_fixed (see the module essay). ``bandwidth`` in B/s.
 
-    Raises ``UsageError`` with fewer than two distinct byte counts, a non-positive bandwidth,
-    or step times that do not grow with the bytes read (nothing to fit).
+    Raises ``UsageError`` with fewer than three distinct byte counts (two constants fit any
+    two exactly, with an error of 0 that proves nothing), a non-positive bandwidth, or step
+    times that do not grow with the bytes read (nothing to fit). Reports the in-sample error
+    and the leave-one-batch-out error.
 
-    >>> s = [Sample(1, 0.101, 1e9), Sample(2, 0.201, 2e9)]
+    >>> s = [Sample(1, 0.101, 1e9), Sample(2, 0.201, 2e9), Sample(4, 0.401, 4e9)]
     >>> f = fit_step_times(s, 2e10)
-    >>> round(f.efficiency, 6), round(f.t_fixed, 6)
-    (0.5, 0.001)
+    >>> round(f.efficiency, 6), round(f.t_fixed, 6), round(f.loo_median_abs_error, 6)
+    (0.5, 0.001, 0.0)
     """
     import numpy as np
 
@@ -122,13 +140,14 @@ def fit_step_times(samples: Sequence[Sample], bandwidth: float) -> StepFit:
         raise UsageError(f"calibrate: bandwidth must be positive, got {bandwidth!r} B/s")
     x = np.asarray([s.bytes for s in samples], dtype=float)
     y = np.asarray([s.t_step for s in samples], dtype=float)
-    if len(set(x.tolist())) < 2:
+    distinct = sorted(set(x.tolist()))
+    if len(distinct) < 3:
         raise UsageError(
-            "calibrate: need at least two batch sizes with different bytes read", hint="pass --batches 1,8,32,64"
+            f"calibrate: two constants (efficiency, t_fixed) need step times at three or more batch sizes with "
+            f"different bytes read, got {len(distinct)}; two fit any line exactly and show no error",
+            hint="pass --batches 1,8,32,64",
         )
-    a, b = np.polyfit(x, y, 1)
-    if b < 0:
-        a, b = float(x @ y / (x @ x)), 0.0
+    a, b = _line(x, y)
     if not a > 0:
         raise UsageError(
             "calibrate: the measured step time does not grow with the bytes read; the step is not memory bound here",
@@ -136,7 +155,18 @@ def fit_step_times(samples: Sequence[Sample], bandwidth: float) -> StepFit:
         )
     fit = StepFit(float(1.0 / (a * bandwidth)), float(b), float(bandwidth), 0.0)
     errors = [abs(fit.predict(s.bytes) / s.t_step - 1) for s in samples]
-    return StepFit(fit.efficiency, fit.t_fixed, fit.bandwidth, float(statistics.median(errors)))
+    held_out: list[float] = []
+    for left in distinct:
+        keep = x != left
+        a_k, b_k = _line(x[keep], y[keep])
+        held_out.extend(abs((a_k * s.bytes + b_k) / s.t_step - 1) for s in samples if s.bytes == left)
+    return StepFit(
+        fit.efficiency,
+        fit.t_fixed,
+        fit.bandwidth,
+        float(statistics.median(errors)),
+        float(statistics.median(held_out)),
+    )
 
 
 def shapes_for(model_id: str, layers: int) -> Shapes:
@@ -266,7 +296,7 @@ def catalog_entry(entry_id: str, fit: StepFit, samples: Sequence[Sample], meta: 
         f"concur calibrate on {meta['device_name']}: synthetic decode step of {meta['model']} "
         f"({meta['layers']} layers, {meta['dtype']}, context {meta['context']}), bandwidth "
         f"{fit.bandwidth / 1e12:.4g} TB/s ({meta['bandwidth_source']}); median |error| "
-        f"{100 * fit.median_abs_error:.1f}%"
+        f"{100 * fit.median_abs_error:.1f}% in-sample, {100 * fit.loo_median_abs_error:.1f}% leaving one batch size out"
     )
     points = []
     for s in samples:

@@ -72,21 +72,30 @@ from typing import Any
 from ..errors import PackError
 from ..lang.library import get_catalog
 from ..lang.model import build_model
+from ..lang.units import unit_info
 from ..lang.yamlsafe import load_yaml
 from ..solver.question import solve_model
+from ..sweep import sweep
 
 __all__ = [
+    "FITTED",
     "Fit",
     "Point",
+    "cross_validated_error",
+    "distinct_loads",
     "evaluate",
+    "fast_fit",
     "fit_points",
     "gpu_entry",
     "grid_fit",
     "load_points",
+    "load_terms",
     "log_errors",
     "median",
     "point_from",
+    "point_log_errors",
     "relative_error",
+    "unidentified",
 ]
 
 # A dtype the source does not state (or names in a way not recognised below) is taken as the
@@ -312,6 +321,47 @@ def _terms(given: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def load_terms(given: Mapping[str, Any], loads: Sequence[tuple[float, float, float]]) -> list[dict[str, Any]]:
+    """:func:`_terms` for many loads (concurrency, input tokens, output tokens) of one configuration.
+
+    One vectorised sweep of the pack over the distinct loads instead of one solve each (a
+    solve costs ~3 ms, the sweep ~0.1 ms a load); what does not depend on the load (GPU
+    family, flops fraction, layers, experts) comes from one scalar solve of the first load,
+    which also checks the sweep's units against it. Loads the sweep leaves without an answer
+    are solved one by one (so their error is the scalar solve's).
+    """
+    import numpy as np
+
+    distinct = sorted(set(loads))
+    first = _terms(
+        {**given, "concurrency": distinct[0][0], "input_tokens": distinct[0][1], "output_tokens": distinct[0][2]}
+    )
+    base = {**given, "efficiency": 1, "t_fixed": 0, "efficiency_prefill": 1, "kv_fit": "ignore"}
+    names = [t for t in _TERMS if t not in given]
+    model = build_model(["llm_throughput"])
+    over = {k: np.asarray([load[i] for load in distinct]) for i, k in enumerate(_LOAD_NAMES)}
+    swept = sweep(model, over, base, names, grid=False, validate=False)
+    # display value x display factor = base value; base / unit factor = the unit _terms reads in
+    factor = {n: model.variable(n).display.factor / unit_info(_TERM_UNITS[n], variable=n).factor for n in names}
+    by_load: dict[tuple[float, float, float], dict[str, Any]] = {}
+    for j, load in enumerate(distinct):
+        row = {n: float(swept[n][j]) * factor[n] for n in names}
+        if any(math.isnan(v) for v in row.values()):
+            by_load[load] = _terms({**given, **dict(zip(_LOAD_NAMES, load, strict=True))})
+            continue
+        by_load[load] = {**first, **{n: first[n] if n in given else row[n] for n in _TERMS}}
+    for n in names:  # the sweep's units are the solve's: checked on the first load
+        if not math.isclose(by_load[distinct[0]][n], first[n], rel_tol=1e-9, abs_tol=1e-15):
+            raise AssertionError(
+                f"load_terms: the sweep gave {n} = {by_load[distinct[0]][n]!r}, the solve {first[n]!r}"
+            )
+    return [by_load[load] for load in loads]
+
+
+_LOAD_NAMES = ("concurrency", "input_tokens", "output_tokens")
+_TERM_UNITS = {"memory_time": "s", "compute_time": "s", "prefill_time": "s", "t_comm": "s", "kv_per_token": "B/token"}
+
+
 def _architecture(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Givens for the pack from a point's config family, completed from the models catalog."""
     params = float(cfg["params"])
@@ -350,11 +400,16 @@ def point_from(
     source_group: str = "",
     fit: bool = True,
     assumptions: Sequence[str] = (),
+    terms: Mapping[str, Any] | None = None,
 ) -> Point:
-    """A :class:`Point` for one configuration (``given``: pack givens without load or lengths), solved by the pack."""
-    terms = _terms(
-        {**given, "concurrency": float(concurrency), "input_tokens": input_tokens, "output_tokens": output_tokens}
-    )
+    """A :class:`Point` for one configuration (``given``: pack givens without load or lengths), solved by the pack.
+
+    ``terms``: the pack's terms for this load when already solved (:func:`load_terms`).
+    """
+    if terms is None:
+        terms = _terms(
+            {**given, "concurrency": float(concurrency), "input_tokens": input_tokens, "output_tokens": output_tokens}
+        )
     tp, pp = int(given.get("tp", 1)), int(given.get("pp", 1))
     return Point(
         id=pid,
@@ -534,18 +589,97 @@ def median(values: Sequence[float]) -> float:
 
 @dataclass(frozen=True)
 class Fit:
-    """Fitted parameters (``t_fixed`` in seconds), the ids of the points used and the in-sample error."""
+    """Fitted parameters (``t_fixed`` in seconds), the ids of the points used, the in-sample error and
+    the error on loads left out of the fit (:func:`cross_validated_error`)."""
 
     efficiency: float
     t_fixed: float
     efficiency_prefill: float
     ids: tuple[str, ...]
     median_abs_error: float
+    loo_median_abs_error: float = float("nan")
+    loo: str = ""
 
 
 _EFF = (0.02, 1.0)
 _TFIX = (0.0, 0.030)
 _EFF_PREFILL = (0.05, 1.0)
+
+
+def _columns(points: Sequence[Point], scales: Sequence[float] | None) -> dict[str, Any]:
+    """The points' terms as numpy arrays (one entry per point), for :func:`_loss_grid`."""
+    import numpy as np
+
+    def col(values: Any) -> Any:
+        return np.asarray(list(values), dtype=float)
+
+    use_gpu = np.asarray([p.measured_per_gpu is not None for p in points])
+    measured = [p.measured_per_gpu if p.measured_per_gpu is not None else p.measured_per_user for p in points]
+    return {
+        "c": col(p.concurrency for p in points),
+        "memory": col(p.memory_time for p in points),
+        "compute": col(p.compute_time for p in points),
+        "ff": col(p.flops_fraction for p in points),
+        "comm": col(p.t_comm for p in points),
+        "cpt": col(p.concurrency * p.prefill_time for p in points),
+        "osl": col(p.output_tokens for p in points),
+        "overlap": col(p.prefill_overlap for p in points),
+        "gpus": col(p.tp * p.pp for p in points),
+        "measured": col(measured),
+        "use_gpu": use_gpu,
+        "scales": None if scales is None else col(scales),
+    }
+
+
+_CHUNK = 1 << 21  # grid cells x points evaluated at once (16 MB per float array)
+
+
+def _loss_grid(cols: Mapping[str, Any], e: Any, t: Any, q: Any, *, per_point: bool = False) -> Any:
+    """sum over points of |log(model/measured)| at every cell of the grids ``e``, ``t``, ``q`` (same shape).
+
+    The same arithmetic, in the same order, as :func:`log_errors` (so the same loss to the
+    last bit), evaluated for all points at once: one (cells x points) block per chunk of
+    cells instead of a Python loop over points.
+    """
+    import numpy as np
+
+    shape = e.shape
+    e, t, q = e.reshape(-1, 1), t.reshape(-1, 1), q.reshape(-1, 1)
+    n = len(cols["c"])
+    step = max(1, _CHUNK // max(1, n))
+    out = np.empty(e.shape[0])
+    scales = cols["scales"]
+    for lo in range(0, e.shape[0], step):
+        ee, tt, qq = e[lo : lo + step], t[lo : lo + step], q[lo : lo + step]
+        memory = cols["memory"] / ee
+        compute = cols["compute"] / (cols["ff"] * ee)
+        tf = tt if scales is None else tt * scales
+        t_step = np.maximum(memory, compute) + cols["comm"] + tf
+        per_step = cols["cpt"] / qq / cols["osl"]
+        tpot = t_step + np.maximum(0.0, per_step - cols["overlap"] * np.maximum(0.0, memory - compute))
+        rate = np.where(cols["use_gpu"], cols["c"] / tpot / cols["gpus"], 1.0 / tpot)
+        if per_point:  # one cell: (log errors, served steps) per point
+            return np.log(rate / cols["measured"])[0], tpot[0]
+        out[lo : lo + step] = np.abs(np.log(rate / cols["measured"])).sum(axis=-1)
+    return out.reshape(shape)
+
+
+def _point_logs(cols: Mapping[str, Any], e: float, t: float, q: float, *, tpot: bool = False) -> Any:
+    """log(model/measured) of every point at one (efficiency, t_fixed, efficiency_prefill);
+    with ``tpot`` the served step of every point instead."""
+    one = _loss_grid(cols, _arr(e), _arr(t), _arr(q), per_point=True)
+    return one[1] if tpot else one[0]
+
+
+def point_log_errors(points: Sequence[Point], efficiency: float, t_fixed: float, efficiency_prefill: float) -> Any:
+    """:func:`log_errors` at one triple, vectorised over the points (``t_fixed`` per step)."""
+    return _point_logs(_columns(points, None), efficiency, t_fixed, efficiency_prefill)
+
+
+def _arr(x: float) -> Any:
+    import numpy as np
+
+    return np.full((1,), float(x))
 
 
 def grid_fit(
@@ -586,13 +720,185 @@ def grid_fit(
     return float(best[0]), float(best[1]), float(best[2])
 
 
+def _search(
+    cols: Mapping[str, Any],
+    eta_p: float | None,
+    lo: Any,
+    hi: Any,
+    plan: Sequence[tuple[int, int, int]],
+) -> tuple[Any, Any, Any]:
+    """Refined grids over the box [lo, hi]: one round per entry of ``plan`` (points per axis);
+    each round halves the box, centred on the best cell (gently: the loss of a fit whose
+    constants trade off is a long narrow valley, and the best cell of a coarse grid can lie
+    far along it from the optimum). Returns (best, lo, hi)."""
+    import numpy as np
+
+    floor = np.array([_EFF[0], _TFIX[0], _EFF_PREFILL[0] if eta_p is None else eta_p])
+    ceil = np.array([_EFF[1], _TFIX[1], _EFF_PREFILL[1] if eta_p is None else eta_p])
+    best = (lo + hi) / 2
+    for sizes in plan:
+        n = (sizes[0], sizes[1], sizes[2] if eta_p is None else 1)
+        axes = [np.linspace(lo[i], hi[i], n[i]) for i in range(3)]
+        e, t, q = np.meshgrid(*axes, indexing="ij")
+        k = np.unravel_index(np.argmin(_loss_grid(cols, e, t, q)), e.shape)
+        best = np.array([e[k], t[k], q[k]])
+        span = (hi - lo) / 4
+        lo = np.maximum(best - span, floor)
+        hi = np.minimum(best + span, ceil)
+    return best, lo, hi
+
+
+_COARSE = 64  # points the full-box search runs on
+_MIDDLE = 512  # points the first refinement runs on
+
+
+def fast_fit(
+    points: Sequence[Point],
+    eta_p: float | None,
+    *,
+    max_points: int | None = None,
+    loads: Sequence[tuple[float, float, float]] | None = None,
+) -> tuple[float, float, float]:
+    """What :func:`grid_fit` minimises (no scales, no prior), at a cost that grows slowly with the points.
+
+    Coarse to fine on growing samples: a full-box search (31 x 31 x 15, then 14 rounds of
+    11 x 11 x 7, each halving the box) on at most 64 points spread evenly over the loads
+    (sorted by concurrency and lengths), four rounds of 9 x 9 x 7 from a box of +-1/32 of the
+    full range on at most 512, and four of 7 x 7 x 5 from +-1/128 on all of them (or on
+    ``max_points``). A subsample's optimum lies well inside the next box. Cost: about 0.15 s
+    plus 0.1 s per 1,000 points, where ``grid_fit`` costs 0.5 s per 100 points. ``loads``: the points'
+    loads (:func:`_load`) when the caller has them already.
+    """
+    import numpy as np
+
+    keys = [_load(p) for p in points] if loads is None else loads
+    order = sorted(range(len(points)), key=keys.__getitem__)
+
+    def sample(m: int) -> list[Point]:
+        if len(points) <= m:
+            return list(points)
+        return [points[order[(k * len(points)) // m]] for k in range(m)]
+
+    floor = np.array([_EFF[0], _TFIX[0], _EFF_PREFILL[0] if eta_p is None else eta_p])
+    ceil = np.array([_EFF[1], _TFIX[1], _EFF_PREFILL[1] if eta_p is None else eta_p])
+    best, _, _ = _search(_columns(sample(_COARSE), None), eta_p, floor, ceil, [(31, 31, 15)] + [(11, 11, 7)] * 14)
+    last = len(points) if max_points is None else min(len(points), max_points)
+    for m, width, sizes in ((_MIDDLE, 32, (9, 9, 7)), (last, 128, (7, 7, 5))):
+        if len(points) <= _COARSE or m <= _COARSE:
+            break
+        span = (ceil - floor) / width
+        lo, hi = np.maximum(best - span, floor), np.minimum(best + span, ceil)
+        best, _, _ = _search(_columns(sample(m), None), eta_p, lo, hi, [sizes] * 4)
+        if len(points) <= m:
+            break
+    return float(best[0]), float(best[1]), float(best[2])
+
+
+FITTED = ("efficiency", "t_fixed", "efficiency_prefill")
+_FOLDS = 10  # more distinct loads than this: grouped 10-fold cross-validation instead of one fit per load
+_COLLINEAR = 0.01  # smallest singular value of the column-normalised sensitivities that still identifies
+
+
+def distinct_loads(points: Sequence[Point]) -> list[tuple[float, float, float]]:
+    """The points' distinct loads (concurrency, input tokens, output tokens), sorted."""
+    return sorted({_load(p) for p in points})
+
+
+def unidentified(points: Sequence[Point], eta_p: float | None, at: tuple[float, float, float]) -> str | None:
+    """The name of a fitted constant the points' loads cannot pin down near ``at``, else None.
+
+    Each distinct load contributes one independent number (a run's throughput is its
+    concurrency over its TPOT: the two measurements of a run are one). The sensitivity of
+    each load's log prediction to ln efficiency, t_fixed (per 1 % of the load's step) and
+    ln efficiency_prefill (unless ``eta_p`` fixes it) forms a loads x constants matrix; with
+    its columns scaled to unit length, a smallest singular value under 0.01 means some
+    combination of the constants moves no prediction by more than 1 % of what the others
+    do: the data cannot tell them apart. The constant that weighs most in that combination
+    is named (a column of zeros: that constant changes nothing at all).
+    """
+    import numpy as np
+
+    reps: dict[tuple[float, float, float], Point] = {}
+    for p in points:
+        reps.setdefault(_load(p), p)
+    cols_ = _columns(list(reps.values()), None)
+    names = list(FITTED if eta_p is None else FITTED[:2])
+    eff, tf, ep = at
+
+    def logs(e: float, t: float, q: float) -> Any:
+        return _point_logs(cols_, e, t, q)
+
+    h = 0.05
+    dt = 0.01 * float(np.median(_point_logs(cols_, eff, tf, ep, tpot=True)))  # 1 % of a typical step
+    cols = [
+        (logs(eff * math.exp(h), tf, ep) - logs(eff * math.exp(-h), tf, ep)) / (2 * h),
+        (logs(eff, tf + dt, ep) - logs(eff, tf, ep)) / 0.01,
+    ]
+    if eta_p is None:
+        cols.append((logs(eff, tf, ep * math.exp(h)) - logs(eff, tf, ep * math.exp(-h))) / (2 * h))
+    jac = np.stack(cols, axis=1)
+    norms = np.linalg.norm(jac, axis=0)
+    for name, norm in zip(names, norms, strict=True):
+        if norm < 1e-9:
+            return name
+    _, sv, vt = np.linalg.svd(jac / norms, full_matrices=False)
+    if sv[-1] < _COLLINEAR * math.sqrt(len(names)):
+        return names[int(np.argmax(np.abs(vt[-1])))]
+    return None
+
+
+def cross_validated_error(
+    points: Sequence[Point], eta_p: float | None, *, max_points: int = _MIDDLE
+) -> tuple[float, str]:
+    """Median |model/measured - 1| of predictions for loads left out of the fit, and how they were left out.
+
+    Leave one load out (every point of that load) when there are at most 10 distinct loads,
+    else 10 folds of loads (every 10th load in sorted order): a load repeated by several runs
+    is never both in the fit and predicted. Each fold is fitted with :func:`fast_fit` on at
+    most ``max_points`` of its points.
+    """
+    keys = [_load(p) for p in points]
+    loads = sorted(set(keys))
+    if len(loads) <= _FOLDS:
+        fold_of = {load: i for i, load in enumerate(loads)}
+        how = f"leave one load out ({len(loads)} fits)"
+    else:
+        fold_of = {load: i % _FOLDS for i, load in enumerate(loads)}
+        how = f"{_FOLDS} folds of the {len(loads)} loads"
+    errors: list[float] = []
+    for fold in sorted(set(fold_of.values())):
+        inside = [fold_of[k] == fold for k in keys]
+        train = [p for p, out in zip(points, inside, strict=True) if not out]
+        test = [p for p, out in zip(points, inside, strict=True) if out]
+        train_keys = [k for k, out in zip(keys, inside, strict=True) if not out]
+        eff, tf, ep = fast_fit(train, eta_p, max_points=max_points, loads=train_keys)
+        errors.extend(abs(math.expm1(float(x))) for x in point_log_errors(test, eff, tf, ep))
+    return median(errors), how
+
+
+def _load(point: Point) -> tuple[float, float, float]:
+    """A point's load: concurrency and mean lengths (points of one run share it)."""
+    return (round(point.concurrency, 6), round(point.input_tokens, 3), round(point.output_tokens, 3))
+
+
 def fit_points(points: Sequence[Point], *, efficiency_prefill: float | None = None) -> Fit:
     """Fit (efficiency, t_fixed per step) and, unless given, efficiency_prefill on ``points``.
 
-    Errors are relative, |model/measured - 1|. Raises :class:`ValueError` with fewer than two points.
+    Errors are relative, |model/measured - 1|: in-sample, and on loads left out of the fit.
+    Raises :class:`ValueError` when the points' distinct loads are fewer than the constants
+    fitted plus one, or cannot tell the constants apart (:func:`unidentified`).
     """
-    if len(points) < 2:
-        raise ValueError(f"a fit needs at least 2 points, got {len(points)}")
+    fitted = FITTED if efficiency_prefill is None else FITTED[:2]
+    loads = distinct_loads(points)
+    if len(loads) < len(fitted) + 1:
+        raise ValueError(
+            f"a fit of {len(fitted)} constants ({', '.join(fitted)}) needs points at {len(fitted) + 1} or more "
+            f"distinct loads (concurrency, input and output tokens), got {len(loads)}"
+        )
     eff, tf, ep = grid_fit(points, efficiency_prefill)
+    blind = unidentified(points, efficiency_prefill, (eff, tf, ep))
+    if blind is not None:
+        raise ValueError(f"the points' {len(loads)} loads cannot identify {blind}: it trades off against the others")
     errs = [abs(relative_error(p, eff, tf, ep)) for p in points]
-    return Fit(eff, tf, ep, tuple(p.id for p in points), median(errs))
+    loo, how = cross_validated_error(points, efficiency_prefill)
+    return Fit(eff, tf, ep, tuple(p.id for p in points), median(errs), loo, how)

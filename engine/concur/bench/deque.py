@@ -2,6 +2,9 @@
 
 Tables (median and spread, min-max, of ``--runs`` runs):
 
+0. The owner's path: push then pop by the owner, ns per pair, on a
+   :class:`WorkStealingDeque` and on its peer, a ``collections.deque`` behind a
+   ``threading.Lock``; with no thieves and with 3 threads stealing meanwhile.
 1. Space: the same task tree run through a :class:`WorkStealingDeque` by its
    owner (LIFO pops) and by a thief (FIFO steals): peak length, against the
    bounds ``depth*(b-1)+1`` and ``b**depth`` of ``formulas/work_stealing.yaml``.
@@ -26,11 +29,13 @@ Tables (median and spread, min-max, of ``--runs`` runs):
 
 from __future__ import annotations
 
+import collections
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -132,6 +137,81 @@ def per_task_table(n: int, counts: list[int], runs: int) -> tuple[list[list[obje
     return rows, summary
 
 
+class LockedDeque:
+    """The peer for the owner's path: a ``collections.deque`` behind a ``threading.Lock``."""
+
+    __slots__ = ("_items", "_lock")
+
+    def __init__(self) -> None:
+        self._items: collections.deque[int] = collections.deque()
+        self._lock = threading.Lock()
+
+    def push(self, item: int) -> None:
+        with self._lock:
+            self._items.append(item)
+
+    def pop(self) -> int | None:
+        with self._lock:
+            return self._items.pop() if self._items else None
+
+    def steal(self) -> int | None:
+        with self._lock:
+            return self._items.popleft() if self._items else None
+
+
+def owner_path_table(ops: int, runs: int, thief_counts: tuple[int, ...] = (0, 3)) -> tuple[list[list[object]], str]:
+    """Owner push + pop (one of each, ns per pair) on a WorkStealingDeque and on the peer.
+
+    With ``k`` thieves, ``k`` threads call ``steal`` in a loop meanwhile (they find the deque
+    empty or take the item just pushed; the owner's ``pop`` then finds nothing). Best of
+    ``runs`` interleaved runs; rows (thieves, concur ns, peer ns, ratio) and a summary line.
+    """
+    from concur.primitives import WorkStealingDeque
+
+    def timed(make: Callable[[], Any], thieves: int) -> float:
+        d = make()
+        stop = threading.Event()
+        started = threading.Barrier(thieves + 1)
+
+        def thief() -> None:
+            steal = d.steal
+            started.wait()
+            while not stop.is_set():
+                steal()
+
+        threads = [threading.Thread(target=thief) for _ in range(thieves)]
+        for t in threads:
+            t.start()
+        started.wait()
+        push, pop = d.push, d.pop
+        t0 = time.perf_counter_ns()
+        for i in range(1, ops + 1):
+            push(i)
+            pop()
+        elapsed = time.perf_counter_ns() - t0
+        stop.set()
+        for t in threads:
+            t.join()
+        return elapsed / ops
+
+    rows: list[list[object]] = []
+    ratios = []
+    for thieves in thief_counts:
+        ours: list[float] = []
+        peer: list[float] = []
+        for _ in range(runs):
+            ours.append(timed(WorkStealingDeque, thieves))
+            peer.append(timed(LockedDeque, thieves))
+        ratio = min(ours) / min(peer)
+        ratios.append(ratio)
+        rows.append([thieves, f"{min(ours):.0f}", f"{min(peer):.0f}", f"{ratio:.2f}x"])
+    summary = (
+        f"WorkStealingDeque / deque+Lock, owner push + pop, no thieves: {ratios[0]:.2f}x (target <= 1.10x); "
+        f"GIL: {getattr(sys, '_is_gil_enabled', lambda: True)()}"
+    )
+    return rows, summary
+
+
 def tree_peak_lengths(n: int, leaf: int) -> tuple[int, int, int]:
     """(tasks, peak length popping LIFO, peak length stealing FIFO) for a binary split of ``n``.
 
@@ -186,7 +266,23 @@ def _chunk(bounds: tuple[int, int]) -> int:
     type=click.IntRange(2, 30),
     help="per-task table: fib(N) spawns fib(N+1) tasks",
 )
-def command(runs: int, n: int, leaf: int, native: bool, native_mb: str, max_workers: int | None, fib_n: int) -> None:
+@click.option(
+    "--owner-ops",
+    default=200_000,
+    show_default=True,
+    type=click.IntRange(1),
+    help="owner push+pop pairs per timed run",
+)
+def command(
+    runs: int,
+    n: int,
+    leaf: int,
+    native: bool,
+    native_mb: str,
+    max_workers: int | None,
+    fib_n: int,
+    owner_ops: int,
+) -> None:
     """Work-stealing deque and pool: space bound, GIL-bound speed-up, processes, native locality."""
     from concur.primitives import WorkStealingPool
 
@@ -196,6 +292,14 @@ def command(runs: int, n: int, leaf: int, native: bool, native_mb: str, max_work
         f"cores: {cores}   python: {sys.version.split()[0]}   "
         f"GIL: {getattr(sys, '_is_gil_enabled', lambda: True)()}   workers: {counts}"
     )
+
+    click.echo(
+        f"\n## Owner push + pop: WorkStealingDeque against collections.deque + threading.Lock; "
+        f"ns per pair, best of {runs} interleaved runs of {owner_ops:,}\n"
+    )
+    rows, summary = owner_path_table(owner_ops, runs)
+    click.echo(markdown_table(["thieves stealing", "WorkStealingDeque", "deque + Lock", "ratio"], rows))
+    click.echo(f"\n{summary}")
 
     tasks, lifo_peak, fifo_peak = tree_peak_lengths(n, leaf)
     click.echo(f"\n## Space: binary split of {n:,} into leaves of <= {leaf:,}\n")

@@ -57,10 +57,28 @@ Failure policy. Two kinds of failure, treated oppositely:
   away by waiting, so they must be seen at once.
 * *Outages* -- refused, reset, timed out, a frozen server (SIGSTOP, ``DEBUG SLEEP``,
   ``CLIENT PAUSE``), and the replies that say "not now" (LOADING, BUSY, MASTERDOWN,
-  CLUSTERDOWN, TRYAGAIN) -- are decided by ``on_error``: ``"open"`` (default) allows
-  the request (Stripe's advice: a limiter outage must not take the API down),
-  ``"closed"`` denies it, or a callable ``on_error(exc, n) -> Decision`` decides.
-  ``errors`` counts how often the policy decided, so it can be alerted on.
+  CLUSTERDOWN, TRYAGAIN) -- are decided by ``on_error``: ``"local"`` (default), ``"open"``,
+  ``"closed"``, or a callable ``on_error(exc, n) -> Decision``. ``errors`` counts how
+  often the policy decided, so it can be alerted on.
+
+Outage policy: a local share of the global bucket. A limiter outage must not take the
+API down (Stripe's advice), but failing open switches the limit off: measured, 8
+processes failing open admitted 1.49 M requests during a 3 s ``kill -9`` of Redis
+against a bound of ~700. Failing closed takes the API down instead. The default,
+``"local"``, keeps deciding with an in-process ``TokenBucket`` that holds this
+process's share of the policy: ``capacity / processes`` burst (at least 1) and
+``rate / processes`` refill, where ``processes`` is a constructor argument (default
+1: one process holds the whole limit) that a fleet sets to the number of processes
+sharing the key. N processes that each hold 1/N of the policy admit, together, at
+most the global bound ``capacity + rate * T`` over an outage of T seconds (each local
+bucket starts full: its 1/N of the burst). What it costs: the split is only as good
+as ``processes`` (too low over-admits by that factor, too high under-admits), traffic
+is not rebalanced (a process that gets more than 1/N of the requests is limited to
+its share), and a request for more than ``capacity / processes`` tokens is denied
+for the whole outage. When Redis answers again the shared bucket decides again: the
+breaker below probes at most ``cap`` (5 s) after the last failure, so the fleet is
+back on the shared bound within 5 s of Redis's return, without any caller waiting on
+a dead server for more than one budget.
 
 Budget. An outage must cost a decision little time, whatever the client was
 configured with: redis-py's defaults retry a refused connection with back-off (seconds)
@@ -140,7 +158,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from .circuit_breaker import CircuitBreaker, CircuitOpenError
-from .token_bucket import Decision, acquire_deadline, validate_cost, validate_policy
+from .token_bucket import Decision, TokenBucket, acquire_deadline, validate_cost, validate_policy
 
 __all__ = ["SCRIPT", "SCRIPT_SHA", "RedisTokenBucket"]
 
@@ -580,8 +598,11 @@ class RedisTokenBucket:
     ``client``: a ``redis.Redis`` or ``redis.cluster.RedisCluster`` (synchronous); the bucket
     opens its own connections with its settings. ``key``: the bucket's name; stored as
     ``f"{prefix}{{{key}}}"``. ``capacity``/``rate``: as for ``TokenBucket`` (validated the
-    same way); every user of the key must pass the same pair. ``on_error``: ``"open"``,
-    ``"closed"`` or a callable ``(exc, n) -> Decision``, used when Redis is unavailable.
+    same way); every user of the key must pass the same pair. ``on_error``: used when Redis
+    is unavailable: ``"local"`` (default: decide with a local bucket holding 1/``processes``
+    of the capacity and rate), ``"open"`` (allow), ``"closed"`` (deny) or a callable
+    ``(exc, n) -> Decision``. ``processes``: how many processes share the key (default 1);
+    set it to the fleet's size so that the fleet's outage admissions stay near the bound.
     ``budget``: seconds one decision may spend on Redis before ``on_error`` decides.
     ``breaker``: a ``CircuitBreaker`` (default: the one shared by all buckets on the server).
 
@@ -597,8 +618,9 @@ class RedisTokenBucket:
         key: str,
         capacity: float,
         rate: float,
-        on_error: ErrorPolicy = "open",
+        on_error: ErrorPolicy = "local",
         *,
+        processes: int = 1,
         budget: float = 0.05,
         breaker: CircuitBreaker | None = None,
         prefix: str = "concur:tb:",
@@ -610,10 +632,15 @@ class RedisTokenBucket:
             raise ValueError("RedisTokenBucket: rate must be finite; an infinite rate needs no limiter")
         if not isinstance(key, str) or not key:
             raise ValueError(f"RedisTokenBucket: key must be a non-empty string, got {key!r}")
-        if not (callable(on_error) or on_error in ("open", "closed")):
+        if not (callable(on_error) or on_error in ("local", "open", "closed")):
             raise ValueError(
-                f"RedisTokenBucket: on_error must be 'open', 'closed' or a callable "
+                f"RedisTokenBucket: on_error must be 'local', 'open', 'closed' or a callable "
                 f"(exc, n) -> Decision, got {on_error!r}"
+            )
+        if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+            raise ValueError(
+                f"RedisTokenBucket: processes (how many processes share the key) must be an integer >= 1, "
+                f"got {processes!r}; during an outage each process keeps 1/processes of the limit"
             )
         try:
             budget = float(budget)
@@ -647,6 +674,9 @@ class RedisTokenBucket:
         self._test_now_us: Callable[[], int] | None = None  # tests only: replaces server TIME
         self._errors_lock = threading.Lock()  # guards _errors
         self._errors = 0
+        self._processes = processes
+        # on_error="local": this process's share of the policy, used only while Redis is out
+        self._local = TokenBucket(max(1.0, self._capacity / processes), self._rate / processes, clock)
 
     @property
     def capacity(self) -> float:
@@ -657,6 +687,16 @@ class RedisTokenBucket:
     def rate(self) -> float:
         """Tokens per second."""
         return self._rate
+
+    @property
+    def processes(self) -> int:
+        """How many processes share the key (``on_error="local"`` keeps 1/processes of the limit)."""
+        return self._processes
+
+    @property
+    def local(self) -> TokenBucket:
+        """The in-process bucket that decides during an outage with ``on_error="local"``."""
+        return self._local
 
     @property
     def budget(self) -> float:
@@ -725,8 +765,8 @@ class RedisTokenBucket:
         """Block until ``n`` tokens are debited (True) or the timeout would pass (False).
 
         Same contract as ``TokenBucket.acquire``; the deadline is measured on the local
-        ``clock``. With ``on_error="closed"`` and Redis down it waits until the
-        timeout; with ``"open"`` it returns True.
+        ``clock``. With Redis down, ``on_error="local"`` paces it at this process's
+        share of the rate, ``"closed"`` waits until the timeout, ``"open"`` returns True.
         """
         n = validate_cost(n, self._capacity)
         deadline = acquire_deadline(self._clock, timeout)
@@ -832,6 +872,11 @@ class RedisTokenBucket:
             self._errors += 1
         n = float(n)
         policy = self._on_error
+        if policy == "local":
+            local = self._local
+            if n > local.capacity:  # more than this process's share of the burst: never, locally
+                return Decision(False, 0.0, n / local.rate)
+            return local.try_acquire(n)
         if policy == "open":
             return Decision(True, self._capacity - n, 0.0)
         if policy == "closed":

@@ -52,18 +52,45 @@ Consequences.
 
 asyncio. ``AsyncTokenBucket`` wraps the same state and ``try_acquire``. Its
 ``acquire`` is what an ``async`` caller pays on every request, so the admitted path
-is one ``try_acquire`` and nothing else: the cost is checked inside it, the deadline
-is computed only when a wait is needed, and the default clock is ``time.monotonic``
-itself (what the default event loop's ``time()`` returns) rather than a look-up of
-the running loop on every call. An admitted ``await acquire()`` costs about 0.7 µs
-on a quiet 2-vCPU VM, 0.85-0.9x ``aiolimiter.AsyncLimiter.acquire`` on the same loop
-(``concur bench limiter``); before, it was 1.4-1.5x aiolimiter's.
+(nobody queued, tokens free) is one ``try_acquire`` and nothing else.
+
+When the rate binds, callers wait in one FIFO queue and nothing polls. A caller
+that is denied (or that finds others already queued) appends ``[future, cost,
+deadline timer]`` to a deque and awaits its future. Exactly one loop timer exists
+while anyone waits: it is due when the *head's* tokens are (``retry_after`` of the
+head's own decision). When it fires, the timer callback debits tokens for the
+head, resolves its future with True, and goes on down the queue while tokens last;
+then it arms the single timer for the new head. So each admission costs one
+``try_acquire``, one ``set_result`` and at most one timer, whatever the number of
+waiters: 1,000 waiting tasks do not wake 1,000 times per token.
+
+Fairness, stated. Admission is strictly first come, first served, measured from the
+moment ``acquire`` is called on the loop: a later caller never overtakes an earlier
+one, including through ``AsyncTokenBucket.try_acquire``, which is denied while
+anyone is queued. The price is head-of-line blocking: a large request at the head
+holds back small ones behind it until its tokens accrue (it never starves, and
+the throughput is unchanged because tokens keep accruing for the head). Waiting
+time is therefore predictable: a caller behind ``Q`` queued tokens is served after
+``(Q + n - tokens) / rate`` seconds, and a ``timeout`` shorter than that returns
+False at once instead of waiting to fail.
+
+Cancellation and timeouts keep the queue consistent: a cancelled or timed-out
+waiter is marked done and skipped (O(1), no search in the deque) and, if it was the
+head, the timer is re-armed for the next one at once. A waiter cancelled *after*
+its tokens were handed over but before it ran gives them back to the bucket. Only
+the loop thread touches the queue; the token state stays under the bucket's lock,
+so plain threads may still call ``try_acquire`` (a thread that slips a token in
+between a check and an enqueue can delay the head by that token; the per-waiter
+deadline timer still ends the wait on time). Waiters stranded on an event loop that
+was closed while they waited (never cancelled) are dropped by the next caller, so a
+bucket reused on a new loop is not held back by a queue nobody will serve.
 
 Non-goals.
 
-* Fairness. A blocking ``acquire`` polls: it sleeps ``retry_after`` and tries again.
-  Several waiters are not served first-come-first-served, and a large request can be
-  overtaken by small ones. Put a FIFO queue in front if order matters.
+* Fairness for the blocking ``TokenBucket.acquire`` (threads): it polls, sleeping
+  ``retry_after`` and trying again; threads are not served first-come-first-served,
+  and a large request can be overtaken by small ones. Use the asyncio bucket, or
+  put a FIFO queue in front, if order matters.
 * Debt. Unlike Guava's ``RateLimiter`` the bucket never lends: tokens never go
   negative and a request is admitted only when it is paid for.
 * Live rate changes; warm-up ramps; per-key maps (one bucket per key is the caller's
@@ -76,8 +103,9 @@ import asyncio
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable
-from typing import NamedTuple
+from collections import deque
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 __all__ = [
     "AsyncTokenBucket",
@@ -266,6 +294,12 @@ Decision(allowed=False, remaining=0.0, retry_after=1.0))
             return Decision(True, tokens - n, 0.0)
         return Decision(False, tokens, _retry_after(tokens, n, self._rate, last))
 
+    def _refund(self, n: float) -> None:
+        """Give back ``n`` tokens debited for a caller that will not use them (capped at capacity)."""
+        with self._lock:
+            tokens = self._tokens + n
+            self._tokens = tokens if tokens < self._capacity else self._capacity
+
     def acquire(self, n: float = 1, timeout: float | None = None) -> bool:
         """Block until ``n`` tokens are debited (True) or the timeout would pass (False).
 
@@ -298,16 +332,22 @@ def acquire_deadline(clock: Callable[[], float], timeout: float | None) -> float
 
 
 class AsyncTokenBucket:
-    """The token bucket for asyncio: same state and decisions, awaitable ``acquire``.
+    """The token bucket for asyncio: same state and decisions, a FIFO awaitable ``acquire``.
 
-    ``clock`` defaults to ``time.monotonic`` (the clock of asyncio's default loops, whose
-    ``asyncio.sleep`` therefore waits on the same timeline); ``sleep`` to ``asyncio.sleep``.
+    ``clock`` defaults to ``time.monotonic`` (the clock of asyncio's default loops).
+    Waits are scheduled on the running loop with ``call_later``, so a test that injects
+    a fake ``clock`` runs the bucket on a loop whose ``time()`` is that clock.
     ``try_acquire`` and ``peek`` never suspend, so they are plain methods; ``acquire``
-    is a coroutine. One bucket may be shared by tasks of one loop, and also with
-    threads (the state is guarded by a lock never held across an ``await``).
+    is a coroutine. The waiter queue belongs to one event loop at a time (the loop of
+    the tasks that wait); ``try_acquire`` may also be called from plain threads.
+
+    Invariants (loop thread only): ``_live`` counts the queued waiters whose futures
+    are not done and ``_queued`` is the sum of their costs; while ``_live > 0`` exactly
+    one timer (``_timer``) is pending, due when the head's tokens are; a queued entry
+    whose future is done (admitted, timed out, cancelled) is skipped, never served.
     """
 
-    __slots__ = ("_bucket", "_sleep")
+    __slots__ = ("_bucket", "_live", "_queued", "_timer", "_waiters")
 
     def __init__(
         self,
@@ -316,39 +356,155 @@ class AsyncTokenBucket:
         clock: Callable[[], float] | None = None,
         *,
         initial: float | None = None,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._bucket = TokenBucket(capacity, rate, clock or time.monotonic, initial=initial)
-        self._sleep = sleep
+        # [future, cost, deadline timer or None, counted in _live/_queued], oldest first
+        self._waiters: deque[list[Any]] = deque()
+        self._live = 0
+        self._queued = 0.0
+        self._timer: asyncio.TimerHandle | None = None
 
     capacity = property(lambda self: self._bucket.capacity, doc="The burst.")
     rate = property(lambda self: self._bucket.rate, doc="Tokens per second.")
 
+    @property
+    def waiting(self) -> int:
+        """How many ``acquire`` calls are queued now."""
+        return self._live
+
     def try_acquire(self, n: float = 1) -> Decision:
-        """Debit ``n`` tokens if available now; never suspends. See ``TokenBucket``."""
-        return self._bucket.try_acquire(n)
+        """Debit ``n`` tokens if available now and nobody is queued; never suspends.
+
+        While waiters are queued it is denied (no barging past the queue), with
+        ``retry_after`` the time until the queue ahead and ``n`` are paid for.
+        """
+        if not self._live or self._abandoned():
+            return self._bucket.try_acquire(n)
+        return self._behind_queue(self._bucket.peek(n), n)
 
     def peek(self, n: float = 1) -> Decision:
         """What ``try_acquire(n)`` would decide now, without debiting."""
-        return self._bucket.peek(n)
+        decision = self._bucket.peek(n)
+        return decision if not self._live or self._abandoned() else self._behind_queue(decision, n)
+
+    def _behind_queue(self, decision: Decision, n: float) -> Decision:
+        """A denial for ``n`` queued behind ``_queued`` tokens of waiters."""
+        tokens = decision[1] + n if decision[0] else decision[1]
+        return Decision(False, tokens, max(0.0, self._queued + n - tokens) / self._bucket.rate)
 
     async def acquire(self, n: float = 1, timeout: float | None = None) -> bool:
         """Await until ``n`` tokens are debited (True) or the timeout would pass (False).
 
-        Same contract as ``TokenBucket.acquire``; cancellation while waiting debits
-        nothing.
+        First come, first served: a call that finds others waiting queues behind
+        them even if tokens are free. ``timeout`` in seconds (``None``/``inf``: as
+        long as needed; 0 or less: no wait); returns False at once when the queue
+        ahead plus ``n`` cannot be paid for by the deadline. Cancellation while
+        queued debits nothing (tokens already handed over are given back).
         """
         bucket = self._bucket
-        # try_acquire checks the cost; the deadline is read only if a wait follows.
+        # the deadline (and a NaN check) only for callers who gave a timeout
         deadline = _INF if timeout is None else acquire_deadline(bucket._clock, timeout)
-        while True:
+        if not self._live or self._abandoned():  # nobody queued: the admitted path is one try_acquire
             decision = bucket.try_acquire(n)
-            if decision[0]:  # allowed
+            if decision[0]:
                 return True
-            wait = decision[2]  # retry_after
-            if bucket._clock() + wait > deadline:
+            eta = decision[2]
+        else:
+            if n != 1:
+                n = validate_cost(n, bucket._capacity)
+            eta = self._behind_queue(bucket.peek(n), n)[2]
+        loop = asyncio.get_running_loop()
+        handle = None
+        future: asyncio.Future[bool] = loop.create_future()
+        entry: list[Any] = [future, n, None, True]
+        if deadline < _INF:
+            left = deadline - bucket._clock()
+            if eta > left:
                 return False
-            await self._sleep(wait)
+            entry[2] = handle = loop.call_later(left, self._expire, entry)
+        if not self._live:  # the first waiter: old entries are all done; arm the one timer
+            self._waiters.clear()
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = loop.call_later(eta, self._wake)
+        self._waiters.append(entry)
+        self._live += 1
+        self._queued += n
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if handle is not None:
+                handle.cancel()
+            if not future.cancelled() and future.result():  # admitted, then cancelled: give back
+                bucket._refund(n)
+                self._rearm()
+            elif future.cancelled():
+                self._drop(entry)
+            raise
+
+    def _abandoned(self) -> bool:
+        """True (and the queue emptied) when the queued waiters belong to an event loop that was
+        closed with them still waiting: they will never be served, and must not hold anyone back."""
+        waiters = self._waiters
+        if not waiters or not waiters[0][0].get_loop().is_closed():
+            return False
+        for entry in waiters:
+            self._uncount(entry)
+        waiters.clear()
+        self._timer = None
+        self._queued = 0.0
+        return True
+
+    def _uncount(self, entry: list[Any]) -> None:
+        """Take a waiter out of ``_live`` and ``_queued``, once (whoever sees it first)."""
+        if entry[3]:
+            entry[3] = False
+            self._live -= 1
+            self._queued -= entry[1]
+
+    def _drop(self, entry: list[Any]) -> None:
+        """Forget a waiter that will not be served; re-arm the timer if it was the head."""
+        self._uncount(entry)
+        if self._waiters and self._waiters[0] is entry:
+            self._rearm()
+
+    def _expire(self, entry: list[Any]) -> None:
+        """A queued waiter's deadline passed before its tokens were handed over."""
+        future = entry[0]
+        if not future.done():
+            self._rearm()  # serve whoever is due at this very moment first: a tie is admitted
+        if not future.done():
+            future.set_result(False)
+            self._drop(entry)
+
+    def _rearm(self) -> None:
+        """The head changed, or tokens came back: decide again now."""
+        if self._timer is not None:
+            self._timer.cancel()
+        self._wake()
+
+    def _wake(self) -> None:
+        """Serve the queue from its head while tokens last, then arm one timer for the head."""
+        self._timer = None
+        waiters = self._waiters
+        try_acquire = self._bucket.try_acquire
+        while waiters:
+            entry = waiters[0]
+            future = entry[0]
+            if future.done():  # timed out or cancelled (its task may not have run yet)
+                self._uncount(entry)
+                waiters.popleft()
+                continue
+            decision = try_acquire(entry[1])
+            if not decision[0]:
+                self._timer = future.get_loop().call_later(decision[2], self._wake)
+                return
+            waiters.popleft()
+            self._uncount(entry)
+            if entry[2] is not None:
+                entry[2].cancel()
+            future.set_result(True)
+        self._queued = 0.0  # no float residue once the queue is empty
 
 
 def retry_after_header(decision: Decision) -> str:

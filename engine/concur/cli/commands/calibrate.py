@@ -82,7 +82,8 @@ def _from_files(
         click.echo(
             f"efficiency {result.efficiency:.4f}, t_fixed {result.t_fixed * 1e3:.3f} ms, efficiency_prefill "
             f"{result.efficiency_prefill:.4f} ({result.prefill_from}); {len(runs)} runs, median |error| "
-            f"{100 * result.median_abs_error:.1f}%",
+            f"{100 * result.median_abs_error:.1f}% in-sample, {100 * result.loo_median_abs_error:.1f}% on loads "
+            f"left out ({result.loo})",
             err=True,
         )
         if not output and not catalog:
@@ -258,7 +259,8 @@ def command(
             )
         click.echo(
             f"efficiency {fit.efficiency:.4f}, t_fixed {fit.t_fixed * 1e3:.3f} ms "
-            f"(bandwidth {bw / 1e12:.4g} TB/s, {source}; median |error| {100 * fit.median_abs_error:.1f}%)",
+            f"(bandwidth {bw / 1e12:.4g} TB/s, {source}; median |error| {100 * fit.median_abs_error:.1f}% in-sample, "
+            f"{100 * fit.loo_median_abs_error:.1f}% leaving one batch size out)",
             err=True,
         )
     if output:
@@ -275,6 +277,7 @@ def command(
                     "efficiency_prefill": None,
                     "points": entry["measurement"]["points"],
                     "median_abs_error": fit.median_abs_error,
+                    "loo_median_abs_error": fit.loo_median_abs_error,
                     "bandwidth": {"value": bw / 1e12, "unit": "TB/s", "source": source},
                     **({"wrote": output} if output else {}),
                 },
