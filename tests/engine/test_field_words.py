@@ -1,0 +1,99 @@
+"""The field's own words: rate units (rps is requests, not revolutions), misspelt names named with a
+did-you-mean, and physical lower bounds on every count, length and rate of the shipped packs.
+
+Each CLI test runs ``concur.cli.main`` in-process and checks the exit code and the one-line message.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from concur.cli import main
+from concur.errors import UnitError
+from concur.lang import units
+
+FLEET = [
+    "--set",
+    "model=llama-3.1-8b",
+    "--set",
+    "gpu=h100-sxm-80gb",
+    "--set",
+    "input_tokens=2000",
+    "--set",
+    "output_tokens=500",
+]
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of ``concur ARGS``."""
+    with pytest.raises(SystemExit) as done:
+        main(list(args))
+    out = capsys.readouterr()
+    return int(done.value.code or 0), out.out, out.err
+
+
+def _in_flight(capsys, rate: str) -> float:
+    code, out, err = cli(
+        capsys, "solve", "littles_law", "--find", "in_flight", "--set", f"arrival_rate={rate}",
+        "--set", "residence_time=1 s", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    return float(json.loads(out)["results"]["in_flight"]["value"])
+
+
+@pytest.mark.parametrize(
+    "rate, per_second",
+    [
+        ("30 rps", 30.0),
+        ("30 qps", 30.0),
+        ("30 RPS", 30.0),
+        ("30 rpm", 0.5),
+        ("30 req/min", 0.5),
+        ("30 req/s", 30.0),
+        ("30 requests/s", 30.0),
+        ("30 queries/s", 30.0),
+        ("3600 rph", 1.0),
+        ("2 krps", 2000.0),
+    ],
+)
+def test_request_rate_words_read_as_requests(capsys, rate, per_second):
+    assert _in_flight(capsys, rate) == pytest.approx(per_second, rel=1e-12)
+
+
+@pytest.mark.parametrize("text", ["tps", "tok/s", "tokens/s", "token/s"])
+def test_token_rate_words_read_as_tokens(text):
+    info = units.unit_info(text)
+    assert info.factor == 1.0 and info.dims == (("[time]", -1.0), ("[token]", 1.0))
+    assert units.unit_info("tpm").factor == pytest.approx(1 / 60)
+
+
+@pytest.mark.parametrize("text", ["revolution/s", "2 turn", "cycle/minute", "rad/s", "degree/s"])
+def test_pint_angles_are_refused(text):
+    with pytest.raises(UnitError, match="angle"):
+        units.unit_info(text.split()[-1])
+
+
+def test_the_fleet_reads_30_rps_as_30_requests(capsys):
+    code, out, err = cli(capsys, "solve", "--find", "replicas", *FLEET, "--set", "arrival_rate=30 rps", "--json")
+    assert code == 0, err
+    assert json.loads(out)["given"]["arrival_rate"]["value"] == pytest.approx(30.0)
+
+
+def test_a_unit_of_another_dimension_is_refused_naming_both(capsys):
+    code, _, err = cli(
+        capsys,
+        "solve",
+        "littles_law",
+        "--find",
+        "in_flight",
+        "--set",
+        "arrival_rate=30 tps",
+        "--set",
+        "residence_time=1",
+    )
+    assert code == 2
+    assert "'30 tps' does not fit arrival_rate" in err
+    assert "'tps' is [token] / [time]" in err and "arrival_rate is 'request/s'" in err
+    assert "Traceback" not in err and err.count("\n") == 1
