@@ -55,6 +55,7 @@ def packs_for(
     """
     given = dict(given or {})
     index = shipped_index()
+    refuse_unknown_names(find, tuple(given), index)
     need = set(find) | set(given)
     candidates = [
         name
@@ -75,13 +76,44 @@ def packs_for(
         if target in covered:
             continue
         found = next(((name, names) for _, name, names in declared if target in names), None)
-        if found is None:
+        if found is None:  # refuse_unknown_names has named every undeclared name; kept for a stale index
             raise UnknownNameError(
                 f"no pack declares '{target}'", hint="'concur list' shows the packs; 'concur show PACK' their variables"
             )
         chosen.append(found[0])
         covered |= found[1]
     return chosen
+
+
+def refuse_unknown_names(
+    find: Iterable[str], given: Iterable[str], index: Mapping[str, tuple[frozenset[str], frozenset[str]]]
+) -> None:
+    """Refuse the first asked-for or given name that no shipped pack declares, naming it with a
+    did-you-mean (case-insensitive) over the packs that declare the other names of the question
+    (the packs in play), else over every shipped name: a typo is named, never blamed on another
+    name (``--set arival_rate=30`` once said "unknown variable 'model' in pack(s) littles_law")."""
+    import difflib
+
+    declared = frozenset().union(*(names for names, _ in index.values()))
+    find, given = tuple(find), tuple(given)
+    known = [n for n in (*find, *given) if n in declared]
+    in_play = [names for names, _ in index.values() if known and set(known) <= names]
+    pool = sorted(frozenset().union(*in_play)) if in_play else sorted(declared)
+    for name in (*find, *given):
+        if name in declared:
+            continue
+        lower = {n.lower(): n for n in pool}
+        close = [lower[c] for c in difflib.get_close_matches(name.lower(), list(lower), n=3, cutoff=0.6)]
+        if not close and in_play:
+            lower = {n.lower(): n for n in sorted(declared)}
+            close = [lower[c] for c in difflib.get_close_matches(name.lower(), list(lower), n=3, cutoff=0.6)]
+        raise UnknownNameError(
+            f"unknown variable '{name}': no shipped pack declares it",
+            variable=name,
+            hint=(f"did you mean {', '.join(close)}?" if close else "")
+            + (" " if close else "")
+            + "'concur show PACK' lists a pack's variables",
+        )
 
 
 def _determines(pack: str, find: tuple[str, ...], given: Mapping[str, Any]) -> bool:

@@ -97,3 +97,43 @@ def test_a_unit_of_another_dimension_is_refused_naming_both(capsys):
     assert "'30 tps' does not fit arrival_rate" in err
     assert "'tps' is [token] / [time]" in err and "arrival_rate is 'request/s'" in err
     assert "Traceback" not in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "args, typo, suggestion",
+    [
+        (["--find", "replicas", *FLEET, "--set", "arival_rate=30"], "arival_rate", "arrival_rate"),
+        (["--find", "replicas", "--set", "model=llama-3.1-8b", "--set", "input_token=2000"], "input_token", "input_tokens"),
+        (["--find", "replica", "--set", "model=llama-3.1-8b"], "replica", "replicas"),
+        (["--find", "Replicas"], "Replicas", "replicas"),
+        (["--find", "users", "--set", "contxt=8192"], "contxt", "context"),
+    ],
+)
+def test_a_misspelt_name_is_named_with_a_did_you_mean(capsys, args, typo, suggestion):
+    code, _, err = cli(capsys, "solve", *args)
+    assert code == 2, err
+    assert f"unknown variable '{typo}'" in err and "did you mean" in err
+    assert suggestion in err.split("did you mean", 1)[1].split("?")[0]
+    assert "'model'" not in err  # the typo is named, never blamed on another name
+    assert err.count("\n") == 1
+
+
+def test_a_misspelt_name_in_a_named_pack_is_named(capsys):
+    code, _, err = cli(capsys, "solve", "llm_fleet", "--find", "replicas", "--set", "arival_rate=3")
+    assert code == 2 and "unknown variable 'arival_rate'" in err and "did you mean arrival_rate" in err
+
+
+def test_catalog_ids_are_read_ignoring_case(capsys):
+    code, out, err = cli(capsys, "solve", "--find", "replicas", *FLEET, "--set", "arrival_rate=3", "--json")
+    assert code == 0, err
+    lower = json.loads(out)["results"]
+    upper_args = [a.replace("h100-sxm-80gb", "H100-SXM-80GB").replace("llama", "Llama") for a in FLEET]
+    code, out, err = cli(capsys, "solve", "--find", "replicas", *upper_args, "--set", "arrival_rate=3", "--json")
+    assert code == 0, err
+    assert json.loads(out)["results"] == lower
+    assert json.loads(out)["given"]["gpu"]["value"] == "h100-sxm-80gb"
+
+
+def test_an_unknown_catalog_id_gets_a_did_you_mean(capsys):
+    code, _, err = cli(capsys, "solve", "--find", "replicas", *FLEET[:2], "--set", "gpu=H100-SXM-80G")
+    assert code == 2 and "unknown gpu 'H100-SXM-80G'; did you mean h100-sxm-80gb" in err
