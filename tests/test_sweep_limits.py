@@ -68,7 +68,9 @@ def test_integer_axes_print_as_integers(capsys):
 
 
 def test_sweep_scenario_default_and_file(capsys, tmp_path: Path):
-    code, out, err = cli(capsys, "sweep", "--scenario", "default", "--find", "replicas", "--over", "arrival_rate=10,100")
+    code, out, err = cli(
+        capsys, "sweep", "--scenario", "default", "--find", "replicas", "--over", "arrival_rate=10,100"
+    )
     assert code == 0, err
     rows = [line.split() for line in out.splitlines()[1:]]
     assert rows == [["10", "1"], ["100", "6"]]  # concur solve --scenario default --set arrival_rate=100 gives 6

@@ -103,7 +103,11 @@ def test_a_unit_of_another_dimension_is_refused_naming_both(capsys):
     "args, typo, suggestion",
     [
         (["--find", "replicas", *FLEET, "--set", "arival_rate=30"], "arival_rate", "arrival_rate"),
-        (["--find", "replicas", "--set", "model=llama-3.1-8b", "--set", "input_token=2000"], "input_token", "input_tokens"),
+        (
+            ["--find", "replicas", "--set", "model=llama-3.1-8b", "--set", "input_token=2000"],
+            "input_token",
+            "input_tokens",
+        ),
         (["--find", "replica", "--set", "model=llama-3.1-8b"], "replica", "replicas"),
         (["--find", "Replicas"], "Replicas", "replicas"),
         (["--find", "users", "--set", "contxt=8192"], "contxt", "context"),

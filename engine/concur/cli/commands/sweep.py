@@ -160,8 +160,8 @@ def command(
     --over win over it. A grid holds at most 10,000,000 points (every --over and --compare together).
     """
     from ...api import packs_for, refuse_unknown_names
-    from ...lang.index import shipped_index
     from ...errors import UsageError
+    from ...lang.index import shipped_index
     from ...lang.model import build_model
     from ...solver.question import flush_caches
     from ...sweep.vector import parse_range, range_values, require_fixed, require_points
