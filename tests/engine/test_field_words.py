@@ -141,3 +141,39 @@ def test_catalog_ids_are_read_ignoring_case(capsys):
 def test_an_unknown_catalog_id_gets_a_did_you_mean(capsys):
     code, _, err = cli(capsys, "solve", "--find", "replicas", *FLEET[:2], "--set", "gpu=H100-SXM-80G")
     assert code == 2 and "unknown gpu 'H100-SXM-80G'; did you mean h100-sxm-80gb" in err
+
+
+def _physical(var) -> bool:
+    """A count, length, size, duration or rate: what cannot be negative."""
+    dims = dict(var.unit.dims)
+    return not var.choices and (
+        var.integer or any(d in units.COUNT_DIMENSIONS or d in ("[time]", "[information]") for d in dims)
+    )
+
+
+def test_every_count_length_and_rate_of_the_shipped_packs_has_a_lower_bound():
+    from concur.lang.library import get_pack, pack_paths
+
+    missing = []
+    checked = 0
+    for name in pack_paths():
+        for var in get_pack(name).variables.values():
+            if _physical(var):
+                checked += 1
+                if var.bounds[0] is None or var.bounds[0] < 0:
+                    missing.append(f"{var.where}: {var.name} [{var.unit.text}]")
+    assert checked > 100  # the walk reaches the packs' variables
+    assert not missing, "add bounds: [0, null] (or the physical minimum) to:\n" + "\n".join(missing)
+
+
+def test_a_negative_token_count_is_refused_naming_the_variable_and_the_bound(capsys):
+    code, _, err = cli(
+        capsys, "solve", "--find", "replicas", "--set", "model=llama-3.1-8b", "--set", "gpu=h100-sxm-80gb",
+        "--set", "input_tokens=-100", "--set", "output_tokens=500", "--set", "arrival_rate=3",
+    )  # fmt: skip
+    assert code == 2
+    assert "input_tokens=-100 is below its lower bound 1 token/request" in err and err.count("\n") == 1
+    code, _, err = cli(
+        capsys, "solve", "littles_law", "--find", "in_flight", "--set", "arrival_rate=-1", "--set", "residence_time=1"
+    )
+    assert code == 2 and "arrival_rate=-1 is below its lower bound 0 request/s" in err

@@ -93,7 +93,13 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
                 f"[{'-inf' if lo is None else f'{lo / var.display.factor:g}'}, "
                 f"{'inf' if hi is None else f'{hi / var.display.factor:g}'}] {var.display.text}".rstrip()
             )
-            raise UsageError(f"{key}={raw} is outside its admissible range {rng}", variable=key, hint=var.doc or None)
+            below = lo is not None and values[key] < lo
+            what = (
+                f"is below its lower bound {lo / var.display.factor:g} {var.display.text}".rstrip()
+                if below
+                else f"is outside its admissible range {rng}"
+            )
+            raise UsageError(f"{key}={raw} {what}", variable=key, hint=var.doc or None)
         if var.integer and abs(values[key] / var.unit.factor - round(values[key] / var.unit.factor)) > 1e-9:
             raise UsageError(f"{key}={raw} must be a whole number", variable=key)
         sources[key] = "given"
