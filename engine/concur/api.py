@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .errors import ConcurError, UnknownNameError, UsageError
+from .errors import ConcurError, UnderdeterminedError, UnknownNameError, UsageError
 from .lang.index import shipped_index
 from .lang.model import Model, build_model
 from .solver.givens import resolve_givens
+from .solver.missing import narrow_missing
 from .solver.problem import Problem
 from .solver.question import solve_model
 from .solver.solution import Solution
@@ -147,4 +148,7 @@ def solve(
     """
     targets = targets_of(find)
     model = load_model(packs) if packs else build_model(packs_for(targets, given))
-    return solve_model(model, targets, dict(given or {}))
+    try:
+        return solve_model(model, targets, dict(given or {}))
+    except UnderdeterminedError as exc:  # only the inputs that would answer, and why one is unset
+        raise narrow_missing(exc, model, targets, dict(given or {})) from None
