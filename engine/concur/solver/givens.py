@@ -93,10 +93,9 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
                 f"[{'-inf' if lo is None else f'{lo / var.display.factor:g}'}, "
                 f"{'inf' if hi is None else f'{hi / var.display.factor:g}'}] {var.display.text}".rstrip()
             )
-            below = lo is not None and values[key] < lo
             what = (
                 f"is below its lower bound {lo / var.display.factor:g} {var.display.text}".rstrip()
-                if below
+                if lo is not None and values[key] < lo
                 else f"is outside its admissible range {rng}"
             )
             raise UsageError(f"{key}={raw} {what}", variable=key, hint=var.doc or None)

@@ -17,9 +17,9 @@ from ..errors import UnknownNameError, UsageError
 from ..lang.model import Model
 from ..lang.pack import Equation
 from ..lang.units import registry, unit_info
+from .assumed import Assumption, assumptions
 
 if TYPE_CHECKING:  # plan imports this module; the type checker alone reads the annotation
-    from .assumed import Assumption
     from .plan import Plan
 
 __all__ = ["REL_TOL", "Givens", "Method", "Solution", "Step", "describe_var", "list_names", "show_value"]
@@ -83,8 +83,6 @@ class Solution:
     assumed: list[Assumption] = field(default_factory=list, init=False)  # what the answer took unasked
 
     def __post_init__(self) -> None:
-        from .assumed import assumptions
-
         self.assumed = assumptions(self.model, self.values, self.givens, self.trace)
         stated = [a.note for a in self.assumed if a.note]
         self.notes[:0] = [n for n in self.givens.notes + stated if n not in self.notes]
