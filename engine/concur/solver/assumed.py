@@ -58,6 +58,26 @@ class Assumption:
         return {"value": self.value, "unit": self.unit, "source": self.source}
 
 
+_EQ_NAMES: dict[str, tuple[frozenset[str], ...]] = {}
+_CATALOGS: dict[str, Catalog] = {}
+
+
+def _equation_names(model: Model) -> tuple[frozenset[str], ...]:
+    """The names of each equation of ``model`` (walked once per model: a per-point sweep asks often)."""
+    hit = _EQ_NAMES.get(model.key)
+    if hit is None:
+        hit = _EQ_NAMES[model.key] = tuple(eq.names for eq in model.equations)
+    return hit
+
+
+def _catalog(name: str) -> Catalog:
+    """A catalog, looked up once per process."""
+    hit = _CATALOGS.get(name)
+    if hit is None:
+        hit = _CATALOGS[name] = get_catalog(name)
+    return hit
+
+
 def _shown(model: Model, name: str, base: float) -> tuple[Any, str]:
     """(value in the display unit -- an int when whole and the variable is integer --, unit text)."""
     var = model.variables[name]
@@ -102,7 +122,7 @@ def assumptions(model: Model, values: Mapping[str, float], givens: Givens, trace
     first in the packs' order, then stated variables in declaration order."""
     steps = {s.variable: s for s in trace}
     searched = {s.variable for s in trace if s.method == "search" and s.eq is None}
-    near_search = {n for eq in model.equations if eq.names & searched for n in eq.names} if searched else set()
+    near_search = {n for names in _equation_names(model) if names & searched for n in names} if searched else set()
 
     def defaulted(name: str) -> bool:
         var = model.variables[name]
@@ -146,7 +166,7 @@ def _preset_assumptions(
     defaulted: Any,
     covered: set[str],
 ) -> list[Assumption]:
-    catalog = get_catalog(preset.catalog)
+    catalog = _catalog(preset.catalog)
     pairs = _fields(preset, catalog, model)
     out: list[Assumption] = []
     if key in givens.presets:
