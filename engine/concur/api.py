@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .errors import ConcurError, UnknownNameError, UsageError
+from .errors import ConcurError, UnderdeterminedError, UnknownNameError, UsageError
 from .lang.index import shipped_index
 from .lang.model import Model, build_model
 from .solver.givens import resolve_givens
+from .solver.missing import narrow_missing
 from .solver.problem import Problem
 from .solver.question import solve_model
 from .solver.solution import Solution
@@ -55,6 +56,7 @@ def packs_for(
     """
     given = dict(given or {})
     index = shipped_index()
+    refuse_unknown_names(find, tuple(given), index)
     need = set(find) | set(given)
     candidates = [
         name
@@ -75,13 +77,44 @@ def packs_for(
         if target in covered:
             continue
         found = next(((name, names) for _, name, names in declared if target in names), None)
-        if found is None:
+        if found is None:  # refuse_unknown_names has named every undeclared name; kept for a stale index
             raise UnknownNameError(
                 f"no pack declares '{target}'", hint="'concur list' shows the packs; 'concur show PACK' their variables"
             )
         chosen.append(found[0])
         covered |= found[1]
     return chosen
+
+
+def refuse_unknown_names(
+    find: Iterable[str], given: Iterable[str], index: Mapping[str, tuple[frozenset[str], frozenset[str]]]
+) -> None:
+    """Refuse the first asked-for or given name that no shipped pack declares, naming it with a
+    did-you-mean (case-insensitive) over the packs that declare the other names of the question
+    (the packs in play), else over every shipped name: a typo is named, never blamed on another
+    name (``--set arival_rate=30`` once said "unknown variable 'model' in pack(s) littles_law")."""
+    import difflib
+
+    declared = frozenset().union(*(names for names, _ in index.values()))
+    find, given = tuple(find), tuple(given)
+    known = [n for n in (*find, *given) if n in declared]
+    in_play = [names for names, _ in index.values() if known and set(known) <= names]
+    pool = sorted(frozenset().union(*in_play)) if in_play else sorted(declared)
+    for name in (*find, *given):
+        if name in declared:
+            continue
+        lower = {n.lower(): n for n in pool}
+        close = [lower[c] for c in difflib.get_close_matches(name.lower(), list(lower), n=3, cutoff=0.6)]
+        if not close and in_play:
+            lower = {n.lower(): n for n in sorted(declared)}
+            close = [lower[c] for c in difflib.get_close_matches(name.lower(), list(lower), n=3, cutoff=0.6)]
+        raise UnknownNameError(
+            f"unknown variable '{name}': no shipped pack declares it",
+            variable=name,
+            hint=(f"did you mean {', '.join(close)}?" if close else "")
+            + (" " if close else "")
+            + "'concur show PACK' lists a pack's variables",
+        )
 
 
 def _determines(pack: str, find: tuple[str, ...], given: Mapping[str, Any]) -> bool:
@@ -115,4 +148,7 @@ def solve(
     """
     targets = targets_of(find)
     model = load_model(packs) if packs else build_model(packs_for(targets, given))
-    return solve_model(model, targets, dict(given or {}))
+    try:
+        return solve_model(model, targets, dict(given or {}))
+    except UnderdeterminedError as exc:  # only the inputs that would answer, and why one is unset
+        raise narrow_missing(exc, model, targets, dict(given or {})) from None

@@ -20,6 +20,8 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import click
 
@@ -88,6 +90,37 @@ def _quiet_broken_pipe() -> None:
         pass
 
 
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP, raised where the program is so that cleanup runs as for Ctrl-C (not a
+    KeyboardInterrupt, which click turns into "aborted", exit 130: a termination exits 143)."""
+
+
+@contextmanager
+def _terminate_like_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP unwind the stack like Ctrl-C does: every ``finally``
+    runs, so a file being written (``.grid.csv.<pid>.tmp``) is removed, not left behind. The
+    previous handlers come back afterwards (``main`` called in-process leaves no trace). Only the
+    main thread can set handlers; elsewhere the defaults stay."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        signal.signal(signum, signal.SIG_DFL)  # a second signal ends the process at once
+        raise _Terminated()
+
+    names = [n for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
+    previous = {n: signal.signal(getattr(signal, n), stop) for n in names}
+    try:
+        yield
+    finally:
+        for n, handler in previous.items():
+            signal.signal(getattr(signal, n), handler)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI; map concur errors to one line (or one JSON object) and an exit code."""
     from ..errors import ConcurError
@@ -96,8 +129,9 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     report.reset()
     try:
-        code = cli.main(args=args, prog_name="concur", standalone_mode=False)  # a ctx.exit(n) code, or None
-        sys.stdout.flush()  # a pipe closed after the last write fails here, not at interpreter exit
+        with _terminate_like_interrupt():
+            code = cli.main(args=args, prog_name="concur", standalone_mode=False)  # a ctx.exit(n) code, or None
+            sys.stdout.flush()  # a pipe closed after the last write fails here, not at interpreter exit
     except (ConcurError, click.ClickException) as exc:
         sys.exit(report.report(exc, report.json_wanted(args)))
     except ModuleNotFoundError as exc:
@@ -108,6 +142,8 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
+    except _Terminated:
+        sys.exit(143)
     except KeyboardInterrupt:
         sys.exit(130)
     except OSError as exc:

@@ -20,8 +20,8 @@ label of a ``--compare`` combination) and a list of equal-length columns -- and 
   the first and last :data:`EDGE_ROWS` with a line saying how many are not shown (``--all`` shows
   every row, formatted chunk by chunk in two passes so memory stays flat).
 
-Columns are numpy arrays (floats, NaN for "no answer") or object arrays of text (choices,
-preset ids); nothing here knows about models or units -- the caller names the columns.
+Columns are numpy arrays (floats, NaN for "no answer"; integers) or object arrays of text (choices,
+preset ids) or of whole numbers with ``None`` for "no answer" (an integer variable); nothing here knows about models or units -- the caller names the columns.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def _cells(column: Any, start: int, stop: int, *, empty: Any, quote: bool = Fals
     out = []
     for v in part.tolist() if hasattr(part, "tolist") else list(part):
         if v not in texts:
-            texts[v] = empty if v is None else csv_quote(str(v)) if quote else str(v)
+            texts[v] = empty if v is None else v if type(v) is int else csv_quote(str(v)) if quote else str(v)
         out.append(texts[v])
     return out
 

@@ -56,7 +56,8 @@ class Model:
         if var is None:
             import difflib
 
-            close = difflib.get_close_matches(name, list(self.variables) + list(self.presets), n=3)
+            lower = {n.lower(): n for n in [*self.variables, *self.presets]}  # case-insensitive
+            close = [lower[c] for c in difflib.get_close_matches(name.lower(), list(lower), n=3)]
             hint = (
                 f"did you mean {', '.join(close)}?"
                 if close

@@ -155,6 +155,9 @@ class Preset:
     catalog: str
     fields: dict[str, str]
     where: Location
+    # "defaults": an answer that used its fields' defaults names the entry they equal (no key given);
+    # "values": also, when given, the values it filled (a list price is an assumption); "": neither
+    stated: str = ""
 
 
 @record
@@ -567,7 +570,16 @@ def _preset(key: str, spec: Any, loc: Location) -> Preset:
         f"fields of preset '{key}' must map catalog field -> variable",
         loc,
     )
-    return Preset(key, spec["catalog"], dict(fields), loc)
+    stated = spec.get("stated", False)
+    _require(
+        stated in (True, False, "values"),
+        f"stated of preset '{key}' must be true (name the defaults standing for it) or 'values' "
+        "(also name the values it fills when given)",
+        loc,
+    )
+    return Preset(
+        key, spec["catalog"], dict(fields), loc, "values" if stated == "values" else "defaults" if stated else ""
+    )
 
 
 def _examples(data: YMap, pack: str, each: Problems) -> list[Example]:

@@ -19,7 +19,9 @@ Invariants:
   factor, dimensions named ``[name]``) and a file that fails is ignored.
 
 Pitfalls refused or warned about: ``b`` is a barn, ``Gb`` a gilbert, ``KB`` is undefined;
-offset units (``degC``) are refused.
+offset units (``degC``) are refused; pint's angles (``revolution``, ``turn``, ``cycle``) are refused,
+and its ``rpm``/``rps`` (revolutions, x 2 pi) are shadowed: ``data/units.txt`` defines this field's rate
+words (``rps``, ``qps``, ``rpm``, ``rph`` request rates; ``tps``, ``tpm`` token rates).
 """
 
 from __future__ import annotations
@@ -61,6 +63,37 @@ _REFUSED = {
     "KB": "'KB' is undefined; write 'kB' (1000 B) or 'KiB' (1024 B)",
     "pct": "'pct' is the picocarat; write 'percent'",
 }
+# pint's angle words: an angle is dimensionless to pint, so "30 revolution/s" would pass for a rate of
+# requests at x 2 pi. This field counts requests and tokens, never turns: the words are refused.
+_ANGLES = (
+    "revolution",
+    "revolutions",
+    "revolutions_per_minute",
+    "revolutions_per_second",
+    "turn",
+    "turns",
+    "cycle",
+    "cycles",
+    "circle",
+    "circles",
+    "radian",
+    "radians",
+    "rad",
+    "degree",
+    "degrees",
+    "deg",
+)
+_REFUSED.update(
+    {
+        word: f"'{word}' is an angle in pint; a request rate is 'request/s' (rps), a token rate 'token/s' (tps)"
+        for word in _ANGLES
+    }
+)
+# pint's definitions of the field's rate words, removed so that data/units.txt defines them.
+_SHADOWED = {
+    "revolutions_per_minute = revolution / minute = rpm": "revolutions_per_minute = revolution / minute",
+    "revolutions_per_second = revolution / second = rps": "revolutions_per_second = revolution / second",
+}
 _TOKEN_RE = re.compile(r"[A-Za-z_]+")
 
 
@@ -97,7 +130,9 @@ def registry() -> Any:
 
 
 def _definitions_with_information_dimension(pint: Any) -> list[str]:
-    """pint's default definitions, as lines, with ``bit = [information]`` instead of ``bit = []``.
+    """pint's default definitions, as lines, with ``bit = [information]`` instead of ``bit = []``
+    and without pint's ``rpm``/``rps`` aliases (revolutions), which ``data/units.txt`` redefines as
+    request rates.
 
     pint ships the bit as dimensionless, which would let ``GiB + s`` pass a unit check. The
     patched text never touches the disk: pint parses the lines given to it, and the one
@@ -109,6 +144,10 @@ def _definitions_with_information_dimension(pint: Any) -> list[str]:
         raise UnitError("this pint version defines 'bit' unexpectedly; concur needs pint>=0.24")
     constants = source.with_name("constants_en.txt").read_text(encoding="utf-8")
     text = text.replace("\nbit = []\n", "\nbit = [information]\n").replace("@import constants_en.txt", constants)
+    for theirs, ours in _SHADOWED.items():
+        if text.count(theirs) != 1:
+            raise UnitError(f"this pint version defines {theirs.split()[0]} unexpectedly; concur needs pint>=0.24")
+        text = text.replace(theirs, ours)
     return text.splitlines()
 
 
@@ -117,8 +156,10 @@ _UNITS_TXT = Path(__file__).with_name("data") / "units.txt"
 
 @lru_cache(maxsize=1)
 def _facts_key() -> str:
-    """Digest of everything a unit fact derives from: pint's version, units.txt, the shipped table."""
-    return digest(_pint_version(), _UNITS_TXT.read_bytes(), SHIPPED_TABLE.read_bytes())[:24]
+    """Digest of everything a unit fact derives from: pint's version, units.txt, the shipped table,
+    and the spellings refused or shadowed here (a cached fact never outlives a new refusal)."""
+    rules = repr((sorted(_REFUSED.items()), sorted(_SHADOWED.items()))).encode()
+    return digest(_pint_version(), _UNITS_TXT.read_bytes(), SHIPPED_TABLE.read_bytes(), rules)[:24]
 
 
 def _pint_version() -> str:
@@ -179,6 +220,17 @@ COMMON_UNITS = (
     "1/s",
     "request/s",
     "request/minute",
+    "rps",
+    "qps",
+    "rpm",
+    "rph",
+    "tps",
+    "tpm",
+    "req/s",
+    "req/min",
+    "tok/s",
+    "tokens/s",
+    "requests/s",
     "token/s",
     "token/request",
     "token/user",

@@ -89,7 +89,8 @@ def count_factor(info: UnitInfo, var: Variable, where: Location | None = None, *
             continue  # a count the text leaves out is implied ("8192 token" for token/user)
         shown = given if given is not None else info.text
         raise UnitError(
-            f"'{shown}' does not fit {var.name}: {format_dims(info.dims)} is not {format_dims(var.unit.dims)}",
+            f"'{shown}' does not fit {var.name}: '{info.text}' is {format_dims(info.dims)}, "
+            f"{var.name} is '{var.unit.text}' ({format_dims(var.unit.dims)})",
             where=where,
             variable=var.name,
             hint=f"give it in {var.display.text or 'a plain number'}"

@@ -24,6 +24,15 @@ from .solution import Givens
 __all__ = ["resolve_givens"]
 
 
+def catalog_id(entries: Any, raw: str) -> str:
+    """``raw`` as a catalog id: itself when the catalog has it, else the one id equal to it ignoring
+    case (``H100-SXM-80GB`` is ``h100-sxm-80gb``), else ``raw`` unchanged (refused by the caller)."""
+    if raw in entries:
+        return raw
+    same = [ident for ident in entries if ident.lower() == raw.strip().lower()]
+    return same[0] if len(same) == 1 else raw
+
+
 def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
     """Expand presets and convert every given to base units (explicit values win over presets)."""
     values: dict[str, float] = {}
@@ -37,14 +46,16 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
     assumed: dict[str, str] = {}
     for key, raw in given.items():
         if key in model.presets:
-            presets[key] = str(raw)
+            raw = catalog_id(get_catalog(model.presets[key][0].catalog).entries, str(raw))
+            presets[key] = raw
             for n, preset in enumerate(model.presets[key]):
                 catalog = get_catalog(preset.catalog)
-                entry = catalog.entries.get(str(raw))
+                entry = catalog.entries.get(raw)
                 if entry is None and n == 0:
                     import difflib
 
-                    close = difflib.get_close_matches(str(raw), list(catalog.entries), n=3)
+                    lower = {ident.lower(): ident for ident in catalog.entries}
+                    close = [lower[c] for c in difflib.get_close_matches(raw.lower(), list(lower), n=3)]
                     raise UnknownNameError(
                         f"unknown {key} '{raw}'",
                         hint=(f"did you mean {', '.join(close)}? " if close else "")
@@ -102,7 +113,12 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
                 f"[{'-inf' if lo is None else f'{lo / var.display.factor:g}'}, "
                 f"{'inf' if hi is None else f'{hi / var.display.factor:g}'}] {var.display.text}".rstrip()
             )
-            raise UsageError(f"{key}={raw} is outside its admissible range {rng}", variable=key, hint=var.doc or None)
+            what = (
+                f"is below its lower bound {lo / var.display.factor:g} {var.display.text}".rstrip()
+                if lo is not None and values[key] < lo
+                else f"is outside its admissible range {rng}"
+            )
+            raise UsageError(f"{key}={raw} {what}", variable=key, hint=var.doc or None)
         if var.integer and abs(values[key] / var.unit.factor - round(values[key] / var.unit.factor)) > 1e-9:
             raise UsageError(f"{key}={raw} must be a whole number", variable=key)
         sources[key] = "given"

@@ -2,7 +2,9 @@
 
 ``Solution.value(name, unit)`` converts to any unit of the right dimension; ``sol[name]``
 is a ``pint.Quantity`` in the variable's display unit; ``to_json()`` is the shape the CLI's
-``--json`` prints (``{"results": ..., "given": ..., "trace": [...]}``).
+``--json`` prints (``{"results": ..., "given": ..., "assumed": ..., "trace": [...]}``); ``assumed``
+lists the stated defaults and catalog values the answer used (:mod:`concur.solver.assumed`), each
+also a note under the answer.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from ..errors import UnknownNameError, UsageError
 from ..lang.model import Model
 from ..lang.pack import Equation
 from ..lang.units import registry, unit_info
+from .assumed import Assumption, assumptions
 
 if TYPE_CHECKING:  # plan imports this module; the type checker alone reads the annotation
     from .plan import Plan
@@ -80,17 +83,12 @@ class Solution:
     trace: list[Step]
     notes: list[str] = field(default_factory=list)
     plan: Plan | None = None  # the plan whose run gave the values (the exporter prints its forms)
+    assumed: list[Assumption] = field(default_factory=list, init=False)  # what the answer took unasked
 
     def __post_init__(self) -> None:
-        stated = [
-            f"assumed {s.variable} = {show_value(self.model, s.variable, s.value)} (the pack's default; "
-            f"give {s.variable} to change it)"
-            for s in self.trace
-            if s.method is Method.DEFAULT and self.model.variables[s.variable].stated
-        ]
-        used = {s.variable for s in self.trace}
-        picked = [note for name, note in self.givens.assumed.items() if name in used]
-        self.notes[:0] = [n for n in self.givens.notes + stated + picked if n not in self.notes]
+        self.assumed = assumptions(self.model, self.values, self.givens, self.trace)
+        stated = [a.note for a in self.assumed if a.note]
+        self.notes[:0] = [n for n in dict.fromkeys(self.givens.notes + stated) if n not in self.notes]
 
     def equation(self, step: Step) -> Equation | None:
         """The model equation that gave ``step`` (None for inputs)."""
@@ -171,7 +169,13 @@ class Solution:
                     **({"note": s.note} if s.note else {}),
                 }
             )
-        return {"results": self.results(), "given": given, "trace": trace, "notes": list(self.notes)}
+        return {
+            "results": self.results(),
+            "given": given,
+            "assumed": {a.name: a.to_json() for a in self.assumed},
+            "trace": trace,
+            "notes": list(self.notes),
+        }
 
 
 def show_value(model: Model, name: str, base: float) -> str:

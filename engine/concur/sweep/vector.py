@@ -60,7 +60,7 @@ from ..solver.solution import Method
 from ..solver.throughput_inputs import FIXED_INPUTS, require_fixed
 from .partial import Const, NotFoldable, flag_safe, fold
 
-__all__ = ["FIXED_INPUTS", "SweepResult", "parse_range", "require_fixed", "sweep"]
+__all__ = ["FIXED_INPUTS", "MAX_POINTS", "SweepResult", "parse_range", "require_fixed", "require_points", "sweep"]
 
 
 class SweepResult(dict[str, Any]):
@@ -119,8 +119,8 @@ def parse_range(text: str) -> tuple[str, list[Any], bool]:
             raise UsageError(
                 f"--over '{text}': START, STOP must be numbers and N a whole number", hint="e.g. concurrency=1..256:20"
             ) from None
-        if n < 1 or n > 10_000_000:
-            raise UsageError(f"--over '{text}': N must be between 1 and 10,000,000, got {n}")
+        if n < 1 or n > MAX_POINTS:
+            raise UsageError(f"--over '{text}': N must be between 1 and {MAX_POINTS:,}, got {n:,}")
         return name, [start, stop, n], True
     values: list[Any] = []
     for item in (s.strip() for s in spec.split(",")):
@@ -133,6 +133,24 @@ def parse_range(text: str) -> tuple[str, list[Any], bool]:
     if not values:
         raise UsageError(f"--over '{text}' lists no values")
     return name, values, False
+
+
+MAX_POINTS = 10_000_000  # the most points of one sweep: its axes and --compare combinations together
+
+
+def require_points(lengths: Sequence[int]) -> int:
+    """The points of a grid of axes of ``lengths`` (their product); refuses more than :data:`MAX_POINTS`
+    before anything is allocated (two axes of 10,000 would be 10^8 points, gigabytes of arrays)."""
+    total = 1
+    for n in lengths:
+        total *= max(int(n), 0)
+    if total > MAX_POINTS:
+        shown = " x ".join(f"{int(n):,}" for n in lengths)
+        raise UsageError(
+            f"the sweep has {total:,} points ({shown}); the cap is {MAX_POINTS:,}",
+            hint="use fewer points per --over (START..STOP:N), fewer --over or --compare values, or split the sweep",
+        )
+    return total
 
 
 def range_values(start: float, stop: float, n: int, log: bool) -> Any:
@@ -198,6 +216,7 @@ def sweep(
         raise UsageError("a swept variable has no values")
     if grid:
         shape = tuple(lengths)
+        require_points(lengths)
     else:
         if len(set(lengths)) != 1:
             raise UsageError(f"zipped sweeps need equal lengths, got {lengths}")

@@ -1,5 +1,9 @@
 """``concur sweep``: one question over a range of values, as a table, CSV, JSON or PNG.
 
+The question's givens come from ``--scenario`` (a file, or ``default``: the packs' embedded one),
+then ``--set``; ``--over`` and ``--compare`` win over both. An integer variable's column (an axis
+such as ``tp``, or an answer such as ``users``) prints whole numbers, not ``1.0``.
+
     $ concur sweep llm_throughput --over concurrency=1..256:9 --log --find tokens_per_s_per_gpu \\
         --set model=llama-3.1-8b --set gpu=h100-sxm-80gb --set input_tokens=1024 --set output_tokens=2048
     $ concur sweep llm_throughput --over concurrency=1,8,64 --find t_step --compare kv_dtype=bf16,fp8 ...
@@ -66,6 +70,14 @@ def _column(model: Any, name: str, values: Any) -> Any:
         names = np.asarray(list(var.choices) + [None], dtype=object)
         codes = np.where(np.isfinite(flat), flat, len(var.choices)).astype(int)
         return names[codes]
+    if var is not None and var.integer and flat.dtype.kind == "f":
+        whole = np.isfinite(flat)
+        if np.all(flat[whole] == np.round(flat[whole])) and np.all(np.abs(flat[whole]) < 2**53):
+            if whole.all():
+                return flat.astype(np.int64)  # an integer axis prints 1, 2, not 1.0, 2.0
+            ints = np.full(flat.shape, None, dtype=object)  # NaN (no answer) stays empty/null
+            ints[whole] = flat[whole].astype(np.int64).tolist()
+            return ints
     return flat
 
 
@@ -105,6 +117,12 @@ def _blocks(model: Any, runs: list[Any], columns: list[str], with_label: bool) -
     metavar="FILE|-",
     help="write every point as CSV ('-': stdout, streamed)",
 )
+@click.option(
+    "--scenario",
+    metavar="FILE|-|default",
+    help="start from a YAML file with given: {NAME: VALUE} ('-': stdin), or 'default' for the packs' "
+    "embedded scenario (--set and --over win over it)",
+)
 @json_option
 @click.option(
     "--plot",
@@ -127,6 +145,7 @@ def command(
     find: tuple[str, ...],
     sets: tuple[str, ...],
     compares: tuple[str, ...],
+    scenario: str | None,
     csv_path: str | None,
     as_json: bool,
     plot_path: str | None,
@@ -137,13 +156,16 @@ def command(
     A throughput question must fix input_tokens, output_tokens, the offered load (concurrency)
     and the configuration (model/gpu or explicit architecture); concur refuses to assume them.
     Points with no admissible answer are NaN (empty in CSV, null in JSON) and counted, never an error.
+    --scenario starts from a scenario file or (default) the packs' embedded scenario; --set and
+    --over win over it. A grid holds at most 10,000,000 points (every --over and --compare together).
     """
-    from ...api import packs_for
+    from ...api import packs_for, refuse_unknown_names
     from ...errors import UsageError
+    from ...lang.index import shipped_index
     from ...lang.model import build_model
     from ...solver.question import flush_caches
-    from ...sweep.vector import parse_range, range_values, require_fixed
-    from ..givens import parse_sets, split_names
+    from ...sweep.vector import parse_range, range_values, require_fixed, require_points
+    from ..givens import default_scenario, load_scenario, parse_sets, split_names
     from ..render import echo, printable
     from ..streams import binary_output, is_stdio, text_output
     from ..sweepplot import draw, extra_outputs
@@ -170,7 +192,21 @@ def command(
         if is_range:
             raise UsageError(f"--compare {name}: list the values (NAME=v1,v2), not a range")
         compare[name] = values
-    model = build_model(list(packs) if packs else packs_for(tuple(outputs)))
+    pack_list = list(packs)
+    base: dict[str, Any] = {}
+    if scenario and scenario != "default":
+        base, scenario_packs, scenario_find = load_scenario(scenario)
+        pack_list = pack_list or scenario_packs
+        outputs = outputs or list(scenario_find)
+    if not pack_list:
+        refuse_unknown_names(outputs, (*base, *given, *over, *compare), shipped_index())
+        pack_list = packs_for(tuple(outputs))
+    if scenario == "default":
+        base = default_scenario(pack_list)
+    swept = set(over) | set(compare) | set(outputs)
+    given = {**{k: v for k, v in base.items() if k not in swept}, **given}
+    require_points([len(v) for v in over.values()] + [len(v) for v in compare.values()])
+    model = build_model(pack_list)
     require_fixed(model, set(given) | set(over) | set(compare), outputs)
     extra = extra_outputs(model, over, outputs) if plot_path else []
     runs = run_sweeps(model, over, given, outputs + extra, compare)
