@@ -1,0 +1,702 @@
+"""An engine-level discrete-event simulator: one step at a time, as a serving engine schedules.
+
+How is this designed, and why?
+==============================
+
+:mod:`concur.analysis.simulate` checks the fleet formula's averages by simulating the formula's
+own assumptions (a fluid batch, prefill as a fixed delay). This module is the independent
+check: requests arrive, a scheduler per engine kind admits them under the KV pool and the batch
+cap, and every step is timed from its actual contents by :class:`~concur.analysis.step_model.StepModel`
+(the pack's constants, not its steady state). Nothing here reads a formula's ``t_step``,
+``ttft`` or ``itl``.
+
+**State.** Per replica: a FIFO ``waiting`` queue, a ``running`` list in admission order, the
+free KV blocks. Per request: tokens in the KV cache (``ctx``), tokens it must compute before it
+decodes (``pre``: the prompt, or after a preemption the prompt plus what it had generated),
+tokens generated, blocks held. One heap of events ``(time, seq, kind, replica)`` -- arrivals and
+step ends -- where ``seq`` breaks ties, so a run is a pure function of its inputs and seed.
+A replica with work runs steps back to back; a step's composition is fixed when it starts
+(arrivals during a step wait for the next), its tokens appear when it ends.
+
+**The two schedulers.**
+
+* ``mixed`` (vLLM V1; TensorRT-LLM in-flight batching): a step carries every decoding sequence
+  (one token each) and then prefill chunks -- first of running requests still prefilling, then
+  of waiting requests admitted in FIFO order -- until the step's token budget
+  (``max_num_batched_tokens``) is spent. KV blocks are taken as tokens are computed; when a
+  running request cannot get a block the newest running request is preempted (its blocks freed,
+  it goes back to the head of the queue and later recomputes its prompt and output so far),
+  as vLLM does by default (recompute).
+* ``separate`` (SGLang's default, TGI): a step is either a prefill batch or a decode step. While
+  a prompt is unfinished or a waiting request can be admitted, the replica runs prefill batches
+  (chunks up to the token budget), and its decoding sequences wait; otherwise a decode step of
+  every running sequence. Admission reserves the request's whole context (input + output
+  tokens) up front, so this scheduler never preempts (SGLang overcommits with a decaying token
+  ratio and retracts; reserving is its conservative end).
+
+Both admit a waiting request only while the batch holds fewer than ``max_num_seqs`` and its
+blocks fit; the queue is strictly FIFO (a head that does not fit blocks those behind it).
+With several replicas a request goes, on arrival, to the replica with the fewest requests
+(running + waiting), ties to the lowest index.
+
+**Load.** Open loop: arrivals from a :mod:`~concur.analysis.arrivals` stream (Poisson, bursty
+Gamma, or a trace). Closed loop (``concurrency=C``): C clients each send a request, and the
+next one the moment the previous finishes, as benchmark clients with a fixed maximum
+concurrency do. The first ``warmup`` requests are not recorded; arrivals go on until every
+recorded request has finished, so the last ones are measured under the same load.
+
+**What it reports** (:class:`EngineSimResult`), over the recorded requests: TTFT (arrival to
+first token), TPOT per request ((finish - first token)/(output - 1): concur's ``itl``), every
+inter-token gap, each as mean and p50/p90/p99; output tokens/s and requests/s over the window
+from the first to the last recorded arrival; the waiting queue's time average over the first
+and the second half of that window -- **unstable** when the second half's exceeds 1.5 x the
+first half's plus one request (a queue that grows instead of settling).
+
+**Effort** is counted, never timed: events (arrivals + steps) stop at ``max_events`` with a
+:class:`~concur.errors.BudgetError` saying so. A 2,000-request run at a few hundred requests in
+flight is tens of thousands of events (``concur bench enginesim`` measures events/s).
+
+Worked example: Llama-3.1-8B on one H100 (vLLM constants, budget 2,048 tokens), 1,000 in /
+400 out, closed loop at 64 clients: each step carries 64 decodes and, every few steps, a
+1,000-token prompt; the simulated mean TPOT is then the decode step plus the prompt chunks'
+share, which is what a benchmark's TPOT measures (``tests/test_enginesim.py`` compares it with
+measured points).
+
+Non-goals: prefix caching, speculative decoding, CPU/GPU overlap of scheduling, preemption by
+swapping, priorities other than FIFO, routing other than least-loaded, per-layer pipelining.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..errors import BudgetError, InfeasibleError, UsageError
+from .step_model import EngineLimits, StepModel
+
+__all__ = [
+    "DEFAULT_MAX_EVENTS",
+    "EngineSimResult",
+    "Percentiles",
+    "StepRecord",
+    "seconds_text",
+    "simulate_engine",
+    "sla_misses",
+]
+
+DEFAULT_MAX_EVENTS = 1_000_000
+_ARRIVE, _STEP_END = 0, 1
+
+
+class Stream(Protocol):
+    def next(self) -> tuple[float, int, int] | None: ...
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    """Mean and 50th/90th/99th percentiles (linear interpolation), seconds; ``nan`` when empty."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+    @staticmethod
+    def of(values: Any) -> Percentiles:
+        import numpy as np
+
+        arr = np.asarray(values, dtype=float)
+        if arr.size == 0:
+            return Percentiles(math.nan, math.nan, math.nan, math.nan)
+        p50, p90, p99 = np.percentile(arr, [50, 90, 99])
+        return Percentiles(float(arr.mean()), float(p50), float(p90), float(p99))
+
+    def as_dict(self) -> dict[str, float]:
+        return {"mean": self.mean, "p50": self.p50, "p90": self.p90, "p99": self.p99}
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """What one step carried (given to ``observe`` when the step starts)."""
+
+    replica: int
+    start: float
+    end: float
+    decode: tuple[int, ...]  # request ids, one token each
+    prefill: tuple[tuple[int, int], ...]  # (request id, tokens)
+    admitted: tuple[int, ...]  # request ids admitted for the first time in this step
+    kv_used: int  # blocks held after the step's allocations
+    running: int
+
+
+@dataclass(frozen=True)
+class EngineSimResult:
+    """What one run measured (seconds, requests, tokens)."""
+
+    engine: str
+    replicas: int
+    recorded: int
+    ttft: Percentiles
+    tpot: Percentiles
+    itl_gap: Percentiles
+    output_tokens_per_s: float
+    requests_per_s: float
+    queue_first_half: float
+    queue_second_half: float
+    queue_max: int
+    stable: bool
+    mean_decode_batch: float
+    steps: int
+    events: int
+    preemptions: int
+    simulated_time: float
+    finish_order: tuple[int, ...] = field(repr=False)  # request ids as they finished (each once)
+    first_admission: tuple[int, ...] = field(repr=False)  # request ids in order of first admission
+
+    @property
+    def queue_growth(self) -> float:
+        """Change of the time-average waiting queue from the first to the second half, requests."""
+        return self.queue_second_half - self.queue_first_half
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready summary."""
+        return {
+            "engine": self.engine,
+            "replicas": self.replicas,
+            "recorded": self.recorded,
+            "ttft": self.ttft.as_dict(),
+            "tpot": self.tpot.as_dict(),
+            "itl_gap": self.itl_gap.as_dict(),
+            "output_tokens_per_s": self.output_tokens_per_s,
+            "requests_per_s": self.requests_per_s,
+            "queue": {
+                "first_half": self.queue_first_half,
+                "second_half": self.queue_second_half,
+                "max": self.queue_max,
+                "stable": self.stable,
+            },
+            "mean_decode_batch": self.mean_decode_batch,
+            "steps": self.steps,
+            "events": self.events,
+            "preemptions": self.preemptions,
+            "simulated_time": self.simulated_time,
+        }
+
+
+_SLO_KEYS = {
+    "ttft_slo": ("ttft", "mean", "TTFT mean"),
+    "itl_slo": ("tpot", "mean", "ITL (mean TPOT)"),
+    "ttft_p90_slo": ("ttft", "p90", "TTFT p90"),
+    "itl_p90_slo": ("tpot", "p90", "ITL p90 (TPOT)"),
+    "ttft_p99_slo": ("ttft", "p99", "TTFT p99"),
+    "itl_p99_slo": ("tpot", "p99", "ITL p99 (TPOT)"),
+}
+
+
+def sla_misses(result: EngineSimResult, slo: Mapping[str, float]) -> list[str]:
+    """The SLOs (seconds; names of :data:`SLO_NAMES`) the run misses, as short texts; an unstable
+    queue is a miss whatever the SLOs."""
+    misses = []
+    for name, limit in slo.items():
+        if name not in _SLO_KEYS:
+            raise UsageError(f"unknown SLO '{name}'", hint=f"known: {', '.join(_SLO_KEYS)}")
+        metric, stat, label = _SLO_KEYS[name]
+        value = getattr(getattr(result, metric), stat)
+        if not value <= limit * (1 + 1e-12):
+            misses.append(f"{label} {seconds_text(value)} > {seconds_text(limit)}")
+    if not result.stable:
+        misses.append("the queue grows (unstable)")
+    return misses
+
+
+SLO_NAMES = tuple(_SLO_KEYS)
+
+
+def seconds_text(x: float) -> str:
+    """A time for people: ``48.1 ms`` below a second, ``2.35 s`` from there."""
+    if math.isnan(x):
+        return "-"
+    return f"{x * 1e3:,.1f} ms" if abs(x) < 1 else f"{x:,.3g} s" if abs(x) < 100 else f"{x:,.0f} s"
+
+
+class _Requests:
+    """Per-request state in growable numpy arrays (ids are arrival order)."""
+
+    _INT = ("inp", "out", "ctx", "pre", "gen", "blocks", "replica")
+    _FLOAT = ("arrival", "first", "last", "finish")
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        self.np = np
+        self.n = 0
+        self.cap = 1024
+        ints = lambda: np.zeros(self.cap, dtype=np.int64)  # noqa: E731
+        floats = lambda: np.full(self.cap, np.nan)  # noqa: E731
+        self.inp: Any = ints()
+        self.out: Any = ints()
+        self.ctx: Any = ints()  # tokens in the KV cache
+        self.pre: Any = ints()  # tokens to compute before decoding (prompt, or prompt + output after preemption)
+        self.gen: Any = ints()  # tokens generated
+        self.blocks: Any = ints()  # KV blocks held
+        self.replica: Any = ints()
+        self.arrival: Any = floats()
+        self.first: Any = floats()  # first token
+        self.last: Any = floats()  # latest token
+        self.finish: Any = floats()
+        self.rec: Any = np.zeros(self.cap, dtype=bool)  # recorded (after the warm-up)
+
+    def add(self, t: float, inp: int, out: int, recorded: bool) -> int:
+        np = self.np
+        if self.n == self.cap:
+            self.cap *= 2
+            for name in (*self._INT, *self._FLOAT, "rec"):
+                old = getattr(self, name)
+                new = np.zeros(self.cap, dtype=old.dtype) if name != "rec" else np.zeros(self.cap, dtype=bool)
+                if old.dtype.kind == "f":
+                    new[:] = np.nan
+                new[: self.n] = old[: self.n]
+                setattr(self, name, new)
+        i = self.n
+        self.n += 1
+        self.arrival[i], self.inp[i], self.out[i], self.pre[i] = t, inp, out, inp
+        self.rec[i] = recorded
+        return i
+
+
+@dataclass
+class _Replica:
+    free: int
+    waiting: deque[int] = field(default_factory=deque)
+    running: list[int] = field(default_factory=list)
+    busy: bool = False
+    work: tuple[Any, list[tuple[int, int]]] | None = None  # (decode ids array, prefill chunks)
+    prefilling: list[int] = field(default_factory=list)  # running requests still computing their prompt, in order
+    dec: Any = None  # cached: running requests that decode, in running order (None: recompute)
+    dec_context: int = 0  # cached: sum over ``dec`` of (ctx + 1), the context a decode step reads
+
+
+def simulate_engine(
+    step: StepModel,
+    limits: EngineLimits,
+    source: Stream,
+    *,
+    requests: int,
+    warmup: int = 0,
+    replicas: int = 1,
+    concurrency: int | None = None,
+    max_events: int = DEFAULT_MAX_EVENTS,
+    observe: Callable[[StepRecord], None] | None = None,
+) -> EngineSimResult:
+    """Run until the ``requests`` requests after the first ``warmup`` have finished; see the module
+    essay. ``concurrency`` makes it a closed loop (the stream's times are then ignored).
+    Raises :class:`UsageError` for bad arguments, :class:`InfeasibleError` for a request the KV
+    pool can never hold, :class:`BudgetError` past ``max_events``."""
+    for name, value, low in (("requests", requests, 1), ("warmup", warmup, 0), ("replicas", replicas, 1),
+                             ("max_events", max_events, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise UsageError(f"{name} must be a whole number >= {low}, got {value!r}", variable=name)
+    if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
+        raise UsageError(f"concurrency must be a whole number >= 1, got {concurrency!r}", variable="concurrency")
+    sim = _Sim(step, limits, source, requests, warmup, replicas, concurrency, max_events, observe)
+    sim.run()
+    return sim.result()
+
+
+class _Sim:
+    """The event loop of :func:`simulate_engine` (one instance per run)."""
+
+    def __init__(
+        self,
+        step: StepModel,
+        limits: EngineLimits,
+        source: Stream,
+        requests: int,
+        warmup: int,
+        replicas: int,
+        concurrency: int | None,
+        max_events: int,
+        observe: Callable[[StepRecord], None] | None,
+    ) -> None:
+        import numpy as np
+
+        self.np = np
+        self.step, self.lim, self.source = step, limits, source
+        self.first_rec, self.end_rec = warmup, warmup + requests
+        self.closed = concurrency
+        self.max_events, self.observe = max_events, observe
+        self.req = _Requests()
+        self.reps = [_Replica(limits.kv_blocks) for _ in range(replicas)]
+        self.heap: list[tuple[float, int, int, int]] = []
+        self.seq = 0
+        self.events = 0
+        self.steps = 0
+        self.preemptions = 0
+        self.pending = requests  # recorded requests not finished
+        self.dry = False  # the stream has run out
+        self.pending_arrival: tuple[float, int, int] = (0.0, 1, 1)
+        self.waiting_total = 0
+        self.queue_t: list[float] = [0.0]
+        self.queue_n: list[int] = [0]
+        self.step_end: list[float] = []
+        self.step_tokens: list[int] = []
+        self.step_done: list[int] = []
+        self.gaps: list[Any] = []
+        self.batch_time = 0.0
+        self.decode_time = 0.0
+        self.finish_order: list[int] = []
+        self.admitted: list[int] = []
+        self.ever: set[int] = set()
+        self.now = 0.0
+
+    # -- events -----------------------------------------------------------------------------
+    def push(self, t: float, kind: int, where: int) -> None:
+        heapq.heappush(self.heap, (t, self.seq, kind, where))
+        self.seq += 1
+
+    def count(self) -> None:
+        self.events += 1
+        if self.events > self.max_events:
+            raise BudgetError(
+                f"the simulation stopped after {self.max_events:,} events (max_events) with "
+                f"{self.pending:,} recorded requests unfinished",
+                hint="simulate fewer requests, or raise --max-events",
+            )
+
+    def run(self) -> None:
+        if self.closed is not None:
+            for _ in range(self.closed):
+                self.arrive(0.0)
+        else:
+            self.schedule_arrival()
+        while self.heap and self.pending > 0:
+            t, _, kind, where = heapq.heappop(self.heap)
+            self.count()
+            self.now = t
+            if kind == _ARRIVE:
+                self.arrive(t)
+                self.schedule_arrival()
+            else:
+                self.end_step(where)
+            self.note_queue()
+        if self.pending > 0:
+            raise InfeasibleError(
+                f"{self.pending:,} recorded requests never finished: the trace ran out before they arrived",
+                hint="ask for fewer requests than the trace holds",
+            )
+
+    def schedule_arrival(self) -> None:
+        if self.closed is not None or self.dry:
+            return
+        nxt = self.source.next()
+        if nxt is None:
+            self.dry = True
+            return
+        self.pending_arrival = nxt
+        self.push(nxt[0], _ARRIVE, -1)
+
+    def arrive(self, t: float) -> None:
+        if self.closed is not None:
+            nxt = self.source.next()
+            if nxt is None:
+                return
+            _, inp, out = nxt
+        else:
+            _, inp, out = self.pending_arrival
+        i = self.req.n
+        need = -(-(inp + out - 1) // self.lim.block_size)
+        if need > self.lim.kv_blocks:
+            raise InfeasibleError(
+                f"request {i} needs {inp + out - 1:,} tokens of KV cache ({need:,} blocks); one replica's pool "
+                f"holds {self.lim.kv_tokens:,} tokens",
+                hint="shorter requests, more memory per replica (tp), or an fp8 KV cache",
+            )
+        self.req.add(t, inp, out, self.first_rec <= i < self.end_rec)
+        r = min(range(len(self.reps)), key=lambda k: len(self.reps[k].running) + len(self.reps[k].waiting))
+        rep = self.reps[r]
+        rep.waiting.append(i)
+        self.waiting_total += 1
+        if not rep.busy:
+            self.start_step(r)
+
+    def note_queue(self) -> None:
+        self.queue_t.append(self.now)
+        self.queue_n.append(self.waiting_total)
+
+    # -- scheduling ----------------------------------------------------------------------------
+    def release(self, rep: _Replica, i: int) -> None:
+        rep.free += int(self.req.blocks[i])
+        self.req.blocks[i] = 0
+
+    def preempt(self, rep: _Replica) -> int:
+        """Preempt the newest running request (recompute later); returns its id."""
+        req = self.req
+        victim = rep.running.pop()
+        self.release(rep, victim)
+        if victim in rep.prefilling:
+            rep.prefilling.remove(victim)
+        req.ctx[victim] = 0
+        req.pre[victim] = req.inp[victim] + req.gen[victim]
+        rep.waiting.appendleft(victim)
+        rep.dec = None
+        self.waiting_total += 1
+        self.preemptions += 1
+        return victim
+
+    def blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.lim.block_size)
+
+    def decoders(self, rep: _Replica) -> Any:
+        """The running requests that decode, in running order (cached until membership changes)."""
+        if rep.dec is None:
+            np = self.np
+            skip = set(rep.prefilling)
+            ids = [i for i in rep.running if i not in skip] if skip else rep.running
+            rep.dec = np.fromiter(ids, dtype=np.int64, count=len(ids))
+            rep.dec_context = int((self.req.ctx[rep.dec] + 1).sum())
+        return rep.dec
+
+    def start_step(self, r: int) -> None:
+        rep = self.reps[r]
+        if self.lim.mixed:
+            dec, chunks, new = self.plan_mixed(rep)
+        else:
+            dec, chunks, new = self.plan_separate(rep)
+        if len(dec) == 0 and not chunks:
+            rep.busy, rep.work = False, None
+            return
+        req, step = self.req, self.step
+        if len(dec) == 0:
+            decode_context = 0.0
+        elif step.window_share <= 0 and dec is rep.dec:
+            decode_context = float(rep.dec_context)
+        else:
+            decode_context = float(step.kv_tokens(req.ctx[dec] + 1).sum())
+        pairs = pre_ctx = 0.0
+        pre_tokens = 0
+        for i, c in chunks:
+            p = int(req.ctx[i])
+            pairs += c * p + c * (c + 1) / 2
+            pre_ctx += float(step.kv_tokens(p + c))
+            pre_tokens += c
+        duration = step.time(len(dec), decode_context, pre_tokens, pairs, pre_ctx)
+        if len(dec):
+            self.batch_time += len(dec) * duration
+            self.decode_time += duration
+        rep.busy, rep.work = True, (dec, chunks)
+        self.steps += 1
+        self.push(self.now + duration, _STEP_END, r)
+        for i in new:
+            if i not in self.ever:
+                self.ever.add(i)
+                self.admitted.append(i)
+        if self.observe is not None:
+            self.observe(
+                StepRecord(
+                    r,
+                    self.now,
+                    self.now + duration,
+                    tuple(int(i) for i in dec),
+                    tuple(chunks),
+                    tuple(new),
+                    self.lim.kv_blocks - rep.free,
+                    len(rep.running),
+                )
+            )
+
+    def admit(self, rep: _Replica, budget: int, whole: bool) -> tuple[list[tuple[int, int]], list[int]]:
+        """FIFO admission while the batch cap, the budget and the blocks allow."""
+        req = self.req
+        chunks: list[tuple[int, int]] = []
+        new: list[int] = []
+        while rep.waiting and budget > 0 and len(rep.running) < self.lim.max_num_seqs:
+            i = rep.waiting[0]
+            c = min(int(req.pre[i]), budget)
+            need = self.blocks_for(int(req.inp[i] + req.out[i]) - 1) if whole else self.blocks_for(c)
+            if need > rep.free:
+                break
+            rep.waiting.popleft()
+            self.waiting_total -= 1
+            rep.free -= need
+            req.blocks[i] = need
+            rep.running.append(i)
+            rep.prefilling.append(i)
+            chunks.append((i, c))
+            new.append(i)
+            budget -= c
+        return chunks, new
+
+    def plan_mixed(self, rep: _Replica) -> tuple[Any, list[tuple[int, int]], list[int]]:
+        """Every decode (within the budget), then prefill chunks of the running, then admissions."""
+        req, bs = self.req, self.lim.block_size
+        budget = self.lim.token_budget
+        while True:
+            dec = self.decoders(rep)
+            if len(dec) > budget:
+                dec = dec[:budget]
+            grow = (req.ctx[dec] % bs) == 0
+            need = int(grow.sum())
+            if need <= rep.free:
+                break
+            self.preempt(rep)  # the newest running request, decoding or not; then look again
+        if need:
+            rep.free -= need
+            req.blocks[dec[grow]] += 1
+        budget -= len(dec)
+        before = self.preemptions
+        chunks: list[tuple[int, int]] = []
+        for i in list(rep.prefilling):
+            if budget <= 0:
+                break
+            if i not in rep.prefilling:
+                continue  # preempted for an older request's chunk
+            c = min(int(req.pre[i] - req.ctx[i]), budget)
+            extra = self.blocks_for(int(req.ctx[i]) + c) - int(req.blocks[i])
+            while extra > rep.free and rep.running[-1] != i:
+                self.preempt(rep)
+            if extra > rep.free:
+                c = (rep.free + int(req.blocks[i])) * bs - int(req.ctx[i])
+                extra = rep.free
+                if c <= 0:
+                    continue
+            rep.free -= extra
+            req.blocks[i] += extra
+            chunks.append((i, c))
+            budget -= c
+        if self.preemptions != before:  # a prompt chunk preempted newer requests, decoders among them
+            alive = set(rep.running)
+            gone = [int(i) for i in dec if int(i) not in alive]
+            if gone:
+                dec = self.np.array([i for i in dec if int(i) in alive], dtype=self.np.int64)
+        more, new = self.admit(rep, budget, whole=False)
+        return dec, chunks + more, new
+
+    def plan_separate(self, rep: _Replica) -> tuple[Any, list[tuple[int, int]], list[int]]:
+        """A prefill batch while a prompt is unfinished or a request can be admitted; else a decode step."""
+        req = self.req
+        budget = self.lim.token_budget
+        chunks: list[tuple[int, int]] = []
+        for i in rep.prefilling:
+            if budget <= 0:
+                break
+            c = min(int(req.pre[i] - req.ctx[i]), budget)
+            chunks.append((i, c))
+            budget -= c
+        more, new = self.admit(rep, budget, whole=True)
+        chunks += more
+        if chunks:
+            return self.np.zeros(0, dtype=self.np.int64), chunks, new
+        return self.decoders(rep), [], []
+
+    # -- step end ---------------------------------------------------------------------------------
+    def end_step(self, r: int) -> None:
+        rep = self.reps[r]
+        assert rep.work is not None
+        dec, chunks = rep.work
+        req, np, now = self.req, self.np, self.now
+        done: list[int] = []
+        tokens = 0
+        if len(dec):
+            req.ctx[dec] += 1
+            req.gen[dec] += 1
+            if dec is rep.dec:
+                rep.dec_context += len(dec)
+            rec = req.rec[dec]
+            if rec.any():
+                self.gaps.append(now - req.last[dec[rec]])
+            req.last[dec] = now
+            tokens += len(dec)
+            over = req.gen[dec] >= req.out[dec]
+            if over.any():
+                done.extend(int(i) for i in dec[over])
+        for i, c in chunks:
+            req.ctx[i] += c
+            if req.ctx[i] >= req.pre[i]:
+                rep.prefilling.remove(i)
+                rep.dec = None
+                req.gen[i] += 1
+                tokens += 1
+                if math.isnan(req.first[i]):
+                    req.first[i] = now
+                elif req.rec[i]:
+                    self.gaps.append(np.array([now - req.last[i]]))
+                req.last[i] = now
+                if req.gen[i] >= req.out[i]:
+                    done.append(i)
+        if done:
+            gone = set(done)
+            rep.running = [i for i in rep.running if i not in gone]
+            rep.dec = None
+            for i in done:
+                req.finish[i] = now
+                self.release(rep, i)
+                self.finish_order.append(i)
+                if req.rec[i]:
+                    self.pending -= 1
+        self.step_end.append(now)
+        self.step_tokens.append(tokens)
+        self.step_done.append(len(done))
+        rep.work = None  # still busy: a closed loop's new arrivals must not start this replica twice
+        if self.closed is not None and self.pending > 0:
+            for _ in done:
+                self.arrive(now)
+        self.start_step(r)
+
+    # -- statistics -------------------------------------------------------------------------------
+    def result(self) -> EngineSimResult:
+        np, req = self.np, self.req
+        n = req.n
+        rec = np.flatnonzero(req.rec[:n])
+        arrival, first, finish = req.arrival[rec], req.first[rec], req.finish[rec]
+        out = req.out[rec]
+        multi = out > 1
+        tpot = (finish[multi] - first[multi]) / (out[multi] - 1)
+        gaps = np.concatenate(self.gaps) if self.gaps else np.zeros(0)
+        t0, t1 = float(arrival.min()), float(arrival.max())
+        if t1 <= t0:
+            t1 = float(finish.max())
+        ends = np.asarray(self.step_end)
+        inside = (ends >= t0) & (ends <= t1)
+        span = max(t1 - t0, 1e-12)
+        q1, q2 = _halves(np.asarray(self.queue_t), np.asarray(self.queue_n, dtype=float), t0, t1)
+        return EngineSimResult(
+            engine="mixed" if self.lim.mixed else "separate",
+            replicas=len(self.reps),
+            recorded=len(rec),
+            ttft=Percentiles.of(first - arrival),
+            tpot=Percentiles.of(tpot),
+            itl_gap=Percentiles.of(gaps),
+            output_tokens_per_s=float(np.asarray(self.step_tokens)[inside].sum()) / span,
+            requests_per_s=float(np.asarray(self.step_done)[inside].sum()) / span,
+            queue_first_half=q1,
+            queue_second_half=q2,
+            queue_max=int(max(self.queue_n)),
+            stable=not q2 > 1.5 * q1 + 1,
+            mean_decode_batch=self.batch_time / self.decode_time if self.decode_time else 0.0,
+            steps=self.steps,
+            events=self.events,
+            preemptions=self.preemptions,
+            simulated_time=self.now,
+            finish_order=tuple(self.finish_order),
+            first_admission=tuple(self.admitted),
+        )
+
+
+def _halves(t: Any, q: Any, t0: float, t1: float) -> tuple[float, float]:
+    """Time averages of the step function ``q`` (value ``q[k]`` from ``t[k]`` to ``t[k+1]``) over the
+    two halves of ``[t0, t1]``; both the value at ``t0`` when the window is empty."""
+    import numpy as np
+
+    if t1 <= t0:
+        k = max(int(np.searchsorted(t, t0, side="right")) - 1, 0)
+        return float(q[k]), float(q[k])
+    mid = (t0 + t1) / 2
+    out = []
+    for a, b in ((t0, mid), (mid, t1)):
+        edges = np.clip(np.append(t, np.inf), a, b)
+        out.append(float(np.sum(q * np.diff(edges))) / (b - a))
+    return out[0], out[1]
