@@ -113,8 +113,11 @@ def _number(path: str, line: int, key: str, raw: Any, whole: bool) -> float:
     except (TypeError, ValueError):
         raise _error(path, line, f"{key} must be a number, got {str(raw)[:40]!r}") from None
     if not math.isfinite(value) or value < (1 if whole else 0):
-        raise _error(path, line, f"{key} must be {'a whole number >= 1' if whole else 'a finite number >= 0'}, "
-                     f"got {str(raw)[:40]}")
+        raise _error(
+            path,
+            line,
+            f"{key} must be {'a whole number >= 1' if whole else 'a finite number >= 0'}, got {str(raw)[:40]}",
+        )
     if whole and value != int(value):
         raise _error(path, line, f"{key} must be a whole number of tokens, got {str(raw)[:40]}")
     return value
@@ -181,8 +184,9 @@ def read_trace(path: str | Path) -> Trace:
             raise _error(name, n, f"the request lacks {', '.join(absent)}")
         t = _number(name, n, "timestamp", row["timestamp"], whole=False)
         if times and t < times[-1]:
-            raise _error(name, n, f"timestamp {t:g} s comes before the previous {times[-1]:g} s",
-                         "sort the trace by timestamp")
+            raise _error(
+                name, n, f"timestamp {t:g} s comes before the previous {times[-1]:g} s", "sort the trace by timestamp"
+            )
         times.append(t)
         inputs.append(int(_number(name, n, "input_tokens", row["input_tokens"], whole=True)))
         outputs.append(int(_number(name, n, "output_tokens", row["output_tokens"], whole=True)))

@@ -226,7 +226,7 @@ def seconds_text(x: float) -> str:
 class _Requests:
     """Per-request state in growable numpy arrays (ids are arrival order)."""
 
-    _INT = ("inp", "out", "ctx", "pre", "gen", "blocks", "replica")
+    _INT = ("inp", "out", "ctx", "pre", "gen", "blocks")
     _FLOAT = ("arrival", "first", "last", "finish")
 
     def __init__(self) -> None:
@@ -235,15 +235,19 @@ class _Requests:
         self.np = np
         self.n = 0
         self.cap = 1024
-        ints = lambda: np.zeros(self.cap, dtype=np.int64)  # noqa: E731
-        floats = lambda: np.full(self.cap, np.nan)  # noqa: E731
+
+        def ints() -> Any:
+            return np.zeros(self.cap, dtype=np.int64)
+
+        def floats() -> Any:
+            return np.full(self.cap, np.nan)
+
         self.inp: Any = ints()
         self.out: Any = ints()
         self.ctx: Any = ints()  # tokens in the KV cache
         self.pre: Any = ints()  # tokens to compute before decoding (prompt, or prompt + output after preemption)
         self.gen: Any = ints()  # tokens generated
         self.blocks: Any = ints()  # KV blocks held
-        self.replica: Any = ints()
         self.arrival: Any = floats()
         self.first: Any = floats()  # first token
         self.last: Any = floats()  # latest token
@@ -296,8 +300,12 @@ def simulate_engine(
     essay. ``concurrency`` makes it a closed loop (the stream's times are then ignored).
     Raises :class:`UsageError` for bad arguments, :class:`InfeasibleError` for a request the KV
     pool can never hold, :class:`BudgetError` past ``max_events``."""
-    for name, value, low in (("requests", requests, 1), ("warmup", warmup, 0), ("replicas", replicas, 1),
-                             ("max_events", max_events, 1)):
+    for name, value, low in (
+        ("requests", requests, 1),
+        ("warmup", warmup, 0),
+        ("replicas", replicas, 1),
+        ("max_events", max_events, 1),
+    ):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise UsageError(f"{name} must be a whole number >= {low}, got {value!r}", variable=name)
     if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
@@ -660,7 +668,7 @@ class _Sim:
         if t1 <= t0:
             t1 = float(finish.max())
         ends = np.asarray(self.step_end)
-        inside = (ends >= t0) & (ends <= t1)
+        inside = (ends > t0) & (ends <= t1)
         span = max(t1 - t0, 1e-12)
         q1, q2 = _halves(np.asarray(self.queue_t), np.asarray(self.queue_n, dtype=float), t0, t1)
         return EngineSimResult(

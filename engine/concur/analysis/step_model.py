@@ -42,6 +42,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UsageError
+from ..lang.model import build_model
+from ..solver.givens import resolve_givens
+from ..solver.run import run_question
 
 __all__ = ["EngineLimits", "StepModel", "engine_from_values", "solve_engine"]
 
@@ -79,8 +82,14 @@ class StepModel:
 
         return (1 - self.window_share) * context + self.window_share * np.minimum(context, self.window)
 
-    def time(self, decode_tokens: int, decode_context: float, prefill_tokens: int, prefill_pairs: float,
-             prefill_context: float) -> float:
+    def time(
+        self,
+        decode_tokens: int,
+        decode_context: float,
+        prefill_tokens: int,
+        prefill_pairs: float,
+        prefill_context: float,
+    ) -> float:
         """One step: ``decode_tokens`` sequences whose contexts sum to ``decode_context`` (KV read, keys
         attended), ``prefill_tokens`` prompt tokens in chunks with ``prefill_pairs`` causal (query, key)
         pairs and ``prefill_context`` tokens of KV read (prior context plus the chunk)."""
@@ -204,22 +213,19 @@ _FLEET_ONLY = ("arrival_rate", "request_rate", "replicas", "concurrency", "batch
 _TARGETS = ("t_step", "kv_blocks", "batch_cap", "prefill_time", "attention_flops", "weights_read", "t_comm")
 
 
+def _engine_given(model: Any, name: str) -> bool:
+    """Whether ``name`` describes the configuration (not the fleet's load, size or targets)."""
+    if name in model.presets:
+        return True
+    var = model.variables.get(name)
+    return var is not None and var.limit is None and name not in _FLEET_ONLY and not name.endswith("_slo")
+
+
 def solve_engine(given: Mapping[str, Any], **override: Any) -> tuple[StepModel, EngineLimits, dict[str, float]]:
     """Solve ``llm_fleet`` for one configuration (``given``: model, gpu, tp, dtypes, engine, input and
     output tokens; fleet-level names and SLAs are ignored) and adapt it; also returns the values."""
-    from ..lang.model import build_model
-    from ..solver.givens import resolve_givens
-    from ..solver.run import run_question
-
     model = build_model(["llm_fleet"])
-    question = {
-        k: v for k, v in given.items() if k in model.variables or k in model.presets
-    }
-    for name in list(question):
-        if name in _FLEET_ONLY or name.endswith("_slo") or model.variables.get(name, None) is not None and (
-            model.variables[name].limit is not None
-        ):
-            del question[name]
+    question = {k: v for k, v in given.items() if _engine_given(model, k)}
     question["concurrency"] = "1 request"
     givens = resolve_givens(model, question)
     targets = tuple(t for t in _TARGETS if t in model.variables and t not in givens.values)

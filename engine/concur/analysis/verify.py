@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConcurError, UsageError
+from ..lang.model import build_model
+from ..lang.values import convert_value
 from .arrivals import Synthetic
 from .enginesim import SLO_NAMES, EngineSimResult, simulate_engine, sla_misses
 from .fleet_plan import Candidate, Config, PlanResult
@@ -89,9 +91,6 @@ def split_percentile_slos(question: Mapping[str, Any], declared: set[str]) -> tu
 
 def slo_values(raw: Mapping[str, Any]) -> dict[str, float]:
     """SLO texts or numbers (a bare number in ms, as ``ttft_slo``'s display unit) in seconds."""
-    from ..lang.model import build_model
-    from ..lang.values import convert_value
-
     model = build_model(["llm_fleet"])
     out: dict[str, float] = {}
     for name, value in raw.items():
