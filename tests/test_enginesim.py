@@ -63,7 +63,8 @@ def run(
 def test_scheduler_invariants(mixed: bool) -> None:
     limits = replace(TIGHT, mixed=mixed)
     res, steps = run(limits)
-    assert steps and res.steps == len(steps)
+    started = sum(s.repeat for s in steps)
+    assert steps and started - max(s.repeat for s in steps) <= res.steps <= started  # the last may still run
     for s in steps:
         assert 0 <= s.kv_used <= limits.kv_blocks  # KV never over the pool
         assert s.running <= limits.max_num_seqs  # batch cap held
@@ -73,7 +74,8 @@ def test_scheduler_invariants(mixed: bool) -> None:
         else:
             assert not (s.decode and s.prefill)  # a step is a prefill batch or a decode step, never both
             assert prefill <= limits.token_budget
-        assert s.end > s.start
+        assert s.end > s.start and s.repeat >= 1
+        assert s.repeat == 1 or not s.prefill  # only decode-only steps are coalesced
     finished = Counter(res.finish_order)
     assert finished and max(finished.values()) == 1  # every request finishes once
     assert set(range(20, 140)) <= set(finished)  # ... and every recorded one finishes
@@ -83,6 +85,48 @@ def test_scheduler_invariants(mixed: bool) -> None:
         assert res.preemptions > 0  # the pool is tight enough that vLLM-style growth preempts
     else:
         assert res.preemptions == 0  # reserving the whole context never preempts
+
+
+@pytest.mark.parametrize("mixed", [True, False], ids=["mixed", "separate"])
+@pytest.mark.parametrize("load", ["open", "open-3-replicas", "closed-3-replicas"])
+def test_coalesced_decode_steps_change_nothing_but_the_event_count(mixed: bool, load: str) -> None:
+    """Identical decode steps run as one event give the run that takes them one by one."""
+    limits = replace(TIGHT, mixed=mixed, kv_blocks=120)
+    closed = load.startswith("closed")
+    kw: dict[str, Any] = {"requests": 150, "warmup": 20, "replicas": 3 if "3" in load else 1}
+    if closed:
+        kw["concurrency"] = 7
+    one = simulate_engine(STEP, limits, Synthetic(1.5, 120, 80, seed=4), coalesce=False, **kw)
+    many = simulate_engine(STEP, limits, Synthetic(1.5, 120, 80, seed=4), **kw)
+    assert many.events < one.events / (1 if closed else 3)
+    a, b = one.as_dict(), many.as_dict()
+    a.pop("events"), b.pop("events")
+    assert _close(a, b), (a, b)
+    assert one.finish_order == many.finish_order and one.first_admission == many.first_admission
+
+
+def _close(a: Any, b: Any) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, float):
+        return a == pytest.approx(b, rel=1e-9, abs=1e-12)
+    return bool(a == b)
+
+
+def test_decode_times_are_the_scalar_step_times() -> None:
+    step, _, _ = solve_engine(
+        {
+            "model": "llama-3.1-70b",
+            "gpu": "h100-sxm-80gb",
+            "tp": 4,
+            "engine": "vllm",
+            "input_tokens": 1000,
+            "output_tokens": 400,
+        }
+    )
+    contexts = np.array([1.0, 1234.0, 98765.0, 4.5e6])
+    many = step.decode_times(37, contexts)
+    assert [step.time(37, float(c), 0, 0.0, 0.0) for c in contexts] == many.tolist()
 
 
 def test_several_replicas_route_to_the_least_loaded_and_finish_everything() -> None:
@@ -124,6 +168,11 @@ def test_percentiles_of_a_run_whose_every_step_takes_10_ms() -> None:
     values = np.arange(1.0, 101.0)
     p = Percentiles.of(values)
     assert (p.mean, p.p50, p.p90, p.p99) == pytest.approx((50.5, 50.5, 90.1, 99.01))
+    rng = np.random.default_rng(3)
+    vals, counts = rng.random(40), rng.integers(1, 9, 40)
+    w = Percentiles.of(vals, counts)
+    flat = Percentiles.of(np.repeat(vals, counts))
+    assert (w.mean, w.p50, w.p90, w.p99) == pytest.approx((flat.mean, flat.p50, flat.p90, flat.p99), rel=1e-12)
     assert math.isnan(Percentiles.of([]).p90)
 
 

@@ -89,6 +89,8 @@ __all__ = [
 ]
 
 DEFAULT_MAX_EVENTS = 1_000_000
+_COALESCE = 4096  # most decode steps one event stands for
+_COALESCE_WINDOW = 256  # ... when sliding windows make each step's context a sum over the batch
 _ARRIVE, _STEP_END = 0, 1
 
 
@@ -106,14 +108,31 @@ class Percentiles:
     p99: float
 
     @staticmethod
-    def of(values: Any) -> Percentiles:
+    def of(values: Any, weights: Any = None) -> Percentiles:
+        """Of ``values``, each counted ``weights`` times (whole numbers; 1 when None): the same numbers
+        as ``numpy.percentile`` (linear) and the mean of the values repeated."""
         import numpy as np
 
         arr = np.asarray(values, dtype=float)
         if arr.size == 0:
             return Percentiles(math.nan, math.nan, math.nan, math.nan)
-        p50, p90, p99 = np.percentile(arr, [50, 90, 99])
-        return Percentiles(float(arr.mean()), float(p50), float(p90), float(p99))
+        if weights is None:
+            p50, p90, p99 = np.percentile(arr, [50, 90, 99])
+            return Percentiles(float(arr.mean()), float(p50), float(p90), float(p99))
+        w = np.asarray(weights, dtype=float)
+        order = np.argsort(arr, kind="stable")
+        arr, w = arr[order], w[order]
+        upto = np.cumsum(w)  # the expanded array's entries 0..upto[k]-1 hold arr[k]
+        total = upto[-1]
+
+        def at(q: float) -> float:
+            pos = q / 100 * (total - 1)
+            lo = math.floor(pos)
+            a = arr[int(np.searchsorted(upto, lo, side="right"))]
+            b = arr[int(np.searchsorted(upto, min(lo + 1, total - 1), side="right"))]
+            return float(a + (b - a) * (pos - lo))
+
+        return Percentiles(float((arr * w).sum() / total), at(50), at(90), at(99))
 
     def as_dict(self) -> dict[str, float]:
         return {"mean": self.mean, "p50": self.p50, "p90": self.p90, "p99": self.p99}
@@ -131,6 +150,7 @@ class StepRecord:
     admitted: tuple[int, ...]  # request ids admitted for the first time in this step
     kv_used: int  # blocks held after the step's allocations
     running: int
+    repeat: int = 1  # identical decode steps this record stands for (coalesced into one event)
 
 
 @dataclass(frozen=True)
@@ -278,7 +298,7 @@ class _Replica:
     waiting: deque[int] = field(default_factory=deque)
     running: list[int] = field(default_factory=list)
     busy: bool = False
-    work: tuple[Any, list[tuple[int, int]]] | None = None  # (decode ids array, prefill chunks)
+    work: tuple[Any, list[tuple[int, int]], Any, float, float] | None = None  # decode ids, chunks, ends, s, start
     prefilling: list[int] = field(default_factory=list)  # running requests still computing their prompt, in order
     dec: Any = None  # cached: running requests that decode, in running order (None: recompute)
     dec_context: int = 0  # cached: sum over ``dec`` of (ctx + 1), the context a decode step reads
@@ -295,11 +315,13 @@ def simulate_engine(
     concurrency: int | None = None,
     max_events: int = DEFAULT_MAX_EVENTS,
     observe: Callable[[StepRecord], None] | None = None,
+    coalesce: bool = True,
 ) -> EngineSimResult:
     """Run until the ``requests`` requests after the first ``warmup`` have finished; see the module
     essay. ``concurrency`` makes it a closed loop (the stream's times are then ignored).
     Raises :class:`UsageError` for bad arguments, :class:`InfeasibleError` for a request the KV
-    pool can never hold, :class:`BudgetError` past ``max_events``."""
+    pool can never hold, :class:`BudgetError` past ``max_events``. ``coalesce=False`` runs every decode
+    step as its own event (the same results, more events: for tests)."""
     for name, value, low in (
         ("requests", requests, 1),
         ("warmup", warmup, 0),
@@ -311,6 +333,7 @@ def simulate_engine(
     if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
         raise UsageError(f"concurrency must be a whole number >= 1, got {concurrency!r}", variable="concurrency")
     sim = _Sim(step, limits, source, requests, warmup, replicas, concurrency, max_events, observe)
+    sim.coalesce = coalesce
     sim.run()
     return sim.result()
 
@@ -353,7 +376,9 @@ class _Sim:
         self.step_end: list[float] = []
         self.step_tokens: list[int] = []
         self.step_done: list[int] = []
-        self.gaps: list[Any] = []
+        self.gaps: list[Any] = []  # inter-token gaps of recorded requests (arrays)...
+        self.gap_weights: list[Any] = []  # ... and how many tokens had each
+        self.coalesce = True
         self.batch_time = 0.0
         self.decode_time = 0.0
         self.finish_order: list[int] = []
@@ -492,12 +517,13 @@ class _Sim:
             pre_ctx += float(step.kv_tokens(p + c))
             pre_tokens += c
         duration = step.time(len(dec), decode_context, pre_tokens, pairs, pre_ctx)
-        if len(dec):
-            self.batch_time += len(dec) * duration
-            self.decode_time += duration
-        rep.busy, rep.work = True, (dec, chunks)
-        self.steps += 1
-        self.push(self.now + duration, _STEP_END, r)
+        ends = None
+        if self.coalesce and not chunks and len(dec) and not rep.waiting and not rep.prefilling:
+            ends = self.coalesced(rep, dec, duration)
+        if ends is not None:
+            duration = float(ends[-1]) - self.now
+        rep.busy, rep.work = True, (dec, chunks, ends, duration, self.now)
+        self.push(self.now + duration if ends is None else float(ends[-1]), _STEP_END, r)
         for i in new:
             if i not in self.ever:
                 self.ever.add(i)
@@ -513,8 +539,52 @@ class _Sim:
                     tuple(new),
                     self.lim.kv_blocks - rep.free,
                     len(rep.running),
+                    1 if ends is None else len(ends),
                 )
             )
+
+    def coalesced(self, rep: _Replica, dec: Any, first: float) -> Any:
+        """End times of the identical decode steps that follow from now, or None for one step.
+
+        Between events nothing changes a decode-only composition but its contexts (one token longer
+        each step), so the steps up to the first finish, the next event anywhere (an arrival, another
+        replica's step in a closed loop) or the blocks running out are timed at once, with the same arithmetic
+        (:meth:`StepModel.decode_times`, ends accumulated in order) as one by one."""
+        np, req, bs = self.np, self.req, self.lim.block_size
+        if self.lim.mixed and dec is not rep.dec:
+            return None  # the budget cut the decodes
+        ctx, n = req.ctx[dec], len(dec)
+        m = min(int((req.out[dec] - req.gen[dec]).min()), _COALESCE)
+        if self.step.window_share > 0:
+            m = min(m, _COALESCE_WINDOW)
+        if m < 2:
+            return None
+        if self.lim.mixed:  # blocks for steps 2..m (step 1's are taken): shrink m until they fit
+            base = ctx // bs
+            while m >= 2 and int(((ctx + m - 1) // bs - base).sum()) > rep.free:
+                m //= 2
+            if m < 2:
+                return None
+        j = np.arange(m)
+        if self.step.window_share > 0:
+            contexts = self.step.kv_tokens(ctx[None, :] + 1 + j[:, None]).sum(axis=1)
+        else:
+            contexts = float(rep.dec_context) + j * float(n)
+        durations = self.step.decode_times(n, contexts)
+        durations[0] = first
+        ends = np.cumsum(np.concatenate(([self.now], durations)))[1:]
+        if self.closed is None:  # open loop: only an arrival reaches this replica (others' steps do not)
+            horizon = math.inf if self.dry else self.pending_arrival[0]
+        else:  # closed loop: any replica's step may finish a request and send its client's next one
+            horizon = self.heap[0][0] if self.heap else math.inf
+        m = min(m, int(np.searchsorted(ends, horizon, side="left")) + 1)
+        if m < 2:
+            return None
+        if self.lim.mixed:
+            extra = (ctx + m - 1) // bs - ctx // bs
+            rep.free -= int(extra.sum())
+            req.blocks[dec] += extra
+        return ends[:m]
 
     def admit(self, rep: _Replica, budget: int, whole: bool) -> tuple[list[tuple[int, int]], list[int]]:
         """FIFO admission while the batch cap, the budget and the blocks allow."""
@@ -604,23 +674,38 @@ class _Sim:
     def end_step(self, r: int) -> None:
         rep = self.reps[r]
         assert rep.work is not None
-        dec, chunks = rep.work
+        dec, chunks, ends, duration, _ = rep.work
         req, np, now = self.req, self.np, self.now
         done: list[int] = []
         tokens = 0
+        m = 1 if ends is None else len(ends)
+        self.steps += m  # completed steps: one still running when the run ends is not counted
         if len(dec):
-            req.ctx[dec] += 1
-            req.gen[dec] += 1
+            self.batch_time += len(dec) * duration
+            self.decode_time += duration
+        if len(dec):
+            req.ctx[dec] += m
+            req.gen[dec] += m
             if dec is rep.dec:
-                rep.dec_context += len(dec)
+                rep.dec_context += m * len(dec)
             rec = req.rec[dec]
             if rec.any():
-                self.gaps.append(now - req.last[dec[rec]])
+                first_end = now if ends is None else float(ends[0])
+                gaps = first_end - req.last[dec[rec]]
+                self.gaps.append(gaps)
+                self.gap_weights.append(np.ones(len(gaps)))
+                if ends is not None:
+                    self.gaps.append(np.diff(ends))
+                    self.gap_weights.append(np.full(m - 1, float(rec.sum())))
             req.last[dec] = now
             tokens += len(dec)
             over = req.gen[dec] >= req.out[dec]
             if over.any():
                 done.extend(int(i) for i in dec[over])
+        if ends is not None:
+            self.step_end.extend(ends[:-1].tolist())
+            self.step_tokens.extend([len(dec)] * (m - 1))
+            self.step_done.extend([0] * (m - 1))
         for i, c in chunks:
             req.ctx[i] += c
             if req.ctx[i] >= req.pre[i]:
@@ -632,6 +717,7 @@ class _Sim:
                     req.first[i] = now
                 elif req.rec[i]:
                     self.gaps.append(np.array([now - req.last[i]]))
+                    self.gap_weights.append(np.ones(1))
                 req.last[i] = now
                 if req.gen[i] >= req.out[i]:
                     done.append(i)
@@ -655,7 +741,21 @@ class _Sim:
         self.start_step(r)
 
     # -- statistics -------------------------------------------------------------------------------
+    def unfinished_steps(self) -> None:
+        """Count the steps of coalesced groups still running that ended before the run stopped, as
+        one-by-one steps would have been."""
+        for rep in self.reps:
+            if rep.work is None or rep.work[2] is None:
+                continue
+            dec, _, ends, _, start = rep.work
+            done = ends[ends < self.now]
+            if len(done):
+                self.steps += len(done)
+                self.batch_time += len(dec) * (float(done[-1]) - start)
+                self.decode_time += float(done[-1]) - start
+
     def result(self) -> EngineSimResult:
+        self.unfinished_steps()
         np, req = self.np, self.req
         n = req.n
         rec = np.flatnonzero(req.rec[:n])
@@ -664,6 +764,7 @@ class _Sim:
         multi = out > 1
         tpot = (finish[multi] - first[multi]) / (out[multi] - 1)
         gaps = np.concatenate(self.gaps) if self.gaps else np.zeros(0)
+        weights = np.concatenate(self.gap_weights) if self.gaps else np.zeros(0)
         t0, t1 = float(arrival.min()), float(arrival.max())
         if t1 <= t0:
             t1 = float(finish.max())
@@ -677,7 +778,7 @@ class _Sim:
             recorded=len(rec),
             ttft=Percentiles.of(first - arrival),
             tpot=Percentiles.of(tpot),
-            itl_gap=Percentiles.of(gaps),
+            itl_gap=Percentiles.of(gaps, weights),
             output_tokens_per_s=float(np.asarray(self.step_tokens)[inside].sum()) / span,
             requests_per_s=float(np.asarray(self.step_done)[inside].sum()) / span,
             queue_first_half=q1,

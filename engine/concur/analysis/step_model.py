@@ -101,6 +101,18 @@ class StepModel:
         comm = self.comm_fixed + self.comm_per_token * n if self.comm_fixed or self.comm_per_token else 0.0
         return max(memory, compute) / self.efficiency + comm + self.t_fixed
 
+    def decode_times(self, decode_tokens: int, decode_contexts: Any) -> Any:
+        """:meth:`time` of decode-only steps of ``decode_tokens`` sequences, one per entry of the numpy
+        array ``decode_contexts``; the same floating-point operations in the same order, so each entry
+        equals the scalar call exactly."""
+        import numpy as np
+
+        memory = self.weights(decode_tokens) + self.kv_time_per_token * (decode_contexts + 0.0)
+        decode = decode_tokens * self.token_time + self.attn_time * decode_contexts
+        compute = decode + 0.0 * self.efficiency / self.efficiency_prefill
+        comm = self.comm_fixed + self.comm_per_token * decode_tokens if self.comm_fixed or self.comm_per_token else 0.0
+        return np.maximum(memory, compute) / self.efficiency + comm + self.t_fixed
+
 
 @dataclass(frozen=True)
 class EngineLimits:
