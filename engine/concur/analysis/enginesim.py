@@ -47,10 +47,12 @@ recorded request has finished, so the last ones are measured under the same load
 
 **What it reports** (:class:`EngineSimResult`), over the recorded requests: TTFT (arrival to
 first token), TPOT per request ((finish - first token)/(output - 1): concur's ``itl``), every
-inter-token gap, each as mean and p50/p90/p99; output tokens/s and requests/s over the window
-from the first to the last recorded arrival; the waiting queue's time average over the first
-and the second half of that window -- **unstable** when the second half's exceeds 1.5 x the
-first half's plus one request (a queue that grows instead of settling).
+inter-token gap, each as mean and p50/p90/p99; output tokens/s and requests/s from the first
+recorded arrival to the last recorded finish (arrivals go on meanwhile, so this is what the
+replicas serve under the load); the waiting queue's time average over the first and the second
+half of the recorded arrivals' window -- **unstable** when it grows (by more than one request and
+10 %) while fewer requests finish than arrive (under 95 % of the recorded arrival rate): a queue
+that grows instead of settling. A closed loop is never unstable: its clients wait.
 
 **Effort** is counted, never timed: events (arrivals + steps) stop at ``max_events`` with a
 :class:`~concur.errors.BudgetError` saying so. A 2,000-request run at a few hundred requests in
@@ -750,6 +752,9 @@ class _Sim:
             dec, _, ends, _, start = rep.work
             done = ends[ends < self.now]
             if len(done):
+                self.step_end.extend(done.tolist())
+                self.step_tokens.extend([len(dec)] * len(done))
+                self.step_done.extend([0] * len(done))
                 self.steps += len(done)
                 self.batch_time += len(dec) * (float(done[-1]) - start)
                 self.decode_time += float(done[-1]) - start
@@ -765,13 +770,14 @@ class _Sim:
         tpot = (finish[multi] - first[multi]) / (out[multi] - 1)
         gaps = np.concatenate(self.gaps) if self.gaps else np.zeros(0)
         weights = np.concatenate(self.gap_weights) if self.gaps else np.zeros(0)
-        t0, t1 = float(arrival.min()), float(arrival.max())
-        if t1 <= t0:
-            t1 = float(finish.max())
+        t0, t1, t_end = float(arrival.min()), float(arrival.max()), float(finish.max())
         ends = np.asarray(self.step_end)
-        inside = (ends > t0) & (ends <= t1)
-        span = max(t1 - t0, 1e-12)
+        inside = (ends > t0) & (ends <= t_end)
+        span = max(t_end - t0, 1e-12)
         q1, q2 = _halves(np.asarray(self.queue_t), np.asarray(self.queue_n, dtype=float), t0, t1)
+        served = float(np.asarray(self.step_done)[inside].sum()) / span
+        offered = (len(rec) - 1) / (t1 - t0) if t1 > t0 else 0.0
+        grows = q2 > q1 + max(1.0, 0.1 * q1) and served < 0.95 * offered
         return EngineSimResult(
             engine="mixed" if self.lim.mixed else "separate",
             replicas=len(self.reps),
@@ -780,11 +786,11 @@ class _Sim:
             tpot=Percentiles.of(tpot),
             itl_gap=Percentiles.of(gaps, weights),
             output_tokens_per_s=float(np.asarray(self.step_tokens)[inside].sum()) / span,
-            requests_per_s=float(np.asarray(self.step_done)[inside].sum()) / span,
+            requests_per_s=served,
             queue_first_half=q1,
             queue_second_half=q2,
             queue_max=int(max(self.queue_n)),
-            stable=not q2 > 1.5 * q1 + 1,
+            stable=not grows,
             mean_decode_batch=self.batch_time / self.decode_time if self.decode_time else 0.0,
             steps=self.steps,
             events=self.events,
