@@ -50,9 +50,9 @@ first token), TPOT per request ((finish - first token)/(output - 1): concur's ``
 inter-token gap, each as mean and p50/p90/p99; output tokens/s and requests/s from the first
 recorded arrival to the last recorded finish (arrivals go on meanwhile, so this is what the
 replicas serve under the load); the waiting queue's time average over the first and the second
-half of the recorded arrivals' window -- **unstable** when it grows (by more than one request and
-10 %) while fewer requests finish than arrive (under 95 % of the recorded arrival rate): a queue
-that grows instead of settling. A closed loop is never unstable: its clients wait.
+half of the recorded arrivals' window -- **unstable** when the second half's exceeds the first's by
+more than one request and more than 1 % of the recorded requests (the queue absorbing over 2 % of
+the arrivals: it grows instead of settling). A closed loop is never unstable: its clients wait.
 
 **Effort** is counted, never timed: events (arrivals + steps) stop at ``max_events`` with a
 :class:`~concur.errors.BudgetError` saying so. A 2,000-request run at a few hundred requests in
@@ -520,7 +520,7 @@ class _Sim:
             pre_tokens += c
         duration = step.time(len(dec), decode_context, pre_tokens, pairs, pre_ctx)
         ends = None
-        if self.coalesce and not chunks and len(dec) and not rep.waiting and not rep.prefilling:
+        if self.coalesce and not chunks and len(dec) and not rep.prefilling:
             ends = self.coalesced(rep, dec, duration)
         if ends is not None:
             duration = float(ends[-1]) - self.now
@@ -549,8 +549,9 @@ class _Sim:
         """End times of the identical decode steps that follow from now, or None for one step.
 
         Between events nothing changes a decode-only composition but its contexts (one token longer
-        each step), so the steps up to the first finish, the next event anywhere (an arrival, another
-        replica's step in a closed loop) or the blocks running out are timed at once, with the same arithmetic
+        each step), so the steps up to the first finish, the next event that could reach this replica
+        (an arrival, another replica's step in a closed loop; none while the queue's head waits for
+        room, which only a finish makes) or the blocks running out are timed at once, with the same arithmetic
         (:meth:`StepModel.decode_times`, ends accumulated in order) as one by one."""
         np, req, bs = self.np, self.req, self.lim.block_size
         if self.lim.mixed and dec is not rep.dec:
@@ -575,7 +576,9 @@ class _Sim:
         durations = self.step.decode_times(n, contexts)
         durations[0] = first
         ends = np.cumsum(np.concatenate(([self.now], durations)))[1:]
-        if self.closed is None:  # open loop: only an arrival reaches this replica (others' steps do not)
+        if rep.waiting:  # the head could not be admitted now, nor before a finish: arrivals queue behind it
+            horizon = math.inf
+        elif self.closed is None:  # open loop: only an arrival reaches this replica (others' steps do not)
             horizon = math.inf if self.dry else self.pending_arrival[0]
         else:  # closed loop: any replica's step may finish a request and send its client's next one
             horizon = self.heap[0][0] if self.heap else math.inf
@@ -776,8 +779,7 @@ class _Sim:
         span = max(t_end - t0, 1e-12)
         q1, q2 = _halves(np.asarray(self.queue_t), np.asarray(self.queue_n, dtype=float), t0, t1)
         served = float(np.asarray(self.step_done)[inside].sum()) / span
-        offered = (len(rec) - 1) / (t1 - t0) if t1 > t0 else 0.0
-        grows = q2 > q1 + max(1.0, 0.1 * q1) and served < 0.95 * offered
+        grows = self.closed is None and q2 - q1 > max(1.0, 0.01 * len(rec))
         return EngineSimResult(
             engine="mixed" if self.lim.mixed else "separate",
             replicas=len(self.reps),
