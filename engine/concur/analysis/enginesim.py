@@ -180,7 +180,15 @@ def simulate_engine(
     essay. ``concurrency`` makes it a closed loop (the stream's times are then ignored).
     Raises :class:`UsageError` for bad arguments, :class:`InfeasibleError` for a request the KV
     pool can never hold, :class:`BudgetError` past ``max_events``. ``coalesce=False`` runs every decode
-    step as its own event (the same results, more events: for tests)."""
+    step as its own event (the same results, more events: for tests).
+
+    >>> from concur.analysis.arrivals import Synthetic
+    >>> every_step_10_ms = StepModel(0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.01)
+    >>> one_seat = EngineLimits(kv_blocks=100, block_size=16, max_num_seqs=1, token_budget=64, mixed=True)
+    >>> run = simulate_engine(every_step_10_ms, one_seat, Synthetic(1.0, 8, 11), requests=5, concurrency=1)
+    >>> round(run.ttft.p90 * 1e3, 6), round(run.tpot.p90 * 1e3, 6), run.stable
+    (10.0, 10.0, True)
+    """
     for name, value, low in (
         ("requests", requests, 1),
         ("warmup", warmup, 0),

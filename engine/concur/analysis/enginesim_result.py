@@ -28,7 +28,13 @@ class Percentiles:
     @staticmethod
     def of(values: Any, weights: Any = None) -> Percentiles:
         """Of ``values``, each counted ``weights`` times (whole numbers; 1 when None): the same numbers
-        as ``numpy.percentile`` (linear) and the mean of the values repeated."""
+        as ``numpy.percentile`` (linear) and the mean of the values repeated.
+
+        >>> Percentiles.of([1.0, 2.0, 3.0, 4.0]).p50
+        2.5
+        >>> Percentiles.of([1.0, 4.0], weights=[3, 1]).p50
+        1.0
+        """
         import numpy as np
 
         arr = np.asarray(values, dtype=float)

@@ -239,6 +239,8 @@ def solve_engine(given: Mapping[str, Any], **override: Any) -> tuple[StepModel, 
     model = build_model(["llm_fleet"])
     question = {k: v for k, v in given.items() if _engine_given(model, k)}
     question["concurrency"] = "1 request"
+    if "kv_fit" in model.variables:
+        question.setdefault("kv_fit", "ignore")  # the simulator holds requests to the pool itself, per request
     givens = resolve_givens(model, question)
     targets = tuple(t for t in _TARGETS if t in model.variables and t not in givens.values)
     _plan, env, _ = run_question(model, dict(givens.values), targets, givens.sources, trace=False)
