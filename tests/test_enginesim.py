@@ -515,3 +515,17 @@ def test_open_loop_tpot_is_never_optimistic() -> None:
         if sim * 1e3 < 0.8 * ref["tpot_ms"]:
             low[ref["id"]] = round(sim * 1e3, 2)
     assert not low, low
+
+
+def test_a_verified_row_whose_run_never_ends_is_a_miss_not_a_crash() -> None:
+    from concur.analysis.fleet_plan import Config
+    from concur.analysis.verify import verify_row
+
+    question = {"model": "llama-3.1-70b", "arrival_rate": 50, "input_tokens": 1000, "output_tokens": 400}
+    row = verify_row(
+        question, Config("h100-sxm-80gb", 4, "fp8", "fp8", "vllm"), 1, 10.0, 50.0, {}, requests=50, max_events=200
+    )
+    assert row.result is None and not row.meets_sla
+    assert "after 200 events (max_events)" in row.misses[0] and "grows without bound" in row.misses[0]
+    doc = row.as_dict()
+    assert doc["ttft_p90"] is None and doc["meets_sla"] is False and doc["scheduler"] == "mixed"

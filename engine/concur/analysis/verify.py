@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConcurError, UsageError
+from ..errors import BudgetError, ConcurError, UsageError
 from ..lang.model import build_model
 from ..lang.values import convert_value
 from .arrivals import Synthetic
@@ -48,11 +48,12 @@ PERCENTILE_SLOS = tuple(n for n in SLO_NAMES if n not in ("ttft_slo", "itl_slo")
 class Verified:
     """A plan row's simulated latencies (seconds) and whether they meet the SLAs."""
 
-    result: EngineSimResult
+    result: EngineSimResult | None  # None: the run did not finish (``misses`` says why)
     misses: tuple[str, ...]
     requests: int
     warmup: int
     seed: int
+    scheduler: str
 
     @property
     def meets_sla(self) -> bool:
@@ -65,6 +66,18 @@ class Verified:
         def ms(x: float) -> dict[str, Any] | None:
             return None if math.isnan(x) else {"value": x * 1e3, "unit": "ms"}
 
+        if r is None:
+            return {
+                "ttft_p90": None,
+                "itl_p90": None,
+                "meets_sla": False,
+                "misses": list(self.misses),
+                "stable": False,
+                "scheduler": self.scheduler,
+                "requests": self.requests,
+                "warmup": self.warmup,
+                "seed": self.seed,
+            }
         return {
             "ttft_p90": ms(r.ttft.p90),
             "itl_p90": ms(r.tpot.p90),
@@ -124,16 +137,20 @@ def verify_row(
     inp, out = round(values["input_tokens"]), round(values["output_tokens"])
     warmup = max(200, math.ceil(2 * batch * replicas))
     kw: dict[str, Any] = {} if max_events is None else {"max_events": max_events}
-    result = simulate_engine(
-        step,
-        limits,
-        Synthetic(rate, max(inp, 1), max(out, 1), seed=seed),
-        requests=requests,
-        warmup=warmup,
-        replicas=replicas,
-        **kw,
-    )
-    return Verified(result, tuple(sla_misses(result, slo)), requests, warmup, seed)
+    scheduler = "mixed" if limits.mixed else "separate"
+    try:
+        result = simulate_engine(
+            step,
+            limits,
+            Synthetic(rate, max(inp, 1), max(out, 1), seed=seed),
+            requests=requests,
+            warmup=warmup,
+            replicas=replicas,
+            **kw,
+        )
+    except BudgetError as exc:  # a queue so unstable that the run never ends within its budget
+        return Verified(None, (f"{exc.message}: the queue grows without bound",), requests, warmup, seed, scheduler)
+    return Verified(result, tuple(sla_misses(result, slo)), requests, warmup, seed, scheduler)
 
 
 def verify_plan(

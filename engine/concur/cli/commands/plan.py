@@ -164,6 +164,8 @@ def _verified_cell(v: Any) -> str:
     from ...analysis.enginesim import seconds_text
 
     r = v.result
+    if r is None:
+        return "no end MISS"
     return f"{seconds_text(r.ttft.p90)} / {seconds_text(r.tpot.p90)} {'ok' if v.meets_sla else 'MISS'}"
 
 
@@ -173,7 +175,7 @@ def _verified_notes(verified: Any) -> list[str]:
         label = f"{config.gpu} tp{config.tp} {config.weight_dtype}/{config.kv_dtype} {config.engine}"
         what = "meets the SLAs" if v.meets_sla else "MISSES: " + "; ".join(v.misses)
         lines.append(
-            f"verified {label}: {what} (engine simulation, {v.result.engine} scheduler, {v.requests:,} requests "
+            f"verified {label}: {what} (engine simulation, {v.scheduler} scheduler, {v.requests:,} requests "
             f"after {v.warmup:,} warm-up, seed {v.seed})"
         )
     return lines
