@@ -139,9 +139,7 @@ class _Requests:
             self.cap *= 2
             for name in (*self._INT, *self._FLOAT, "rec"):
                 old = getattr(self, name)
-                new = np.zeros(self.cap, dtype=old.dtype) if name != "rec" else np.zeros(self.cap, dtype=bool)
-                if old.dtype.kind == "f":
-                    new[:] = np.nan
+                new = np.full(self.cap, np.nan) if old.dtype.kind == "f" else np.zeros(self.cap, dtype=old.dtype)
                 new[: self.n] = old[: self.n]
                 setattr(self, name, new)
         i = self.n
