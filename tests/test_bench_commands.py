@@ -90,6 +90,10 @@ TINY: dict[str, tuple[list[str], tuple[str, ...]]] = {
         ["--runs", "1", "--duration", "20000"],
         ("peer: SimPy", "SimPy seconds / concur seconds", "combined 95% CI"),
     ),
+    "enginesim": (
+        ["--runs", "1", "--requests", "60"],
+        ("baseline (issue budget)", "peer: the same simulator one step per event", "ratio one-by-one / coalesced"),
+    ),
 }
 
 RATIO = re.compile(r"\d+(?:\.\d+)? ?x\b")

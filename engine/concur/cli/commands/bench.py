@@ -23,6 +23,7 @@ BENCHMARKS = {
     "erlang": "concur.bench.erlang",
     "export": "concur.bench.export",
     "simulate": "concur.bench.simulate",
+    "enginesim": "concur.bench.enginesim",
     "plan": "concur.bench.plan",
 }
 

@@ -82,9 +82,12 @@ def _money(x: float | None) -> str:
     return "no price" if x is None else f"${x:,.0f}"
 
 
-def table(result: Any, top: int | None, show_rejected: bool = False) -> list[str]:
-    """The feasible candidates (cheapest first) and the rejected ones, as aligned text lines."""
+def table(result: Any, top: int | None, show_rejected: bool = False, verified: Any = None) -> list[str]:
+    """The feasible candidates (cheapest first) and the rejected ones, as aligned text lines; with
+    ``verified`` (config -> :class:`concur.analysis.verify.Verified`), a column of simulated p90s."""
     from ..render import printable
+
+    verified = verified or {}
 
     feasible = result.feasible
     head = [
@@ -103,6 +106,8 @@ def table(result: Any, top: int | None, show_rejected: bool = False) -> list[str
         "batch",
         "binds",
     ]
+    if verified:
+        head.append("simulated p90 TTFT/ITL")
     rows = [head]
     for c in feasible[:top] if top else feasible:
         rows.append(
@@ -123,8 +128,10 @@ def table(result: Any, top: int | None, show_rejected: bool = False) -> list[str
                 c.binds,
             ]
         )
+        if verified:
+            rows[-1].append(_verified_cell(verified.get(c.config)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    left = {0, 2, 3, 4, 13}
+    left = {0, 2, 3, 4, 13, 14}
     lines = [
         ("  ".join(x.ljust(w) if i in left else x.rjust(w) for i, (x, w) in enumerate(zip(r, widths)))).rstrip()
         for r in rows
@@ -155,7 +162,31 @@ def table(result: Any, top: int | None, show_rejected: bool = False) -> list[str
             lines.append(f"  ... {len(groups) - len(shown)} more (--rejected lists them all; --json has every reason)")
     for note in result.notes:
         lines.append(f"note: {note}")
+    lines.extend(_verified_notes(verified))
     return [printable(line) for line in lines]
+
+
+def _verified_cell(v: Any) -> str:
+    if v is None:
+        return "-"
+    from ...analysis.enginesim import seconds_text
+
+    r = v.result
+    if r is None:
+        return "no end MISS"
+    return f"{seconds_text(r.ttft.p90)} / {seconds_text(r.tpot.p90)} {'ok' if v.meets_sla else 'MISS'}"
+
+
+def _verified_notes(verified: Any) -> list[str]:
+    lines = []
+    for config, v in verified.items():
+        label = f"{config.gpu} tp{config.tp} {config.weight_dtype}/{config.kv_dtype} {config.engine}"
+        what = "meets the SLAs" if v.meets_sla else "MISSES: " + "; ".join(v.misses)
+        lines.append(
+            f"verified {label}: {what} (engine simulation, {v.scheduler} scheduler, {v.requests:,} requests "
+            f"after {v.warmup:,} warm-up, seed {v.seed})"
+        )
+    return lines
 
 
 def _csv(result: Any, path: str) -> None:
@@ -266,6 +297,15 @@ def question_from(sets: tuple[str, ...], scenario: str | None) -> tuple[dict[str
 @click.option("--csv", "csv_path", metavar="FILE|-", help="one row per candidate ('-': stdout)")
 @click.option("--plot", "plot_path", metavar="FILE.png", help="Pareto front: tokens/s per GPU vs tokens/s per user")
 @click.option("--export", "export_path", metavar="FILE.xlsx", help="a comparison workbook (needs concur[excel])")
+@click.option(
+    "--verify",
+    type=click.IntRange(0),
+    default=0,
+    metavar="N",
+    help="simulate the N cheapest feasible rows step by step (concur simulate --model engine) and mark those "
+    "whose simulated latencies miss the SLAs (ttft_slo/itl_slo on means; ttft_p90_slo, itl_p90_slo, "
+    "ttft_p99_slo, itl_p99_slo on percentiles)",
+)
 @json_option
 def command(
     sets: tuple[str, ...],
@@ -281,6 +321,7 @@ def command(
     csv_path: str | None,
     plot_path: str | None,
     export_path: str | None,
+    verify: int,
     as_json: bool,
 ) -> None:
     """The cheapest GPU, TP, precision and engine for a model, its traffic and its SLAs.
@@ -294,6 +335,7 @@ def command(
     from ..render import echo
 
     question, notes = question_from(sets, scenario)
+    question, percentile_slos = _percentile_slos(question, verify)
     axes = _axes(gpus, tps, weights, kvs, engines, provider)
     with progress("sizing configurations") as bar:
         result = plan_fleet(question, axes, progress=bar.update)
@@ -317,7 +359,33 @@ def command(
             hint="larger or more GPUs (--gpus, --tp), fp8 weights, or a looser "
             "SLA; --csv FILE lists every configuration and its reason",
         )
+    verified: dict[Any, Any] = {}
+    if verify:
+        from ...analysis.verify import slo_values, verify_plan
+
+        with progress("simulating the cheapest rows"):
+            verified = verify_plan(result, verify, slo_values({**question, **percentile_slos}))
     if as_json:
-        click.echo(json.dumps({"candidates": list(rows(result)), "notes": result.notes}, indent=2))
+        out = list(rows(result))
+        for cand, row in zip(result.candidates, out):
+            if cand.config in verified:
+                row["verified"] = verified[cand.config].as_dict()
+        click.echo(json.dumps({"candidates": out, "notes": result.notes}, indent=2))
     elif csv_path != "-":
-        echo("\n".join(table(result, top or None, show_rejected)))
+        echo("\n".join(table(result, top or None, show_rejected, verified)))
+
+
+def _percentile_slos(question: dict[str, Any], verify: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The question less the percentile SLOs the fleet pack does not declare (only the simulation
+    checks them, so they need --verify), and those SLOs."""
+    from ...analysis.verify import split_percentile_slos
+    from ...errors import UsageError
+    from ...lang.model import build_model
+
+    rest, pulled = split_percentile_slos(question, set(build_model(["llm_fleet"]).variables))
+    if pulled and not verify:
+        raise UsageError(
+            f"{', '.join(pulled)} is checked on simulated percentiles",
+            hint="add --verify N to simulate the N cheapest rows",
+        )
+    return rest, pulled

@@ -16,7 +16,7 @@ import math
 
 import click
 
-from ..options import json_option
+from ..options import json_option, set_option
 
 __all__ = ["command"]
 
@@ -31,13 +31,17 @@ def _fmt(x: float, digits: int = 4) -> str:
 @click.option(
     "--model",
     "kind",
-    type=click.Choice(["llm", "mmc"]),
+    type=click.Choice(["llm", "mmc", "engine"]),
     default="llm",
     show_default=True,
-    help="llm: continuous-batching fleet; mmc: plain M/M/c queue (validates Erlang C).",
+    help="llm: continuous-batching fleet (fluid, the fleet formula's assumptions); mmc: plain M/M/c queue "
+    "(validates Erlang C); engine: step-by-step engine scheduler timed by the throughput pack's constants.",
 )
 @click.option(
-    "--rate", type=float, required=True, help="Poisson arrival rate, request/s (mmc: per unit of --service-time)."
+    "--rate",
+    type=float,
+    default=None,
+    help="Poisson arrival rate, request/s (mmc: per unit of --service-time); required for llm and mmc.",
 )
 @click.option("--replicas", type=int, default=1, show_default=True, help="llm: replicas serving in parallel (replica).")
 @click.option(
@@ -95,6 +99,60 @@ def _fmt(x: float, digits: int = 4) -> str:
     "relaxation times of the fixed point, at most half the run].",
 )
 @click.option("--seed", type=int, default=1, show_default=True, help="random seed.")
+@set_option(
+    help="engine: the configuration and SLOs (model=, gpu=, tp=, weight_dtype=, kv_dtype=, engine=, input_tokens=, "
+    "output_tokens=; ttft_slo=, itl_slo=, ttft_p90_slo=, itl_p90_slo=, ttft_p99_slo=, itl_p99_slo=)"
+)
+@click.option("--concurrency", type=click.IntRange(1), default=None, help="engine: closed loop with C clients.")
+@click.option(
+    "--trace",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="engine: replay arrivals from a CSV or JSONL file of timestamp, input_tokens, output_tokens.",
+)
+@click.option(
+    "--burstiness",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="engine: Gamma shape of the gaps between arrivals (1: Poisson; below 1: clumps, CV 1/sqrt(B)).",
+)
+@click.option(
+    "--requests", type=click.IntRange(1), default=None, help="engine: requests recorded [default: 2000; trace: all]."
+)
+@click.option(
+    "--warmup-requests",
+    type=click.IntRange(0),
+    default=None,
+    help="engine: requests before the recorded ones [default: requests/4; trace: 0].",
+)
+@click.option(
+    "--scheduler",
+    type=click.Choice(["mixed", "separate"]),
+    default=None,
+    help="engine: mixed = decodes and prefill chunks in one step (vLLM V1); separate = prefill batches of their own "
+    "(SGLang default) [default: the engine preset's prefill_overlap].",
+)
+@click.option(
+    "--token-budget",
+    type=click.IntRange(1),
+    default=None,
+    help="engine: tokens per step (max_num_batched_tokens) [default: the pack's prefill_chunk].",
+)
+@click.option(
+    "--max-num-seqs",
+    type=click.IntRange(1),
+    default=None,
+    help="engine: batch cap per replica [default: the engine preset's].",
+)
+@click.option(
+    "--max-events",
+    type=click.IntRange(1),
+    default=1_000_000,
+    show_default=True,
+    help="engine: stop with an error past this many events (arrivals + steps).",
+)
 @click.option(
     "--batches", type=int, default=20, show_default=True, help="batch-means slices for the 95% confidence intervals."
 )
@@ -109,7 +167,7 @@ def _fmt(x: float, digits: int = 4) -> str:
 @json_option
 def command(
     kind: str,
-    rate: float,
+    rate: float | None,
     replicas: int,
     output_tokens: float,
     ttft: float,
@@ -122,18 +180,56 @@ def command(
     duration: float,
     warmup: float | None,
     seed: int,
+    sets: tuple[str, ...],
+    concurrency: int | None,
+    trace: str | None,
+    burstiness: float,
+    requests: int | None,
+    warmup_requests: int | None,
+    scheduler: str | None,
+    token_budget: int | None,
+    max_num_seqs: int | None,
+    max_events: int,
     batches: int,
     plot_path: str | None,
     as_json: bool,
 ) -> None:
     """Simulate Poisson arrivals into a serving fleet (or an M/M/c queue) and report
     latency, in-flight requests and queue length with 95% confidence intervals,
-    next to the analytic answer (Little's-law fixed point or Erlang C)."""
+    next to the analytic answer (Little's-law fixed point or Erlang C).
+
+    --model engine simulates an engine step by step instead (--set the configuration; --rate,
+    --concurrency or --trace the load) and reports TTFT, ITL and inter-token gaps as mean and
+    p50/p90/p99, throughput, and whether the waiting queue is stable."""
     from ...analysis.simulate import LLMFleet, MMcQueue, fixed_point, plot_timeseries, simulate
     from ...errors import UsageError
     from ..progress import progress
     from ..streams import binary_output, is_stdio
 
+    if kind == "engine":
+        if plot_path:
+            raise UsageError("--plot draws the llm and mmc models only", hint="drop --plot, or use --model llm")
+        from .simulate_engine import run_engine
+
+        run_engine(
+            sets,
+            rate,
+            concurrency,
+            trace,
+            burstiness,
+            requests,
+            warmup_requests,
+            replicas,
+            scheduler,
+            token_budget,
+            max_num_seqs,
+            max_events,
+            seed,
+            as_json,
+        )
+        return
+    if rate is None:
+        raise UsageError(f"--model {kind} needs --rate", hint="e.g. --rate 30")
     if as_json and is_stdio(plot_path):
         raise UsageError("--plot - and --json would both write stdout", hint="send the PNG to a file")
 

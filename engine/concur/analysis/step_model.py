@@ -1,0 +1,248 @@
+"""The time of one engine step, from the throughput pack's constants but not its steady state.
+
+How is this designed, and why?
+==============================
+
+``formulas/llm_throughput.yaml`` times a *steady* decode step: every sequence at the average
+context, one prefill per request spread evenly over the steps. The engine simulator
+(:mod:`concur.analysis.enginesim`) needs the time of *this* step: these decoding sequences at
+their own contexts, these prefill chunks. :class:`StepModel` is the pack's physics taken apart
+into per-token and per-context-token coefficients, so a step of any composition can be timed:
+
+* memory: ``weights_time(n) + kv_time_per_token x (context tokens the step reads)``, the
+  weights read once per step (for MoE, only the experts the step's ``n`` tokens route to, as the
+  pack's ``weights_read``) plus every sequence's KV cache;
+* compute: ``n x token_time`` (2 flop per active parameter) plus ``attn_time x (query x key
+  pairs)``: a decode token at context ``L`` attends to ``L`` keys, a prefill chunk of ``c`` tokens
+  starting at position ``p`` to ``c x p + c(c+1)/2`` (causal);
+* ``t = max(memory, decode compute + prefill compute x efficiency / efficiency_prefill) /
+  efficiency + t_comm(n) + t_fixed``: the pack's decode step, with the prefill tokens' FLOPs at
+  the engine's prefill efficiency; ``t_comm(n)`` the all-reduces of ``n`` tokens.
+
+Every coefficient is a time, read from one solved question of the fleet pack by
+:func:`engine_from_values` -- the one function that knows the packs' variable names, and that
+reads them defensively (a name the packs no longer define falls back to the pack's published
+default, or the whole adapter says which is missing). A decode-only step of ``b`` sequences at
+the pack's ``kv_read_context`` reproduces the pack's ``t_step`` at concurrency ``b`` (the test
+suite checks it), so the simulator inherits the pack's constants and nothing else.
+
+Worked example: Llama-3.1-70B bf16 on 4 x H100 (vLLM constants): the weights take 10.5 ms to
+read per step, each context token 0.0245 us; a decode step of 100 sequences at context 1,200
+reads 13.5 ms and costs about 25 ms with the fixed and all-reduce costs.
+
+Non-goals: pipeline parallelism's bubbles (layers are divided by ``pp``, nothing more),
+MLA's different prefill form, speculative decoding, CPU scheduling overlap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import UsageError
+from ..lang.model import build_model
+from ..solver.givens import resolve_givens
+from ..solver.run import run_question
+
+__all__ = ["EngineLimits", "StepModel", "engine_from_values", "solve_engine"]
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """Per-step time coefficients of one replica, all in seconds (see the module essay)."""
+
+    weights_time: float  # reading every weight once
+    active_fraction: float  # MoE: share of the weights one token reads (1 for dense)
+    expert_decay: float  # MoE: how fast more tokens uncover unread experts
+    kv_time_per_token: float  # reading one context token of KV cache
+    token_time: float  # 2 flop per active parameter of one token, at peak x flops_fraction
+    attn_time: float  # one (query, key) attention pair, at peak x flops_fraction
+    efficiency: float
+    efficiency_prefill: float
+    comm_fixed: float  # the all-reduces' fixed latency per step (0 at tp 1)
+    comm_per_token: float  # the all-reduces' bandwidth term per token in the step
+    t_fixed: float
+    window_share: float = 0.0  # share of layers with sliding-window attention
+    window: float = math.inf  # their window, tokens
+
+    def weights(self, tokens: float) -> float:
+        """Time to read the weights a step of ``tokens`` tokens touches."""
+        if self.active_fraction >= 1 or tokens <= 0:
+            return self.weights_time
+        unread = (1 - self.active_fraction) * math.exp(-self.expert_decay * (tokens - 1))
+        return self.weights_time * (1 - unread)
+
+    def kv_tokens(self, context: Any) -> Any:
+        """Context tokens of KV one sequence at ``context`` reads, averaged over the layers (numpy-friendly)."""
+        if self.window_share <= 0:
+            return context
+        import numpy as np
+
+        return (1 - self.window_share) * context + self.window_share * np.minimum(context, self.window)
+
+    def time(
+        self,
+        decode_tokens: int,
+        decode_context: float,
+        prefill_tokens: int,
+        prefill_pairs: float,
+        prefill_context: float,
+    ) -> float:
+        """One step: ``decode_tokens`` sequences whose contexts sum to ``decode_context`` (KV read, keys
+        attended), ``prefill_tokens`` prompt tokens in chunks with ``prefill_pairs`` causal (query, key)
+        pairs and ``prefill_context`` tokens of KV read (prior context plus the chunk)."""
+        n = decode_tokens + prefill_tokens
+        memory = self.weights(n) + self.kv_time_per_token * (decode_context + prefill_context)
+        decode = decode_tokens * self.token_time + self.attn_time * decode_context
+        prefill = prefill_tokens * self.token_time + self.attn_time * prefill_pairs
+        compute = decode + prefill * self.efficiency / self.efficiency_prefill
+        comm = self.comm_fixed + self.comm_per_token * n if self.comm_fixed or self.comm_per_token else 0.0
+        return max(memory, compute) / self.efficiency + comm + self.t_fixed
+
+    def decode_times(self, decode_tokens: int, decode_contexts: Any) -> Any:
+        """:meth:`time` of decode-only steps of ``decode_tokens`` sequences, one per entry of the numpy
+        array ``decode_contexts``; the same floating-point operations in the same order, so each entry
+        equals the scalar call exactly."""
+        import numpy as np
+
+        memory = self.weights(decode_tokens) + self.kv_time_per_token * (decode_contexts + 0.0)
+        decode = decode_tokens * self.token_time + self.attn_time * decode_contexts
+        compute = decode + 0.0 * self.efficiency / self.efficiency_prefill
+        comm = self.comm_fixed + self.comm_per_token * decode_tokens if self.comm_fixed or self.comm_per_token else 0.0
+        return np.maximum(memory, compute) / self.efficiency + comm + self.t_fixed
+
+
+@dataclass(frozen=True)
+class EngineLimits:
+    """What the scheduler of one replica may hold: the KV pool in blocks, the batch cap, the per-step
+    token budget, and whether a step mixes prefill chunks with decodes (``mixed``) or runs prefills
+    as batches of their own."""
+
+    kv_blocks: int
+    block_size: int
+    max_num_seqs: int
+    token_budget: int
+    mixed: bool
+
+    def __post_init__(self) -> None:
+        for name in ("kv_blocks", "block_size", "max_num_seqs", "token_budget"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise UsageError(f"{name} must be a whole number >= 1, got {value!r}", variable=name)
+
+    @property
+    def kv_tokens(self) -> int:
+        return self.kv_blocks * self.block_size
+
+
+# The pack's published defaults, used only when a solved question lacks the name (a pack edited
+# under the adapter): each is the default of the variable in formulas/llm_throughput.yaml or
+# llm_memory.yaml, or vLLM's engine default recorded in formulas/catalogs/engine_limits.yaml.
+_FALLBACK = {
+    "active_fraction": 1.0,
+    "expert_decay": 1.0,
+    "pp": 1.0,
+    "sliding_window_layers": 0.0,
+    "prefill_overlap": 1.0,
+    "block_size": 16.0,
+    "batch_cap": 256.0,
+}
+_REQUIRED = (
+    "weights_per_gpu",
+    "kv_per_token",
+    "hbm_bandwidth",
+    "peak_flops",
+    "flops_fraction",
+    "efficiency",
+    "efficiency_prefill",
+    "t_fixed",
+    "active_params_per_gpu",
+    "attention_flops",
+    "kv_read_context",
+    "layers",
+    "tp",
+    "kv_blocks",
+)
+
+
+def engine_from_values(values: Mapping[str, float], **override: Any) -> tuple[StepModel, EngineLimits]:
+    """The adapter: a :class:`StepModel` and :class:`EngineLimits` from one solved question of
+    ``llm_fleet`` (or ``llm_throughput`` plus ``llm_memory``) in base units. ``override`` sets
+    ``max_num_seqs``, ``token_budget``, ``block_size``, ``kv_blocks`` or ``mixed`` directly.
+    Raises :class:`UsageError` naming the values the question did not produce."""
+    missing = [n for n in _REQUIRED if n not in values]
+    if missing:
+        raise UsageError(
+            f"the engine simulator needs {', '.join(missing)} from the throughput pack",
+            hint="give the model, gpu, tp, dtypes and engine (--set model=... gpu=...)",
+        )
+
+    def get(name: str, *alternatives: str) -> float:
+        for n in (name, *alternatives):
+            if n in values and math.isfinite(values[n]):
+                return float(values[n])
+        return _FALLBACK[name]
+
+    bw = values["hbm_bandwidth"]
+    flops = values["peak_flops"] * values["flops_fraction"]
+    layers = math.ceil(values["layers"] / get("pp"))
+    tp = values["tp"]
+    comm_fixed = comm_per_token = 0.0
+    if tp > 1 and "interconnect_bandwidth" in values:
+        comm_fixed = 2 * layers * values.get("allreduce_latency", 0.0)
+        per_token = values.get("hidden", 0.0) * values.get("activation_bytes", 0.0) / values["interconnect_bandwidth"]
+        comm_per_token = 2 * layers * 2 * (tp - 1) / tp * per_token
+    context = values["kv_read_context"]
+    sliding = get("sliding_window_layers")
+    step = StepModel(
+        weights_time=values["weights_per_gpu"] / bw,
+        active_fraction=get("active_fraction"),
+        expert_decay=get("expert_decay"),
+        kv_time_per_token=values["kv_per_token"] / bw,
+        token_time=2 * values["active_params_per_gpu"] / flops,
+        attn_time=(values["attention_flops"] / context if context > 0 else 0.0) / flops,
+        efficiency=values["efficiency"],
+        efficiency_prefill=values["efficiency_prefill"],
+        comm_fixed=comm_fixed,
+        comm_per_token=comm_per_token,
+        t_fixed=values["t_fixed"],
+        window_share=sliding / values["layers"] if sliding > 0 else 0.0,
+        window=values.get("sliding_window", math.inf) if sliding > 0 else math.inf,
+    )
+    limits = EngineLimits(
+        kv_blocks=int(override.get("kv_blocks") or values["kv_blocks"]),
+        block_size=int(override.get("block_size") or get("block_size")),
+        max_num_seqs=int(override.get("max_num_seqs") or get("batch_cap", "max_num_seqs")),
+        token_budget=int(override.get("token_budget") or get("max_num_batched_tokens", "prefill_chunk")),
+        mixed=bool(override["mixed"]) if override.get("mixed") is not None else get("prefill_overlap") >= 0.5,
+    )
+    return step, limits
+
+
+_FLEET_ONLY = ("arrival_rate", "request_rate", "replicas", "concurrency", "batch", "in_flight", "fleet_gpus")
+_TARGETS = ("t_step", "kv_blocks", "batch_cap", "prefill_time", "attention_flops", "weights_read", "t_comm")
+
+
+def _engine_given(model: Any, name: str) -> bool:
+    """Whether ``name`` describes the configuration (not the fleet's load, size or targets)."""
+    if name in model.presets:
+        return True
+    var = model.variables.get(name)
+    return var is not None and var.limit is None and name not in _FLEET_ONLY and not name.endswith("_slo")
+
+
+def solve_engine(given: Mapping[str, Any], **override: Any) -> tuple[StepModel, EngineLimits, dict[str, float]]:
+    """Solve ``llm_fleet`` for one configuration (``given``: model, gpu, tp, dtypes, engine, input and
+    output tokens; fleet-level names and SLAs are ignored) and adapt it; also returns the values."""
+    model = build_model(["llm_fleet"])
+    question = {k: v for k, v in given.items() if _engine_given(model, k)}
+    question["concurrency"] = "1 request"
+    if "kv_fit" in model.variables:
+        question.setdefault("kv_fit", "ignore")  # the simulator holds requests to the pool itself, per request
+    givens = resolve_givens(model, question)
+    targets = tuple(t for t in _TARGETS if t in model.variables and t not in givens.values)
+    _plan, env, _ = run_question(model, dict(givens.values), targets, givens.sources, trace=False)
+    step, limits = engine_from_values(env, **override)
+    return step, limits, dict(env)

@@ -1,0 +1,165 @@
+"""``concur simulate --model engine``: the engine-level simulator behind the simulate command.
+
+    $ concur simulate --model engine --set model=llama-3.1-8b --set gpu=h100-sxm-80gb --set engine=vllm \\
+        --set input_tokens=1000 --set output_tokens=400 --rate 10 --requests 2000
+
+The configuration comes from ``--set`` (the fleet pack's names: model, gpu, tp, dtypes, engine,
+input and output tokens); SLOs given there (``ttft_slo``, ``itl_slo``, ``ttft_p90_slo``, ...) are
+checked on the simulated latencies. The load is one of ``--rate`` (open loop; ``--burstiness``
+below 1 for clumps), ``--concurrency`` (closed loop) or ``--trace FILE`` (CSV or JSONL).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+__all__ = ["run_engine"]
+
+
+def run_engine(
+    sets: tuple[str, ...],
+    rate: float | None,
+    concurrency: int | None,
+    trace: str | None,
+    burstiness: float,
+    requests: int | None,
+    warmup: int | None,
+    replicas: int,
+    scheduler: str | None,
+    token_budget: int | None,
+    max_num_seqs: int | None,
+    max_events: int,
+    seed: int,
+    as_json: bool,
+) -> None:
+    """Solve the configuration, run the engine simulation and print it (see the module docstring)."""
+    from ...analysis.arrivals import Synthetic, Trace, read_trace
+    from ...analysis.enginesim import SLO_NAMES, simulate_engine, sla_misses
+    from ...analysis.step_model import solve_engine
+    from ...analysis.verify import slo_values
+    from ...errors import UsageError
+    from ..givens import parse_sets
+    from ..progress import progress
+
+    loads = [
+        name for name, v in (("--rate", rate), ("--concurrency", concurrency), ("--trace", trace)) if v is not None
+    ]
+    if len(loads) != 1:
+        raise UsageError(
+            "the engine model needs exactly one load: --rate R (open loop), --concurrency C (closed loop) "
+            "or --trace FILE" + (f"; got {', '.join(loads)}" if loads else ""),
+        )
+    given = parse_sets(sets)
+    slo = slo_values({k: v for k, v in given.items() if k in SLO_NAMES})
+    config = {k: v for k, v in given.items() if k not in SLO_NAMES}
+    mixed = None if scheduler is None else scheduler == "mixed"
+    recorded: Trace | None = read_trace(trace) if trace is not None else None
+    if recorded is not None:
+        config.setdefault("input_tokens", max(recorded.inputs))
+        config.setdefault("output_tokens", max(recorded.outputs))
+    step, limits, values = solve_engine(config, mixed=mixed, token_budget=token_budget, max_num_seqs=max_num_seqs)
+    inp, out = round(values["input_tokens"]), round(values["output_tokens"])
+    source: Any
+    if recorded is not None:
+        source = recorded
+        warm = 0 if warmup is None else warmup
+        count = len(recorded) - warm if requests is None else requests
+        if count < 1 or warm + count > len(recorded):
+            raise UsageError(
+                f"the trace holds {len(recorded):,} requests, fewer than --warmup-requests {warm:,} + --requests "
+                f"{count:,}",
+                hint="ask for fewer requests",
+            )
+        load = f"trace {trace}: {len(recorded):,} requests"
+    else:
+        count = 2000 if requests is None else requests
+        warm = count // 4 if warmup is None else warmup
+        source = Synthetic(rate or 1.0, max(inp, 1), max(out, 1), burstiness=burstiness, seed=seed)
+        if concurrency is not None:
+            load = f"closed loop, {concurrency} clients"
+        else:
+            kind = "Poisson" if burstiness == 1 else f"Gamma gaps, burstiness {burstiness:g}"
+            load = f"open loop, {kind}, {rate:g} request/s"
+    with progress("simulating"):
+        res = simulate_engine(
+            step,
+            limits,
+            source,
+            requests=count,
+            warmup=warm,
+            replicas=replicas,
+            concurrency=concurrency,
+            max_events=max_events,
+        )
+    misses = sla_misses(res, slo) if slo else []
+    if as_json:
+        doc = res.as_dict()
+        doc.update(
+            load=load,
+            seed=seed,
+            warmup=warm,
+            limits={
+                "kv_blocks": limits.kv_blocks,
+                "block_size": limits.block_size,
+                "max_num_seqs": limits.max_num_seqs,
+                "token_budget": limits.token_budget,
+            },
+        )
+        if slo:
+            doc["slo"] = {k: {"value": v * 1e3, "unit": "ms"} for k, v in slo.items()}
+            doc["meets_sla"] = not misses
+            doc["misses"] = misses
+        click.echo(json.dumps(doc, indent=2))
+        return
+    for line in _table(res, limits, load, count, warm, seed, inp, out, slo, misses):
+        click.echo(line)
+
+
+def _table(
+    res: Any,
+    limits: Any,
+    load: str,
+    count: int,
+    warm: int,
+    seed: int,
+    inp: int,
+    out: int,
+    slo: dict[str, float],
+    misses: list[str],
+) -> list[str]:
+    from ...analysis.enginesim import seconds_text as t
+
+    lines = [
+        f"engine simulation: {res.engine} scheduler, {res.replicas} replica(s); token budget {limits.token_budget:,}, "
+        f"max_num_seqs {limits.max_num_seqs:,}, KV {limits.kv_tokens:,} tokens ({limits.kv_blocks:,} blocks of "
+        f"{limits.block_size})",
+        f"load: {load}; {inp:,} in / {out:,} out; {count:,} requests recorded after {warm:,} warm-up, seed {seed}",
+        f"{'':18}{'mean':>11}{'p50':>11}{'p90':>11}{'p99':>11}",
+    ]
+    for name, p in (("TTFT", res.ttft), ("ITL (TPOT)", res.tpot), ("inter-token gap", res.itl_gap)):
+        lines.append(f"{name:18}" + "".join(f"{t(x):>11}" for x in (p.mean, p.p50, p.p90, p.p99)))
+    lines.append(
+        f"throughput        {res.output_tokens_per_s:,.0f} output token/s, {res.requests_per_s:,.3g} request/s"
+    )
+    verdict = "stable" if res.stable else "UNSTABLE: the queue grows"
+    lines.append(
+        f"waiting queue     {res.queue_first_half:,.1f} then {res.queue_second_half:,.1f} requests (time averages "
+        f"over the two halves; max {res.queue_max:,}): {verdict}"
+    )
+    lines.append(
+        f"steps             {res.steps:,} ({res.events:,} events), mean decode batch {res.mean_decode_batch:,.1f}, "
+        f"{res.preemptions:,} preemptions, {t(res.simulated_time)} simulated"
+    )
+    if slo:
+        lines.append(
+            "SLA: "
+            + (
+                "met (" + ", ".join(f"{k} {t(v)}" for k, v in slo.items()) + ")"
+                if not misses
+                else "MISSED: " + "; ".join(misses)
+            )
+        )
+    return lines
