@@ -13,7 +13,7 @@ import pytest
 from concur.cli import main
 
 FLEET = [
-    "--find", "replicas", "--set", "model=llama-3.1-8b", "--set", "gpu=h100-sxm-80gb",
+    "--find", "replicas,cost_per_month", "--set", "model=llama-3.1-8b", "--set", "gpu=h100-sxm-80gb",
     "--set", "input_tokens=2000", "--set", "output_tokens=500", "--set", "arrival_rate=30",
 ]  # fmt: skip
 STATED = {"tp", "weight_dtype", "kv_dtype", "engine", "utilization", "gpu_hour_price"}
@@ -38,7 +38,7 @@ def test_a_fleet_answer_states_tp_dtypes_engine_utilization_and_price(capsys, sl
     assert "assumed kv_dtype = bf16 (bfloat16) for kv_bytes = 2 B/token" in text
     assert "assumed engine = default (any engine (engine-agnostic fits per GPU family)) for efficiency_hopper" in text
     assert "assumed engine = vllm (vLLM (V1 engine)) for max_num_seqs_large_gpu = 1024 request" in text
-    assert "assumed gpu_hour_price = 6.88 usd/gpu/hour: the prices catalog's value for gpu=h100-sxm-80gb" in text
+    assert "assumed gpu_hour_price = 6.88 usd/gpu/hour: aws's list price for gpu=h100-sxm-80gb (provider aws" in text
     assert "efficiency_ampere" not in text  # another GPU family's constant was never used
 
 
@@ -79,7 +79,7 @@ def test_an_unpriced_gpu_says_it_has_no_list_price(capsys):
         extra = ["--set", "monthly_budget=40000"] if "arrival_rate" in question[1] else []
         code, _, err = cli(capsys, "solve", *question, *args, *extra)
         assert code == 2, err
-        assert "gpu 'mi300x' has no entry in the prices catalog" in err and "give gpu_hour_price" in err
+        assert "gpu mi300x has no list price" in err and "give gpu_hour_price" in err and "subscribers" not in err
         assert "subscribers" not in err and "step_time_per_seq" not in err
 
 

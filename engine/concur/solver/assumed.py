@@ -143,11 +143,11 @@ def assumptions(model: Model, values: Mapping[str, float], givens: Givens, trace
                         a = replace(a, name=f"{key}:{preset.catalog}")
                     out.append(a)
     used = {s.variable for s in trace}
-    for name, note in givens.assumed.items():  # a catalog column picked for the answer (a provider's price)
+    for name, (note, source) in givens.assumed.items():  # a catalog column picked for the answer (a provider's price)
         if name in used and name in values and name not in covered:
             value, unit = _shown(model, name, values[name])
             covered.add(name)
-            out.append(Assumption(name, value, unit, note, note))
+            out.append(Assumption(name, value, unit, source, note))
     for name, var in model.variables.items():
         if var.stated and name not in covered and defaulted(name):
             value, unit = _shown(model, name, values[name])

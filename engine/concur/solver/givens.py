@@ -43,7 +43,7 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
     citations: dict[str, str] = {}
     picks: dict[str, str] = {}
     unlisted: dict[str, str] = {}
-    assumed: dict[str, str] = {}
+    assumed: dict[str, tuple[str, str]] = {}
     for key, raw in given.items():
         if key in model.presets:
             raw = catalog_id(get_catalog(model.presets[key][0].catalog).entries, str(raw))
@@ -155,7 +155,7 @@ def _note_pick(
     given: dict[str, Any],
     model: Model,
     unlisted: dict[str, str],
-    assumed: dict[str, str],
+    assumed: dict[str, tuple[str, str]],
 ) -> None:
     """What an answer says about a picked column: which one it assumed (shown when the value is
     used), or why the variable stayed unset (shown instead of a bare 'give gpu_hour_price')."""
@@ -167,10 +167,12 @@ def _note_pick(
     chosen = "given" if pick.by in given else f"the {catalog.name} catalog's default"
     entry = catalog.entries.get(ident)
     if entry is not None and column in entry.values:
-        value, _cite, _loc = entry.values[column]
+        value, cite, _loc = entry.values[column]
         assumed[pick.sets] = (
-            f"{pick.sets} = {value:g} {catalog.fields[column].unit.text}: {column}'s list price for {key}={ident} "
-            f"({pick.by} {column}, {chosen}; --set {pick.by}=NAME picks another, --set {pick.sets}=... gives your own)"
+            f"assumed {pick.sets} = {value:g} {catalog.fields[column].unit.text}: {column}'s list price for "
+            f"{key}={ident} ({pick.by} {column}, {chosen}; --set {pick.by}=NAME picks another, --set {pick.sets}=... "
+            "gives your own)",
+            f"{catalog.name} catalog, {ident} ({entry.name}), {pick.by} {column}: {cite}",
         )
         return
     others = listed_by(catalog, ident)

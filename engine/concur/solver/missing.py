@@ -45,6 +45,11 @@ def unset_by_presets(model: Model, given: Mapping[str, Any]) -> dict[str, str]:
             catalog = get_catalog(preset.catalog)
             if ident in catalog.entries:
                 continue
+            if catalog.pick is not None:  # a column picked per entry (a provider's price) sets one variable
+                name = catalog.pick.sets
+                if name in model.variables and name not in given:
+                    out.setdefault(name, f"{key} {ident} has no list price in the {catalog.name} catalog")
+                continue
             mapping = preset.fields or {f: f for f in catalog.fields}
             for field, name in mapping.items():
                 if name in model.variables and name not in given:

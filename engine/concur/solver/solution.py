@@ -69,7 +69,9 @@ class Givens:
     citations: dict[str, str] = field(default_factory=dict)  # name -> the catalog source of a preset value
     picks: dict[str, str] = field(default_factory=dict)  # pick catalog -> the column chosen (prices -> aws)
     unlisted: dict[str, str] = field(default_factory=dict)  # name -> why its preset left it unset (no price)
-    assumed: dict[str, str] = field(default_factory=dict)  # name -> note an answer using it prints
+    assumed: dict[str, tuple[str, str]] = field(
+        default_factory=dict
+    )  # name -> (note an answer using it prints, source)
 
 
 @dataclass
