@@ -69,6 +69,8 @@ def narrow_missing(
     """``exc`` with ``missing`` narrowed to the inputs that alone determine ``find`` and the hint
     saying why a preset left one unset (see the module essay); ``exc`` itself when nothing narrows."""
     unset = unset_by_presets(model, given)
+    if exc.variable in unset and "has no list price" in exc.message:  # the refusal already says why
+        del unset[exc.variable]
     candidates = [n for n in dict.fromkeys([*unset, *exc.missing]) if n not in find and n not in given]
     try:
         values = resolve_givens(model, dict(given)).values
