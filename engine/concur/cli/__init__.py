@@ -43,6 +43,7 @@ COMMANDS = {
         "remedies": "remedies",
         "calibrate": "calibrate",
         "bench": "bench",
+        "serve": "serve",
     }.items()
 }
 

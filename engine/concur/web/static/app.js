@@ -1,0 +1,469 @@
+// concur serve: the page. Every question goes to this server as the words of `concur solve` / `concur plan`
+// (packs, find, given); every answer, derivation, note and error line shown is the server's, which are the CLI's.
+// The view and its question live in the URL's hash (#fleet?q=..., #pack?q=..., #plan?q=...): reload or share it.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const el = (tag, attrs = {}, ...children) => {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "text") node.textContent = v;
+    else node.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children) node.append(c);
+  return node;
+};
+
+const state = { meta: {}, view: "fleet", seq: { fleet: 0, pack: 0, plan: 0 }, timers: {}, plan: null, sort: null };
+
+// -- talking to the server ---------------------------------------------------------------------------------
+async function post(path, body) {
+  const response = await fetch(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const type = response.headers.get("Content-Type") || "";
+  if (type.startsWith("application/json") && !path.startsWith("/api/download/")) return response.json();
+  if (!response.ok) return response.json();
+  return response.blob();
+}
+
+async function meta(packs) {
+  const key = packs.join(",");
+  if (!state.meta[key]) {
+    const response = await fetch("/api/meta?packs=" + encodeURIComponent(key));
+    const doc = await response.json();
+    if (doc.error) return doc;
+    state.meta[key] = doc;
+  }
+  return state.meta[key];
+}
+
+// -- the URL holds the question ------------------------------------------------------------------------------
+function readHash() {
+  const hash = location.hash.replace(/^#/, "");
+  const [view, query] = hash.split("?");
+  let question = null;
+  if (query) {
+    const q = new URLSearchParams(query).get("q");
+    try { question = q ? JSON.parse(q) : null; } catch (e) { question = null; }
+  }
+  return { view: ["fleet", "pack", "plan"].includes(view) ? view : "fleet", question };
+}
+
+function writeHash(view, question) {
+  const url = "#" + view + "?q=" + encodeURIComponent(JSON.stringify(question));
+  if (location.hash !== url) history.replaceState(null, "", url);
+}
+
+// -- fields ------------------------------------------------------------------------------------------------
+// One field: label (name), the value, its unit, "solve for" (find), the error line beside it.
+function unitText(v) {
+  if (!v) return "";
+  if (v.choices) return v.choices.join(" | ");
+  return v.unit || "";
+}
+
+function displayed(value, v) {
+  // a scenario value "50 request/s" in the field's own unit is shown as the bare number
+  if (typeof value !== "string" || !v || !v.unit) return value === undefined ? "" : String(value);
+  const m = value.trim().match(/^([-+0-9.eE_,]+)\s+(.+)$/);
+  return m && m[2] === v.unit ? m[1] : value;
+}
+
+function fieldRow(prefix, name, doc, opts) {
+  const v = doc.variables[name];
+  const catalog = doc.catalogs[name];
+  const row = el("div", { class: "field", id: `${prefix}-row-${name}` });
+  const label = el("label", { for: `${prefix}-field-${name}`, text: name, title: v ? v.doc : `preset: an id of the ${name} catalog` });
+  const input = el("input", {
+    id: `${prefix}-field-${name}`,
+    name,
+    type: "text",
+    inputmode: catalog || (v && v.choices) ? null : "decimal",
+    list: catalog || (v && v.choices) ? `${prefix}-list-${name}` : null,
+    placeholder: placeholder(v, catalog),
+    title: v ? v.doc : `one of: ${(catalog || []).join(", ")}`,
+    spellcheck: "false",
+  });
+  row.append(label, input);
+  if (catalog || (v && v.choices)) {
+    const list = el("datalist", { id: `${prefix}-list-${name}` });
+    for (const id of catalog || v.choices) list.append(el("option", { value: id }));
+    row.append(list);
+  }
+  row.append(el("span", { class: "unit", text: catalog ? "preset" : unitText(v) }));
+  row.append(el("span", { class: "bounds", text: boundsText(v) }));
+  if (opts.find && v && !v.choices) {
+    const box = el("input", { type: "checkbox", id: `${prefix}-find-${name}`, title: `solve for ${name}` });
+    row.append(el("label", { class: "find" }, box, " solve for"));
+  } else {
+    row.append(el("span", { class: "find" }));
+  }
+  row.append(el("span", { class: "field-error", id: `${prefix}-error-${name}`, role: "alert" }));
+  return row;
+}
+
+function placeholder(v, catalog) {
+  if (catalog) return "catalog id (type to search)";
+  if (!v) return "";
+  if (v.default !== null && v.default !== undefined) return `default ${v.default}`;
+  if (v.limit) return `optional (${v.limit.replace("_", " ")})`;
+  return "";
+}
+
+function boundsText(v) {
+  if (!v) return "";
+  const parts = [];
+  if (v.bounds) {
+    const [lo, hi] = v.bounds;
+    if (lo !== null && hi !== null) parts.push(`${lo} to ${hi}`);
+    else if (lo !== null) parts.push(`≥ ${lo}`);
+    else if (hi !== null) parts.push(`≤ ${hi}`);
+  }
+  if (v.integer) parts.push("whole");
+  if (v.limit) parts.push(v.limit.replace("_", " "));
+  return parts.join(", ");
+}
+
+// The question a form asks: its non-empty fields are given, its ticked "solve for" boxes are found.
+function formQuestion(prefix, names, packs, answers) {
+  const given = {};
+  const find = [];
+  for (const name of names) {
+    const box = $(`${prefix}-find-${name}`);
+    const input = $(`${prefix}-field-${name}`);
+    if (box && box.checked) { find.push(name); input.disabled = true; continue; }
+    if (input) input.disabled = false;
+    const value = input ? input.value.trim() : "";
+    if (value !== "") given[name] = value;
+  }
+  for (const name of answers) if (!(name in given) && !find.includes(name)) find.push(name);
+  return { packs, find, given };
+}
+
+function fillForm(prefix, names, question, doc) {
+  for (const name of names) {
+    const input = $(`${prefix}-field-${name}`);
+    const box = $(`${prefix}-find-${name}`);
+    if (!input) continue;
+    const value = question.given ? question.given[name] : undefined;
+    input.value = value === undefined ? "" : displayed(value, doc.variables[name]);
+    if (box) box.checked = (question.solveFor || []).includes(name);
+  }
+}
+
+function clearErrors(prefix) {
+  for (const node of document.querySelectorAll(`#view-${prefix} .field-error`)) node.textContent = "";
+  for (const node of document.querySelectorAll(`#view-${prefix} input[aria-invalid]`)) node.removeAttribute("aria-invalid");
+  $(`${prefix}-error`).textContent = "";
+}
+
+function showError(prefix, error) {
+  clearErrors(prefix);
+  const line = error.line || "error: " + (error.message || "no answer");
+  const beside = error.field ? $(`${prefix}-error-${error.field}`) : null;
+  if (beside) {
+    beside.textContent = line;
+    const input = $(`${prefix}-field-${error.field}`);
+    if (input) input.setAttribute("aria-invalid", "true");
+  } else {
+    $(`${prefix}-error`).textContent = line;
+  }
+}
+
+// -- hand-off: the command line and downloads ---------------------------------------------------------------
+function handoff(prefix, command, question, downloads) {
+  const box = $(`${prefix}-handoff`);
+  box.replaceChildren();
+  const code = el("code", { id: `${prefix}-command`, text: command });
+  const copy = el("button", { type: "button", text: "copy" });
+  copy.addEventListener("click", () => navigator.clipboard && navigator.clipboard.writeText(command));
+  box.append(el("div", { class: "command" }, el("span", { text: "the same question in a terminal: " }), code, copy));
+  const row = el("div", { class: "downloads" }, el("span", { text: "download: " }));
+  for (const [name, label] of downloads) {
+    const button = el("button", { type: "button", id: `${prefix}-download-${name.replace(".", "-")}`, text: label });
+    button.addEventListener("click", () => download(prefix, name, question));
+    row.append(button);
+  }
+  box.append(row);
+}
+
+async function download(prefix, name, question) {
+  const result = await post("/api/download/" + name, question);
+  if (!(result instanceof Blob)) { showError(prefix, result.error || {}); return; }
+  const link = el("a", { href: URL.createObjectURL(result), download: name });
+  document.body.append(link);
+  link.click();
+  link.remove();
+}
+
+const SOLVE_DOWNLOADS = [["answer.xlsx", "workbook (.xlsx)"], ["answer.csv", "CSV"], ["answer.json", "JSON"]];
+
+// -- the fleet page ----------------------------------------------------------------------------------------
+async function fleetView(question) {
+  const doc = await meta(["llm_fleet"]);
+  if (doc.error) { $("fleet-error").textContent = doc.error.line; return; }
+  const names = doc.fleet.fields;
+  const form = $("fleet-form");
+  if (!form.dataset.built) {
+    for (const name of names) form.append(fieldRow("fleet", name, doc, { find: true }));
+    form.addEventListener("input", () => schedule("fleet", askFleet, 250));
+    form.addEventListener("change", () => schedule("fleet", askFleet, 0));
+    form.dataset.built = "1";
+  }
+  const start = question || { given: Object.fromEntries(names.filter((n) => n in doc.scenario).map((n) => [n, doc.scenario[n]])) };
+  fillForm("fleet", names, start, doc);
+  askFleet();
+}
+
+function fleetQuestion() {
+  const doc = state.meta["llm_fleet"];
+  const q = formQuestion("fleet", doc.fleet.fields, ["llm_fleet"], doc.fleet.answers);
+  q.solveFor = doc.fleet.fields.filter((n) => $(`fleet-find-${n}`) && $(`fleet-find-${n}`).checked);
+  return q;
+}
+
+async function askFleet() {
+  const q = fleetQuestion();
+  writeHash("fleet", { given: q.given, solveFor: q.solveFor });
+  const seq = ++state.seq.fleet;
+  const box = $("fleet-answer");
+  box.dataset.state = "busy";
+  const body = { packs: q.packs, find: q.find, given: q.given };
+  const answer = await post("/api/solve", body);
+  if (seq !== state.seq.fleet) return; // a newer question is on its way
+  if (answer.error) {
+    showError("fleet", answer.error);
+    box.dataset.state = "error";
+    return;
+  }
+  clearErrors("fleet");
+  const table = $("fleet-results");
+  table.replaceChildren();
+  const shown = [...q.solveFor, ...state.meta["llm_fleet"].fleet.answers.filter((n) => !q.solveFor.includes(n))];
+  for (const name of shown) {
+    const r = answer.results[name] || (answer.given[name] && { value: answer.given[name].value, unit: answer.given[name].unit });
+    if (!r) continue;
+    const cell = el("td", { id: `fleet-answer-${name}`, "data-value": r.value, text: formatValue(r.value, r.unit) });
+    table.append(el("tr", {}, el("th", { text: name }), cell));
+    if (q.solveFor.includes(name)) $(`fleet-field-${name}`).value = r.value === null ? "" : String(round6(r.value));
+  }
+  table.append(el("tr", {}, el("th", { text: "what binds" }), el("td", { id: "fleet-answer-binds", text: answer.binds || "capacity: no target binds (see replicas in the derivation)" })));
+  $("fleet-text").textContent = answer.text;
+  $("fleet-why").textContent = answer.why;
+  handoff("fleet", answer.command, body, SOLVE_DOWNLOADS);
+  box.dataset.command = answer.command;
+  box.dataset.state = "done";
+}
+
+function round6(x) {
+  return typeof x === "number" ? Number(x.toPrecision(6)) : x;
+}
+
+function formatValue(value, unit) {
+  if (value === null || value === undefined) return "-";
+  if (typeof value !== "number") return String(value);
+  const text = Number.isInteger(value) ? value.toLocaleString("en-US") : Number(value.toPrecision(6)).toLocaleString("en-US", { maximumSignificantDigits: 6 });
+  return unit ? `${text} ${unit}` : text;
+}
+
+function schedule(view, fn, delay) {
+  clearTimeout(state.timers[view]);
+  state.timers[view] = setTimeout(fn, delay);
+}
+
+// -- any pack ----------------------------------------------------------------------------------------------
+async function packView(question) {
+  const all = await meta(["llm_fleet"]);
+  const choice = $("pack-choice");
+  if (!choice.dataset.built) {
+    for (const name of Object.keys(all.packs)) {
+      const box = el("input", { type: "checkbox", id: `pack-use-${name}`, value: name });
+      box.addEventListener("change", () => buildPack(null));
+      choice.append(el("label", { title: all.packs[name] }, box, " " + name));
+    }
+    choice.dataset.built = "1";
+  }
+  const q = question || { packs: ["queueing"], given: null, find: [] };
+  for (const box of choice.querySelectorAll("input")) box.checked = (q.packs || []).includes(box.value);
+  await buildPack(q);
+}
+
+function packFields(doc) {
+  return [...new Set(Object.keys(doc.presets).concat(Object.keys(doc.variables)))];
+}
+
+function chosenPacks() {
+  return [...$("pack-choice").querySelectorAll("input:checked")].map((b) => b.value);
+}
+
+async function buildPack(question) {
+  const packs = chosenPacks();
+  const form = $("pack-form");
+  form.replaceChildren();
+  clearErrors("pack");
+  if (!packs.length) { $("pack-text").textContent = ""; return; }
+  const doc = await meta(packs);
+  if (doc.error) { $("pack-error").textContent = doc.error.line; return; }
+  const names = packFields(doc);
+  for (const name of names) form.append(fieldRow("pack", name, doc, { find: true }));
+  form.oninput = () => schedule("pack", askPack, 300);
+  form.onchange = () => schedule("pack", askPack, 0);
+  // the URL's question, else the pack's embedded scenario, else its first worked example
+  const example = doc.example || { given: {}, find: [] };
+  const start = question && question.given ? { given: question.given, solveFor: question.find || [] }
+    : Object.keys(doc.scenario).length ? { given: doc.scenario, solveFor: [] }
+    : { given: example.given, solveFor: example.find };
+  fillForm("pack", names, start, doc);
+  if (start.solveFor && start.solveFor.length) askPack();
+  else { $("pack-text").textContent = ""; $("pack-error").textContent = "tick 'solve for' beside the unknown(s)"; }
+}
+
+async function askPack() {
+  const packs = chosenPacks();
+  const doc = await meta(packs);
+  const names = packFields(doc);
+  const q = formQuestion("pack", names, packs, []);
+  writeHash("pack", q);
+  const seq = ++state.seq.pack;
+  const box = $("pack-answer");
+  if (!q.find.length) { clearErrors("pack"); $("pack-error").textContent = "tick 'solve for' beside the unknown(s)"; return; }
+  box.dataset.state = "busy";
+  const answer = await post("/api/solve", q);
+  if (seq !== state.seq.pack) return;
+  if (answer.error) { showError("pack", answer.error); box.dataset.state = "error"; return; }
+  clearErrors("pack");
+  $("pack-text").textContent = answer.text;
+  $("pack-why").textContent = answer.why;
+  handoff("pack", answer.command, q, SOLVE_DOWNLOADS);
+  box.dataset.command = answer.command;
+  box.dataset.state = "done";
+}
+
+// -- the plan explorer -------------------------------------------------------------------------------------
+const PLAN_FIELDS = ["model", "arrival_rate", "input_tokens", "output_tokens", "ttft_slo", "itl_slo", "utilization", "gpu_hour_price"];
+const PLAN_COLUMNS = [
+  ["gpu", (r) => r.gpu],
+  ["tp", (r) => r.tp],
+  ["w/kv", (r) => `${r.weight_dtype}/${r.kv_dtype}`],
+  ["engine", (r) => r.engine],
+  ["replicas", (r) => r.replicas],
+  ["GPUs", (r) => r.fleet_gpus],
+  ["$/GPU-h", (r) => r.gpu_hour_price && r.gpu_hour_price.value],
+  ["$/month", (r) => r.cost_per_month && r.cost_per_month.value],
+  ["$/M tok", (r) => r.cost_per_million_tokens && r.cost_per_million_tokens.value],
+  ["TTFT ms", (r) => r.ttft && r.ttft.value],
+  ["ITL ms", (r) => r.itl && r.itl.value],
+  ["batch", (r) => r.batch_per_replica],
+  ["binds", (r) => r.binds],
+  ["reason", (r) => r.reason],
+];
+
+async function planView(question) {
+  const doc = await meta(["llm_fleet"]);
+  const form = $("plan-form");
+  if (!form.dataset.built) {
+    for (const name of PLAN_FIELDS) form.append(fieldRow("plan", name, doc, { find: false }));
+    form.addEventListener("change", () => schedule("plan", askPlan, 0));
+    for (const id of ["plan-gpu", "plan-engine", "plan-dtypes", "plan-rejected"]) $(id).addEventListener("change", drawPlan);
+    $("plan-filter").addEventListener("input", drawPlan);
+    form.dataset.built = "1";
+  }
+  const start = question || { given: Object.fromEntries(PLAN_FIELDS.filter((n) => n in doc.scenario).map((n) => [n, doc.scenario[n]])) };
+  fillForm("plan", PLAN_FIELDS, start, doc);
+  askPlan();
+}
+
+async function askPlan() {
+  const q = formQuestion("plan", PLAN_FIELDS, [], []);
+  writeHash("plan", { given: q.given });
+  const seq = ++state.seq.plan;
+  const box = $("plan-answer");
+  box.dataset.state = "busy";
+  $("status").textContent = "planning...";
+  const body = { given: q.given };
+  const answer = await post("/api/plan", body);
+  if (seq !== state.seq.plan) return;
+  $("status").textContent = "";
+  if (answer.error && !answer.candidates) { showError("plan", answer.error); box.dataset.state = "error"; return; }
+  clearErrors("plan");
+  if (answer.error) $("plan-error").textContent = answer.error.line;
+  state.plan = answer;
+  for (const [id, key] of [["plan-gpu", (r) => r.gpu], ["plan-engine", (r) => r.engine], ["plan-dtypes", (r) => `${r.weight_dtype}/${r.kv_dtype}`]]) {
+    const select = $(id);
+    const keep = select.value;
+    select.replaceChildren(el("option", { value: "", text: "all" }));
+    for (const v of [...new Set(answer.candidates.map(key))]) select.append(el("option", { value: v, text: v }));
+    select.value = keep;
+  }
+  const notes = $("plan-notes");
+  notes.replaceChildren(...answer.notes.map((n) => el("li", { text: "note: " + n })));
+  handoff("plan", answer.command, body, [["plan.csv", "CSV"], ["plan.json", "JSON"]]);
+  drawPlan();
+  box.dataset.command = answer.command;
+  box.dataset.state = "done";
+}
+
+function drawPlan() {
+  const answer = state.plan;
+  if (!answer) return;
+  const gpu = $("plan-gpu").value, engine = $("plan-engine").value, dtypes = $("plan-dtypes").value;
+  const text = $("plan-filter").value.trim().toLowerCase();
+  const rejected = $("plan-rejected").checked;
+  let rows = answer.candidates.filter((r) =>
+    (r.feasible || rejected) && (!gpu || r.gpu === gpu) && (!engine || r.engine === engine) &&
+    (!dtypes || `${r.weight_dtype}/${r.kv_dtype}` === dtypes) &&
+    (!text || PLAN_COLUMNS.some(([, f]) => String(f(r) ?? "").toLowerCase().includes(text))));
+  if (state.sort) {
+    const [index, dir] = state.sort;
+    const f = PLAN_COLUMNS[index][1];
+    rows = rows.slice().sort((a, b) => {
+      const x = f(a), y = f(b);
+      if (x === y) return 0;
+      if (x === null || x === undefined || x === "") return 1;
+      if (y === null || y === undefined || y === "") return -1;
+      return (x < y ? -1 : 1) * dir;
+    });
+  }
+  const table = $("plan-table");
+  const head = el("tr");
+  PLAN_COLUMNS.forEach(([name], i) => {
+    const mark = state.sort && state.sort[0] === i ? (state.sort[1] > 0 ? " ▲" : " ▼") : "";
+    const th = el("th", { text: name + mark, "data-column": name, class: "sortable" });
+    th.addEventListener("click", () => {
+      state.sort = state.sort && state.sort[0] === i ? [i, -state.sort[1]] : [i, 1];
+      drawPlan();
+    });
+    head.append(th);
+  });
+  const body = rows.map((r, n) => {
+    const tr = el("tr", { id: `plan-row-${n}`, class: r.feasible ? "feasible" : "rejected" });
+    for (const [name, f] of PLAN_COLUMNS) {
+      const v = f(r);
+      tr.append(el("td", { "data-column": name, text: v === null || v === undefined ? "-" : typeof v === "number" && !Number.isInteger(v) ? round6(v).toLocaleString("en-US") : String(v) }));
+    }
+    return tr;
+  });
+  table.replaceChildren(el("thead", {}, head), el("tbody", {}, ...body));
+  const feasible = answer.candidates.filter((r) => r.feasible).length;
+  $("plan-count").textContent = `${rows.length} shown; ${feasible} feasible, ${answer.candidates.length - feasible} rejected`;
+}
+
+// -- views -------------------------------------------------------------------------------------------------
+async function show() {
+  const { view, question } = readHash();
+  state.view = view;
+  for (const name of ["fleet", "pack", "plan"]) {
+    $(`view-${name}`).hidden = name !== view;
+    $(`nav-${name}`).classList.toggle("current", name === view);
+  }
+  if (view === "fleet") await fleetView(question);
+  else if (view === "pack") await packView(question);
+  else await planView(question);
+}
+
+window.addEventListener("hashchange", () => { if (readHash().view !== state.view) show(); });
+document.addEventListener("DOMContentLoaded", show);
