@@ -31,7 +31,6 @@ LAYER = {
     "excel": 6,
     "api": 7,
     "cli": 8,
-    "web": 8.5,  # concur serve: the CLI's questions, rendering and error lines, over HTTP
     "bench": 9,  # benchmarks use the CLI's progress bars and writers; the CLI names them as strings
     "concur": 10,
     "__main__": 10,

@@ -22,8 +22,8 @@ import pytest
 
 import concur
 from concur.cli.givens import default_scenario
-from concur.web import questions
-from concur.web.server import ASSETS, MAX_BODY, SolveWorker, asset, running
+from concur.cli.web import questions
+from concur.cli.web.server import ASSETS, MAX_BODY, SolveWorker, asset, running
 
 FLEET = ["llm_fleet"]
 
@@ -52,7 +52,7 @@ def _request(server, method, path, body=None, headers=None, *, origin=True, raw=
 
 
 def _json(server, path, body, **kw):
-    status, headers, data = _request(server, "POST", path, body, **kw)
+    status, _headers, data = _request(server, "POST", path, body, **kw)
     return status, json.loads(data)
 
 
@@ -65,13 +65,11 @@ def _fleet_given(**changes):
 def _cli(command: str) -> subprocess.CompletedProcess[str]:
     words = shlex.split(command)
     assert words[0] == "concur"
-    return subprocess.run(
-        [sys.executable, "-m", "concur.cli", *words[1:]], capture_output=True, text=True, timeout=300
-    )
+    return subprocess.run([sys.executable, "-m", "concur.cli", *words[1:]], capture_output=True, text=True, timeout=300)
 
 
 def test_page_and_assets_are_served_with_no_external_url(server):
-    status, headers, body = _request(server, "GET", "/")
+    status, headers, _body = _request(server, "GET", "/")
     assert status == 200 and headers["Content-Type"].startswith("text/html")
     assert "default-src 'self'" in headers["Content-Security-Policy"]
     assert headers["X-Frame-Options"] == "DENY"
@@ -125,13 +123,15 @@ def test_a_bad_value_is_the_cli_error_line_and_names_its_field(server):
 
 
 def test_an_error_without_a_variable_is_placed_by_the_field_its_message_names(server):
-    status, answer = _json(server, "/api/solve", {"packs": FLEET, "find": ["replicas"], "given": _fleet_given(gpu="h999")})
+    status, answer = _json(
+        server, "/api/solve", {"packs": FLEET, "find": ["replicas"], "given": _fleet_given(gpu="h999")}
+    )
     assert status == 400 and answer["error"]["field"] == "gpu"
     assert answer["error"]["line"].startswith("error: unknown gpu 'h999'")
 
 
 def test_any_pack_and_its_meta(server):
-    status, headers, data = _request(server, "GET", "/api/meta?packs=queueing")
+    status, _headers, data = _request(server, "GET", "/api/meta?packs=queueing")
     doc = json.loads(data)
     assert status == 200 and doc["pack"] == "queueing" and "servers" in doc["variables"]
     assert set(doc["packs"]) >= {"queueing", "token_bucket", "llm_fleet"}
@@ -209,7 +209,11 @@ def test_a_bug_is_one_line_in_the_page(server, monkeypatch, capsys):
 
 
 def test_plan_lists_the_cli_plans_rows(server):
-    given = {k: v for k, v in default_scenario(FLEET).items() if k in ("model", "arrival_rate", "input_tokens", "output_tokens")}
+    given = {
+        k: v
+        for k, v in default_scenario(FLEET).items()
+        if k in ("model", "arrival_rate", "input_tokens", "output_tokens")
+    }
     status, answer = _json(server, "/api/plan", {"given": given})
     assert status == 200, answer
     words = ["concur", "plan", "--json"] + [w for k, v in given.items() for w in ("--set", f"{k}={v}")]
@@ -307,7 +311,7 @@ def test_a_host_other_than_loopback_is_announced(monkeypatch):
     from click.testing import CliRunner
 
     from concur.cli import cli
-    from concur.web import server as web_server
+    from concur.cli.web import server as web_server
 
     real = web_server.make_server
     monkeypatch.setattr(web_server, "make_server", lambda host, port: real("127.0.0.1", 0))  # never bind elsewhere
@@ -334,8 +338,8 @@ def test_the_worker_answers_in_order_and_shutdown_fails_what_is_left():
 
 
 def test_busy_port_is_one_line(server):
+    from concur.cli.web.server import make_server
     from concur.errors import UsageError
-    from concur.web.server import make_server
 
     with pytest.raises(UsageError, match=r"cannot listen on 127\.0\.0\.1:\d+"):
         make_server("127.0.0.1", server.port)
@@ -345,6 +349,6 @@ def test_the_web_assets_are_package_data():
     import tomllib
 
     data = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
-    patterns = data["tool"]["setuptools"]["package-data"]["concur.web"]
+    patterns = data["tool"]["setuptools"]["package-data"]["concur.cli.web"]
     for name in ASSETS:
         assert any(Path("static", name).match(p) for p in patterns), name

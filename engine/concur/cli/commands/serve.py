@@ -1,4 +1,4 @@
-"""``concur serve``: the what-if page (:mod:`concur.web`) on this machine, until Ctrl-C.
+"""``concur serve``: the what-if page (:mod:`concur.cli.web`) on this machine, until Ctrl-C.
 
     $ concur serve --port 8765
     concur serve: http://127.0.0.1:8765/ (Ctrl-C stops it)
@@ -33,7 +33,7 @@ def command(host: str, port: int) -> None:
     """
     import threading
 
-    from ...web.server import is_loopback, make_server
+    from ..web.server import is_loopback, make_server
 
     server = make_server(host, port)
     click.echo(f"concur serve: {server.url} (Ctrl-C stops it)")

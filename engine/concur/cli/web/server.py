@@ -20,7 +20,7 @@ Every request is checked before anything is solved:
   :data:`MAX_TARGET` characters are refused before they are read; a connection idle for
   :data:`IDLE_SECONDS` is closed;
 * **names**: packs only by name, from the shipped set and ``--pack-path``
-  (:func:`concur.web.questions.read_question`); static files only from :data:`ASSETS`.
+  (:func:`concur.cli.web.questions.read_question`); static files only from :data:`ASSETS`.
 
 An answer is JSON; a refusal is ``{"error": {"line": "error: ...", "field": NAME | null, ...}}``
 with the CLI's own error line, and a bug is one line too (its traceback goes to the terminal that
@@ -49,7 +49,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ..errors import ConcurError, UsageError
+from ...errors import ConcurError, UsageError
 from . import questions
 
 __all__ = [
@@ -212,8 +212,8 @@ def running(host: str = "127.0.0.1", port: int = 0) -> Iterator[ConcurServer]:
 
 
 def asset(name: str) -> bytes:
-    """A file shipped in ``concur/web/static`` (only :data:`ASSETS` names)."""
-    return (resources.files("concur.web") / "static" / name).read_bytes()
+    """A file shipped in ``concur/cli/web/static`` (only :data:`ASSETS` names)."""
+    return (resources.files("concur.cli.web") / "static" / name).read_bytes()
 
 
 class _Refused(Exception):
@@ -231,7 +231,14 @@ class _Handler(BaseHTTPRequestHandler):
     sys_version = ""
 
     # -- plumbing ----------------------------------------------------------------------------
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+    def handle(self) -> None:
+        """Serve the connection; a browser that went away (a reload mid-answer) ends it quietly."""
+        try:
+            super().handle()
+        except (ConnectionError, TimeoutError):
+            self.close_connection = True
+
+    def log_message(self, format: str, *args: Any) -> None:
         """Quiet: a local tool's terminal is not an access log."""
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
@@ -320,7 +327,9 @@ class _Handler(BaseHTTPRequestHandler):
             line = f"error: no answer within {ANSWER_SECONDS:g} s: the server is busy with other questions; ask again"
             self._json(HTTPStatus.SERVICE_UNAVAILABLE, {"error": {"line": line, "field": None}})
         elif isinstance(exc, _Shutdown):
-            self._json(HTTPStatus.SERVICE_UNAVAILABLE, {"error": {"line": "error: the server is shutting down", "field": None}})
+            self._json(
+                HTTPStatus.SERVICE_UNAVAILABLE, {"error": {"line": "error: the server is shutting down", "field": None}}
+            )
         else:
             detail = "".join(traceback.format_exception(exc)) if exc is not None else "no answer"
             print(f"concur serve: internal error (a bug in concur):\n{detail}", file=sys.stderr)
@@ -357,7 +366,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _download(self, name: str, body: Any) -> None:
         kinds: dict[str, tuple[bool, Callable[[questions.Question], Any], str]] = {
-            "answer.xlsx": (True, questions.workbook, "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
+            "answer.xlsx": (
+                True,
+                questions.workbook,
+                "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+            ),
             "answer.csv": (True, questions.solve_csv, "text/csv; charset=utf-8"),
             "answer.json": (True, questions.solve, "application/json; charset=utf-8"),
             "plan.csv": (False, questions.plan_csv, "text/csv; charset=utf-8"),
@@ -368,7 +381,11 @@ class _Handler(BaseHTTPRequestHandler):
         need_find, make, content_type = kinds[name]
         q = questions.read_question(body, need_find=need_find)
         data = self._ask(lambda: make(q), q)
-        raw = data if isinstance(data, bytes) else (json.dumps(data, indent=2) if isinstance(data, dict) else data).encode()
+        raw = (
+            data
+            if isinstance(data, bytes)
+            else (json.dumps(data, indent=2) if isinstance(data, dict) else data).encode()
+        )
         self._send(HTTPStatus.OK, raw, content_type, {"Content-Disposition": f'attachment; filename="{name}"'})
 
     def _ask(self, fn: Callable[[], Any], q: questions.Question | None) -> Any:

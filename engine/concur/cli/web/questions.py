@@ -30,16 +30,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..analysis.fleet_plan import plan_fleet, rows, why_none
-from ..cli.commands.plan import csv_text, question_from
-from ..cli.commands.plan import table as plan_table
-from ..cli.commands.show import pack_document
-from ..cli.givens import solve_question, with_flags
-from ..cli.render import printable, render_table
-from ..cli.report import error_document
-from ..errors import ConcurError, UnderdeterminedError, UsageError
-from ..lang.library import get_catalog, pack_path, pack_paths
-from ..lang.model import build_model
+from ...analysis.fleet_plan import plan_fleet, rows, why_none
+from ...errors import ConcurError, UnderdeterminedError, UsageError
+from ...lang.library import get_catalog, pack_path, pack_paths
+from ...lang.model import build_model
+from ..commands.plan import csv_text, question_from
+from ..commands.plan import table as plan_table
+from ..commands.show import pack_document
+from ..givens import solve_question, with_flags
+from ..render import printable, render_table
+from ..report import error_document
 
 __all__ = [
     "FLEET_ANSWERS",
@@ -200,12 +200,16 @@ def _finite(value: Any) -> Any:
 
 
 def _binds(doc: dict[str, Any]) -> str | None:
-    """What binds, as the solver's trace says it ("...; what binds: itl_slo"), or None."""
+    """What binds, in the solver's words: the targets its trace names ("...; what binds: itl_slo"),
+    else how it sized the replicas (the trace note of ``replicas``), else None."""
+    sized = None
     for step in doc["trace"]:
         note = step.get("note", "")
         if "what binds: " in note:
             return str(note.split("what binds: ", 1)[1])
-    return None
+        if step["variable"] == "replicas" and note:
+            sized = str(note)
+    return sized
 
 
 def _solution(q: Question) -> Any:
@@ -241,9 +245,9 @@ def solve_csv(q: Question) -> str:
 
 def workbook(q: Question) -> bytes:
     """The live workbook of ``q``, as ``concur export`` writes it (needs the excel extra)."""
-    from ..excel.from_solution import plan_from_solution
-    from ..excel.writer import write_workbook
-    from ..extras import need
+    from ...excel.from_solution import plan_from_solution
+    from ...excel.writer import write_workbook
+    from ...extras import need
 
     need("openpyxl", "the workbook download")
     sol = _solution(q)

@@ -7,11 +7,11 @@ page answers as its fields change. It adds no second solver and no second vocabu
 question is the words of ``concur solve`` (packs, ``--find``, ``--set NAME=VALUE``), solved by the
 CLI's own :func:`concur.cli.givens.solve_question` and shown by the CLI's own renderer, so the
 answer text, the derivation ("why") and the notes are what ``concur solve`` prints, and every view
-shows the ``concur`` command line that reproduces it (:mod:`concur.web.questions`).
+shows the ``concur`` command line that reproduces it (:mod:`concur.cli.web.questions`).
 
-The server is the standard library's (:mod:`concur.web.server`): a local tool needs no framework,
+The server is the standard library's (:mod:`concur.cli.web.server`): a local tool needs no framework,
 and nothing to install means nothing to keep patched. Every asset -- the page, its script, its
-style, the chart (hand-written SVG) -- ships inside the wheel in ``concur/web/static``; the page
+style, the chart (hand-written SVG) -- ships inside the wheel in ``concur/cli/web/static``; the page
 loads nothing from anywhere else, and its content security policy forbids it.
 
 Safety: the server binds 127.0.0.1 unless ``--host`` says otherwise (and then says so); requests

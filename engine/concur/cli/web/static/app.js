@@ -227,6 +227,7 @@ function fleetQuestion() {
 }
 
 async function askFleet() {
+  if (state.view !== "fleet") return; // a field left behind (its change on blur) asks nothing
   const q = fleetQuestion();
   writeHash("fleet", { given: q.given, solveFor: q.solveFor });
   const seq = ++state.seq.fleet;
@@ -251,7 +252,7 @@ async function askFleet() {
     table.append(el("tr", {}, el("th", { text: name }), cell));
     if (q.solveFor.includes(name)) $(`fleet-field-${name}`).value = r.value === null ? "" : String(round6(r.value));
   }
-  table.append(el("tr", {}, el("th", { text: "what binds" }), el("td", { id: "fleet-answer-binds", text: answer.binds || "capacity: no target binds (see replicas in the derivation)" })));
+  table.append(el("tr", {}, el("th", { text: "what binds" }), el("td", { id: "fleet-answer-binds", text: answer.binds || "-" })));
   $("fleet-text").textContent = answer.text;
   $("fleet-why").textContent = answer.why;
   handoff("fleet", answer.command, body, SOLVE_DOWNLOADS);
@@ -323,6 +324,7 @@ async function buildPack(question) {
 }
 
 async function askPack() {
+  if (state.view !== "pack") return; // a field left behind (its change on blur) asks nothing
   const packs = chosenPacks();
   const doc = await meta(packs);
   const names = packFields(doc);
@@ -378,6 +380,7 @@ async function planView(question) {
 }
 
 async function askPlan() {
+  if (state.view !== "plan") return; // a field left behind (its change on blur) asks nothing
   const q = formQuestion("plan", PLAN_FIELDS, [], []);
   writeHash("plan", { given: q.given });
   const seq = ++state.seq.plan;
