@@ -189,13 +189,20 @@ def test_requests_are_size_limited_before_they_are_read(server):
 
 def test_a_malformed_request_is_one_line_not_a_stack_page(server):
     with socket.create_connection(("127.0.0.1", server.port), timeout=60) as sock:
-        sock.sendall(b"GET / HTTP/1.1\r\nX-Long: " + b"a" * 70000 + b"\r\n\r\n")  # a header over the stdlib's limit
-        data = sock.recv(65536).decode()
-    assert data.startswith("HTTP/1.1 431") and '"line": "error: ' in data and "Traceback" not in data
+        sock.sendall(b"GET / HTTP/2.0\r\n\r\n")  # a version the stdlib refuses
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    text = data.decode()
+    assert text.startswith("HTTP/1.1 505") and '"line": "error: ' in text and "Traceback" not in text
     with socket.create_connection(("127.0.0.1", server.port), timeout=60) as sock:
         sock.sendall(b"BOGUS\r\n\r\n")  # not even a request line: the answer is still one line
-        data = sock.recv(65536).decode()
-    assert data == '{"error": {"line": "error: Bad request syntax (\'BOGUS\')", "field": null}}'
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, body = data.decode().split("\r\n\r\n", 1)
+    assert head.startswith("HTTP/1.1 400")
+    assert body == '{"error": {"line": "error: Bad request syntax (\'BOGUS\')", "field": null}}'
 
 
 def test_a_bug_is_one_line_in_the_page(server, monkeypatch, capsys):

@@ -249,6 +249,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             status, line = HTTPStatus.BAD_REQUEST, f"error: {message or 'bad request'}"
         self.close_connection = True
+        self.request_version = "HTTP/1.1"  # a status line and headers even for a request line it could not read
         self._json(status, {"error": {"line": line, "field": None}})
 
     def _send(self, status: HTTPStatus, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
