@@ -24,6 +24,7 @@ BENCHMARKS = {
     "export": "concur.bench.export",
     "simulate": "concur.bench.simulate",
     "plan": "concur.bench.plan",
+    "serve": "concur.bench.serve",
 }
 
 command = LazyGroup(

@@ -226,6 +226,7 @@ class _Refused(Exception):
 class _Handler(BaseHTTPRequestHandler):
     server: ConcurServer
     timeout = IDLE_SECONDS
+    disable_nagle_algorithm = True  # headers and body are two writes: Nagle + delayed ACK would add 40 ms
     protocol_version = "HTTP/1.1"
     server_version = "concur"
     sys_version = ""
