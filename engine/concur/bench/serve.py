@@ -6,7 +6,7 @@ the page shows (replicas, fleet GPUs, cost per month and per million tokens, TTF
 runs in this process on a loopback port the OS picks (:func:`concur.cli.web.server.running`); a
 request is one keep-alive ``POST /api/solve`` with the page's Origin, timed until its JSON is
 parsed, and includes everything the page gets: the solve, the CLI's answer text and derivation,
-the JSON. The baseline is :func:`concur.solve` on the same words. Both are warmed once, then timed
+the JSON. The baseline is :func:`concur.solve` (:func:`concur.api.solve`) on the same words. Both are warmed once, then timed
 in interleaved rounds (HTTP, in-process, HTTP, ...), so a neighbour's load hits both alike.
 
 Target: the HTTP answer within 3x the in-process solve.
@@ -22,8 +22,7 @@ import time
 
 import click
 
-import concur
-
+from ..api import solve
 from ..cli.givens import default_scenario
 from ..cli.web.questions import FLEET_ANSWERS, FLEET_FIELDS
 from ..cli.web.server import running
@@ -58,7 +57,7 @@ def command(runs: int) -> None:
 
         def in_process() -> float:
             start = time.perf_counter()
-            concur.solve(find, given, ["llm_fleet"])
+            solve(find, given, ["llm_fleet"])
             return time.perf_counter() - start
 
         over_http(), in_process()  # warm: parsed packs, closed forms, the connection
