@@ -359,3 +359,40 @@ def test_the_web_assets_are_package_data():
     patterns = data["tool"]["setuptools"]["package-data"]["concur.cli.web"]
     for name in ASSETS:
         assert any(Path("static", name).match(p) for p in patterns), name
+
+
+def test_a_pack_path_pack_is_offered_and_solved_by_name(tmp_path):
+    from concur.lang.library import pack_path, set_pack_path
+
+    (tmp_path / "little_mine.yaml").write_text(
+        "pack: little_mine\ndoc: Little's law, mine.\nvariables:\n"
+        "  rate: {unit: request/s}\n  wait: {unit: s}\n  held: {unit: request}\n"
+        "equations:\n  - held = rate * wait\n"
+    )
+    before = pack_path()
+    set_pack_path([tmp_path])
+    try:
+        with running() as srv:
+            status, _, data = _request(srv, "GET", "/api/meta?packs=little_mine")
+            assert status == 200 and json.loads(data)["packs"]["little_mine"] == str(tmp_path.resolve())
+            body = {"packs": ["little_mine"], "find": ["wait"], "given": {"rate": 50, "held": 1000}}
+            status, answer = _json(srv, "/api/solve", body)
+            assert status == 200 and answer["results"]["wait"] == {"value": 20, "unit": "s"}
+            assert answer["command"].startswith(f"concur solve --pack-path {tmp_path.resolve()} little_mine ")
+            status, answer = _json(srv, "/api/solve", {**body, "packs": [str(tmp_path / "little_mine.yaml")]})
+            assert status == 400  # a path is never a pack name
+    finally:
+        set_pack_path(before)
+
+
+def test_on_an_address_given_with_host_any_name_is_answered_but_origin_must_match_it():
+    with running() as srv:
+        srv.hosts = None  # what --host ADDRESS sets (the test itself stays on loopback)
+        name = f"capacity.lan:{srv.port}"
+        status, _, _ = _request(srv, "GET", "/", headers={"Host": name})
+        assert status == 200
+        body = {"packs": ["queueing"], "find": ["load"], "given": {"arrival_rate": 1, "service_time": 2}}
+        status, _ = _json(srv, "/api/solve", body, headers={"Host": name, "Origin": f"http://{name}"})
+        assert status == 200
+        status, _ = _json(srv, "/api/solve", body, headers={"Host": name})  # Origin of 127.0.0.1: another page
+        assert status == 403

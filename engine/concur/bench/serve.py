@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import os
 import statistics
 import time
+from typing import Any
 
 import click
 
@@ -45,6 +47,8 @@ def command(runs: int) -> None:
             "Content-Type": "application/json",
         }
 
+        answers: dict[str, Any] = {}
+
         def over_http() -> float:
             start = time.perf_counter()
             conn.request("POST", "/api/solve", body=body, headers=headers)
@@ -53,14 +57,21 @@ def command(runs: int) -> None:
             elapsed = time.perf_counter() - start
             if response.status != 200:
                 raise click.ClickException(f"the server refused the question: {answer['error']['line']}")
+            answers["http"] = answer["results"]
             return elapsed
 
         def in_process() -> float:
             start = time.perf_counter()
-            solve(find, given, ["llm_fleet"])
-            return time.perf_counter() - start
+            sol = solve(find, given, ["llm_fleet"])
+            elapsed = time.perf_counter() - start
+            answers["local"] = sol.results()
+            return elapsed
 
         over_http(), in_process()  # warm: parsed packs, closed forms, the connection
+        for name in find:  # both sides answer the same before either is timed
+            a, b = answers["http"][name]["value"], answers["local"][name]["value"]
+            if not math.isclose(a, b, rel_tol=1e-9):
+                raise click.ClickException(f"the server says {name} = {a}, the solver {b}")
         samples: dict[str, list[float]] = {"http": [], "local": []}
         for _ in range(runs):
             samples["http"].append(over_http())

@@ -12,10 +12,12 @@ past the budget.
 
 Every request is checked before anything is solved:
 
-* **Host**: the ``Host`` header must name this server (loopback names, or the ``--host`` given), so
-  a page on another site cannot reach it through DNS rebinding;
-* **Origin**: a ``POST`` (everything that solves) must carry this server's own ``Origin``; a
-  cross-site fetch (``Sec-Fetch-Site: cross-site``) is refused whatever its method;
+* **Host**: on loopback the ``Host`` header must name this server (``127.0.0.1``, ``localhost``,
+  ``[::1]`` and the port), so a page on another site cannot reach it through DNS rebinding; on an
+  address given with ``--host`` any name may (the machine's names are not known here);
+* **Origin**: a ``POST`` (everything that solves) must carry the ``Origin`` of the page this
+  server serves under that Host; a cross-site fetch (``Sec-Fetch-Site: cross-site``) is refused
+  whatever its method;
 * **size**: a body over :data:`MAX_BODY` bytes (or without ``Content-Length``) and a target over
   :data:`MAX_TARGET` characters are refused before they are read; a connection idle for
   :data:`IDLE_SECONDS` is closed;
@@ -164,8 +166,8 @@ class ConcurServer(ThreadingHTTPServer):
         names = {host, f"[{host}]"} if ":" in host else {host}
         if is_loopback(host):
             names |= {"localhost", "127.0.0.1", "[::1]"}
-        self.hosts = {f"{name}:{self.port}" for name in names}
-        self.origins = {f"http://{h}" for h in self.hosts}
+        # the Host names answered on loopback (None: any -- a --host address is reached by names we cannot know)
+        self.hosts: set[str] | None = {f"{name}:{self.port}" for name in names} if is_loopback(host) else None
         self._closed = threading.Event()
 
     @property
@@ -275,11 +277,11 @@ class _Handler(BaseHTTPRequestHandler):
         if len(self.path) > MAX_TARGET:
             raise _Refused(HTTPStatus.REQUEST_URI_TOO_LONG, f"error: the address is over {MAX_TARGET} characters")
         host = (self.headers.get("Host") or "").lower()
-        if host not in self.server.hosts:
+        if not host or (self.server.hosts is not None and host not in self.server.hosts):
             raise _Refused(HTTPStatus.MISDIRECTED_REQUEST, "error: this server answers only to its own address")
         if self.headers.get("Sec-Fetch-Site", "same-origin") not in ("same-origin", "none"):
             raise _Refused(HTTPStatus.FORBIDDEN, "error: cross-site requests are refused")
-        if self.command == "POST" and self.headers.get("Origin") not in self.server.origins:
+        if self.command == "POST" and (self.headers.get("Origin") or "").lower() != f"http://{host}":
             raise _Refused(
                 HTTPStatus.FORBIDDEN, "error: a request that solves must come from this server's page (Origin)"
             )
