@@ -210,3 +210,16 @@ def test_the_page_requests_nothing_from_elsewhere_and_the_screenshot_for_the_doc
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", data[16:24])[0] >= 800
     if os.environ.get("CONCUR_UPDATE_DOCS") == "1":
         shutil.copy(shot, DOCS_IMG / "serve-fleet.png")
+
+
+def test_the_pareto_chart_draws_the_plans_points_and_a_row_opens_in_the_fleet_page(browser, server):
+    _open(browser, server, "plan")
+    dots = browser.find_elements("css selector", "#plan-chart-svg circle.dot")
+    feasible = browser.find_elements("css selector", "#plan-table tr.feasible")
+    assert dots and len(dots) == len(feasible)
+    assert browser.find_elements("css selector", "#plan-chart-svg circle.front-dot")
+    first = browser.find_element("css selector", "#plan-row-0")
+    cells = {c.get_attribute("data-column"): c.text for c in first.find_elements("css selector", "td")}
+    first.find_element("link text", "open").click()
+    box = _answered(browser, "fleet", f"gpu={cells['gpu']}", f"tp={cells['tp']}", f"--set engine={cells['engine']}")
+    assert box.find_element("id", "fleet-answer-replicas").text == f"{cells['replicas']} replica"

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ...analysis.fleet_plan import plan_fleet, rows, why_none
+from ...analysis.plot import pareto_points
 from ...errors import ConcurError, UnderdeterminedError, UsageError
 from ...lang.library import get_catalog, pack_path, pack_paths
 from ...lang.model import build_model
@@ -267,11 +268,18 @@ def _plan_result(q: Question) -> Any:
 
 def plan(q: Question) -> dict[str, Any]:
     """``concur plan``'s candidates (``--json``'s rows: feasible cheapest first, then the rejected
-    with their reason), its notes, its text table, its command line and, when nothing is
-    feasible, the CLI's error line."""
+    with their reason), the Pareto chart's points (``--plot``'s: tokens/s per user and per GPU of
+    each feasible row, ``row`` indexing ``candidates``), its notes, its text table, its command line
+    and, when nothing is feasible, the CLI's error line."""
     result = _plan_result(q)
+    feasible, per_user, per_gpu, front = pareto_points(result)
+    index = {id(c): i for i, c in enumerate(result.candidates)}
     out: dict[str, Any] = {
         "candidates": list(rows(result)),
+        "pareto": [
+            {"row": index[id(c)], "per_user": float(u), "per_gpu": float(g), "front": bool(f)}
+            for c, u, g, f in zip(feasible, per_user, per_gpu, front)
+        ],
         "notes": list(result.notes),
         "text": "\n".join(plan_table(result, None, True)),
         "command": plan_command_line(q),

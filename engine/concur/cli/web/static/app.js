@@ -364,6 +364,14 @@ const PLAN_COLUMNS = [
   ["reason", (r) => r.reason],
 ];
 
+// A feasible row opened in the fleet page: the plan's question with the row's configuration given,
+// so the fleet page shows its answer and derivation (the step's memory, compute, communication and
+// fixed terms are in "why").
+function fleetLink(r) {
+  const given = { ...state.plan.given, gpu: r.gpu, tp: String(r.tp), weight_dtype: r.weight_dtype, kv_dtype: r.kv_dtype, engine: r.engine };
+  return "#fleet?q=" + encodeURIComponent(JSON.stringify({ given, solveFor: [] }));
+}
+
 async function planView(question) {
   const doc = await meta(["llm_fleet"]);
   const form = $("plan-form");
@@ -395,6 +403,7 @@ async function askPlan() {
   clearErrors("plan");
   if (answer.error) $("plan-error").textContent = answer.error.line;
   state.plan = answer;
+  state.plan.given = q.given;
   for (const [id, key] of [["plan-gpu", (r) => r.gpu], ["plan-engine", (r) => r.engine], ["plan-dtypes", (r) => `${r.weight_dtype}/${r.kv_dtype}`]]) {
     const select = $(id);
     const keep = select.value;
@@ -448,11 +457,75 @@ function drawPlan() {
       const v = f(r);
       tr.append(el("td", { "data-column": name, text: v === null || v === undefined ? "-" : typeof v === "number" && !Number.isInteger(v) ? round6(v).toLocaleString("en-US") : String(v) }));
     }
+    tr.append(el("td", {}, r.feasible ? el("a", { href: fleetLink(r), title: "open this configuration in the fleet page", text: "open" }) : ""));
+    tr.dataset.row = answer.candidates.indexOf(r);
     return tr;
   });
+  head.append(el("th", { text: "" }));
   table.replaceChildren(el("thead", {}, head), el("tbody", {}, ...body));
+  drawChart(answer, new Set(rows.map((r) => answer.candidates.indexOf(r))));
   const feasible = answer.candidates.filter((r) => r.feasible).length;
   $("plan-count").textContent = `${rows.length} shown; ${feasible} feasible, ${answer.candidates.length - feasible} rejected`;
+}
+
+// The Pareto chart of `concur plan --plot`: output tokens/s per GPU against tokens/s per user (1 / ITL) of the
+// rows shown; the front joined; hovering a point names its row, clicking it marks the row in the table.
+// the SVG namespace, as the HTML parser assigns it (no address is written in this file)
+const SVG = new DOMParser().parseFromString("<svg></svg>", "text/html").querySelector("svg").namespaceURI;
+function svg(tag, attrs = {}, text = null) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+  if (text !== null) node.textContent = text;
+  return node;
+}
+
+function ticks(max) {
+  const step0 = max / 5;
+  const mag = 10 ** Math.floor(Math.log10(step0 || 1));
+  const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= step0) || step0;
+  const out = [];
+  for (let v = 0; v <= max * 1.0001; v += step) out.push(v);
+  return out;
+}
+
+function drawChart(answer, shown) {
+  const box = $("plan-chart");
+  const points = answer.pareto.filter((p) => shown.has(p.row));
+  if (!points.length) { box.replaceChildren(); return; }
+  const W = 760, H = 320, L = 70, R = 20, T = 16, B = 46;
+  const xmax = Math.max(...points.map((p) => p.per_user)) * 1.05;
+  const ymax = Math.max(...points.map((p) => p.per_gpu)) * 1.05;
+  const x = (v) => L + (v / xmax) * (W - L - R);
+  const y = (v) => H - B - (v / ymax) * (H - T - B);
+  const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img", id: "plan-chart-svg" });
+  chart.append(svg("title", {}, "output tokens/s per GPU against tokens/s per user"));
+  for (const v of ticks(xmax)) {
+    chart.append(svg("line", { x1: x(v), x2: x(v), y1: T, y2: H - B, class: "grid" }));
+    chart.append(svg("text", { x: x(v), y: H - B + 16, "text-anchor": "middle", class: "tick" }, round6(v).toLocaleString("en-US")));
+  }
+  for (const v of ticks(ymax)) {
+    chart.append(svg("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "grid" }));
+    chart.append(svg("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", class: "tick" }, round6(v).toLocaleString("en-US")));
+  }
+  chart.append(svg("text", { x: (L + W - R) / 2, y: H - 8, "text-anchor": "middle", class: "axis" }, "tokens/s per user (1 / ITL) [token/s]"));
+  chart.append(svg("text", { x: 14, y: (T + H - B) / 2, "text-anchor": "middle", class: "axis", transform: `rotate(-90 14 ${(T + H - B) / 2})` }, "output tokens/s per GPU [token/s]"));
+  const front = points.filter((p) => p.front).sort((a, b) => a.per_user - b.per_user);
+  if (front.length > 1) chart.append(svg("polyline", { points: front.map((p) => `${x(p.per_user)},${y(p.per_gpu)}`).join(" "), class: "front" }));
+  for (const p of points) {
+    const r = answer.candidates[p.row];
+    const dot = svg("circle", { cx: x(p.per_user), cy: y(p.per_gpu), r: p.front ? 4 : 3, class: p.front ? "dot front-dot" : "dot", "data-row": p.row });
+    const cost = r.cost_per_month ? `, $${Math.round(r.cost_per_month.value).toLocaleString("en-US")}/month` : "";
+    dot.append(svg("title", {}, `${r.gpu} tp${r.tp} ${r.weight_dtype}/${r.kv_dtype} ${r.engine}: ${round6(p.per_user)} token/s per user, ${round6(p.per_gpu)} token/s per GPU, ${r.replicas} replicas${cost}`));
+    dot.addEventListener("click", () => markRow(p.row));
+    chart.append(dot);
+  }
+  box.replaceChildren(chart, el("figcaption", { text: `${points.length} feasible configurations shown; the Pareto front joined (hover a point for its row, click to mark it)` }));
+}
+
+function markRow(index) {
+  for (const tr of document.querySelectorAll("#plan-table tr.marked")) tr.classList.remove("marked");
+  const tr = document.querySelector(`#plan-table tr[data-row="${index}"]`);
+  if (tr) { tr.classList.add("marked"); tr.scrollIntoView({ block: "center" }); }
 }
 
 // -- views -------------------------------------------------------------------------------------------------
