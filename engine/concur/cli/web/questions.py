@@ -316,9 +316,11 @@ def meta(packs: tuple[str, ...]) -> dict[str, Any]:
     """What a page needs to draw the fields of ``packs``: ``concur show --json``'s document of their
     model, each preset's catalog ids (its choices), the embedded scenario, and every pack on offer."""
     known = available_packs()
+    if len(packs) > MAX_NAMES:
+        raise UsageError(f"{len(packs)} packs asked for; at most {MAX_NAMES}")
     for name in packs:
         if name not in known:
-            raise UsageError(f"unknown pack '{name}'", hint="'concur list' shows the packs")
+            raise UsageError(f"unknown pack '{printable(name[:80])}'", hint="'concur list' shows the packs")
     model = build_model(list(packs))
     doc = pack_document(model)
     doc["catalogs"] = {key: list(get_catalog(chain[0].catalog).entries) for key, chain in model.presets.items()}
