@@ -130,6 +130,23 @@ def test_an_error_without_a_variable_is_placed_by_the_field_its_message_names(se
     assert answer["error"]["line"].startswith("error: unknown gpu 'h999'")
 
 
+@pytest.mark.parametrize("pack", sorted(questions.available_packs()))
+def test_every_shipped_pack_is_offered_and_answers_its_first_example_as_the_api_does(server, pack):
+    status, _, data = _request(server, "GET", f"/api/meta?packs={pack}")
+    doc = json.loads(data)
+    assert status == 200 and doc["pack"] == pack and doc["variables"]
+    example = doc["example"] if doc["example"] is not None else None
+    if example is None:
+        return  # no worked example: the page starts from the embedded scenario
+    status, answer = _json(server, "/api/solve", {"packs": [pack], **example})
+    sol = concur.solve(example["find"], example["given"], [pack])
+    assert status == 200, answer
+    for name in example["find"]:
+        want = sol.results()[name]["value"]
+        got = answer["results"][name]["value"]
+        assert got == (pytest.approx(want, rel=1e-9) if isinstance(want, float) else want)
+
+
 def test_any_pack_and_its_meta(server):
     status, _headers, data = _request(server, "GET", "/api/meta?packs=queueing")
     doc = json.loads(data)

@@ -330,7 +330,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif isinstance(exc, TimeoutError):
             line = f"error: no answer within {ANSWER_SECONDS:g} s: the server is busy with other questions; ask again"
             self._json(HTTPStatus.SERVICE_UNAVAILABLE, {"error": {"line": line, "field": None}})
-        elif isinstance(exc, _Shutdown):
+        elif isinstance(exc, (_Shutdown, KeyboardInterrupt)):  # Ctrl-C stopped the question: the server is stopping
             self._json(
                 HTTPStatus.SERVICE_UNAVAILABLE, {"error": {"line": "error: the server is shutting down", "field": None}}
             )
