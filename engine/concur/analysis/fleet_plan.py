@@ -139,10 +139,6 @@ class PlanResult:
     arrival_rate: float = math.nan  # request/s (base units)
     output_tokens: float = math.nan  # token/request
 
-    @property
-    def feasible(self) -> list[Candidate]:
-        return [c for c in self.candidates if c.feasible]
-
     def _repr_html_(self) -> str:
         """A notebook table: the feasible configurations cheapest first (at most 25), then how many were
         rejected and why (each reason with its count), then the notes."""
@@ -172,6 +168,10 @@ class PlanResult:
         ]
         caption = f"concur plan: {len(self.feasible)} feasible of {len(self.candidates)} configurations"
         return html_table(head, rows, caption=caption, notes=notes + [f"note: {n}" for n in self.notes])
+
+    @property
+    def feasible(self) -> list[Candidate]:
+        return [c for c in self.candidates if c.feasible]
 
 
 def default_axes(model: Model, question: Mapping[str, Any]) -> dict[str, list[Any]]:

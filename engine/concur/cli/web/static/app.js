@@ -352,6 +352,7 @@ const PLAN_COLUMNS = [
   ["tp", (r) => r.tp],
   ["w/kv", (r) => `${r.weight_dtype}/${r.kv_dtype}`],
   ["engine", (r) => r.engine],
+  ["provider", (r) => r.provider],
   ["replicas", (r) => r.replicas],
   ["GPUs", (r) => r.fleet_gpus],
   ["$/GPU-h", (r) => r.gpu_hour_price && r.gpu_hour_price.value],
@@ -378,7 +379,7 @@ async function planView(question) {
   if (!form.dataset.built) {
     for (const name of PLAN_FIELDS) form.append(fieldRow("plan", name, doc, { find: false }));
     form.addEventListener("change", () => schedule("plan", askPlan, 0));
-    for (const id of ["plan-gpu", "plan-engine", "plan-dtypes", "plan-rejected"]) $(id).addEventListener("change", drawPlan);
+    for (const id of ["plan-gpu", "plan-engine", "plan-provider", "plan-dtypes", "plan-rejected"]) $(id).addEventListener("change", drawPlan);
     $("plan-filter").addEventListener("input", drawPlan);
     form.dataset.built = "1";
   }
@@ -404,11 +405,13 @@ async function askPlan() {
   if (answer.error) $("plan-error").textContent = answer.error.line;
   state.plan = answer;
   state.plan.given = q.given;
-  for (const [id, key] of [["plan-gpu", (r) => r.gpu], ["plan-engine", (r) => r.engine], ["plan-dtypes", (r) => `${r.weight_dtype}/${r.kv_dtype}`]]) {
+  for (const [id, key] of [["plan-gpu", (r) => r.gpu], ["plan-engine", (r) => r.engine], ["plan-provider", (r) => r.provider], ["plan-dtypes", (r) => `${r.weight_dtype}/${r.kv_dtype}`]]) {
     const select = $(id);
     const keep = select.value;
     select.replaceChildren(el("option", { value: "", text: "all" }));
-    for (const v of [...new Set(answer.candidates.map(key))]) select.append(el("option", { value: v, text: v }));
+    for (const v of [...new Set(answer.candidates.map(key))].filter((v) => v !== null && v !== undefined && v !== "")) {
+      select.append(el("option", { value: v, text: v }));
+    }
     select.value = keep;
   }
   const notes = $("plan-notes");
@@ -423,11 +426,12 @@ function drawPlan() {
   const answer = state.plan;
   if (!answer) return;
   const gpu = $("plan-gpu").value, engine = $("plan-engine").value, dtypes = $("plan-dtypes").value;
+  const provider = $("plan-provider").value;
   const text = $("plan-filter").value.trim().toLowerCase();
   const rejected = $("plan-rejected").checked;
   let rows = answer.candidates.filter((r) =>
     (r.feasible || rejected) && (!gpu || r.gpu === gpu) && (!engine || r.engine === engine) &&
-    (!dtypes || `${r.weight_dtype}/${r.kv_dtype}` === dtypes) &&
+    (!dtypes || `${r.weight_dtype}/${r.kv_dtype}` === dtypes) && (!provider || r.provider === provider) &&
     (!text || PLAN_COLUMNS.some(([, f]) => String(f(r) ?? "").toLowerCase().includes(text))));
   if (state.sort) {
     const [index, dir] = state.sort;
