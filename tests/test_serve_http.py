@@ -230,6 +230,12 @@ def test_a_bug_is_one_line_in_the_page(server, monkeypatch, capsys):
     status, answer = _json(server, "/api/solve", {"packs": FLEET, "find": ["replicas"], "given": {}})
     assert status == 500 and "\n" not in answer["error"]["line"] and "boom" not in answer["error"]["line"]
     assert "Traceback" in capsys.readouterr().err  # the terminal keeps the details
+    from concur.cli.web import server as web_server
+
+    monkeypatch.setattr(web_server, "asset", broken)  # a bug outside any question
+    status, _, data = _request(server, "GET", "/")
+    line = json.loads(data)["error"]["line"]
+    assert status == 500 and line.startswith("error: internal error (RuntimeError)") and "\n" not in line
 
 
 def test_plan_lists_the_cli_plans_rows(server):

@@ -323,6 +323,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer_failure(asked.__cause__, q)
         except ConcurError as exc:
             self._json(HTTPStatus.BAD_REQUEST, questions.answer_error(exc, q))
+        except (ConnectionError, TimeoutError):
+            raise  # the browser went away: handle() ends the connection quietly
+        except Exception as exc:  # a bug outside a question: one line too, the details on the terminal
+            self._answer_failure(exc, questions.Question((), (), ()))
 
     def _answer_failure(self, exc: BaseException | None, q: questions.Question) -> None:
         if isinstance(exc, ConcurError):
