@@ -27,15 +27,22 @@ DOCS_IMG = Path(__file__).resolve().parents[1] / "docs" / "img"
 WAIT_S = 120  # bounds a page that never answers; an answering page is waited for by its state
 
 
+def _missing(message: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{message}, and CI=true requires it", pytrace=False)
+    pytest.skip(message)
+
+
 def _browser_paths() -> tuple[str, str]:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     driver = shutil.which("chromedriver")
-    if chromium and driver:
-        return chromium, driver
-    message = "Chromium and chromedriver are not on PATH (apt-get install chromium chromium-driver)"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{message}, and CI=true requires them", pytrace=False)
-    pytest.skip(message)
+    if not (chromium and driver):
+        _missing("Chromium and chromedriver are not on PATH (apt-get install chromium chromium-driver)")
+    try:
+        import selenium  # noqa: F401 - the test extra installs it
+    except ImportError:
+        _missing("selenium is not installed (pip install -e '.[test]')")
+    return str(chromium), str(driver)
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +54,7 @@ def server():
 @pytest.fixture(scope="module")
 def browser():
     chromium, driver = _browser_paths()
-    from selenium import webdriver  # the test extra installs it
+    from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager must not look for drivers online
