@@ -419,3 +419,9 @@ def test_on_an_address_given_with_host_any_name_is_answered_but_origin_must_matc
         assert status == 200
         status, _ = _json(srv, "/api/solve", body, headers={"Host": name})  # Origin of 127.0.0.1: another page
         assert status == 403
+
+
+def test_json_has_no_infinity_or_nan():
+    assert questions.json_text({"a": [1.5, float("inf")], "b": {"c": float("nan")}}) == (
+        '{"a": [1.5, null], "b": {"c": null}}'
+    )

@@ -80,6 +80,7 @@ def command(runs: int) -> None:
     web, local = statistics.median(samples["http"]), statistics.median(samples["local"])
     ratio = web / local
     click.echo(f"cores: {os.cpu_count()}  median of {runs} interleaved rounds; question: llm_fleet's embedded scenario")
-    click.echo(f"  concur serve, POST /api/solve (answer, text, derivation)  {web * 1000:8.1f} ms")
-    click.echo(f"  concur.solve in this process                             {local * 1000:8.1f} ms")
+    spread = {k: f"({min(v) * 1000:.1f}-{max(v) * 1000:.1f})" for k, v in samples.items()}
+    click.echo(f"  concur serve, POST /api/solve (answer, text, derivation)  {web * 1000:8.1f} ms {spread['http']}")
+    click.echo(f"  concur.solve in this process                             {local * 1000:8.1f} ms {spread['local']}")
     click.echo(f"ratio {ratio:.2f}x (target <= {TARGET:g}x: {'met' if ratio <= TARGET else 'MISSED'})")

@@ -13,15 +13,16 @@ is the CLI's one error line (:mod:`concur.cli.report`) with the field it concern
 ``concur solve`` and :func:`command_line` always agree: the line printed under the answer, run in
 a terminal, prints the answer shown.
 
-Invariants: every function here returns JSON-ready data with finite numbers (a non-finite value
-is ``null``) or raises :class:`concur.errors.ConcurError`; nothing is written outside a
-temporary folder, which is removed.
+Invariants: every function here returns JSON-ready data (a non-finite number is written as ``null``
+by :func:`json_text`, the one place answers become JSON) or raises
+:class:`concur.errors.ConcurError`; nothing is written outside a temporary folder, which is removed.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import re
 import shlex
@@ -51,6 +52,8 @@ __all__ = [
     "answer_error",
     "available_packs",
     "command_line",
+    "finite",
+    "json_text",
     "meta",
     "plan",
     "plan_command_line",
@@ -189,15 +192,24 @@ def plan_command_line(q: Question) -> str:
     return shlex.join(words)
 
 
-def _finite(value: Any) -> Any:
+def finite(value: Any) -> Any:
     """``value`` with every non-finite float replaced by None (JSON has no inf or NaN)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [finite(v) for v in value]
     return value
+
+
+def json_text(doc: Any, indent: int | None = None) -> str:
+    """``doc`` as JSON; a non-finite number (JSON has none) becomes ``null``, and only then is the
+    document walked."""
+    try:
+        return json.dumps(doc, allow_nan=False, indent=indent)
+    except ValueError:
+        return json.dumps(finite(doc), allow_nan=False, indent=indent)
 
 
 def _binds(doc: dict[str, Any]) -> str | None:
@@ -221,7 +233,7 @@ def solve(q: Question) -> dict[str, Any]:
     """The answer to ``q``: ``concur solve --json``'s object plus ``text`` (what ``concur solve``
     prints), ``why`` (what ``--explain`` prints), ``binds`` and ``command``."""
     sol = _solution(q)
-    doc = sol.to_json()
+    doc: dict[str, Any] = sol.to_json()
     doc.update(
         text=render_table(sol, False),
         why=render_table(sol, True),
@@ -229,12 +241,12 @@ def solve(q: Question) -> dict[str, Any]:
         command=command_line(q),
         export_command=command_line(q, "export"),
     )
-    return dict(_finite(doc))
+    return doc
 
 
 def solve_csv(q: Question) -> str:
     """The answer's results and givens as CSV: ``kind,name,value,unit``."""
-    doc = _finite(_solution(q).to_json())
+    doc = finite(_solution(q).to_json())
     buf = io.StringIO()
     out = csv.writer(buf, lineterminator="\n")
     out.writerow(["kind", "name", "value", "unit"])
@@ -286,7 +298,7 @@ def plan(q: Question) -> dict[str, Any]:
     }
     if not result.feasible:
         out["error"] = {"line": printable(f"error: {why_none(result)}"), "field": None}
-    return dict(_finite(out))
+    return out
 
 
 def plan_csv(q: Question) -> str:
@@ -309,7 +321,7 @@ def answer_error(exc: ConcurError, q: Question | None) -> dict[str, Any]:
         hits = [(m.start(), name) for name in fields for m in [re.search(rf"\b{re.escape(name)}\b", text)] if m]
         field = min(hits)[1] if hits else None
     body["field"] = field
-    return dict(_finite(doc))
+    return doc
 
 
 def meta(packs: tuple[str, ...]) -> dict[str, Any]:
@@ -329,4 +341,4 @@ def meta(packs: tuple[str, ...]) -> dict[str, Any]:
     doc["example"] = None if first is None else {"given": dict(first.given), "find": list(first.find)}
     doc["packs"] = known
     doc["fleet"] = {"fields": list(FLEET_FIELDS), "answers": list(FLEET_ANSWERS)}
-    return dict(_finite(doc))
+    return doc

@@ -268,7 +268,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _json(self, status: HTTPStatus, doc: Any) -> None:
-        body = json.dumps(doc, allow_nan=False).encode()
+        body = questions.json_text(doc).encode()
         self._send(status, body, "application/json; charset=utf-8")
 
     # -- checks ------------------------------------------------------------------------------
@@ -392,7 +392,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = (
             data
             if isinstance(data, bytes)
-            else (json.dumps(data, indent=2) if isinstance(data, dict) else data).encode()
+            else (questions.json_text(data, 2) if isinstance(data, dict) else data).encode()
         )
         self._send(HTTPStatus.OK, raw, content_type, {"Content-Disposition": f'attachment; filename="{name}"'})
 
