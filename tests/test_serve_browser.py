@@ -2,6 +2,9 @@
 by Selenium, against a server on a loopback port the OS picks. One browser and one server for the
 module. Skipped when Chromium or its driver is missing, except under ``CI=true``, where that fails.
 
+The page's workbook download is saved by the browser and recalculated by LibreOffice (skipped
+without ``soffice`` locally, failed under ``CI=true``).
+
 Every expected number is computed here by the Python API for the same inputs the page was given:
 the page must show what ``concur solve`` and ``concur plan`` answer, whatever the model gives.
 Waits are on the page's own state (``data-state="done"`` and the command line of the question
@@ -52,7 +55,7 @@ def server():
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(tmp_path_factory):
     chromium, driver = _browser_paths()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -74,6 +77,8 @@ def browser():
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     drv = webdriver.Chrome(service=Service(driver), options=options)
+    drv.downloads = tmp_path_factory.mktemp("downloads")
+    drv.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(drv.downloads)})
     try:
         yield drv
     finally:
@@ -230,3 +235,19 @@ def test_the_pareto_chart_draws_the_plans_points_and_a_row_opens_in_the_fleet_pa
     first.find_element("link text", "open").click()
     box = _answered(browser, "fleet", f"gpu={cells['gpu']}", f"tp={cells['tp']}", f"--set engine={cells['engine']}")
     assert box.find_element("id", "fleet-answer-replicas").text == f"{cells['replicas']} replica"
+
+
+@pytest.mark.libreoffice
+def test_the_workbook_download_opens_and_recalculates_to_the_shown_answer(browser, server):
+    from concur.excel.recalc import recalculate_values
+
+    if not shutil.which("soffice"):
+        _missing("LibreOffice (soffice) is not on PATH")
+    _open(browser, server, "fleet")
+    _set(browser, "fleet-field-arrival_rate", "120")
+    box = _answered(browser, "fleet", "arrival_rate=120")
+    shown = float(box.find_element("id", "fleet-answer-replicas").get_attribute("data-value"))
+    target = browser.downloads / "answer.xlsx"
+    browser.find_element("id", "fleet-download-answer-xlsx").click()
+    _wait(browser, lambda d: target.exists() and target.stat().st_size > 0)
+    assert recalculate_values(target, ["replicas"])["replicas"] == shown
