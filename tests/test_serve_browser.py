@@ -251,3 +251,24 @@ def test_the_workbook_download_opens_and_recalculates_to_the_shown_answer(browse
     browser.find_element("id", "fleet-download-answer-xlsx").click()
     _wait(browser, lambda d: target.exists() and target.stat().st_size > 0)
     assert recalculate_values(target, ["replicas"])["replicas"] == shown
+
+
+def test_the_curves_view_draws_concur_sweeps_points(browser, server):
+    import json
+
+    from concur.api import load_model
+    from concur.sweep.vector import range_values, sweep
+
+    _open(browser, server, "curve")
+    browser.find_element("id", "curve-find-tokens_per_s_per_user").click()  # draw one series only
+    box = _answered(browser, "curve", "--find tokens_per_s_per_gpu ")
+    dots = box.find_elements("css selector", "#curve-chart-tokens_per_s_per_gpu circle")
+    model = load_model("llm_throughput")
+    x = range_values(1.0, 256.0, 64, True)
+    given = {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "input_tokens": 1024, "output_tokens": 2048}
+    values = sweep(model, {"concurrency": x}, given, ["tokens_per_s_per_gpu"])["tokens_per_s_per_gpu"]
+    answered = [i for i, v in enumerate(values.ravel()) if v == v]  # not NaN
+    assert sorted(int(d.get_attribute("data-index")) for d in dots) == answered
+    label = box.find_element("css selector", "#curve-chart-tokens_per_s_per_gpu figcaption").text
+    assert label == "tokens_per_s_per_gpu [token/s] against concurrency [request]"
+    assert json.loads(browser.execute_script("return decodeURIComponent(location.hash.split('q=')[1])"))["log"] is True

@@ -425,3 +425,43 @@ def test_json_has_no_infinity_or_nan():
     assert questions.json_text({"a": [1.5, float("inf")], "b": {"c": float("nan")}}) == (
         '{"a": [1.5, null], "b": {"c": null}}'
     )
+
+
+CURVE = {
+    "packs": ["llm_throughput"],
+    "find": ["tokens_per_s_per_gpu"],
+    "given": {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "input_tokens": 1024, "output_tokens": 2048},
+    "over": "concurrency=1..256:9",
+    "log": True,
+}
+
+
+def test_a_curve_is_concur_sweeps_columns_with_units(server):
+    status, answer = _json(server, "/api/curve", CURVE)
+    assert status == 200, answer
+    out = _cli(answer["command"] + " --json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    (run,) = doc["runs"]
+    assert answer["x"]["values"] == pytest.approx(run["columns"]["concurrency"], rel=1e-12)
+    assert answer["x"]["unit"] == doc["units"]["concurrency"] == "request"
+    (series,) = answer["series"]
+    assert series["unit"] == doc["units"]["tokens_per_s_per_gpu"]
+    cli = run["columns"]["tokens_per_s_per_gpu"]
+    assert [v is None for v in series["values"]] == [v is None for v in cli]  # the same points have no answer
+    assert [v for v in series["values"] if v is not None] == pytest.approx([v for v in cli if v is not None], rel=1e-9)
+    assert answer["notes"] == doc["messages"]
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"over": "concurrency=1..256:100000"}, "2 to 2000 points"),
+        ({"over": "concurrency=1,2,3"}, "must be a range"),
+        ({"over": "concurrency=0..8:4"}, "--log needs positive ends"),
+        ({"given": {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb"}}, "input_tokens"),
+    ],
+)
+def test_a_bad_curve_is_one_error_line(server, change, words):
+    status, answer = _json(server, "/api/curve", {**CURVE, **change})
+    assert status == 400 and words in answer["error"]["line"] and "\n" not in answer["error"]["line"]

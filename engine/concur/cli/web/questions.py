@@ -33,13 +33,16 @@ from typing import Any
 
 from ...analysis.fleet_plan import plan_fleet, rows, why_none
 from ...analysis.plot import pareto_points
+from ...api import packs_for
 from ...errors import ConcurError, UnderdeterminedError, UsageError
 from ...lang.library import get_catalog, pack_path, pack_paths
 from ...lang.model import build_model
+from ...solver.question import flush_caches
+from ...sweep.vector import parse_range, range_values, require_fixed, sweep
 from ..commands.plan import csv_text, question_from
 from ..commands.plan import table as plan_table
 from ..commands.show import pack_document
-from ..givens import solve_question, with_flags
+from ..givens import parse_sets, solve_question, with_flags
 from ..render import printable, render_table
 from ..report import error_document
 
@@ -47,16 +50,19 @@ __all__ = [
     "FLEET_ANSWERS",
     "FLEET_FIELDS",
     "MAX_NAMES",
+    "MAX_POINTS",
     "MAX_TEXT",
     "Question",
     "answer_error",
     "available_packs",
     "command_line",
+    "curve",
     "finite",
     "json_text",
     "meta",
     "plan",
     "plan_command_line",
+    "read_curve",
     "read_question",
     "solve",
     "solve_csv",
@@ -65,6 +71,7 @@ __all__ = [
 
 MAX_NAMES = 64  # givens, targets or packs in one question
 MAX_TEXT = 200  # characters of one value as typed
+MAX_POINTS = 2000  # points of one curve
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,79}$")
 _PACK = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,79}$")  # a name, never a path
 
@@ -269,6 +276,51 @@ def workbook(q: Question) -> bytes:
         path = Path(folder) / "answer.xlsx"
         write_workbook(plan_, path)
         return path.read_bytes()
+
+
+def read_curve(doc: Any) -> tuple[Question, str, bool]:
+    """A curve question: a question document plus ``over`` (``"VAR=START..STOP:N"``, the words of
+    ``concur sweep --over``) and ``log``; at most :data:`MAX_POINTS` points."""
+    if not isinstance(doc, dict):
+        raise UsageError("a curve is a JSON object with packs, find, given, over and log")
+    over, log = doc.get("over"), doc.get("log", False)
+    if not isinstance(over, str) or len(over) > MAX_TEXT or not isinstance(log, bool):
+        raise UsageError("'over' is VAR=START..STOP:N and 'log' true or false", hint="e.g. concurrency=1..256:64")
+    q = read_question({k: v for k, v in doc.items() if k not in ("over", "log")})
+    name, values, is_range = parse_range(over)
+    if not is_range:
+        raise UsageError(f"'over' must be a range VAR=START..STOP:N, got '{printable(over)}'", variable=name)
+    if not 2 <= int(values[2]) <= MAX_POINTS:
+        raise UsageError(f"a curve has 2 to {MAX_POINTS} points, not {int(values[2])}", variable=name)
+    return Question(q.packs, q.find, tuple((k, v) for k, v in q.given if k != name)), over, log
+
+
+def curve(q: Question, over: str, log: bool) -> dict[str, Any]:
+    """``concur sweep PACKS --over VAR=START..STOP:N [--log] --find Y,... --set ...``: the found
+    variables against the swept one, each with its unit, the sweep's notes and its command line."""
+    name, (start, stop, points), _ = parse_range(over)
+    model = build_model(list(q.packs) if q.packs else packs_for(q.find))
+    given = parse_sets(q.sets())
+    require_fixed(model, set(given) | {name}, q.find)
+    for target in q.find:
+        if model.variable(target).choices:
+            raise UsageError(f"'{target}' is a choice, not a number to draw", variable=target)
+    x = range_values(float(start), float(stop), int(points), log)
+    result = sweep(model, {name: x}, given, list(q.find))
+    flush_caches(model)
+    words = ["concur", "sweep", *_pack_path_words(), *q.packs, "--over", over, *(["--log"] if log else [])]
+    words += ["--find", ",".join(q.find)]
+    for item in q.sets():
+        words += ["--set", item]
+    return {
+        "x": {"name": name, "unit": model.variable(name).display.text, "values": [float(v) for v in x]},
+        "series": [
+            {"name": t, "unit": model.variable(t).display.text, "values": [float(v) for v in result[t].ravel()]}
+            for t in q.find
+        ],
+        "notes": list(result.messages),
+        "command": shlex.join(words),
+    }
 
 
 def _plan_result(q: Question) -> Any:

@@ -367,6 +367,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/api/plan":
             q = questions.read_question(body, need_find=False)
             self._json(HTTPStatus.OK, self._ask(lambda: questions.plan(q), q))
+        elif path == "/api/curve":
+            q, over, log = questions.read_curve(body)
+            self._json(HTTPStatus.OK, self._ask(lambda: questions.curve(q, over, log), q))
         elif path.startswith("/api/download/"):
             self._download(path.removeprefix("/api/download/"), body)
         else:

@@ -15,7 +15,7 @@ const el = (tag, attrs = {}, ...children) => {
   return node;
 };
 
-const state = { meta: {}, view: "fleet", seq: { fleet: 0, pack: 0, plan: 0 }, timers: {}, plan: null, sort: null };
+const state = { meta: {}, view: "fleet", seq: { fleet: 0, pack: 0, plan: 0, curve: 0 }, timers: {}, plan: null, sort: null };
 
 // -- talking to the server ---------------------------------------------------------------------------------
 async function post(path, body) {
@@ -50,7 +50,7 @@ function readHash() {
     const q = new URLSearchParams(query).get("q");
     try { question = q ? JSON.parse(q) : null; } catch (e) { question = null; }
   }
-  return { view: ["fleet", "pack", "plan"].includes(view) ? view : "fleet", question };
+  return { view: ["fleet", "pack", "plan", "curve"].includes(view) ? view : "fleet", question };
 }
 
 function writeHash(view, question) {
@@ -182,6 +182,7 @@ function handoff(prefix, command, question, downloads) {
   const copy = el("button", { type: "button", text: "copy" });
   copy.addEventListener("click", () => navigator.clipboard && navigator.clipboard.writeText(command));
   box.append(el("div", { class: "command" }, el("span", { text: "the same question in a terminal: " }), code, copy));
+  if (!downloads.length) return;
   const row = el("div", { class: "downloads" }, el("span", { text: "download: " }));
   for (const [name, label] of downloads) {
     const button = el("button", { type: "button", id: `${prefix}-download-${name.replace(".", "-")}`, text: label });
@@ -532,17 +533,133 @@ function markRow(index) {
   if (tr) { tr.classList.add("marked"); tr.scrollIntoView({ block: "center" }); }
 }
 
+// -- curves ------------------------------------------------------------------------------------------------
+// The CLI's T2 question to start from: the throughput curve of Llama-3.1-8B on H100, 1,024 in / 2,048 out.
+const CURVE_START = {
+  packs: ["llm_throughput"],
+  given: { model: "llama-3.1-8b", gpu: "h100-sxm-80gb", input_tokens: "1024", output_tokens: "2048" },
+  find: ["tokens_per_s_per_gpu", "tokens_per_s_per_user"],
+  over: "concurrency=1..256:64",
+  log: true,
+};
+
+async function curveView(question) {
+  const all = await meta(["llm_fleet"]);
+  const select = $("curve-pack");
+  if (!select.dataset.built) {
+    for (const name of Object.keys(all.packs)) select.append(el("option", { value: name, text: name }));
+    select.addEventListener("change", () => buildCurve({ packs: [select.value], given: null, find: [], over: $("curve-over").value, log: $("curve-log").checked }));
+    $("curve-over").addEventListener("change", () => schedule("curve", askCurve, 0));
+    $("curve-log").addEventListener("change", () => schedule("curve", askCurve, 0));
+    select.dataset.built = "1";
+  }
+  const q = question && question.packs ? question : CURVE_START;
+  select.value = q.packs[0];
+  $("curve-over").value = q.over || "";
+  $("curve-log").checked = !!q.log;
+  await buildCurve(q);
+}
+
+async function buildCurve(question) {
+  const packs = [$("curve-pack").value];
+  const doc = await meta(packs);
+  if (doc.error) { $("curve-error").textContent = doc.error.line; return; }
+  const form = $("curve-form");
+  form.replaceChildren();
+  const names = packFields(doc);
+  for (const name of names) form.append(fieldRow("curve", name, doc, { find: true }));
+  form.oninput = () => schedule("curve", askCurve, 400);
+  form.onchange = () => schedule("curve", askCurve, 0);
+  fillForm("curve", names, { given: question.given || {}, solveFor: question.find || [] }, doc);
+  askCurve();
+}
+
+async function askCurve() {
+  if (state.view !== "curve") return;
+  const packs = [$("curve-pack").value];
+  const doc = await meta(packs);
+  const q = formQuestion("curve", packFields(doc), packs, []);
+  q.over = $("curve-over").value.trim();
+  q.log = $("curve-log").checked;
+  writeHash("curve", q);
+  const box = $("curve-answer");
+  const seq = ++state.seq.curve;
+  clearErrors("curve");
+  $("curve-error-over").textContent = "";
+  if (!q.find.length) { $("curve-error").textContent = "tick 'solve for' beside the variable(s) to draw"; return; }
+  box.dataset.state = "busy";
+  const answer = await post("/api/curve", q);
+  if (seq !== state.seq.curve) return;
+  if (answer.error) {
+    // an error about the sweep itself (its range, its variable, --log) goes beside the sweep field
+    const over = q.over.split("=")[0].trim();
+    const line = answer.error.line || "";
+    const aboutOver = !answer.error.field && (line.includes("'over'") || line.includes("--log") || (over && line.includes(over)));
+    if (aboutOver) { clearErrors("curve"); $("curve-error-over").textContent = line; }
+    else showError("curve", answer.error);
+    box.dataset.state = "error";
+    return;
+  }
+  const charts = $("curve-charts");
+  charts.replaceChildren(...answer.series.map((s) => lineChart(answer.x, s)));
+  $("curve-notes").replaceChildren(...answer.notes.map((n) => el("li", { text: "note: " + n })));
+  handoff("curve", answer.command, q, []);
+  box.dataset.command = answer.command;
+  box.dataset.state = "done";
+}
+
+function axisLabel(v) {
+  return v.unit ? `${v.name} [${v.unit}]` : v.name;
+}
+
+// One panel: `series` against `x`, a gap where a point has no answer (null), every axis with its unit.
+function lineChart(x, series) {
+  const W = 560, H = 260, L = 70, R = 16, T = 12, B = 44;
+  const pts = x.values.map((v, i) => [v, series.values[i]]);
+  const ok = pts.filter(([, y]) => y !== null);
+  const figure = el("figure", { class: "chart", id: `curve-chart-${series.name}` });
+  if (!ok.length) { figure.append(el("figcaption", { text: `${series.name}: no point has an answer` })); return figure; }
+  const xmax = Math.max(...x.values) * 1.02, ymax = Math.max(...ok.map(([, y]) => y)) * 1.05 || 1;
+  const sx = (v) => L + (v / xmax) * (W - L - R);
+  const sy = (v) => H - B - (v / ymax) * (H - T - B);
+  const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img" });
+  chart.append(svg("title", {}, `${series.name} against ${x.name}`));
+  for (const v of ticks(xmax)) {
+    chart.append(svg("line", { x1: sx(v), x2: sx(v), y1: T, y2: H - B, class: "grid" }));
+    chart.append(svg("text", { x: sx(v), y: H - B + 16, "text-anchor": "middle", class: "tick" }, round6(v).toLocaleString("en-US")));
+  }
+  for (const v of ticks(ymax)) {
+    chart.append(svg("line", { x1: L, x2: W - R, y1: sy(v), y2: sy(v), class: "grid" }));
+    chart.append(svg("text", { x: L - 6, y: sy(v) + 4, "text-anchor": "end", class: "tick" }, round6(v).toLocaleString("en-US")));
+  }
+  chart.append(svg("text", { x: (L + W - R) / 2, y: H - 8, "text-anchor": "middle", class: "axis" }, axisLabel(x)));
+  chart.append(svg("text", { x: 14, y: (T + H - B) / 2, "text-anchor": "middle", class: "axis", transform: `rotate(-90 14 ${(T + H - B) / 2})` }, axisLabel(series)));
+  let run = [];
+  const flush = () => { if (run.length > 1) chart.append(svg("polyline", { points: run.join(" "), class: "front" })); run = []; };
+  pts.forEach(([a, b], i) => {
+    if (b === null) { flush(); return; }
+    run.push(`${sx(a)},${sy(b)}`);
+    const dot = svg("circle", { cx: sx(a), cy: sy(b), r: 2.5, class: "dot front-dot", "data-index": i });
+    dot.append(svg("title", {}, `${x.name} = ${round6(a)} ${x.unit}: ${series.name} = ${round6(b)} ${series.unit}`));
+    chart.append(dot);
+  });
+  flush();
+  figure.append(chart, el("figcaption", { text: `${axisLabel(series)} against ${axisLabel(x)}` }));
+  return figure;
+}
+
 // -- views -------------------------------------------------------------------------------------------------
 async function show() {
   const { view, question } = readHash();
   state.view = view;
-  for (const name of ["fleet", "pack", "plan"]) {
+  for (const name of ["fleet", "pack", "plan", "curve"]) {
     $(`view-${name}`).hidden = name !== view;
     $(`nav-${name}`).classList.toggle("current", name === view);
   }
   if (view === "fleet") await fleetView(question);
   else if (view === "pack") await packView(question);
-  else await planView(question);
+  else if (view === "plan") await planView(question);
+  else await curveView(question);
 }
 
 window.addEventListener("hashchange", () => { if (readHash().view !== state.view) show(); });
