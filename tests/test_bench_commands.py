@@ -86,6 +86,7 @@ TINY: dict[str, tuple[list[str], tuple[str, ...]]] = {
         ("baseline (issue budget)", "ratio budget/median"),
     ),
     "plan": (["--runs", "1"], ("one warm `concur solve --find replicas`", "ratio plan / solve")),
+    "serve": (["--runs", "1"], ("concur.solve in this process", "POST /api/solve")),
     "simulate": (
         ["--runs", "1", "--duration", "20000"],
         ("peer: SimPy", "SimPy seconds / concur seconds", "combined 95% CI"),

@@ -44,6 +44,8 @@ def test_wheel_contains_packs_and_catalogs(wheel):
     assert "concur/lang/data/units.txt" in names
     assert "concur/formulas/index.json" in names  # the shipped pack index: a cold solve parses only its pack
     assert "concur/native/counter_bench.c" in names
+    for asset in ("index.html", "app.js", "style.css"):  # concur serve's page: nothing is fetched from elsewhere
+        assert f"concur/cli/web/static/{asset}" in names
 
 
 def test_installed_wheel_solves(wheel, tmp_path):

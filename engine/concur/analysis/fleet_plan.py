@@ -50,6 +50,7 @@ from ..lang.check import require_checked
 from ..lang.library import get_catalog
 from ..lang.model import Model, build_model
 from ..solver.givens import resolve_givens
+from ..solver.html import html_number, html_table
 from ..solver.plan import plan_key
 from ..solver.question import solve_model
 from ..solver.run import run_question
@@ -145,6 +146,36 @@ class PlanResult:
     notes: list[str] = field(default_factory=list)
     arrival_rate: float = math.nan  # request/s (base units)
     output_tokens: float = math.nan  # token/request
+
+    def _repr_html_(self) -> str:
+        """A notebook table: the feasible configurations cheapest first (at most 25), then how many were
+        rejected and why (each reason with its count), then the notes."""
+        head = ["gpu", "tp", "w/kv", "engine", "replicas", "GPUs", "$/month", "TTFT ms", "ITL ms", "binds"]
+        rows = [
+            [
+                c.config.gpu,
+                c.config.tp,
+                f"{c.config.weight_dtype}/{c.config.kv_dtype}",
+                c.config.engine,
+                c.replicas,
+                c.fleet_gpus,
+                "no price" if c.cost_per_month is None else html_number(round(c.cost_per_month)),
+                html_number(None if c.ttft is None else c.ttft * 1e3),
+                html_number(None if c.itl is None else c.itl * 1e3),
+                c.binds,
+            ]
+            for c in self.feasible[:25]
+        ]
+        reasons: dict[str, int] = {}
+        for c in self.candidates:
+            if not c.feasible:
+                reasons[c.reason] = reasons.get(c.reason, 0) + 1
+        more = len(self.feasible) - len(rows)
+        notes = ([f"{more} more feasible configurations"] if more > 0 else []) + [
+            f"rejected ({n}): {reason}" for reason, n in sorted(reasons.items(), key=lambda item: -item[1])
+        ]
+        caption = f"concur plan: {len(self.feasible)} feasible of {len(self.candidates)} configurations"
+        return html_table(head, rows, caption=caption, notes=notes + [f"note: {n}" for n in self.notes])
 
     @property
     def feasible(self) -> list[Candidate]:

@@ -296,6 +296,19 @@ def line_plot(
         plt.close(fig)
 
 
+def pareto_points(result: Any) -> tuple[list[Any], Any, Any, Any]:
+    """The feasible candidates of a plan at their operating point: ``(candidates, tokens/s per user
+    (1 / ITL), output tokens/s per GPU, Pareto-front mask)`` -- what ``concur plan --plot`` and
+    ``concur serve``'s plan explorer draw."""
+    import numpy as np
+
+    feasible = [c for c in result.feasible if c.itl and c.fleet_gpus]
+    per_user = np.array([1.0 / c.itl for c in feasible])
+    per_gpu = np.array([result.arrival_rate * result.output_tokens / c.fleet_gpus for c in feasible])
+    front = pareto_front(per_gpu, per_user) if feasible else np.zeros(0, dtype=bool)
+    return feasible, per_user, per_gpu, front
+
+
 def pareto_plan(result: Any, path: str | Path) -> Path:
     """``concur plan --plot``: every feasible configuration at its operating point -- output tokens/s
     per GPU (what the fleet pays for) against tokens/s per user (what a user sees, 1 / ITL) --
@@ -303,13 +316,9 @@ def pareto_plan(result: Any, path: str | Path) -> Path:
     import numpy as np
 
     plt = pyplot()
-    feasible = [c for c in result.feasible if c.itl and c.fleet_gpus]
+    feasible, per_user, per_gpu, front = pareto_points(result)
     if not feasible:
         raise UsageError("no feasible configuration to plot", hint="relax the SLAs or widen the grid")
-    per_user = np.array([1.0 / c.itl for c in feasible])
-    osl = result.output_tokens
-    per_gpu = np.array([result.arrival_rate * osl / c.fleet_gpus for c in feasible])
-    front = pareto_front(per_gpu, per_user)
     fig, ax = plt.subplots(figsize=(8.5, 5.5))
     ax.scatter(per_user[~front], per_gpu[~front], s=14, color="0.7", label="dominated")
     order = np.argsort(per_user[front])

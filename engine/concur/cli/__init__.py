@@ -45,6 +45,7 @@ COMMANDS = {
         "remedies": "remedies",
         "calibrate": "calibrate",
         "bench": "bench",
+        "serve": "serve",
     }.items()
 }
 

@@ -18,6 +18,7 @@ from ..lang.model import Model
 from ..lang.pack import Equation
 from ..lang.units import registry, unit_info
 from .assumed import Assumption, assumptions
+from .html import html_number, html_table
 
 if TYPE_CHECKING:  # plan imports this module; the type checker alone reads the annotation
     from .plan import Plan
@@ -142,6 +143,26 @@ class Solution:
                 value = int(value)
             out[name] = {"value": value, "unit": var.display.text}
         return out
+
+    def _repr_html_(self) -> str:
+        """A notebook table: each result with its unit and the equation (and file:line) that gave it."""
+        by_var = {s.variable: s for s in self.trace}
+        rows = []
+        for name, res in self.results().items():
+            step = by_var.get(name)
+            how = ""
+            if step is not None:
+                how = step.note if step.method in (Method.SEARCH, Method.INTEGER_TEAR) else self.equation_text(step)
+                how = how or step.method.value
+                if step.eq is not None and step.method not in (Method.SEARCH, Method.INTEGER_TEAR):
+                    how += f"  [{self.where(step)}]"
+            rows.append([name, html_number(res["value"], res["unit"]), how])
+        return html_table(
+            ["name", "value", "how"],
+            rows,
+            caption=" + ".join(self.model.pack_names),
+            notes=[f"note: {n}" for n in self.notes],
+        )
 
     def to_json(self) -> dict[str, Any]:
         given: dict[str, Any] = {

@@ -25,6 +25,7 @@ BENCHMARKS = {
     "simulate": "concur.bench.simulate",
     "enginesim": "concur.bench.enginesim",
     "plan": "concur.bench.plan",
+    "serve": "concur.bench.serve",
 }
 
 command = LazyGroup(

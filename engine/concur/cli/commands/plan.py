@@ -23,7 +23,7 @@ import click
 
 from ..options import json_option, pack_path_option, set_option
 
-__all__ = ["command"]
+__all__ = ["command", "csv_text", "question_from", "table"]
 
 
 def _names(values: tuple[str, ...]) -> list[str]:
@@ -190,11 +190,17 @@ def _verified_notes(verified: Any) -> list[str]:
 
 
 def _csv(result: Any, path: str) -> None:
+    from ..streams import write_text
+
+    write_text(path, csv_text(result))
+
+
+def csv_text(result: Any) -> str:
+    """``--csv``'s text: one row per candidate (``concur serve``'s plan download too)."""
     import csv
     import io
 
     from ...analysis.fleet_plan import rows
-    from ..streams import write_text
 
     buf = io.StringIO()
     fields = [
@@ -243,7 +249,7 @@ def _csv(result: Any, path: str) -> None:
                 r["reason"],
             ]
         )
-    write_text(path, buf.getvalue())
+    return buf.getvalue()
 
 
 def question_from(sets: tuple[str, ...], scenario: str | None) -> tuple[dict[str, Any], list[str]]:
