@@ -130,6 +130,12 @@ def load_definition(path: str | Path) -> WorkbookDefinition:
                     f"{kind} '{item['name']}' has unknown key '{bad[0]}'",
                     hint=f"allowed: {', '.join(sorted(keys))}",
                 )
+    from ..givens import check_units
+
+    check_units(given, str(path))
+    for item in scenarios:
+        if isinstance(item.get("set"), dict):
+            check_units(item["set"], str(path))
     doc = data.get("doc")
     fleet = data.get("plan")
     if fleet is not None and not isinstance(fleet, dict):
