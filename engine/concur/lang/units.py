@@ -51,10 +51,10 @@ __all__ = [
     "dims_pow",
     "format_dims",
     "parse_quantity",
+    "quantity_unit",
     "registry",
     "save_cache",
     "unit_info",
-    "quantity_unit",
     "unit_problem",
 ]
 
@@ -308,7 +308,9 @@ def unit_problem(text: str) -> str | None:
         if m.group("pow"):
             exp = _EXPONENT.match(text, pos)
             if exp is None or text[exp.end() :].lstrip().startswith(("**", "^")):
-                return f"has an exponent at character {pos + 1} that is not a plain number (write m**2, s**-1, m**(1/2))"
+                return (
+                    f"has an exponent at character {pos + 1} that is not a plain number (write m**2, s**-1, m**(1/2))"
+                )
             num, _, den = exp.group(2).replace(" ", "").partition("/")
             value = abs(float(num) / float(den or 1)) if float(den or 1) else math.inf
             if value > MAX_UNIT_EXPONENT:
