@@ -203,6 +203,12 @@ def command(
     from ..progress import progress
     from ..streams import is_stdio, write_text
 
+    if entry_id is not None:
+        from ...lang.pack import list_item_problem
+
+        problem = list_item_problem(entry_id)
+        if problem is not None:
+            raise UsageError(f"--id {problem}", hint="an entry id such as my-h100")
     if report:
         _report(points)
         return
