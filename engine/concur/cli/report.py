@@ -25,7 +25,7 @@ from typing import Any
 
 import click
 
-from ..errors import EXIT_USAGE, ConcurError, Location, MissingDependencyError
+from ..errors import EXIT_USAGE, MAX_MESSAGE, ConcurError, Location, MissingDependencyError, clip
 
 __all__ = ["error_document", "json_wanted", "missing_dependency", "report", "reset", "want_json_errors"]
 
@@ -77,7 +77,7 @@ def error_document(exc: ConcurError | click.ClickException) -> dict[str, Any]:
         body = {
             "code": exc.exit_code or EXIT_USAGE,
             "type": type(exc).__name__,
-            "message": exc.format_message(),
+            "message": clip(exc.format_message(), MAX_MESSAGE),
             "location": None,
             "variable": None,
             "hint": hint,
@@ -112,6 +112,7 @@ def report(exc: ConcurError | click.ClickException, as_json: bool) -> int:
         exc.show()  # a bare group (`concur`, `concur bench`): its help is the answer
     else:  # click's own errors (bad option, missing file): one line too, naming where help is
         hint = error_document(exc)["error"]["hint"]
-        message = exc.format_message().rstrip(".") if hint else exc.format_message()
+        message = clip(exc.format_message(), MAX_MESSAGE)
+        message = message.rstrip(".") if hint else message
         click.echo(printable(f"error: {message}" + (f"; {hint}" if hint else "")), err=True)
     return code

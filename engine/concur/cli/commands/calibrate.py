@@ -62,7 +62,7 @@ def _report(points: str | None) -> None:
 def _from_files(
     files: tuple[str, ...], sets: tuple[str, ...], entry_id: str, as_json: bool, output: str | None, catalog: str | None
 ) -> None:
-    from ...analysis.bench_import import catalog_document, fit_runs, read_runs
+    from ...analysis.bench_import import MAX_RUNS, catalog_document, fit_runs, read_runs
     from ...errors import UsageError
     from ..givens import parse_sets
 
@@ -73,7 +73,14 @@ def _from_files(
             f"--from needs the configuration the files were measured on: --set {missing[0]}=...",
             hint="e.g. --set model=llama-3.1-8b --set gpu=h100-sxm-80gb --set tp=1",
         )
-    runs = [run for f in files for run in read_runs(f)]
+    runs = []
+    for f in files:
+        runs.extend(read_runs(f))
+        if len(runs) > MAX_RUNS:
+            raise UsageError(
+                f"--from files hold more than {MAX_RUNS:,} runs, the most one calibration reads",
+                hint="calibrate on a sample of the runs",
+            )
     result = fit_runs(runs, given)
     doc = catalog_document(result, entry_id, given)
     if as_json:
