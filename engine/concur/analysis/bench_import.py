@@ -117,8 +117,9 @@ def _opt(obj: Mapping[str, Any], key: str) -> float | None:
     value = obj.get(key)
     if isinstance(value, dict):
         value = value.get("avg")
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf
-    return float(value) if ok else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf:
+        return float(value)
+    return None
 
 
 def _serve_run(obj: Mapping[str, Any], label: str, fmt: str) -> Run:
@@ -203,7 +204,7 @@ def read_runs(path: str | Path) -> list[Run]:
         return [_run(_loads(text, label), label)]
     except json.JSONDecodeError:
         pass
-    runs = []
+    runs: list[Run] = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue

@@ -28,7 +28,7 @@ def check_units(given: Any, label: str) -> None:
     for name, value in given.items():
         unit = quantity_unit(value) if isinstance(value, str) else None
         problem = unit_problem(unit) if unit else None
-        if problem is not None:
+        if unit and problem is not None:
             where = given.where(name) if hasattr(given, "where") else label
             shown = unit if len(unit) <= 60 else f"{unit[:40]}...{unit[-12:]}"
             raise UsageError(f"{where}: unit '{shown}' of '{name}' {problem}")

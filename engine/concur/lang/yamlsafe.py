@@ -153,10 +153,10 @@ def _parse(name: str, text: str, fast: bool, key: tuple[str, bytes, bool, int, i
 
     yaml = YAML(typ="safe", pure=not fast)
     replay = _EVENTS.get(key) if key is not None else None
-    events = yaml.parse(text) if replay is None else iter(replay)
+    events = yaml.parse(text) if replay is None else None
     seen: list[Any] = []
     try:
-        root = _Builder(name, yaml.resolver).run(events if replay is not None else _recorded(events, seen))
+        root = _Builder(name, yaml.resolver).run(iter(replay) if replay is not None else _recorded(events, seen))
         if key is not None and replay is None:
             if len(_EVENTS) >= 4:
                 _EVENTS.clear()
@@ -174,7 +174,7 @@ def _parse(name: str, text: str, fast: bool, key: tuple[str, bytes, bool, int, i
     except YAMLError as exc:
         raise PackError(f"invalid YAML: {type(exc).__name__}", where=Location(name)) from None
     finally:
-        if replay is None:
+        if events is not None:
             events.close()  # a parse stopped at a limit ends here, not in a later garbage collection
     if root is None:
         raise PackError("the file is empty", where=Location(name))
