@@ -24,7 +24,7 @@ recomputation: it never changes an answer and never runs code. So:
   (:func:`key_file`: ``$XDG_CONFIG_HOME/concur/cache-key``, else ``~/.config/concur/cache-key``),
   created ``0600`` in a folder only this user can write. A key that lies inside the cache folder,
   is readable or writable by anyone else, or cannot be created is not used: this process then
-  uses a random key of its own, so the cache is written but never trusted across processes (a
+  uses a random key of its own and writes nothing, so no file is trusted across processes (a
   recomputation, never a wrong answer). The MAC covers the kind and the file name (which holds
   the content key), so a genuine entry copied under another key is a miss too.
 * :func:`read_json` reads at most :data:`MAX_BYTES` from a regular file (never a FIFO),
@@ -70,6 +70,7 @@ MAX_BYTES = 32 * 1024 * 1024  # a parsed pack is ~100 kB; anything near this is 
 _HEADER_MAX = 512
 _KEY_BYTES = 32
 _KEY: bytes | None = None  # this process's MAC key, read (or made) once
+_KEY_DURABLE = False  # the key is the user's (not one made for this process only)
 T = TypeVar("T")
 
 #: What a ``validate`` callback (or decoding the payload) may raise on malformed data: a miss.
@@ -145,7 +146,10 @@ def write_json(path: str | Path, kind: str, payload: Any) -> bool:
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError, RecursionError):
         return False
-    header = json.dumps({"concur-cache": FORMAT, "kind": kind, "mac": _mac(kind, Path(path).name, body)})
+    mac = _mac(kind, Path(path).name, body)
+    if not _KEY_DURABLE:
+        return False  # no later process could trust it: writing would only churn the folder
+    header = json.dumps({"concur-cache": FORMAT, "kind": kind, "mac": mac})
     return write_bytes(path, header.encode() + b"\n" + body)
 
 
@@ -185,9 +189,10 @@ def _mac(kind: str, name: str, body: bytes) -> str:
 
 def _key() -> bytes:
     """This user's MAC key (see the module docstring); a random per-process key when it cannot be had."""
-    global _KEY
+    global _KEY, _KEY_DURABLE
     if _KEY is None:
-        _KEY = _user_key() or os.urandom(_KEY_BYTES)
+        durable = _user_key()
+        _KEY, _KEY_DURABLE = durable or os.urandom(_KEY_BYTES), durable is not None
     return _KEY
 
 

@@ -28,6 +28,14 @@ PACK = "pack: tiny\nvariables:\n  a: {unit: s}\n  b: {unit: s}\nequations:\n  - 
 QUADRATIC = "pack: tiny\nvariables:\n  a: {unit: s}\n  b: {unit: s**2}\nequations:\n  - b = a * a + [1 s] * a\n"
 
 
+@pytest.fixture(autouse=True)
+def own_key(tmp_path, monkeypatch):
+    """Each test (and the concur it runs) keys the cache with a key of its own, outside the cache."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setattr(cachefiles, "_KEY", None)
+    monkeypatch.setattr(cachefiles, "_KEY_DURABLE", False)
+
+
 class Boom:
     """Unpickling this runs a shell command that creates ``marker``."""
 
@@ -300,6 +308,9 @@ def test_a_key_inside_the_cache_folder_or_shared_with_others_is_not_used(tmp_pat
     monkeypatch.setenv("CONCUR_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cache"))  # the key would sit in the cache
     assert cachefiles._user_key() is None
+    assert cachefiles.write_json(tmp_path / "cache" / "c.json", "demo", {"a": 1}) is False  # nothing written
+    assert not (tmp_path / "cache" / "c.json").exists()
+    monkeypatch.setattr(cachefiles, "_KEY", None)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     key = cachefiles._user_key()
     assert key is not None and len(key) == 32 and cachefiles._user_key() == key
