@@ -114,7 +114,14 @@ def _into_catalog(folder: Path, doc: dict[str, Any], entry_id: str) -> None:
         raise UsageError(f"--catalog '{folder}' is not a folder")
     target = folder / "engines.yaml"
     if target.exists():
-        old = YAML(typ="safe").load(target.read_text(encoding="utf-8")) or {}
+        from ...lang.yamlsafe import MAX_BYTES
+        from ...readfile import FileRefused, read_regular
+
+        try:  # a FIFO or a device under that name is refused, never read (it could block forever)
+            text = read_regular(target, 16 * MAX_BYTES).decode("utf-8", errors="replace")
+        except FileRefused as exc:
+            raise UsageError(f"{target}: {exc.reason}") from None
+        old = YAML(typ="safe").load(text) or {}
         if old.get("catalog") != "engines" or not isinstance(old.get("entries"), dict):
             raise UsageError(f"{target} is not an engines catalog", hint="give an empty folder or one of concur's")
         doc = {
