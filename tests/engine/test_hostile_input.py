@@ -291,11 +291,11 @@ def test_a_workbook_definition_cannot_name_a_pack_outside_its_folder(tmp_path, r
     definition = write(tmp_path / "wb", "d.yaml", f"title: t\npacks: ['{ref}']\ngiven: {{a: 1}}\nfind: [b]\n")
     out = concur("export", str(definition), "-o", str(tmp_path / "wb" / "d.xlsx"))
     assert out.returncode == 2, out.stderr
-    assert f"{definition}:2:9: uses '{ref}', which is outside" in one_line_error(out)
+    assert f"{definition}:2:9: uses '{ref}', which is outside the workbook definition's folder" in one_line_error(out)
     assert not (tmp_path / "wb" / "d.xlsx").exists()
     scenario = write(tmp_path / "wb", "s.yaml", f"packs: ['{ref}']\ngiven: {{a: 1}}\nfind: [b]\n")
     out = concur("solve", "--scenario", str(scenario))
-    assert out.returncode == 2 and f"uses '{ref}', which is outside" in one_line_error(out)
+    assert out.returncode == 2 and f"uses '{ref}', which is outside the scenario's folder" in one_line_error(out)
     allowed = concur("export", "--pack-path", str(tmp_path / "secret"), str(definition), "-o", str(tmp_path / "d.xlsx"))
     assert allowed.returncode == 0, allowed.stderr
 

@@ -95,7 +95,7 @@ def load_scenario(path: str) -> tuple[dict[str, Any], list[str], list[str]]:
             raise UsageError(f"{data.where(key)}: '{key}' must be a name or a list of names")
     places = packs.where if isinstance(packs, YList) else (lambda i: data.where("packs"))
     try:
-        packs = [str(find_used_pack(ref, folder, where=places(i))) for i, ref in enumerate(packs)]
+        packs = [str(find_used_pack(ref, folder, where=places(i), owner="scenario")) for i, ref in enumerate(packs)]
     except PackError as exc:
         raise UsageError(exc.render_body(), where=exc.where) from None
     given = data.get("given") or {}

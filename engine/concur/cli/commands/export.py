@@ -80,7 +80,7 @@ def _named_file(ref: str, folder: Path, where: Any) -> Path:
     from ...lang.library import find_used_pack
 
     try:
-        return find_used_pack(ref, folder, where=where).resolve()
+        return find_used_pack(ref, folder, where=where, owner="workbook definition").resolve()
     except PackError as exc:  # the definition is the user's input: exit 2
         raise UsageError(exc.render_body(), where=exc.where) from None
 
