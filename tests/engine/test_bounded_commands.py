@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from concur.analysis.bench_import import MAX_RUNS
+from concur.analysis.simulate import MAX_ARRIVALS, MAX_UNITS
 from concur.errors import MAX_HINT, MAX_MESSAGE, UsageError, clip
 from concur.excel.live_search import MAX_CANDIDATES
 from concur.lang import yamlsafe
@@ -147,3 +148,22 @@ def test_check_parses_a_pure_parser_file_once(tmp_path, monkeypatch):
     assert first == second and first is not second and first["items"] is not second["items"]
     assert len(first["items"]) == 2000 and second.where("items").line == 3
     assert len(scans) == 1
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (
+            ("--model", "mmc", "--rate", "1e9", "--service-time", "1e-9", "--duration", "1e9"),
+            f"a simulation takes at most {MAX_ARRIVALS:,}",
+        ),
+        (
+            ("--model", "mmc", "--rate", "1", "--service-time", "1", "--servers", "1000000000", "--duration", "10"),
+            f"1,000,000,000 servers is more than a simulation holds ({MAX_UNITS:,})",
+        ),
+        (("--rate", "1e6", "--replicas", "1000", "--duration", "1e6"), "2,000,000,000,000 arrivals"),
+    ],
+    ids=["arrivals", "servers", "fleet"],
+)
+def test_simulate_refuses_runs_over_its_counts(args, says):
+    assert says in refused(concur("simulate", *args))
