@@ -130,6 +130,8 @@ def test_an_error_echoing_a_huge_value_stays_short():
     long = UsageError("m" * 10_000, hint="h" * 10_000)
     assert len(long.message) == MAX_MESSAGE and len(long.hint or "") == MAX_HINT
     assert clip("short", 10) == "short"
+    escaped = refused(concur("solve", "--find", "users", "--set", "model=" + "\u202e" * 2000))
+    assert "\\u202e" in escaped and "\u202e" not in escaped  # escaped, and still one short line
 
 
 def test_check_parses_a_pure_parser_file_once(tmp_path, monkeypatch):
