@@ -29,7 +29,7 @@ from ..errors import EXIT_USAGE, MAX_MESSAGE, ConcurError, Location, MissingDepe
 
 __all__ = ["error_document", "json_wanted", "missing_dependency", "report", "reset", "want_json_errors"]
 
-_MAX_LINE = 1000  # an error line, escapes included
+_MAX_LINE = 800  # an error line, escapes included
 _JSON = {"wanted": False}  # set by the --json / --format json callbacks before a command runs
 
 
