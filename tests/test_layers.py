@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1] / "engine" / "concur"
 LAYER = {
     "errors": 0,
     "readfile": 0,
+    "writefile": 0,
     "cache": 0,
     "extras": 0,
     "records": 0,

@@ -9,16 +9,26 @@ How is this designed, and why?
 ==============================
 
 The folder is *not trusted*: a CI cache restored from another branch, or a folder shared by
-several users, may hold files someone else wrote. So:
+several users, may hold files someone else wrote. A planted or forged file can at most cost a
+recomputation: it never changes an answer and never runs code. So:
 
 * **Data, never code.** Every cache file is JSON (no pickle: unpickling runs whatever the file
-  says). A file is one header line and a payload::
+  says), and nothing from the cache is ever executed (native benchmark binaries are built into
+  a fresh private folder per process, :mod:`concur.native`). A file is one header line and a
+  payload::
 
-      {"concur-cache": 1, "kind": "pack", "sha256": "<digest of the payload>"}
+      {"concur-cache": 2, "kind": "pack", "mac": "<HMAC-SHA256 of kind, file name, payload>"}
       <payload: JSON>
 
-  :func:`read_json` reads at most :data:`MAX_BYTES` from a regular file (never a FIFO),
-  checks the format, the kind and the payload digest (a truncated or bit-flipped file is a
+* **Authenticated by a key kept outside the folder.** The MAC is keyed by a per-user secret
+  (:func:`key_file`: ``$XDG_CONFIG_HOME/concur/cache-key``, else ``~/.config/concur/cache-key``),
+  created ``0600`` in a folder only this user can write. A key that lies inside the cache folder,
+  is readable or writable by anyone else, or cannot be created is not used: this process then
+  uses a random key of its own and writes nothing, so no file is trusted across processes (a
+  recomputation, never a wrong answer). The MAC covers the kind and the file name (which holds
+  the content key), so a genuine entry copied under another key is a miss too.
+* :func:`read_json` reads at most :data:`MAX_BYTES` from a regular file (never a FIFO),
+  checks the format, the kind and the MAC (a truncated, bit-flipped, forged or moved file is a
   miss, not a wrong answer), parses the JSON and hands it to the caller's ``validate``, which
   rebuilds typed objects and raises on anything it did not expect. Every failure is ``None``.
 * **Content keys.** Callers key entries by :func:`digest` of the *bytes* of every input (a
@@ -26,19 +36,15 @@ several users, may hold files someone else wrote. So:
   across edits), so a cache restored from another branch never answers for a different file.
 * **Atomic writes.** :func:`write_bytes` writes a temp file beside the target and renames it
   into place: a concurrent reader sees the old file or the new one, never half of one.
-* **Executables only from a private folder.** A cached binary is run, so its folder must be
-  owned by this user and writable by no one else (:func:`is_private`); the native builds use
-  the cache folder when it is private, else :func:`private_dir`, a per-user folder in the
-  temp directory created ``0700`` and refused when someone else owns it or can write to it.
 
-Non-goal: a writer of a *shared* cache folder can still plant well-formed data under the right
-key and change an answer (never run code). Share a cache folder only with writers you trust
-as much as the packs themselves; ``docs/security.md`` says this to users.
+Non-goal: whoever can read your key file (your own account, root) can forge entries; the key
+is as secret as your home folder. ``docs/security.md`` states this trust model to users.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import stat
@@ -53,16 +59,18 @@ __all__ = [
     "MAX_BYTES",
     "cache_dir",
     "digest",
-    "is_private",
-    "private_dir",
+    "key_file",
     "read_json",
     "write_bytes",
     "write_json",
 ]
 
-FORMAT = 1
+FORMAT = 2  # 1: a bare sha256 of the payload, which anyone can recompute
 MAX_BYTES = 32 * 1024 * 1024  # a parsed pack is ~100 kB; anything near this is not ours
 _HEADER_MAX = 512
+_KEY_BYTES = 32
+_KEY: bytes | None = None  # this process's MAC key, read (or made) once
+_KEY_DURABLE = False  # the key is the user's (not one made for this process only)
 T = TypeVar("T")
 
 #: What a ``validate`` callback (or decoding the payload) may raise on malformed data: a miss.
@@ -119,7 +127,8 @@ def read_json(path: str | Path, kind: str, validate: Callable[[Any], T]) -> T | 
             isinstance(header, dict)
             and header.get("concur-cache") == FORMAT
             and header.get("kind") == kind
-            and header.get("sha256") == hashlib.sha256(body).hexdigest()
+            and isinstance(header.get("mac"), str)
+            and hmac.compare_digest(header["mac"], _mac(kind, Path(path).name, body))
         ):
             return None
         return validate(json.loads(body))
@@ -137,7 +146,10 @@ def write_json(path: str | Path, kind: str, payload: Any) -> bool:
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError, RecursionError):
         return False
-    header = json.dumps({"concur-cache": FORMAT, "kind": kind, "sha256": hashlib.sha256(body).hexdigest()})
+    mac = _mac(kind, Path(path).name, body)
+    if not _KEY_DURABLE:
+        return False  # no later process could trust it: writing would only churn the folder
+    header = json.dumps({"concur-cache": FORMAT, "kind": kind, "mac": mac})
     return write_bytes(path, header.encode() + b"\n" + body)
 
 
@@ -164,42 +176,57 @@ def write_bytes(path: str | Path, data: bytes, *, mode: int = 0o644) -> bool:
         return False
 
 
-def is_private(path: str | Path) -> bool:
-    """True when ``path`` is a real directory (not a link) owned by this user that neither
-    group nor others can write to: the only kind of folder concur runs a cached binary from."""
+def key_file() -> Path:
+    """Where the cache's MAC key lives: ``$XDG_CONFIG_HOME/concur/cache-key``, else
+    ``~/.config/concur/cache-key`` -- outside the cache folder, which CI restores and others may share."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "concur" / "cache-key"
+
+
+def _mac(kind: str, name: str, body: bytes) -> str:
+    return hmac.new(_key(), digest(kind, name, body).encode(), hashlib.sha256).hexdigest()
+
+
+def _key() -> bytes:
+    """This user's MAC key (see the module docstring); a random per-process key when it cannot be had."""
+    global _KEY, _KEY_DURABLE
+    if _KEY is None:
+        durable = _user_key()
+        _KEY, _KEY_DURABLE = durable or os.urandom(_KEY_BYTES), durable is not None
+    return _KEY
+
+
+def _private(st: os.stat_result, folder: bool) -> bool:
+    """Owned by this user; a folder writable by nobody else, a file readable by nobody else."""
+    kind_ok = stat.S_ISDIR(st.st_mode) if folder else stat.S_ISREG(st.st_mode)
+    return kind_ok and st.st_uid == os.getuid() and not st.st_mode & (0o022 if folder else 0o077)
+
+
+def _user_key() -> bytes | None:
+    """The key in :func:`key_file`, created when missing; None when it is not private or not ours."""
+    path = key_file()
     try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
-
-
-def private_dir(name: str) -> Path | None:
-    """``<temp>/concur-<uid>/<name>``, created ``0700``; None when it cannot be made private.
-
-    An existing folder is used only when :func:`is_private` holds for it and its parent: a
-    folder another user created first (to plant files) is refused, never reused.
-    """
-    import tempfile  # here, not at import: tempfile pulls in shutil, random and the compression modules
-
-    root = Path(tempfile.gettempdir()) / f"concur-{os.getuid()}"
-    folder = root / name
-    for step in (root, folder):
-        try:
-            os.mkdir(step, 0o700)
-        except FileExistsError:
-            pass
-        except OSError:
+        if path.resolve().is_relative_to(cache_dir().resolve()):
+            return None  # a key inside the folder it protects protects nothing
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not _private(os.lstat(path.parent), folder=True):
             return None
-        if not is_private(step):
-            return None
-    return folder
-
-
-def __getattr__(name: str) -> Any:
-    """``concur.cache.tempfile``, imported on first use (a solve never needs it)."""
-    if name == "tempfile":
-        import tempfile
-
-        return tempfile
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        if not os.path.lexists(path):
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(os.urandom(_KEY_BYTES).hex().encode())
+                os.link(tmp, path)  # never replaces: two processes racing agree on the first key
+            except FileExistsError:
+                pass
+            finally:
+                tmp.unlink(missing_ok=True)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as fh:
+            if not _private(os.fstat(fh.fileno()), folder=False):
+                return None
+            key = bytes.fromhex(fh.read(4 * _KEY_BYTES).decode("ascii"))
+    except (OSError, ValueError, RuntimeError):
+        return None
+    return key if len(key) == _KEY_BYTES else None

@@ -23,6 +23,8 @@ __all__ = [
     "EXIT_INFEASIBLE",
     "EXIT_OK",
     "EXIT_USAGE",
+    "MAX_HINT",
+    "MAX_MESSAGE",
     "BudgetError",
     "ConcurError",
     "ContradictionError",
@@ -36,6 +38,7 @@ __all__ = [
     "UnknownNameError",
     "UnsafeExpressionError",
     "UsageError",
+    "clip",
 ]
 
 EXIT_OK = 0
@@ -69,6 +72,25 @@ class _ErrorContext(TypedDict, total=False):
     hint: str | None
 
 
+MAX_MESSAGE = 400
+MAX_HINT = 320
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut in the middle to at most ``limit`` characters (an ellipsis marks the cut, and
+    the length says how much was left out): an error echoing a 5 MB value stays one short line.
+
+    >>> clip("a" * 20, 12)
+    'a…(20 ch)aaa'
+    """
+    if len(text) <= limit:
+        return text
+    note = f"…({len(text):,} ch)"
+    head = max(0, limit - len(note) - limit // 4)
+    tail = max(0, limit - len(note) - head)
+    return text[:head] + note + (text[-tail:] if tail else "")
+
+
 class ConcurError(Exception):
     """Root of every error concur raises for bad input or an impossible question.
 
@@ -86,10 +108,10 @@ class ConcurError(Exception):
         variable: str | None = None,
         hint: str | None = None,
     ) -> None:
-        self.message = message
+        self.message = clip(message, MAX_MESSAGE)
         self.where = where
         self.variable = variable
-        self.hint = hint
+        self.hint = None if hint is None else clip(hint, MAX_HINT)
         super().__init__(self.render())
 
     def render(self) -> str:

@@ -2,12 +2,14 @@
 
 The cache folder is untrusted (a CI cache restored from another branch, a shared
 CONCUR_CACHE_DIR): planted, stale, corrupt or oversized files are misses, a planted pickle
-runs nothing, an edit that keeps size and mtime is noticed, and binaries are only run
-from a private folder.
+runs nothing, an edit that keeps size and mtime is noticed, an entry forged under the right
+key (the header's MAC needs a key kept outside the folder) changes no answer, and nothing is
+ever executed from the cache.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pickle
@@ -26,6 +28,14 @@ PACK = "pack: tiny\nvariables:\n  a: {unit: s}\n  b: {unit: s}\nequations:\n  - 
 QUADRATIC = "pack: tiny\nvariables:\n  a: {unit: s}\n  b: {unit: s**2}\nequations:\n  - b = a * a + [1 s] * a\n"
 
 
+@pytest.fixture(autouse=True)
+def own_key(tmp_path, monkeypatch):
+    """Each test (and the concur it runs) keys the cache with a key of its own, outside the cache."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setattr(cachefiles, "_KEY", None)
+    monkeypatch.setattr(cachefiles, "_KEY_DURABLE", False)
+
+
 class Boom:
     """Unpickling this runs a shell command that creates ``marker``."""
 
@@ -36,8 +46,10 @@ class Boom:
         return (os.system, (f"touch {self.marker}",))
 
 
-def concur(*args: str, cache: Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def concur(*args: str, cache: Path, cwd: Path | None = None, config: Path | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "CONCUR_CACHE_DIR": str(cache)}
+    if config is not None:
+        env["XDG_CONFIG_HOME"] = str(config)
     return subprocess.run(
         [sys.executable, "-m", "concur.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
     )
@@ -65,8 +77,11 @@ def _corruptions(good: bytes) -> dict[str, bytes]:
         "no header": body,
         "header only": head + b"\n",
         "huge header": b"{" + b" " * 10_000 + b"}\n" + body,
-        "other format": head.replace(b'"concur-cache": 1', b'"concur-cache": 99') + b"\n" + body,
-        "nan digest": b'{"concur-cache": 1, "kind": "demo", "sha256": NaN}\n' + body,
+        "other format": head.replace(b'"concur-cache": 2', b'"concur-cache": 99') + b"\n" + body,
+        "nan mac": b'{"concur-cache": 2, "kind": "demo", "mac": NaN}\n' + body,
+        "bare sha256": b'{"concur-cache": 2, "kind": "demo", "sha256": "%s"}\n'
+        % hashlib.sha256(body).hexdigest().encode()
+        + body,
         "header list": b"[1, 2, 3]\n" + body,
     }
 
@@ -202,7 +217,7 @@ def test_corrupt_parsed_cache_is_rebuilt_silently(tmp_path):
     assert concur("check", cache=cache).returncode == 0
     files = sorted((cache / "parsed").iterdir())
     for i, p in enumerate(files):
-        p.write_bytes(list(_corruptions(p.read_bytes()).values())[i % 11])
+        p.write_bytes(list(_corruptions(p.read_bytes()).values())[i % 12])
     out = concur("check", cache=cache)
     assert out.returncode == 0 and out.stderr == "", out.stderr
 
@@ -251,33 +266,82 @@ def test_unit_fact_cache_rows_are_validated(tmp_path, monkeypatch):
     assert cachefiles.read_json(path, "units", units._rows)["GiB"].factor == 8 * 2**30
 
 
-def test_private_dir_is_0700_and_refuses_folders_others_can_write(tmp_path, monkeypatch):
-    monkeypatch.setattr(cachefiles.tempfile, "gettempdir", lambda: str(tmp_path))
-    root = tmp_path / f"concur-{os.getuid()}"
-    folder = cachefiles.private_dir("native")
-    assert folder == root / "native"
-    assert (root.stat().st_mode & 0o777, folder.stat().st_mode & 0o777) == (0o700, 0o700)
-    os.chmod(root, 0o777)  # someone made it world-writable
-    assert cachefiles.private_dir("native") is None
-    os.chmod(root, 0o700)
-    os.rmdir(folder)
-    os.rmdir(root)
-    elsewhere = tmp_path / "attacker"
-    elsewhere.mkdir(mode=0o700)
-    root.symlink_to(elsewhere)  # a link planted under the predictable name
-    assert cachefiles.private_dir("native") is None
+def test_a_forged_entry_under_the_right_key_changes_no_answer(tmp_path):
+    """The attacker writes a well-formed parsed pack (b = 29,999 * a) under the exact file name
+    the real pack's entry has, with a header digest of its own payload: the MAC, keyed by a
+    secret outside the cache folder, does not match, so the pack is parsed again."""
+    cache, config, pack = tmp_path / "cache", tmp_path / "config", tmp_path / "tiny.yaml"
+    pack.write_text(PACK)
+    args = ("solve", str(pack), "--find", "b", "--set", "a=1", "--json")
+    first = concur(*args, cache=cache, config=config)
+    assert first.returncode == 0 and json.loads(first.stdout)["results"]["b"]["value"] == 2, first.stderr
+    key = config / "concur" / "cache-key"
+    assert key.stat().st_mode & 0o777 == 0o600 and (key.parent.stat().st_mode & 0o777) == 0o700
+    (entry,) = [
+        p
+        for p in (cache / "parsed").iterdir()
+        if json.loads(p.read_bytes().partition(b"\n")[0])["kind"] == "pack" and b'"tiny"' in p.read_bytes()
+    ]
+    forged = json.loads(entry.read_bytes().partition(b"\n")[2])
+    forged["equations"][0]["rhs"] = ["Bin", "*", ["Num", 29999.0], ["Var", "a"]]
+    body = json.dumps(forged).encode()
+    for header in (
+        {"concur-cache": 2, "kind": "pack", "sha256": hashlib.sha256(body).hexdigest()},
+        {"concur-cache": 2, "kind": "pack", "mac": hashlib.sha256(body).hexdigest()},
+        {"concur-cache": 1, "kind": "pack", "sha256": hashlib.sha256(body).hexdigest()},  # the old format
+    ):
+        entry.write_bytes(json.dumps(header).encode() + b"\n" + body)
+        again = concur(*args, cache=cache, config=config)
+        assert again.returncode == 0 and json.loads(again.stdout)["results"]["b"]["value"] == 2, again.stdout
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create a folder owned by another user")
-def test_private_dir_refuses_a_folder_owned_by_someone_else(tmp_path, monkeypatch):
-    monkeypatch.setattr(cachefiles.tempfile, "gettempdir", lambda: str(tmp_path))
-    root = tmp_path / f"concur-{os.getuid()}"
-    root.mkdir(mode=0o700)
-    os.chown(root, 65534, 65534)
-    assert cachefiles.private_dir("native") is None
+def test_a_genuine_entry_moved_under_another_key_is_a_miss(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert cachefiles.write_json(a, "demo", {"answer": 1})
+    b.write_bytes(a.read_bytes())
+    assert cachefiles.read_json(a, "demo", dict) == {"answer": 1}
+    assert cachefiles.read_json(b, "demo", dict) is None
 
 
-def test_native_binary_is_rebuilt_unless_its_record_matches(tmp_path, monkeypatch):
+def test_a_key_inside_the_cache_folder_or_shared_with_others_is_not_used(tmp_path, monkeypatch):
+    monkeypatch.setattr(cachefiles, "_KEY", None)
+    monkeypatch.setenv("CONCUR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cache"))  # the key would sit in the cache
+    assert cachefiles._user_key() is None
+    assert cachefiles.write_json(tmp_path / "cache" / "c.json", "demo", {"a": 1}) is False  # nothing written
+    assert not (tmp_path / "cache" / "c.json").exists()
+    monkeypatch.setattr(cachefiles, "_KEY", None)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    key = cachefiles._user_key()
+    assert key is not None and len(key) == 32 and cachefiles._user_key() == key
+    os.chmod(cachefiles.key_file(), 0o644)  # readable by others: anyone could forge entries
+    assert cachefiles._user_key() is None
+    os.chmod(cachefiles.key_file(), 0o600)
+    os.chmod(cachefiles.key_file().parent, 0o777)  # others could swap the key
+    assert cachefiles._user_key() is None
+
+
+def _planted_native(cache: Path, marker: Path) -> None:
+    """What the attack planted: a script under the name the old build cache gave counter_bench,
+    and a record holding the script's own sha256 (the old "trust" check read that record)."""
+    from concur import native
+
+    cc = native.find_compiler()
+    source = (Path(native.__file__).parent / "counter_bench.c").read_bytes()
+    key = cachefiles.digest(source, cc, *native.FLAGS["counter_bench"])
+    folder = cache / "native"
+    folder.mkdir(parents=True, mode=0o700)
+    exe = folder / f"counter_bench-{key[:16]}"
+    script = b"#!/bin/sh\ntouch " + str(marker).encode() + b"\necho 0 0 0 0 0 1e9\n"
+    exe.write_bytes(script)
+    os.chmod(exe, 0o755)
+    record = {"source_sha256": key, "binary_sha256": hashlib.sha256(script).hexdigest()}
+    body = json.dumps(record).encode()
+    header = {"concur-cache": 1, "kind": "native", "sha256": hashlib.sha256(body).hexdigest()}
+    exe.with_name(exe.name + ".json").write_bytes(json.dumps(header).encode() + b"\n" + body)
+
+
+def test_a_planted_native_binary_is_never_run(tmp_path):
     from concur import native
 
     try:
@@ -286,16 +350,11 @@ def test_native_binary_is_rebuilt_unless_its_record_matches(tmp_path, monkeypatc
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"{exc}, and CI=true requires a C compiler", pytrace=False)
         pytest.skip(str(exc))
-    monkeypatch.setenv("CONCUR_CACHE_DIR", str(tmp_path / "cache"))
-    exe = native.build("deque_bench")
-    assert exe.parent == tmp_path / "cache" / "native"
-    original = exe.read_bytes()
-    exe.write_bytes(b"#!/bin/sh\ntouch " + str(tmp_path / "pwned").encode() + b"\n")  # swapped binary
-    assert native.build("deque_bench") == exe and exe.read_bytes() == original
-    os.chmod(exe.parent, 0o777)  # a cache folder others can write: never run binaries from it
-    monkeypatch.setattr(cachefiles.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    elsewhere = native.build("deque_bench")
-    assert elsewhere.parent == tmp_path / "tmp" / f"concur-{os.getuid()}" / "native"
-    native.run_deque("lifo", 1, 4096)
-    assert not (tmp_path / "pwned").exists()
+    cache, marker = tmp_path / "cache", tmp_path / "pwned"
+    _planted_native(cache, marker)
+    out = concur(
+        "bench", "counter", "--runs", "1", "--ops", "1000", "--native-ms", "5", "--max-threads", "1", cache=cache
+    )
+    assert out.returncode == 0, out.stderr
+    assert "| relaxed | padded |" in out.stdout
+    assert not marker.exists()

@@ -278,3 +278,46 @@ def test_check_refuses_catalog_ids_that_break_a_dropdown(tmp_path):
     write(tmp_path / "catalogs", "gear.yaml", cat.format(id="ok").replace("catalog: gear", "catalog: other"))
     out = concur("check", str(tmp_path))
     assert out.returncode == 1 and "catalog name 'other' must equal the file name 'gear'" in one_line_error(out)
+
+
+# ---------------------------------------------------------------- one confinement rule, invisible characters
+
+
+@pytest.mark.parametrize("ref", ["../secret/base.yaml", "ABSOLUTE"])
+def test_a_workbook_definition_cannot_name_a_pack_outside_its_folder(tmp_path, ref):
+    """The same rule as a pack's uses: and a scenario's packs: (concur.lang.library.find_used_pack)."""
+    secret = write(tmp_path / "secret", "base.yaml", BASE + "# db_password: hunter2\n")
+    ref = str(secret) if ref == "ABSOLUTE" else ref
+    definition = write(tmp_path / "wb", "d.yaml", f"title: t\npacks: ['{ref}']\ngiven: {{a: 1}}\nfind: [b]\n")
+    out = concur("export", str(definition), "-o", str(tmp_path / "wb" / "d.xlsx"))
+    assert out.returncode == 2, out.stderr
+    assert f"{definition}:2:9: uses '{ref}', which is outside the workbook definition's folder" in one_line_error(out)
+    assert not (tmp_path / "wb" / "d.xlsx").exists()
+    scenario = write(tmp_path / "wb", "s.yaml", f"packs: ['{ref}']\ngiven: {{a: 1}}\nfind: [b]\n")
+    out = concur("solve", "--scenario", str(scenario))
+    assert out.returncode == 2 and f"uses '{ref}', which is outside the scenario's folder" in one_line_error(out)
+    allowed = concur("export", "--pack-path", str(tmp_path / "secret"), str(definition), "-o", str(tmp_path / "d.xlsx"))
+    assert allowed.returncode == 0, allowed.stderr
+
+
+@pytest.mark.parametrize(
+    "char, name",
+    [("\u202e", "RIGHT-TO-LEFT OVERRIDE"), ("\u200b", "ZERO WIDTH SPACE"), ("\u2066", "LEFT-TO-RIGHT ISOLATE")],
+)
+def test_choices_and_ids_refuse_invisible_and_bidi_characters(tmp_path, char, name):
+    pack = write(
+        tmp_path, "base.yaml", BASE.replace("variables:\n", f"variables:\n  k: {{choices: [ok, 'a{char}b']}}\n")
+    )
+    out = concur("check", str(pack))
+    assert out.returncode == 1 and f"choice 2 of 'k' contains U+{ord(char):04X} ({name})" in one_line_error(out)
+    assert char not in out.stdout + out.stderr
+    cat = (
+        "catalog: gear\nfields:\n  mass: {unit: kg}\nentries:\n  'a"
+        + char
+        + "b':\n    mass: {value: 1, source: scale}\n"
+    )
+    write(tmp_path / "cats" / "catalogs", "gear.yaml", cat)
+    out = concur("check", str(tmp_path / "cats"))
+    assert out.returncode == 1 and f"entry id contains U+{ord(char):04X}" in one_line_error(out)
+    out = concur("calibrate", "--from", str(pack), "--id", f"my{char}id", "--set", "model=x", "--set", "gpu=y")
+    assert out.returncode == 2 and f"--id contains U+{ord(char):04X}" in one_line_error(out)

@@ -61,11 +61,14 @@ from .calibration import (
     unidentified,
 )
 
-__all__ = ["ENGINE_OVERLAP", "CalibrationResult", "Run", "catalog_document", "fit_runs", "read_runs"]
+__all__ = ["ENGINE_OVERLAP", "MAX_RUNS", "CalibrationResult", "Run", "catalog_document", "fit_runs", "read_runs"]
 
 ENGINE_OVERLAP = {"vllm": 1.0, "sglang": 0.0, "trt": 1.0, "tensorrt": 1.0}
 """prefill_overlap by the engine a result file names in its ``backend`` field (see engines.yaml)."""
 _MAX_BYTES = 64 * 1024 * 1024
+MAX_RUNS = 10_000
+"""Runs one ``concur calibrate --from`` reads in all (a benchmark sweep is tens of runs)."""
+_MAX_DIGITS = 30  # an integer field longer than this is no measurement (and 4,300 digits would not even parse)
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,33 @@ class Run:
     backend: str
 
 
+def _shown(value: Any) -> str:
+    """``repr(value)``, cut to 60 characters: an error quotes a value, never a 5 MB one."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:45]}...{text[-12:]} ({len(text):,} characters)"
+
+
+class _TooLong(ValueError):
+    pass
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > _MAX_DIGITS:
+        raise _TooLong(f"an integer of {len(text):,} digits (at most {_MAX_DIGITS})")
+    return int(text)
+
+
+def _loads(text: str, label: str) -> Any:
+    """JSON ``text``; a :class:`UsageError` naming ``label`` for an integer of more than 30 digits or
+    nesting past Python's recursion limit (never a traceback); ``json.JSONDecodeError`` for non-JSON."""
+    try:
+        return json.loads(text, parse_int=_parse_int)
+    except _TooLong as exc:
+        raise _fail(label, f"holds {exc}") from None
+    except RecursionError:
+        raise _fail(label, "is nested too deeply to be a benchmark result") from None
+
+
 def _fail(label: str, what: str) -> UsageError:
     return UsageError(
         f"{label}: {what}",
@@ -98,9 +128,9 @@ def _num(obj: Mapping[str, Any], key: str, label: str, *, positive: bool = True)
     if isinstance(value, dict) and "avg" in value:  # genai-perf / AIPerf statistics
         value = value["avg"]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise _fail(label, f"field '{key}' is not a number: {value!r}")
+        raise _fail(label, f"field '{key}' is not a number: {_shown(value)}")
     if positive and value <= 0:
-        raise _fail(label, f"field '{key}' must be positive, got {value!r}")
+        raise _fail(label, f"field '{key}' must be positive, got {_shown(value)}")
     return float(value)
 
 
@@ -108,7 +138,9 @@ def _opt(obj: Mapping[str, Any], key: str) -> float | None:
     value = obj.get(key)
     if isinstance(value, dict):
         value = value.get("avg")
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf:
+        return float(value)
+    return None
 
 
 def _serve_run(obj: Mapping[str, Any], label: str, fmt: str) -> Run:
@@ -190,15 +222,17 @@ def read_runs(path: str | Path) -> list[Run]:
         raise UsageError(f"{label}: {exc}") from None
     text = raw.decode("utf-8", errors="replace")
     try:
-        return [_run(json.loads(text), label)]
+        return [_run(_loads(text, label), label)]
     except json.JSONDecodeError:
         pass
-    runs = []
+    runs: list[Run] = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
+        if len(runs) == MAX_RUNS:
+            raise _fail(label, f"holds more than {MAX_RUNS:,} runs, the most one calibration reads")
         try:
-            obj = json.loads(line)
+            obj = _loads(line, f"{label}:{n}")
         except json.JSONDecodeError:
             raise _fail(label, f"line {n} is not JSON") from None
         runs.append(_run(obj, f"{label}:{n}"))

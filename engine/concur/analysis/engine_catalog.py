@@ -12,11 +12,11 @@ back to the evidence. The catalog is written to a temporary file and renamed.
 from __future__ import annotations
 
 import io
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..writefile import output_path, write_output
 from .calibration import Point, load_points, median
 from .engine_fits import ENGINES, FAMILIES, MIN_POINTS, CrossValidation, FitSet, Level, cross_validate, fit_set
 
@@ -165,15 +165,8 @@ def engines_catalog(
 
 
 def write_atomically(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file renamed into place (never half a file)."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    """Write ``text`` to ``path`` by :func:`concur.writefile.write_output` (never half a file)."""
+    write_output(path, text)
 
 
 def yaml_text(doc: Any, header: str = "") -> str:
@@ -287,15 +280,11 @@ def plot_fit(fs: FitSet, cv: CrossValidation, points: Sequence[Point], path: str
     )
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(True, which="both", alpha=0.3)
-    target = Path(path)
-    tmp = target.with_name(f".{target.stem}.{os.getpid()}.tmp.png")
     try:
-        fig.savefig(tmp)
-        os.replace(tmp, target)
+        with output_path(path, ".png") as tmp:
+            fig.savefig(tmp)
     finally:
         plt.close(fig)
-        if tmp.exists():
-            tmp.unlink()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -238,14 +238,23 @@ def plan_fleet(
     if not configs:
         raise UsageError("the grid is empty", hint="every axis needs at least one value")
     probe = resolve_givens(model, {**question, **configs[0].priced()})  # a bad model or value fails once, here
+    _require_positive(probe.values)
     slo: dict[str, float] = {n: probe.values[n] for n in ("itl_slo", "ttft_slo") if n in probe.values}
     rate, osl = probe.values["arrival_rate"], probe.values["output_tokens"]
+    most = model.variables["replicas"].bounds[1] or math.inf
     candidates = [Candidate(c) for c in configs]
     capacity = _capacities(model, question, candidates, progress)
     curves = _curves(model, question, [c for c in candidates if c.config in capacity], capacity)
     for cand in candidates:
         if cand.config in curves:
-            _size(cand, capacity[cand.config], curves[cand.config], rate, osl, slo)
+            _size(cand, capacity[cand.config], curves[cand.config], rate, osl, slo, most)
+    if not any(c.feasible for c in candidates) and any(c.reason.startswith(_TOO_MANY) for c in candidates):
+        raise UsageError(
+            f"arrival_rate {question['arrival_rate']} needs more than {most:,.0f} replicas (the most the fleet "
+            "pack sizes) on every configuration that can serve it",
+            variable="arrival_rate",
+            hint="plan a share of the traffic (a region, a tenant) at a time",
+        )
     notes = _confirm_cheapest(model, question, candidates, confirm, rate, osl)
     unpriced = sum(1 for c in candidates if c.feasible and c.cost_per_month is None)
     if unpriced:
@@ -257,6 +266,18 @@ def plan_fleet(
         notes.append("planned at utilization 0.8 (the fleet pack's default headroom; --set utilization=...)")
     notes.append(provider_note(sorted({c.provider for c in configs}), question))
     return PlanResult(question, candidates, notes, rate, osl)
+
+
+_TOO_MANY = "needs more than"
+_POSITIVE = ("arrival_rate", "output_tokens", "itl_slo", "ttft_slo", "utilization")
+
+
+def _require_positive(values: Mapping[str, float]) -> None:
+    """A rate, an output length, an SLA or a utilization of zero (or less) asks nothing a fleet can
+    answer (a division by it sizes every configuration): refused, naming the variable."""
+    for name in _POSITIVE:
+        if name in values and not (math.isfinite(values[name]) and values[name] > 0):
+            raise UsageError(f"{name} must be a positive finite number for a plan", variable=name)
 
 
 @dataclass(frozen=True)
@@ -354,7 +375,13 @@ def _batch_grid(cap: float) -> Any:
 
 
 def _size(
-    cand: Candidate, cap: _Capacity, curve: tuple[Any, Any, Any], rate: float, osl: float, slo: Mapping[str, float]
+    cand: Candidate,
+    cap: _Capacity,
+    curve: tuple[Any, Any, Any],
+    rate: float,
+    osl: float,
+    slo: Mapping[str, float],
+    most: float = math.inf,
 ) -> None:
     """Replicas, operating batch and latencies of one configuration from its curves (module essay)."""
     import numpy as np
@@ -387,7 +414,11 @@ def _size(
     w = ttft + osl * itl
     served = np.where(ok, batch / w, np.nan)
     top = float(np.interp(b_max, batch, served))
-    replicas = max(1, math.ceil(rate / top * (1 - 1e-12)))
+    need = rate / top * (1 - 1e-12) if top > 0 else math.inf
+    if not need <= most:  # also NaN and infinity: never handed to the solver's replica search
+        cand.reason = f"{_TOO_MANY} {most:,.0f} replicas (the most the fleet pack sizes)"
+        return
+    replicas = max(1, math.ceil(need))
     per_replica = rate / replicas
     operating = float(np.interp(per_replica, served[ok], batch[ok]))
     cand.replicas = replicas

@@ -23,7 +23,6 @@ name and renamed, so a failure never leaves half a PNG.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..extras import need
+from ..writefile import output_path
 
 __all__ = ["Series", "line_plot", "pareto_front", "pareto_plan", "pyplot", "save_png", "throughput_curve"]
 
@@ -92,15 +92,11 @@ def _check(series: Series) -> None:
 
 
 def save_png(fig: Any, path: str | Path) -> Path:
-    """Write ``fig`` to ``path`` through a temporary name (no half-written PNG); return the path."""
+    """Write ``fig`` to ``path`` by :func:`concur.writefile.output_path` (no half-written PNG; a FIFO
+    or device written in place, a symlink followed); return the path."""
     path = Path(path)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
-    try:
+    with output_path(path, path.suffix or ".png") as tmp:
         fig.savefig(tmp, dpi=120, bbox_inches="tight")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return path
 
 

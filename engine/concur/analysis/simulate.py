@@ -65,6 +65,8 @@ from ..errors import UsageError
 from .plot import pyplot, save_png
 
 __all__ = [
+    "MAX_ARRIVALS",
+    "MAX_UNITS",
     "Estimate",
     "LLMFleet",
     "MMcQueue",
@@ -87,6 +89,17 @@ def _positive(name: str, value: float, *, allow_zero: bool = False) -> None:
         )
 
 
+MAX_UNITS = 1_000_000
+"""Replicas or servers: the loop keeps a few slots per unit."""
+
+
+def _units(name: str, value: int) -> None:
+    """Replicas or servers: a whole number within :data:`MAX_UNITS`."""
+    _whole(name, value)
+    if value > MAX_UNITS:
+        raise UsageError(f"{value:,} {name} is more than a simulation holds ({MAX_UNITS:,})", variable=name)
+
+
 def _whole(name: str, value: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise UsageError(f"{name} must be a whole number >= 1, got {value!r}", variable=name)
@@ -106,7 +119,7 @@ class LLMFleet:
 
     def __post_init__(self) -> None:
         _positive("arrival_rate", self.arrival_rate)
-        _whole("replicas", self.replicas)
+        _units("replicas", self.replicas)
         _positive("output_tokens", self.output_tokens)
         _positive("ttft", self.ttft, allow_zero=True)
         _positive("step_time_base", self.step_time_base, allow_zero=True)
@@ -145,7 +158,7 @@ class MMcQueue:
     def __post_init__(self) -> None:
         _positive("arrival_rate", self.arrival_rate)
         _positive("service_time", self.service_time)
-        _whole("servers", self.servers)
+        _units("servers", self.servers)
         if self.service not in ("exponential", "deterministic"):
             raise UsageError(
                 f"service must be 'exponential' or 'deterministic', got {self.service!r}", variable="service"
@@ -361,6 +374,7 @@ def simulate(
         raise UsageError(f"samples must be a whole number >= 2, got {samples!r}", variable="samples")
     if not isinstance(model, (LLMFleet, MMcQueue)):
         raise UsageError(f"model must be an LLMFleet or MMcQueue, got {type(model).__name__}")
+    _require_bounded(model, duration)
     rec = _Recorder(warm, duration, batches, samples, progress)
     rng = random.Random(seed)
     arrive: list[float] = []
@@ -368,6 +382,24 @@ def simulate(
     done: list[float] = []
     _run(model, duration, rng, rec, arrive, admit, done)
     return _summarise(model, duration, warm, seed, batches, rec, arrive, admit, done)
+
+
+MAX_ARRIVALS = 600_000
+"""Expected arrivals of one run, ``arrival_rate x 2 x duration`` (arrivals go on until the recorded
+requests finish, at most until twice the duration): some 13 us of CPU each for a fleet, so a run
+ends within 10 s on a small machine. A count, checked before the run."""
+
+
+def _require_bounded(model: LLMFleet | MMcQueue, duration: float) -> None:
+    """Refuse up front, naming the limit, a run whose expected arrivals are over :data:`MAX_ARRIVALS`."""
+    expected = model.arrival_rate * 2 * duration
+    if not expected <= MAX_ARRIVALS:
+        raise UsageError(
+            f"rate x duration makes about {expected:,.0f} arrivals (counting the drain, up to twice the "
+            f"duration); a simulation takes at most {MAX_ARRIVALS:,}",
+            variable="duration",
+            hint=f"give --duration {MAX_ARRIVALS / (2 * model.arrival_rate):.4g} or less",
+        )
 
 
 def _default_warmup(model: LLMFleet | MMcQueue, duration: float) -> float:

@@ -16,7 +16,22 @@ from typing import Any
 
 from ..errors import PackError, UnderdeterminedError, UsageError
 
-__all__ = ["default_scenario", "load_scenario", "parse_sets", "solve_question", "split_names"]
+__all__ = ["check_units", "default_scenario", "load_scenario", "parse_sets", "solve_question", "split_names"]
+
+
+def check_units(given: Any, label: str) -> None:
+    """Refuse, at its ``file:line``, a text value of ``given`` (a scenario's or a workbook
+    definition's mapping) whose unit is over the bounds every unit text meets before pint reads
+    it (:func:`concur.lang.units.unit_problem`); everything else about a value is the solver's."""
+    from ..lang.units import quantity_unit, unit_problem
+
+    for name, value in given.items():
+        unit = quantity_unit(value) if isinstance(value, str) else None
+        problem = unit_problem(unit) if unit else None
+        if unit and problem is not None:
+            where = given.where(name) if hasattr(given, "where") else label
+            shown = unit if len(unit) <= 60 else f"{unit[:40]}...{unit[-12:]}"
+            raise UsageError(f"{where}: unit '{shown}' of '{name}' {problem}")
 
 
 def parse_sets(items: tuple[str, ...]) -> dict[str, Any]:
@@ -80,7 +95,7 @@ def load_scenario(path: str) -> tuple[dict[str, Any], list[str], list[str]]:
             raise UsageError(f"{data.where(key)}: '{key}' must be a name or a list of names")
     places = packs.where if isinstance(packs, YList) else (lambda i: data.where("packs"))
     try:
-        packs = [str(find_used_pack(ref, folder, where=places(i))) for i, ref in enumerate(packs)]
+        packs = [str(find_used_pack(ref, folder, where=places(i), owner="scenario")) for i, ref in enumerate(packs)]
     except PackError as exc:
         raise UsageError(exc.render_body(), where=exc.where) from None
     given = data.get("given") or {}
@@ -88,6 +103,7 @@ def load_scenario(path: str) -> tuple[dict[str, Any], list[str], list[str]]:
         if not isinstance(value, (int, float, str)) or isinstance(value, bool):
             where = given.where(name) if isinstance(given, YMap) else label
             raise UsageError(f"{where}: '{name}' must be a number or text such as '8192 token'")
+    check_units(given, label)
     return dict(given), list(packs), list(find)
 
 

@@ -25,10 +25,11 @@ from typing import Any
 
 import click
 
-from ..errors import EXIT_USAGE, ConcurError, Location, MissingDependencyError
+from ..errors import EXIT_USAGE, MAX_MESSAGE, ConcurError, Location, MissingDependencyError, clip
 
 __all__ = ["error_document", "json_wanted", "missing_dependency", "report", "reset", "want_json_errors"]
 
+_MAX_LINE = 800  # an error line, escapes included
 _JSON = {"wanted": False}  # set by the --json / --format json callbacks before a command runs
 
 
@@ -77,7 +78,7 @@ def error_document(exc: ConcurError | click.ClickException) -> dict[str, Any]:
         body = {
             "code": exc.exit_code or EXIT_USAGE,
             "type": type(exc).__name__,
-            "message": exc.format_message(),
+            "message": clip(exc.format_message(), MAX_MESSAGE),
             "location": None,
             "variable": None,
             "hint": hint,
@@ -107,11 +108,13 @@ def report(exc: ConcurError | click.ClickException, as_json: bool) -> int:
     if as_json:
         click.echo(json.dumps(error_document(exc), indent=2))
     elif isinstance(exc, ConcurError):
-        click.echo(printable(f"error: {exc}"), err=True)  # one line, whatever the message quotes
+        # one line, whatever the message quotes (escaping can lengthen it: clipped again after)
+        click.echo(clip(printable(f"error: {exc}"), _MAX_LINE), err=True)
     elif isinstance(exc, click.exceptions.NoArgsIsHelpError):
         exc.show()  # a bare group (`concur`, `concur bench`): its help is the answer
     else:  # click's own errors (bad option, missing file): one line too, naming where help is
         hint = error_document(exc)["error"]["hint"]
-        message = exc.format_message().rstrip(".") if hint else exc.format_message()
-        click.echo(printable(f"error: {message}" + (f"; {hint}" if hint else "")), err=True)
+        message = clip(exc.format_message(), MAX_MESSAGE)
+        message = message.rstrip(".") if hint else message
+        click.echo(clip(printable(f"error: {message}" + (f"; {hint}" if hint else "")), _MAX_LINE), err=True)
     return code

@@ -40,6 +40,7 @@ __all__ = [
     "cell_text",
     "csv_quote",
     "json_column",
+    "spreadsheet_text",
     "write_csv",
     "write_table",
 ]
@@ -61,12 +62,33 @@ class Block:
         return len(self.columns[0]) if self.columns else 0
 
 
-def csv_quote(text: str) -> str:
-    """``text`` as one CSV cell (RFC 4180: quoted when it holds a comma, quote or line break).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
-    >>> csv_quote("kv_dtype=bf16, gpu=b200")
-    '"kv_dtype=bf16, gpu=b200"'
+
+def spreadsheet_text(text: str) -> str:
+    """``text`` prefixed with ``'`` when a spreadsheet would read it as a formula (it begins with
+    ``= + - @``, a tab or a carriage return), as spreadsheet tools expect; a number stays a number.
+
+    >>> spreadsheet_text("=HYPERLINK(1)"), spreadsheet_text("-2.5"), spreadsheet_text("gpu")
+    ("'=HYPERLINK(1)", '-2.5', 'gpu')
     """
+    if not text.startswith(_FORMULA_START):
+        return text
+    try:
+        float(text)
+        return text
+    except ValueError:
+        return "'" + text
+
+
+def csv_quote(text: str) -> str:
+    """``text`` as one CSV cell (RFC 4180: quoted when it holds a comma, quote or line break),
+    formula-like text prefixed (:func:`spreadsheet_text`).
+
+    >>> csv_quote("kv_dtype=bf16, gpu=b200"), csv_quote("@SUM(A1)")
+    ('"kv_dtype=bf16, gpu=b200"', "'@SUM(A1)")
+    """
+    text = spreadsheet_text(text)
     if any(c in text for c in ',"\r\n'):
         return '"' + text.replace('"', '""') + '"'
     return text

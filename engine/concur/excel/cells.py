@@ -16,9 +16,8 @@ only place a ``data_type = "f"`` cell is created; numbers go through
 :func:`put_number`.
 
 Saving (:func:`save_atomically`): the file appears whole or not at all (temporary file and
-rename), with the permissions any new file gets under the umask -- a temporary file is
-private (0600) by default, which would lock colleagues on a shared drive out -- and with the
-same bytes every time for the same workbook (:func:`reproducible`), so a committed workbook
+rename, :mod:`concur.writefile`), with the permissions any new file gets under the umask, and
+with the same bytes every time for the same workbook (:func:`reproducible`), so a committed workbook
 changes only when its content does.
 
 Non-goals: sanitising text for CSV export (strings here never leave the xlsx
@@ -31,14 +30,13 @@ import io
 import math
 import os
 import re
-import stat
-import tempfile
 import time
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+from ..writefile import write_output
 
 if TYPE_CHECKING:
     from openpyxl.cell.cell import Cell
@@ -104,28 +102,15 @@ def put_number(ws: Worksheet, row: int, col: int, value: float) -> Cell:
 
 
 def save_atomically(wb: Any, target: Path) -> Path:
-    """Save ``wb`` reproducibly and atomically at ``target``; readers never see half a workbook.
-
-    The bytes are :func:`reproducible` (same workbook, same bytes), written to a temporary
-    file beside ``target`` with the permissions a new file would get under the umask (or the
-    existing file's, when replacing one), flushed, then renamed over ``target``. A folder that
-    does not exist is a :class:`UsageError`, not created.
+    """Save ``wb`` reproducibly at ``target`` through :func:`concur.writefile.write_output`: a
+    regular file (or a new path) appears whole or not at all, with a replaced file's permission
+    bits (a new one's under the umask); a FIFO or device is written in place; a symlink is
+    followed, never replaced. A folder that does not exist is a :class:`UsageError`, not created.
     """
     target = require_folder(target)
     buffer = io.BytesIO()
     wb.save(buffer)
-    data = reproducible(buffer.getvalue())
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, _mode_for(target))
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_output(target, reproducible(buffer.getvalue()))
     return target
 
 
@@ -138,27 +123,6 @@ def require_folder(target: str | os.PathLike[str]) -> Path:
             hint="create the folder first, or give another path",
         )
     return path
-
-
-def _umask() -> int:
-    """The process umask, read without changing it where the platform allows."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)  # no way to read it without setting it: put it straight back
-    os.umask(mask)
-    return mask
-
-
-def _mode_for(target: Path) -> int:
-    """Permission bits for ``target``: the existing file's, else 0666 less the umask (0644 under 022)."""
-    try:
-        return stat.S_IMODE(target.stat().st_mode)
-    except FileNotFoundError:
-        return 0o666 & ~_umask()
 
 
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the zip epoch: entry times and document dates

@@ -98,7 +98,11 @@ __all__ = [
     "solve_root",
 ]
 
-MAX_CANDIDATES = 1000
+MAX_CANDIDATES = 256
+"""Rows of one candidate table. A row of the fleet workbook's replica search is some 160 cells
+(the fixed-point iterations of its root): 1,000 rows were 160,000 cells and 15 s of openpyxl;
+256 rows are about 41,000 cells, a couple of seconds. A count, so the export stays bounded
+whatever the answer or ``search_up_to``."""
 FIXED_STEPS = 3  # x <- g(x) from the lower bound before the secant steps (see iterate_root)
 SECANT_STEPS = 9
 TOLERANCE = 1e-9  # |x - g(x)| <= TOLERANCE * |x| at the last iterate, or the row has no solution

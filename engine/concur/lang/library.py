@@ -148,8 +148,11 @@ def find_pack(name_or_path: str) -> Path:
     return found
 
 
-def find_used_pack(ref: str, folder: Path, where: Location | None = None) -> Path:
+def find_used_pack(ref: str, folder: Path, where: Location | None = None, owner: str = "pack") -> Path:
     """Resolve the ``uses:`` entry ``ref`` of a pack that lives in ``folder`` (see the module doc).
+
+    The one confinement rule for every pack file a file names: a pack's ``uses:``, a scenario's
+    ``packs:`` and a workbook definition's ``packs:`` (``owner`` names which, in messages).
 
     Raises :class:`PackError` at ``where`` for a path outside the allowed folders, a file that
     is not ``.yaml``, or a name no allowed folder holds. Nothing outside is read to find out.
@@ -169,9 +172,9 @@ def find_used_pack(ref: str, folder: Path, where: Location | None = None) -> Pat
     allowed = (folder, *_PACK_PATH)
     if not any(inside(target, root) for root in allowed):
         raise PackError(
-            f"uses '{ref}', which is outside the pack's folder",
+            f"uses '{ref}', which is outside the {owner}'s folder",
             where=where,
-            hint="a pack may use shipped packs and files in its own folder; "
+            hint=f"a {owner} may use shipped packs and files in its own folder; "
             "to allow another folder, pass --pack-path DIR",
         )
     if not target.is_file():

@@ -32,6 +32,7 @@ file that is not a pack at all (no ``pack: NAME`` mapping, invalid YAML) stops a
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import field
@@ -275,19 +276,30 @@ def _identifier(value: Any, what: str, where: Location) -> str:
     return value
 
 
+_INVISIBLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cn", "Cs"})
+
+
 def list_item_problem(item: Any) -> str | None:
     """Why ``item`` cannot be a choice or catalog id (None when it can).
 
     Choices become items of a spreadsheet dropdown (a list validation written as ``"a,b,c"``),
     and ids are typed on command lines: a comma splits an item in two, a quote ends the list,
     a leading ``= + - @`` makes a spreadsheet read a formula, control characters corrupt a
-    terminal.
+    terminal, and format characters (bidi overrides, zero-width marks: Unicode ``Cf``), line and
+    paragraph separators, private-use and unassigned code points make two ids look alike or one
+    look like another.
     """
     if not isinstance(item, str) or not item.strip():
         return "must be non-empty text"
     bad = [c for c in item if c in ',"' or ord(c) < 32 or 127 <= ord(c) < 160]
     if bad:
         return f"contains {bad[0]!r}, which breaks a spreadsheet list or a terminal"
+    hidden = [c for c in item if unicodedata.category(c) in _INVISIBLE]
+    if hidden:
+        return (
+            f"contains U+{ord(hidden[0]):04X} ({unicodedata.name(hidden[0], 'unnamed')}), an invisible or "
+            "text-direction character that makes it look like another text"
+        )
     if item[0] in "=+-@" or item != item.strip():
         return "must not start with = + - @ or a space (a spreadsheet would read a formula)"
     return None

@@ -18,6 +18,14 @@ Invariants:
   version, ``data/units.txt``, the shipped table); every row is checked (a finite positive
   factor, dimensions named ``[name]``) and a file that fails is ignored.
 
+* A unit text is bounded before pint sees it (:func:`unit_problem`): pint evaluates ``**`` on
+  integers exactly, so ``m**(9**9**9)`` would never end. At most :data:`MAX_UNIT_CHARS`
+  characters, :data:`MAX_UNIT_PARTS` parts and :data:`MAX_UNIT_DEPTH` levels of brackets;
+  an exponent is a plain number (or a fraction such as ``(1/2)``) of magnitude at most
+  :data:`MAX_UNIT_EXPONENT`, never an expression or another power; a number has at most 24
+  characters. Every unit string goes through :func:`unit_info`, so packs, ``[unit]`` literals,
+  ``--set``, scenarios, workbook definitions and calibration files all meet the same bound.
+
 Pitfalls refused or warned about: ``b`` is a barn, ``Gb`` a gilbert, ``KB`` is undefined;
 offset units (``degC``) are refused; pint's angles (``revolution``, ``turn``, ``cycle``) are refused,
 and its ``rpm``/``rps`` (revolutions, x 2 pi) are shadowed: ``data/units.txt`` defines this field's rate
@@ -45,9 +53,11 @@ __all__ = [
     "dims_pow",
     "format_dims",
     "parse_quantity",
+    "quantity_unit",
     "registry",
     "save_cache",
     "unit_info",
+    "unit_problem",
 ]
 
 Dims = tuple[tuple[str, float], ...]
@@ -95,6 +105,15 @@ _SHADOWED = {
     "revolutions_per_second = revolution / second = rps": "revolutions_per_second = revolution / second",
 }
 _TOKEN_RE = re.compile(r"[A-Za-z_]+")
+MAX_UNIT_CHARS = 120
+MAX_UNIT_PARTS = 40
+MAX_UNIT_DEPTH = 4
+MAX_UNIT_EXPONENT = 12
+_UNIT_PART = re.compile(
+    r"\s+|(?P<pow>\*\*|\^)|(?P<num>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
+    r"|(?P<name>[A-Za-z_][A-Za-z_0-9]*)|(?P<op>[*/()+-])"
+)
+_EXPONENT = re.compile(r"\s*(\(\s*)?([-+]?\s*\d{1,3}(?:\.\d{1,6})?(?:\s*/\s*\d{1,3})?)\s*(?(1)\))")
 
 
 @record
@@ -317,6 +336,41 @@ def save_cache() -> None:
         _DISK_DIRTY = False
 
 
+def unit_problem(text: str) -> str | None:
+    """Why ``text`` is refused before pint reads it (None when it may be parsed): see the module doc."""
+    if len(text) > MAX_UNIT_CHARS:
+        return f"is {len(text):,} characters long (at most {MAX_UNIT_CHARS})"
+    parts = depth = pos = 0
+    while pos < len(text):
+        m = _UNIT_PART.match(text, pos)
+        if m is None:
+            return f"has {text[pos]!r} at character {pos + 1}, which no unit uses"
+        pos = m.end()
+        if m.group().isspace():
+            continue
+        parts += 1
+        if parts > MAX_UNIT_PARTS:
+            return f"has more than {MAX_UNIT_PARTS} parts"
+        if m.group("num") and len(m.group("num")) > 24:
+            return f"has a number of {len(m.group('num')):,} characters (at most 24)"
+        op = m.group("op")
+        depth += (op == "(") - (op == ")")
+        if depth > MAX_UNIT_DEPTH:
+            return f"nests brackets deeper than {MAX_UNIT_DEPTH} levels"
+        if m.group("pow"):
+            exp = _EXPONENT.match(text, pos)
+            if exp is None or text[exp.end() :].lstrip().startswith(("**", "^")):
+                return (
+                    f"has an exponent at character {pos + 1} that is not a plain number (write m**2, s**-1, m**(1/2))"
+                )
+            num, _, den = exp.group(2).replace(" ", "").partition("/")
+            value = abs(float(num) / float(den or 1)) if float(den or 1) else math.inf
+            if value > MAX_UNIT_EXPONENT:
+                return f"has an exponent of magnitude {value:g} (at most {MAX_UNIT_EXPONENT})"
+            pos = exp.end()
+    return None
+
+
 def unit_info(text: str | None, *, where: Any = None, variable: str | None = None) -> UnitInfo:
     """Parse a unit expression (``"B/token"``, ``"request/s"``; empty = dimensionless).
 
@@ -334,6 +388,15 @@ def unit_info(text: str | None, *, where: Any = None, variable: str | None = Non
     hit = _MEMO.get(key)
     if hit is not None:
         return hit
+    problem = unit_problem(key)
+    if problem is not None:
+        shown = key if len(key) <= 60 else f"{key[:40]}...{key[-12:]}"
+        raise UnitError(
+            f"unit '{shown}' {problem}",
+            where=where,
+            variable=variable,
+            hint="write a unit such as 'GiB', 'B/token', 'request/s' or 'm**2'",
+        )
     for token in _TOKEN_RE.findall(key):
         if token in _REFUSED:
             raise UnitError(
@@ -387,16 +450,23 @@ def parse_quantity(text: str, *, variable: str | None = None) -> tuple[float, Un
     m = _NUMBER_RE.match(text)
     if not m:
         raise ValueError(f"'{text}' is not a number with an optional unit")
+    unit = quantity_unit(text) or ""
     if m.group(3).startswith(","):
         raise ValueError(f"'{text.strip()}': a comma only groups thousands (1,000); write a decimal point (0.5)")
     number = float(m.group(1).replace("_", "").replace(",", ""))
     if not math.isfinite(number):
         raise ValueError(f"'{text}' is not a finite number")
     number *= _SUFFIX[m.group(2) or ""]
-    unit = _PER_RE.sub("/", " " + m.group(3)).strip()
-    if unit.startswith("/"):
-        unit = "1" + unit
     return number, unit_info(unit, variable=variable)
+
+
+def quantity_unit(text: str) -> str | None:
+    """The unit text of ``"NUMBER UNIT"`` as :func:`parse_quantity` reads it (None: not a number)."""
+    m = _NUMBER_RE.match(text)
+    if not m:
+        return None
+    unit = _PER_RE.sub("/", " " + m.group(3)).strip()
+    return "1" + unit if unit.startswith("/") else unit
 
 
 def decimal_multiplier(text: str) -> str | None:

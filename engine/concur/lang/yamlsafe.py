@@ -118,7 +118,7 @@ def load_yaml(path: str | Path, *, text: str | bytes | None = None, label: str |
     if refused is not None:  # concur check loads a pack again to collect its problems: not the YAML
         raise refused.with_traceback(None)
     try:
-        return _parse(name, text, fast)
+        return _parse(name, text, fast, key)
     except PackError as exc:
         if len(_REFUSED) >= 16:
             _REFUSED.clear()
@@ -131,16 +131,36 @@ _REFUSED: dict[tuple[str, bytes, bool, int, int], PackError] = {}
 parsing it again (up to 20,000 nodes of a hostile file, three times over in ``concur check``)."""
 
 
-def _parse(name: str, text: str, fast: bool) -> Any:
+_EVENTS: dict[tuple[str, bytes, bool, int, int], list[Any]] = {}
+"""The event streams of texts parsed whole in this process, by the same key as :data:`_REFUSED`:
+``concur check`` loads a pack that fails validation again to collect every problem, and the pure
+parser's scan (some 20,000 events a second) is what costs, so the second load replays the events
+into a fresh tree (never a shared one: callers own what they get). At most 4 are kept."""
+
+
+def _recorded(events: Any, into: list[Any]) -> Any:
+    """``events`` as they are consumed, each also appended to ``into``."""
+    for event in events:
+        into.append(event)
+        yield event
+
+
+def _parse(name: str, text: str, fast: bool, key: tuple[str, bytes, bool, int, int] | None = None) -> Any:
     """``text`` as plain data, parsed by libyaml when ``fast`` (:func:`uses_libyaml`)."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
     from ruamel.yaml.reader import ReaderError
 
     yaml = YAML(typ="safe", pure=not fast)
-    events = yaml.parse(text)
+    replay = _EVENTS.get(key) if key is not None else None
+    events = yaml.parse(text) if replay is None else None
+    seen: list[Any] = []
     try:
-        root = _Builder(name, yaml.resolver).run(events)
+        root = _Builder(name, yaml.resolver).run(iter(replay) if replay is not None else _recorded(events, seen))
+        if key is not None and replay is None:
+            if len(_EVENTS) >= 4:
+                _EVENTS.clear()
+            _EVENTS[key] = seen
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         loc = Location(name, mark.line + 1, mark.column + 1) if mark else Location(name)
@@ -154,7 +174,8 @@ def _parse(name: str, text: str, fast: bool) -> Any:
     except YAMLError as exc:
         raise PackError(f"invalid YAML: {type(exc).__name__}", where=Location(name)) from None
     finally:
-        events.close()  # a parse stopped at a limit ends here, not in a later garbage collection
+        if events is not None:
+            events.close()  # a parse stopped at a limit ends here, not in a later garbage collection
     if root is None:
         raise PackError("the file is empty", where=Location(name))
     return root

@@ -10,42 +10,30 @@ small C programs in this package measure them:
   work-stealing owner's order) vs FIFO (breadth-first): time and peak length.
 
 They are compiled with the system C compiler (``$CC``, else ``cc``, ``gcc``,
-``clang``) into ``native/`` of concur's cache folder (:func:`concur.cache.cache_dir`:
-``$CONCUR_CACHE_DIR``, else ``$XDG_CACHE_HOME/concur`` or ``~/.cache/concur``), named by
-the sha256 of the source, the compiler and the flags.  A cached binary is *executed*,
-so it is trusted only when
+``clang``) into a fresh private folder made for this process (``tempfile.mkdtemp``: ``0700``,
+a new random name, removed at exit), once per process. Nothing is ever run from concur's
+cache folder or any other folder that outlives the process: a binary or record planted there
+(a restored CI cache, a shared folder) is never looked at. Compiling costs well under a
+second, once per ``concur bench`` run.
 
-* its folder is private (owned by this user, writable by no one else:
-  :func:`concur.cache.is_private`) -- otherwise builds go to a private per-user folder in
-  the temp directory, or to a fresh private temp folder for this process;
-* it is a regular file owned by this user that no one else can write, and
-* its record (``NAME-KEY.json``, written after the build) names the same source digest and
-  the sha256 of the binary's bytes: a truncated, swapped or foreign binary is rebuilt.
-
-A binary is written to a temporary name and renamed into place, so a crashed build never
-leaves a half-written executable.  :class:`NativeBuildError` (a
-:class:`~concur.errors.ConcurError`) says what is missing when no compiler exists or
-compilation fails.
+:class:`NativeBuildError` (a :class:`~concur.errors.ConcurError`) says what is missing when no
+compiler exists or compilation fails.
 
 This module imports nothing heavy; ``statistics`` gives medians.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
+import atexit
 import os
 import shutil
-import stat
 import statistics
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
-from concur import cache
 from concur.errors import ConcurError
 
 __all__ = [
@@ -53,7 +41,6 @@ __all__ = [
     "DequeRow",
     "NativeBuildError",
     "build",
-    "cache_dir",
     "counter_table",
     "deque_table",
     "find_compiler",
@@ -90,92 +77,55 @@ def find_compiler() -> str:
     )
 
 
-def cache_dir() -> Path:
-    """Where native binaries are cached: ``native/`` in concur's cache folder (not created here)."""
-    return cache.cache_dir() / "native"
-
-
-_PROCESS_DIR: Path | None = None  # a fresh private folder, when no cached one can be trusted
+_BUILT: dict[tuple[str, str], Path] = {}  # (name, compiler) -> executable built by this process
+_PROCESS_DIR: Path | None = None  # this process's private build folder
 
 
 def _build_dir() -> Path:
-    """A private folder to build into and run from (see the module docstring)."""
+    """This process's build folder: made by ``mkdtemp`` (mode 0700, a name no one could predict),
+    removed when the process exits; the only folder a native benchmark is run from."""
     global _PROCESS_DIR
-    preferred = cache_dir()
-    with contextlib.suppress(OSError):
-        preferred.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if cache.is_private(preferred):
-        return preferred
-    fallback = cache.private_dir("native")
-    if fallback is not None:
-        return fallback
-    if _PROCESS_DIR is None:
+    if _PROCESS_DIR is None or not _PROCESS_DIR.is_dir():
         _PROCESS_DIR = Path(tempfile.mkdtemp(prefix="concur-native-"))
+        atexit.register(shutil.rmtree, _PROCESS_DIR, True)
     return _PROCESS_DIR
 
 
-def _trusted(exe: Path, record: Any, source_digest: str) -> bool:
-    """True when ``exe`` is ours, writable only by us, and the binary its record describes."""
-    try:
-        st = os.lstat(exe)
-    except OSError:
-        return False
-    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
-        return False
-    if (
-        not isinstance(record, dict)
-        or set(record) != {"source_sha256", "binary_sha256"}
-        or record["source_sha256"] != source_digest
-    ):
-        return False
-    return bool(record["binary_sha256"] == hashlib.sha256(exe.read_bytes()).hexdigest())
-
-
-def _record(data: Any) -> dict[str, str]:
-    if not (isinstance(data, dict) and all(isinstance(v, str) for v in data.values())):
-        raise ValueError("native build record")
-    return data
-
-
 def build(name: str) -> Path:
-    """Compile the shipped ``NAME.c`` (once per source/flags/compiler) and return the executable.
+    """Compile the shipped ``NAME.c`` (once per process) into this process's private folder and
+    return the executable. Nothing built by another process is reused (see the module docstring).
 
-    A cached binary is reused only when it passes the checks in the module docstring.
     Raises :class:`NativeBuildError` if there is no compiler or compilation fails.
     """
     if name not in FLAGS:
         raise NativeBuildError(f"unknown native benchmark {name!r}", hint=f"expected one of {sorted(FLAGS)}")
-    source = resources.files(__package__).joinpath(f"{name}.c").read_bytes()
     cc = find_compiler()
+    built = _BUILT.get((name, cc))
+    if built is not None and built.is_file():
+        return built
+    source = resources.files(__package__).joinpath(f"{name}.c").read_bytes()
     flags = FLAGS[name]
-    source_digest = cache.digest(source, cc, *flags)
-    target_dir = _build_dir()
-    exe = target_dir / f"{name}-{source_digest[:16]}"
-    record_path = exe.with_name(exe.name + ".json")
-    if _trusted(exe, cache.read_json(record_path, "native", _record), source_digest):
-        return exe
-    with tempfile.TemporaryDirectory(dir=target_dir) as tmp:
-        src = Path(tmp) / f"{name}.c"
-        src.write_bytes(source)
-        out = Path(tmp) / name
-        proc = subprocess.run([cc, *flags, "-o", str(out), str(src)], capture_output=True, text=True, timeout=120)
-        if proc.returncode != 0:
-            raise NativeBuildError(
-                f"compiling {name}.c with {cc} {' '.join(flags)} failed (exit {proc.returncode}): "
-                f"{proc.stderr.strip()[-800:]}",
-                hint="check that the compiler supports C11 atomics and pthreads, or use --no-native",
-            )
-        os.chmod(out, 0o755)
-        binary_digest = hashlib.sha256(out.read_bytes()).hexdigest()
-        os.replace(out, exe)
-    cache.write_json(record_path, "native", {"source_sha256": source_digest, "binary_sha256": binary_digest})
+    folder = _build_dir()
+    src = folder / f"{name}.c"
+    src.write_bytes(source)
+    exe = folder / f"{name}-{len(_BUILT)}"  # a new name for each compiler: never overwrite one in use
+    proc = subprocess.run([cc, *flags, "-o", str(exe), str(src)], capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise NativeBuildError(
+            f"compiling {name}.c with {cc} {' '.join(flags)} failed (exit {proc.returncode}): "
+            f"{proc.stderr.strip()[-300:]}",
+            hint="check that the compiler supports C11 atomics and pthreads, or use --no-native",
+        )
+    _BUILT[name, cc] = exe
     return exe
 
 
 def _run(exe: Path, args: list[str], timeout: float) -> list[str]:
     proc = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
-        raise NativeBuildError(f"{exe.name} {' '.join(args)} failed (exit {proc.returncode}): {proc.stderr.strip()}")
+        raise NativeBuildError(
+            f"{exe.name} {' '.join(args)} failed (exit {proc.returncode}): {proc.stderr.strip()[-300:]}"
+        )
     return proc.stdout.split()
 
 

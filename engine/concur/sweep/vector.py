@@ -17,7 +17,9 @@ environment holds numpy arrays for everything downstream of a swept variable:
   same choice as the scalar solver: roots that are finite, satisfy the equation and lie in the
   bounds; the smallest in magnitude when several do;
 * a block that needs a bracketed search, a loop, or a goal seek makes the whole sweep fall back
-  to one :func:`concur.solver.question.solve_model` per point (with a progress callback for long sweeps).
+  to one :func:`concur.solver.question.solve_model` per point (with a progress callback for long sweeps),
+  refused up front beyond :data:`MAX_SEARCH_POINTS` points in all (a count, not a clock: a
+  loop-torn or searched point costs some 4 ms, and may cost up to the solve budget).
 
 Points are independent: a value outside a variable's bounds, a non-finite value or a failed
 pack constraint turns *that point* into NaN (and every value computed from it), and the result
@@ -60,7 +62,20 @@ from ..solver.solution import Method
 from ..solver.throughput_inputs import FIXED_INPUTS, require_fixed
 from .partial import Const, NotFoldable, flag_safe, fold
 
-__all__ = ["FIXED_INPUTS", "MAX_POINTS", "SweepResult", "parse_range", "require_fixed", "require_points", "sweep"]
+__all__ = [
+    "FIXED_INPUTS",
+    "MAX_POINTS",
+    "MAX_SEARCH_POINTS",
+    "SweepResult",
+    "parse_range",
+    "require_fixed",
+    "require_points",
+    "sweep",
+]
+
+MAX_SEARCH_POINTS = 2_000
+"""Points a sweep may hold when its answer needs a scalar solve at each (the per-point fallback):
+at ~3.7 ms a point (a torn loop or a searched integer) that is under 10 s on a 2-core machine."""
 
 
 class SweepResult(dict[str, Any]):
@@ -500,6 +515,13 @@ def _sweep_shape(
     n = len(next(iter(arrays.values()))) if arrays else 1
     plan = _plan(model, arrays, given, outputs, signature, validate)
     if not plan.vector:
+        total = math.prod(out.shape)
+        if total > MAX_SEARCH_POINTS:
+            raise UsageError(
+                f"this sweep has {total:,} points and its answer needs a search (a scalar solve) at each; "
+                f"such a sweep takes at most {MAX_SEARCH_POINTS:,} points",
+                hint="use fewer --over values, or ask for an output with a closed form",
+            )
         out.method = "per-point"
         return _per_point(model, arrays, given, outputs, n, out, progress)
     inputs: dict[str, Any] = {}

@@ -62,7 +62,7 @@ def _report(points: str | None) -> None:
 def _from_files(
     files: tuple[str, ...], sets: tuple[str, ...], entry_id: str, as_json: bool, output: str | None, catalog: str | None
 ) -> None:
-    from ...analysis.bench_import import catalog_document, fit_runs, read_runs
+    from ...analysis.bench_import import MAX_RUNS, catalog_document, fit_runs, read_runs
     from ...errors import UsageError
     from ..givens import parse_sets
 
@@ -73,7 +73,14 @@ def _from_files(
             f"--from needs the configuration the files were measured on: --set {missing[0]}=...",
             hint="e.g. --set model=llama-3.1-8b --set gpu=h100-sxm-80gb --set tp=1",
         )
-    runs = [run for f in files for run in read_runs(f)]
+    runs = []
+    for f in files:
+        runs.extend(read_runs(f))
+        if len(runs) > MAX_RUNS:
+            raise UsageError(
+                f"--from files hold more than {MAX_RUNS:,} runs, the most one calibration reads",
+                hint="calibrate on a sample of the runs",
+            )
     result = fit_runs(runs, given)
     doc = catalog_document(result, entry_id, given)
     if as_json:
@@ -108,7 +115,14 @@ def _into_catalog(folder: Path, doc: dict[str, Any], entry_id: str) -> None:
         raise UsageError(f"--catalog '{folder}' is not a folder")
     target = folder / "engines.yaml"
     if target.exists():
-        old = YAML(typ="safe").load(target.read_text(encoding="utf-8")) or {}
+        from ...lang.yamlsafe import MAX_BYTES
+        from ...readfile import FileRefused, read_regular
+
+        try:  # a FIFO or a device under that name is refused, never read (it could block forever)
+            text = read_regular(target, 16 * MAX_BYTES).decode("utf-8", errors="replace")
+        except FileRefused as exc:
+            raise UsageError(f"{target}: {exc.reason}") from None
+        old = YAML(typ="safe").load(text) or {}
         if old.get("catalog") != "engines" or not isinstance(old.get("entries"), dict):
             raise UsageError(f"{target} is not an engines catalog", hint="give an empty folder or one of concur's")
         doc = {
@@ -204,6 +218,12 @@ def command(
     from ..progress import progress
     from ..streams import is_stdio, write_text
 
+    if entry_id is not None:
+        from ...lang.pack import list_item_problem
+
+        problem = list_item_problem(entry_id)
+        if problem is not None:
+            raise UsageError(f"--id {problem}", hint="an entry id such as my-h100")
     if report:
         _report(points)
         return

@@ -73,6 +73,18 @@ def _fail(path: Path, where: Any, message: str, hint: str | None = None) -> Usag
     return UsageError(f"{loc}: {message}", hint=hint)
 
 
+def _named_file(ref: str, folder: Path, where: Any) -> Path:
+    """A pack path a definition names, by the one confinement rule every named file meets
+    (:func:`concur.lang.library.find_used_pack`): inside the definition's folder or a --pack-path."""
+    from ...errors import PackError
+    from ...lang.library import find_used_pack
+
+    try:
+        return find_used_pack(ref, folder, where=where, owner="workbook definition").resolve()
+    except PackError as exc:  # the definition is the user's input: exit 2
+        raise UsageError(exc.render_body(), where=exc.where) from None
+
+
 def load_definition(path: str | Path) -> WorkbookDefinition:
     """Read and validate a workbook definition (see the module docstring)."""
     from ...lang.yamlsafe import YMap, load_yaml
@@ -101,9 +113,10 @@ def load_definition(path: str | Path) -> WorkbookDefinition:
             "'packs' must be a non-empty list of pack names or .yaml paths",
         )
     resolved = []
-    for p in packs:
+    places = packs.where if hasattr(packs, "where") else (lambda i: data.where("packs"))
+    for i, p in enumerate(packs):
         if p.endswith((".yaml", ".yml")) or "/" in p:
-            resolved.append(str((path.parent / p).resolve()))
+            resolved.append(str(_named_file(p, path.parent, places(i))))
         else:
             resolved.append(p)
     given = data.get("given") or {}
@@ -130,6 +143,12 @@ def load_definition(path: str | Path) -> WorkbookDefinition:
                     f"{kind} '{item['name']}' has unknown key '{bad[0]}'",
                     hint=f"allowed: {', '.join(sorted(keys))}",
                 )
+    from ..givens import check_units
+
+    check_units(given, str(path))
+    for item in scenarios:
+        if isinstance(item.get("set"), dict):
+            check_units(item["set"], str(path))
     doc = data.get("doc")
     fleet = data.get("plan")
     if fleet is not None and not isinstance(fleet, dict):

@@ -201,6 +201,7 @@ def csv_text(result: Any) -> str:
     import io
 
     from ...analysis.fleet_plan import rows
+    from ..tabular import spreadsheet_text
 
     buf = io.StringIO()
     fields = [
@@ -225,30 +226,30 @@ def csv_text(result: Any) -> str:
     ]
     out = csv.writer(buf, lineterminator="\n")
     out.writerow(fields)
+    text: Callable[[Any], Any] = lambda v: spreadsheet_text(v) if isinstance(v, str) else v
     for r in rows(result):
         value: Callable[[dict[str, Any] | None], str] = lambda q: "" if q is None else f"{q['value']:.6g}"
-        out.writerow(
-            [
-                r["gpu"],
-                r["tp"],
-                r["weight_dtype"],
-                r["kv_dtype"],
-                r["engine"],
-                r["provider"] or "",
-                r["feasible"],
-                r["replicas"] or "",
-                r["fleet_gpus"] or "",
-                value(r["gpu_hour_price"]),
-                value(r["cost_per_month"]),
-                value(r["cost_per_million_tokens"]),
-                value(r["ttft"]),
-                value(r["itl"]),
-                "" if r["batch_per_replica"] is None else f"{r['batch_per_replica']:.6g}",
-                "" if r["per_replica_concurrency"] is None else f"{r['per_replica_concurrency']:.6g}",
-                r["binds"] or "",
-                r["reason"],
-            ]
-        )
+        cells = [
+            r["gpu"],
+            r["tp"],
+            r["weight_dtype"],
+            r["kv_dtype"],
+            r["engine"],
+            r["provider"] or "",
+            r["feasible"],
+            r["replicas"] or "",
+            r["fleet_gpus"] or "",
+            value(r["gpu_hour_price"]),
+            value(r["cost_per_month"]),
+            value(r["cost_per_million_tokens"]),
+            value(r["ttft"]),
+            value(r["itl"]),
+            "" if r["batch_per_replica"] is None else f"{r['batch_per_replica']:.6g}",
+            "" if r["per_replica_concurrency"] is None else f"{r['per_replica_concurrency']:.6g}",
+            r["binds"] or "",
+            r["reason"],
+        ]
+        out.writerow([text(c) for c in cells])
     return buf.getvalue()
 
 
