@@ -8,9 +8,10 @@ The pack models one decode step of a replica as::
 
 and what a loaded replica delivers per output token (continuous batching with prefill) as::
 
-    t_step_served = t_step + max(0, prefill_per_step - prefill_overlap * decode_slack)
-    prefill_per_step = concurrency * prefill_time / output_tokens
-    decode_slack     = max(0, memory_time - compute_time / flops_fraction) / efficiency
+    t_step_served = max(memory_time / efficiency, compute_time / (flops_fraction x efficiency)
+                        + prefill_overlap x prefill_per_step)
+                    + (1 - prefill_overlap) x prefill_per_step + t_comm + c_p x t_comm_per_token + t_fixed
+    prefill_per_step = c_p x prefill_token_time,  c_p = concurrency x input_tokens / output_tokens
 
 ``memory_time`` (weights, with MoE experts uncovered as the batch grows, plus every sequence's
 KV cache) and ``compute_time`` (2 flop per active parameter plus attention over the context)
@@ -147,6 +148,8 @@ class Point:
     source_group: str = ""
     flops_fraction: float = 1.0
     t_comm: float = 0.0
+    t_comm_per_token: float = 0.0  # s per token of a step (tensor-parallel all-reduce bandwidth)
+    prefill_token_time: float = 0.0  # s per prompt token per GPU at efficiency_prefill 1
     prefill_overlap: float = 0.0
     layers: int = 0
     moe: bool = False
@@ -286,7 +289,7 @@ def gpu_entry(name: str) -> str:
     return prefixes[0]
 
 
-_TERMS = ("memory_time", "compute_time", "prefill_time", "t_comm", "kv_per_token")
+_TERMS = ("memory_time", "compute_time", "prefill_time", "prefill_token_time", "t_comm", "t_comm_per_token", "kv_per_token")
 
 
 def _terms(given: dict[str, Any]) -> dict[str, Any]:
@@ -304,6 +307,8 @@ def _terms(given: dict[str, Any]) -> dict[str, Any]:
         "compute_time": sol.value("compute_time", "s"),
         "prefill_time": sol.value("prefill_time", "s"),
         "t_comm": sol.value("t_comm", "s"),
+        "t_comm_per_token": sol.value("t_comm_per_token", "s/token"),
+        "prefill_token_time": sol.value("prefill_token_time", "s/token"),
         "kv_per_token": sol.value("kv_per_token", "B/token"),
         "flops_fraction": float(sol.values.get("flops_fraction", 1.0)),
         "family": family,
@@ -376,6 +381,8 @@ def point_from(
         source_group=source_group,
         flops_fraction=terms["flops_fraction"],
         t_comm=terms["t_comm"],
+        t_comm_per_token=terms["t_comm_per_token"],
+        prefill_token_time=terms["prefill_token_time"],
         prefill_overlap=prefill_overlap,
         layers=terms["layers"],
         moe=terms["experts"] > 0,
@@ -478,8 +485,17 @@ def evaluate(point: Point, efficiency: Any = 1.0, t_fixed: Any = 0.0, efficiency
     t_step = np.maximum(memory, compute) + p.t_comm + np.asarray(t_fixed, dtype=float)
     tpot = t_step
     if efficiency_prefill is not None:
-        per_step = c * p.prefill_time / np.asarray(efficiency_prefill, dtype=float) / p.output_tokens
-        tpot = t_step + np.maximum(0.0, per_step - p.prefill_overlap * np.maximum(0.0, memory - compute))
+        c_p = c * p.input_tokens / p.output_tokens  # prompt tokens per step (steady state)
+        ptt = p.prefill_token_time or p.prefill_time / p.input_tokens  # hand-built points may give only prefill_time
+        per_step = c_p * ptt / np.asarray(efficiency_prefill, dtype=float)
+        ov = p.prefill_overlap
+        tpot = (
+            np.maximum(memory, compute + ov * per_step)
+            + (1.0 - ov) * per_step
+            + p.t_comm
+            + c_p * p.t_comm_per_token
+            + np.asarray(t_fixed, dtype=float)
+        )
     gpus = p.tp * p.pp
     return {
         "memory_time": p.memory_time,

@@ -18,8 +18,11 @@ vLLM plan on an H100 3.7x too slow.
 
 A cell is fitted with a penalty pulling it towards its engine's fit (``PRIOR_WEIGHT`` points'
 worth of |log error| per e-fold away): three points from one publisher can otherwise put a cell
-anywhere. ``efficiency_prefill`` is fitted per engine (the prefill shows only through the served
-accounting and in compute-bound steps, too weakly for a cell). ``moe_layer_factor`` is one
+anywhere. ``efficiency_prefill`` is *not* fitted on the throughput points: it is fitted first, on
+low-load prefill measurements only (TTFT at concurrency 1, ``tests/data/prefill_points.yaml``, by
+:func:`fit_prefill`), and held fixed while the decode constants are fitted. A loaded TTFT holds
+queueing the model adds itself; fitting on it made a 1,000-token 70B TP4 prefill 218 ms (vLLM)
+where the GPUs take about a third of that. ``moe_layer_factor`` is one
 number over everything, chosen from :data:`MOE_FACTORS` by the total error. The engine-agnostic
 entry ``default`` has the same shape: per-family fits over every engine, then the global fit.
 
@@ -43,6 +46,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .calibration import Point, grid_fit, log_errors, median
 
@@ -55,7 +59,9 @@ __all__ = [
     "CrossValidation",
     "FitSet",
     "Level",
+    "PrefillFit",
     "cross_validate",
+    "fit_prefill",
     "fit_set",
     "scales",
 ]
@@ -116,6 +122,46 @@ class FitSet:
         return math.expm1(float(log_errors([point], lv.efficiency, lv.t_layer, lv.efficiency_prefill, sc)[0]))
 
 
+@dataclass(frozen=True)
+class PrefillFit:
+    """efficiency_prefill fitted on low-load TTFTs: the median of the per-point inversions."""
+
+    value: float
+    per_point: dict[str, float]  # point id -> the efficiency_prefill that reproduces its TTFT
+
+
+def fit_prefill(path: str | Path) -> PrefillFit:
+    """Invert the pack's TTFT at concurrency 1 for efficiency_prefill, point by point; the median wins.
+
+    Each row of ``path`` (schema of ``tests/data/prefill_points.yaml``) is a TTFT measured with one
+    request in flight, so the pack's ``ttft`` there is half a decode step plus the prompt's chunks,
+    with no queue; the solver finds the efficiency_prefill giving the measured value, with the
+    engine's decode constants (catalogs/engines.yaml) for the fixed cost of those steps.
+    """
+    from ..lang.model import build_model
+    from ..lang.yamlsafe import load_yaml
+    from ..solver.question import solve_model
+
+    model = build_model(["llm_throughput"])
+    out: dict[str, float] = {}
+    for raw in load_yaml(path)["points"]:
+        given = {
+            k: raw[k] for k in ("engine", "gpu", "tp", "model", "weight_dtype", "kv_dtype") if k in raw
+        }
+        given.update(
+            input_tokens=f"{float(raw['input_tokens'])!r} token/request",
+            output_tokens=f"{float(raw['output_tokens'])!r} token/request",
+            concurrency=f"{float(raw['concurrency'])!r} request",
+            ttft=f"{float(raw['ttft_ms'])!r} ms",
+            kv_fit="ignore",
+        )
+        sol = solve_model(model, ("efficiency_prefill",), given)
+        out[str(raw["id"])] = float(sol.values["efficiency_prefill"])
+    if not out:
+        raise ValueError(f"{path}: no prefill points")
+    return PrefillFit(median(list(out.values())), out)
+
+
 def _level(key: str, pts: Sequence[Point], moe: float, eta_p: float | None, prior: Level | None = None) -> Level:
     sc = scales(pts, moe)
     p0 = None if prior is None else (prior.efficiency, prior.t_layer, T_LAYER_PRIOR_SCALE)
@@ -126,14 +172,14 @@ def _level(key: str, pts: Sequence[Point], moe: float, eta_p: float | None, prio
     return Level(key, eff, tl, ep, tuple(p.id for p in pts), median(errs))
 
 
-def _fit_at(usable: Sequence[Point], moe: float) -> FitSet:
-    glob = _level("global", usable, moe, None)
+def _fit_at(usable: Sequence[Point], moe: float, eta_p: float | None = None) -> FitSet:
+    glob = _level("global", usable, moe, eta_p)
     engines: dict[str, Level] = {}
     cells: dict[str, Level] = {}
     for eng in sorted({p.engine for p in usable}):
         members = [p for p in usable if p.engine == eng]
         if len(members) >= MIN_POINTS:
-            engines[eng] = _level(eng, members, moe, None)
+            engines[eng] = _level(eng, members, moe, eta_p)
     for name in ("default", *sorted(engines)):
         parent = glob if name == "default" else engines[name]
         members = [p for p in usable if name == "default" or p.engine == name]
@@ -145,9 +191,11 @@ def _fit_at(usable: Sequence[Point], moe: float) -> FitSet:
     return FitSet(glob, engines, cells, moe)
 
 
-def fit_set(points: Sequence[Point], moe_factor: float | None = None) -> FitSet:
+def fit_set(points: Sequence[Point], moe_factor: float | None = None, efficiency_prefill: float | None = None) -> FitSet:
     """Fit every level on the usable points (``fit``); ``moe_factor`` None chooses it from
     :data:`MOE_FACTORS` by the total |log error| of every point predicted with its own engine's constants.
+    ``efficiency_prefill`` (from :func:`fit_prefill`) is held fixed at every level; None fits it too
+    (only for tests of the fit itself: the shipped catalog never fits it on throughput points).
 
     Raises :class:`ValueError` with fewer than :data:`MIN_POINTS` usable points.
     """
@@ -156,7 +204,7 @@ def fit_set(points: Sequence[Point], moe_factor: float | None = None) -> FitSet:
         raise ValueError(f"a calibration needs at least {MIN_POINTS} usable points, got {len(usable)}")
     best: tuple[float, FitSet] | None = None
     for moe in (moe_factor,) if moe_factor is not None else MOE_FACTORS:
-        fs = _fit_at(usable, moe)
+        fs = _fit_at(usable, moe, efficiency_prefill)
         loss = sum(abs(math.log1p(fs.error(p))) for p in usable)
         if best is None or loss < best[0]:
             best = (loss, fs)
@@ -179,7 +227,7 @@ class CrossValidation:
         return median([abs(errs[i]) for i in keys])
 
 
-def cross_validate(points: Sequence[Point]) -> CrossValidation:
+def cross_validate(points: Sequence[Point], efficiency_prefill: float | None = None) -> CrossValidation:
     """Leave one ``source_group`` out at a time, refit everything, predict the held-out points."""
     usable = [p for p in points if p.fit]
     with_e: dict[str, float] = {}
@@ -189,7 +237,7 @@ def cross_validate(points: Sequence[Point]) -> CrossValidation:
     for group in sorted({p.source_group for p in usable}):
         train = [p for p in usable if p.source_group != group]
         held = [p for p in usable if p.source_group == group]
-        fs = fit_set(train)
+        fs = fit_set(train, efficiency_prefill=efficiency_prefill)
         moes[group] = fs.moe_factor
         for p in held:
             with_e[p.id] = fs.error(p)
