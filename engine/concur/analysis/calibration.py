@@ -289,7 +289,15 @@ def gpu_entry(name: str) -> str:
     return prefixes[0]
 
 
-_TERMS = ("memory_time", "compute_time", "prefill_time", "prefill_token_time", "t_comm", "t_comm_per_token", "kv_per_token")
+_TERMS = (
+    "memory_time",
+    "compute_time",
+    "prefill_time",
+    "prefill_token_time",
+    "t_comm",
+    "t_comm_per_token",
+    "kv_per_token",
+)
 
 
 def _terms(given: dict[str, Any]) -> dict[str, Any]:

@@ -88,7 +88,10 @@ TOKEN_BUDGET: dict[str, tuple[int, str]] = {
         "SGLang --chunked-prefill-size, 8192 on 80 GB-class GPUs (sgl-project/sglang python/sglang/srt/server_args.py, "
         "chunked_prefill_size chosen by GPU memory)",
     ),
-    "default": (8192, "engine unknown: the 8192-token step budget vLLM, SGLang and TensorRT-LLM default to on 80 GB GPUs"),
+    "default": (
+        8192,
+        "engine unknown: the 8192-token step budget vLLM, SGLang and TensorRT-LLM default to on 80 GB GPUs",
+    ),
 }
 
 

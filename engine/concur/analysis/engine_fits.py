@@ -145,9 +145,7 @@ def fit_prefill(path: str | Path) -> PrefillFit:
     model = build_model(["llm_throughput"])
     out: dict[str, float] = {}
     for raw in load_yaml(path)["points"]:
-        given = {
-            k: raw[k] for k in ("engine", "gpu", "tp", "model", "weight_dtype", "kv_dtype") if k in raw
-        }
+        given = {k: raw[k] for k in ("engine", "gpu", "tp", "model", "weight_dtype", "kv_dtype") if k in raw}
         given.update(
             input_tokens=f"{float(raw['input_tokens'])!r} token/request",
             output_tokens=f"{float(raw['output_tokens'])!r} token/request",
@@ -191,7 +189,9 @@ def _fit_at(usable: Sequence[Point], moe: float, eta_p: float | None = None) -> 
     return FitSet(glob, engines, cells, moe)
 
 
-def fit_set(points: Sequence[Point], moe_factor: float | None = None, efficiency_prefill: float | None = None) -> FitSet:
+def fit_set(
+    points: Sequence[Point], moe_factor: float | None = None, efficiency_prefill: float | None = None
+) -> FitSet:
     """Fit every level on the usable points (``fit``); ``moe_factor`` None chooses it from
     :data:`MOE_FACTORS` by the total |log error| of every point predicted with its own engine's constants.
     ``efficiency_prefill`` (from :func:`fit_prefill`) is held fixed at every level; None fits it too
