@@ -66,8 +66,9 @@ def test_the_default_question_derives_the_step_time_from_the_model() -> None:
 
 
 def test_a_concurrency_past_the_kv_pool_is_refused() -> None:
-    """itl = 50 ms would batch ~500 requests; the pool holds 322 of 1,400 tokens: exit 3, saying so."""
-    res = concur("solve", "llm_throughput", "--find", "concurrency", *sets(CONFIG), "--set", "itl=50 ms")
+    """itl = 200 ms (served, prompts included) would batch ~750 requests; the pool holds 322 of 1,400
+    tokens: exit 3, saying so."""
+    res = concur("solve", "llm_throughput", "--find", "concurrency", *sets(CONFIG), "--set", "itl=200 ms")
     assert res.returncode == 3
     assert "KV pool holds whole" in res.stderr and "kv_batch_limit=322.1" in res.stderr
     held = solve_model(
