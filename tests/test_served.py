@@ -116,7 +116,7 @@ def test_prefill_constant_comes_from_low_load_ttft_and_a_70b_prompt_takes_what_k
     loaded-TTFT fit gave."""
     fit = fit_prefill("tests/data/prefill_points.yaml")
     for engine, entry in get_catalog("engines").entries.items():
-        assert entry.values["efficiency_prefill"][0] == pytest.approx(fit.value, abs=1e-4), engine
+        assert entry.values["efficiency_prefill"][0] == pytest.approx(fit.value, abs=5e-3), engine
     sol = solve_model(
         build_model(["llm_throughput"]),
         ("prefill_time",),

@@ -8,10 +8,11 @@ The pack models one decode step of a replica as::
 
 and what a loaded replica delivers per output token (continuous batching with prefill) as::
 
-    t_step_served = max(memory_time / efficiency, compute_time / (flops_fraction x efficiency)
-                        + prefill_overlap x prefill_per_step)
-                    + (1 - prefill_overlap) x prefill_per_step + t_comm + c_p x t_comm_per_token + t_fixed
+    t_step_served = t_step + prefill_overlap x max(0, prefill_per_step - prefill_slack)
+                    + (1 - prefill_overlap) x (prefill_per_step + passes x pass_overhead)
+                    + c_p x t_comm_per_token
     prefill_per_step = c_p x prefill_token_time,  c_p = concurrency x input_tokens / output_tokens
+    prefill_slack    = max(0, weights_time / efficiency - compute_time / (flops_fraction x efficiency))
 
 ``memory_time`` (weights, with MoE experts uncovered as the batch grows, plus every sequence's
 KV cache) and ``compute_time`` (2 flop per active parameter plus attention over the context)
@@ -150,6 +151,10 @@ class Point:
     t_comm: float = 0.0
     t_comm_per_token: float = 0.0  # s per token of a step (tensor-parallel all-reduce bandwidth)
     prefill_token_time: float = 0.0  # s per prompt token per GPU at efficiency_prefill 1
+    t_comm_latency: float = 0.0  # s: the all-reduces' fixed cost of one forward pass
+    weights_time: float = 0.0  # s: one read of the weights at full bandwidth
+    token_budget: float = 8192.0  # tokens one engine step may carry
+    static: bool = False  # a static batch: every prompt is there at the start, prefilled in full passes
     prefill_overlap: float = 0.0
     layers: int = 0
     moe: bool = False
@@ -317,6 +322,8 @@ def _terms(given: dict[str, Any]) -> dict[str, Any]:
         "t_comm": sol.value("t_comm", "s"),
         "t_comm_per_token": sol.value("t_comm_per_token", "s/token"),
         "prefill_token_time": sol.value("prefill_token_time", "s/token"),
+        "t_comm_latency": sol.value("t_comm_latency", "s"),
+        "weights_time": sol.value("weights_read", "B") / sol.value("hbm_bandwidth", "B/s"),
         "kv_per_token": sol.value("kv_per_token", "B/token"),
         "flops_fraction": float(sol.values.get("flops_fraction", 1.0)),
         "family": family,
@@ -363,6 +370,7 @@ def point_from(
     source_group: str = "",
     fit: bool = True,
     assumptions: Sequence[str] = (),
+    static: bool = False,
 ) -> Point:
     """A :class:`Point` for one configuration (``given``: pack givens without load or lengths), solved by the pack."""
     terms = _terms(
@@ -391,6 +399,9 @@ def point_from(
         t_comm=terms["t_comm"],
         t_comm_per_token=terms["t_comm_per_token"],
         prefill_token_time=terms["prefill_token_time"],
+        t_comm_latency=terms["t_comm_latency"],
+        weights_time=terms["weights_time"],
+        static=static,
         prefill_overlap=prefill_overlap,
         layers=terms["layers"],
         moe=terms["experts"] > 0,
@@ -468,6 +479,7 @@ def _point(raw: Mapping[str, Any], configs: Mapping[str, Any]) -> Point:
         source_group=str(raw.get("source_group", "")),
         fit=fit,
         assumptions=notes,
+        static="batch_size" in raw,
     )
 
 
@@ -497,12 +509,21 @@ def evaluate(point: Point, efficiency: Any = 1.0, t_fixed: Any = 0.0, efficiency
         ptt = p.prefill_token_time or p.prefill_time / p.input_tokens  # hand-built points may give only prefill_time
         per_step = c_p * ptt / np.asarray(efficiency_prefill, dtype=float)
         ov = p.prefill_overlap
+        tf = np.asarray(t_fixed, dtype=float)
+        # continuous load: the prompts waiting when a decode step ends; a static batch: all of them at once
+        waiting = c * p.input_tokens if p.static else max(p.input_tokens, c_p)
+        pass_tokens = min(waiting, p.token_budget)
+        passes = (1.0 - ov) * c_p / pass_tokens
+        pass_overhead = (
+            tf + p.t_comm_latency + np.maximum(0.0, p.weights_time / eff - pass_tokens * ptt / np.asarray(efficiency_prefill))
+        )
+        slack = np.maximum(0.0, p.weights_time / eff - compute)  # only the weights' read hides a chunk
         tpot = (
-            np.maximum(memory, compute + ov * per_step)
+            t_step
+            + ov * np.maximum(0.0, per_step - slack)
             + (1.0 - ov) * per_step
-            + p.t_comm
+            + passes * pass_overhead
             + c_p * p.t_comm_per_token
-            + np.asarray(t_fixed, dtype=float)
         )
     gpus = p.tp * p.pp
     return {

@@ -47,6 +47,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .calibration import Point, grid_fit, log_errors, median
 
@@ -135,8 +136,11 @@ def fit_prefill(path: str | Path) -> PrefillFit:
 
     Each row of ``path`` (schema of ``tests/data/prefill_points.yaml``) is a TTFT measured with one
     request in flight, so the pack's ``ttft`` there is half a decode step plus the prompt's chunks,
-    with no queue; the solver finds the efficiency_prefill giving the measured value, with the
-    engine's decode constants (catalogs/engines.yaml) for the fixed cost of those steps.
+    with no queue; a bisection over forward solves finds the efficiency_prefill giving the measured
+    value (ttft falls as it grows). The decode step in it is the run's own measured ITL (roofline
+    step plus the fixed cost that makes it up to the measurement), never the catalog's decode
+    constants: the prefill fit depends on no other fit. Raises ValueError when no value in
+    [0.02, 1] reproduces a point.
     """
     from ..lang.model import build_model
     from ..lang.yamlsafe import load_yaml
@@ -150,11 +154,27 @@ def fit_prefill(path: str | Path) -> PrefillFit:
             input_tokens=f"{float(raw['input_tokens'])!r} token/request",
             output_tokens=f"{float(raw['output_tokens'])!r} token/request",
             concurrency=f"{float(raw['concurrency'])!r} request",
-            ttft=f"{float(raw['ttft_ms'])!r} ms",
             kv_fit="ignore",
         )
-        sol = solve_model(model, ("efficiency_prefill",), given)
-        out[str(raw["id"])] = float(sol.values["efficiency_prefill"])
+        target = float(raw["ttft_ms"]) * 1e-3
+        # the decode step of this very run, measured (ITL at concurrency 1): its fixed part is what
+        # the roofline step (efficiency 1, no fixed cost) leaves unexplained
+        roofline = {**given, **{f"efficiency_{f}": 1 for f in (*FAMILIES, "other")}}
+        bare = solve_model(model, ("t_step",), {**roofline, **{f"t_layer_{f}": "0 ms" for f in (*FAMILIES, "other")}})
+        layers = float(bare.values["layers"]) * (float(bare.values["moe_layer_factor"]) if bare.values.get("experts") else 1)
+        per_layer = max(0.0, float(raw["itl_ms"]) * 1e-3 - bare.value("t_step", "s")) / layers
+        given = {**roofline, **{f"t_layer_{f}": f"{per_layer!r} s" for f in (*FAMILIES, "other")}}
+
+        def ttft_at(eta: float, given: dict[str, Any] = given) -> float:
+            return solve_model(model, ("ttft",), {**given, "efficiency_prefill": eta}).value("ttft", "s")
+
+        lo, hi = 0.02, 1.0  # ttft falls as efficiency_prefill grows: bisect in log space
+        if not ttft_at(hi) <= target <= ttft_at(lo):
+            raise ValueError(f"{raw['id']}: no efficiency_prefill in [{lo}, {hi}] gives ttft {raw['ttft_ms']} ms")
+        for _ in range(40):
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if ttft_at(mid) > target else (lo, mid)
+        out[str(raw["id"])] = math.sqrt(lo * hi)
     if not out:
         raise ValueError(f"{path}: no prefill points")
     return PrefillFit(median(list(out.values())), out)
