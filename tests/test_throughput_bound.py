@@ -412,3 +412,22 @@ def test_pack_and_calibration_physics_agree(name: str, concurrency: int, overlap
     assert sol.value("t_step", "s") == pytest.approx(float(ref["t_step"]), rel=1e-9)
     assert sol.value("t_step_served", "s") == pytest.approx(float(ref["tpot"]), rel=1e-9)
     assert sol.value("served_tokens_per_s", "token/s") == pytest.approx(float(ref["per_gpu"]) * cfg["tp"], rel=1e-9)
+
+
+def test_the_error_table_in_t2_is_what_concur_computes(calibration: Any) -> None:
+    """docs/t2-throughput.md's table of served-throughput errors (per cell, per held-out source, per
+    measured point) is `python -m concur.analysis.engine_catalog tests/data/throughput_points.yaml
+    --points`, line for line; its in-sample median stays within 20 %."""
+    from concur.analysis.engine_catalog import report
+
+    text = (ROOT / "docs" / "t2-throughput.md").read_text()
+    block = text.split("<!-- error-table:begin -->\n")[1].split("\n<!-- error-table:end -->")[0]
+    fs, cv = calibration
+    everything = load_points(ROOT / "tests" / "data" / "throughput_points.yaml")
+    assert block.splitlines() == report(fs, cv, everything, per_point=True)
+    lines = block.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| point |")) + 2
+    points = [line for line in lines[start:] if line.startswith("| ")]
+    assert len(points) >= 30
+    in_sample = sorted(abs(float(r.split("|")[3].strip().rstrip("%"))) for r in points)
+    assert median(in_sample) <= 20.0
