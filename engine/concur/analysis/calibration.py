@@ -515,7 +515,9 @@ def evaluate(point: Point, efficiency: Any = 1.0, t_fixed: Any = 0.0, efficiency
         pass_tokens = min(waiting, p.token_budget)
         passes = (1.0 - ov) * c_p / pass_tokens
         pass_overhead = (
-            tf + p.t_comm_latency + np.maximum(0.0, p.weights_time / eff - pass_tokens * ptt / np.asarray(efficiency_prefill))
+            tf
+            + p.t_comm_latency
+            + np.maximum(0.0, p.weights_time / eff - pass_tokens * ptt / np.asarray(efficiency_prefill))
         )
         slack = np.maximum(0.0, p.weights_time / eff - compute)  # only the weights' read hides a chunk
         tpot = (

@@ -34,6 +34,7 @@ from .engine_fits import (
 __all__ = [
     "DATA_LABEL",
     "PREFILL_OVERLAP",
+    "engine_versions",
     "engines_catalog",
     "main",
     "plot_fit",
@@ -147,6 +148,7 @@ def engines_catalog(
     points: Sequence[Point],
     data_label: str = DATA_LABEL,
     prefill: PrefillFit | None = None,
+    versions: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """The engines catalog document (plain data) for a calibration and its cross-validation."""
     fields: dict[str, Any] = {}
@@ -167,6 +169,8 @@ def engines_catalog(
     entries: dict[str, Any] = {}
     for engine in ("default", *ENGINES):
         entry: dict[str, Any] = {"name": _NAMES[engine]}
+        if versions and versions.get(engine):
+            entry["name"] += f"; decode constants from runs of {', '.join(versions[engine])}"
         for fam in (*FAMILIES, "other"):
             lv, src = _describe(fs, cv, points, engine, fam, data_label)
             entry[f"efficiency_{fam}"] = {"value": round(lv.efficiency, 4), "source": src}
@@ -344,6 +348,20 @@ def plot_fit(fs: FitSet, cv: CrossValidation, points: Sequence[Point], path: str
             tmp.unlink()
 
 
+def engine_versions(path: str | Path, points: Sequence[Point]) -> dict[str, list[str]]:
+    """Per engine id, the published engine versions of its usable points (as the sources state them),
+    so that a preset says which engine builds its constants describe."""
+    from ..lang.yamlsafe import load_yaml
+
+    raw = {str(r["id"]): str(r.get("engine_version", "")).strip() for r in load_yaml(path)["points"]}
+    out: dict[str, set[str]] = {}
+    for p in points:
+        text = raw.get(p.id, "")
+        if p.fit and text and not text.lower().startswith("not stated"):
+            out.setdefault(p.engine, set()).add(text)
+    return {engine: sorted(texts) for engine, texts in out.items()}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m concur.analysis.engine_catalog POINTS.yaml [ENGINES.yaml] [--plot PNG] [--points]``."""
     import sys
@@ -365,12 +383,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     points = load_points(args[0])
+    versions = engine_versions(args[0], points)
     prefill = fit_prefill(PREFILL_LABEL)
     fs = fit_set(points, efficiency_prefill=prefill.value)
     cv = cross_validate(points, efficiency_prefill=prefill.value)
     sys.stdout.write("\n".join(report(fs, cv, points, per_point=per_point)) + "\n")
     if len(args) > 1:
-        write_catalog(engines_catalog(fs, cv, points, prefill=prefill), args[1])
+        write_catalog(engines_catalog(fs, cv, points, prefill=prefill, versions=versions), args[1])
         sys.stdout.write(f"wrote {args[1]}\n")
     if plot:
         plot_fit(fs, cv, points, plot)

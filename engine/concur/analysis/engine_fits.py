@@ -161,7 +161,9 @@ def fit_prefill(path: str | Path) -> PrefillFit:
         # the roofline step (efficiency 1, no fixed cost) leaves unexplained
         roofline = {**given, **{f"efficiency_{f}": 1 for f in (*FAMILIES, "other")}}
         bare = solve_model(model, ("t_step",), {**roofline, **{f"t_layer_{f}": "0 ms" for f in (*FAMILIES, "other")}})
-        layers = float(bare.values["layers"]) * (float(bare.values["moe_layer_factor"]) if bare.values.get("experts") else 1)
+        layers = float(bare.values["layers"]) * (
+            float(bare.values["moe_layer_factor"]) if bare.values.get("experts") else 1
+        )
         per_layer = max(0.0, float(raw["itl_ms"]) * 1e-3 - bare.value("t_step", "s")) / layers
         given = {**roofline, **{f"t_layer_{f}": f"{per_layer!r} s" for f in (*FAMILIES, "other")}}
 

@@ -280,7 +280,7 @@ def _capacities(
     return out
 
 
-_POINTS = 96  # batch grid points per configuration (geometric from 1 to the cap, plus the cap)
+_POINTS = 256  # batch grid points per configuration (geometric from 1 to the cap, plus the cap)
 
 
 _SWEPT = ("itl", "ttft", "compute_utilization", "bandwidth_utilization")
