@@ -133,3 +133,30 @@ def test_prefill_constant_comes_from_low_load_ttft_and_a_70b_prompt_takes_what_k
         },
     )
     assert 45 <= sol.value("prefill_time", "ms") <= 90
+
+
+def test_the_plan_path_sweeps_in_base_units() -> None:
+    """sweep(..., base_units=True) takes and gives base units (s, flop/s ...): the same answers as the
+    display-unit sweep, scaled by each variable's display factor, so fleet_plan passes no unit text."""
+    import numpy as np
+
+    from concur.sweep import sweep
+
+    model = build_model(["llm_throughput"])
+    given = {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "input_tokens": 1024, "output_tokens": 256}
+    shown = sweep(
+        model, {"concurrency": [1.0, 16.0], "allreduce_latency": [8.0, 8.0]}, given, ["itl", "ttft"], grid=False
+    )
+    base = sweep(
+        model,
+        {"concurrency": [1.0, 16.0], "allreduce_latency": [8e-6, 8e-6]},
+        given,
+        ["itl", "ttft"],
+        grid=False,
+        base_units=True,
+    )
+    for name in ("itl", "ttft"):
+        factor = model.variables[name].display.factor
+        assert factor != 1  # ms on display, s in base units
+        assert np.allclose(base[name], np.asarray(shown[name]) * factor, rtol=1e-12)
+    assert np.allclose(base["allreduce_latency"], [8e-6, 8e-6])

@@ -31,7 +31,9 @@ binds, so 7 replicas, 28 GPUs.
 
 ``itl(b)`` is the *served* time per output token (``t_step_served``: every step carries the
 batch's decodes and its share of the prompts) and ``ttft(b)`` the time to first token under load,
-so ``rate(b) x output_tokens`` never exceeds what the replica serves. Each row also carries
+so ``rate(b) x output_tokens`` never exceeds what the replica serves. The plan computes in base
+units end to end: the givens as :func:`resolve_givens` holds them go into the sweep and its
+results come back in the same units (``sweep(..., base_units=True)``). Each row also carries
 ``compute_utilization`` and ``bandwidth_utilization`` at its operating batch (FLOP/s needed over the
 GPUs' dense peak at the weights' precision; HBM bytes/s over bandwidth); a row above
 :data:`UTILIZATION_CEILING` is rejected with that reason.
@@ -307,11 +309,11 @@ def _curves(
         sizes = [len(g) for g in grids]
         over: dict[str, Any] = {"concurrency": np.concatenate(grids)}
         for n in numeric:
-            factor = model.variables[n].display.factor
-            over[n] = np.repeat([capacity[c].values[n] / factor for c in configs], sizes)
+            over[n] = np.repeat([capacity[c].values[n] for c in configs], sizes)
         given: dict[str, Any] = {n: model.variables[n].choices[int(capacity[configs[0]].values[n])] for n in choice}
-        result = sweep(model, over, given, list(_SWEPT), grid=False, validate=False)  # solved in _capacities
-        series = [np.asarray(result[n], dtype=float) * model.variables[n].display.factor for n in _SWEPT]
+        # base units in and out (the givens as resolve_givens holds them); solved in _capacities
+        result = sweep(model, over, given, list(_SWEPT), grid=False, validate=False, base_units=True)
+        series = [np.asarray(result[n], dtype=float) for n in _SWEPT]
         start = 0
         for c, grid, size in zip(configs, grids, sizes):
             out[c] = (grid, *(x[start : start + size] for x in series))
