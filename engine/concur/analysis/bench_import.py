@@ -38,7 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConcurError, UsageError
+from ..lang.model import build_model
 from ..readfile import FileRefused, read_regular
+from ..solver.question import solve_model
 from .calibration import Point, grid_fit, log_errors, median, point_from
 
 __all__ = ["ENGINE_OVERLAP", "CalibrationResult", "Run", "catalog_document", "fit_runs", "read_runs"]
@@ -246,9 +248,6 @@ def _prefill_from_ttft(
     """The efficiency_prefill whose pack ``ttft`` (half a step, the prefill queue, the prompt's
     chunks) at the run's load equals its measured TTFT, with the decode constants of a first fit;
     bisection in log space (ttft falls as it grows). None when no value in [0.05, 1] does."""
-    from ..lang.model import build_model
-    from ..solver.question import solve_model
-
     model = build_model(["llm_throughput"])
     given = {
         **config,

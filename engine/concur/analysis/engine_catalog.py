@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..lang.yamlsafe import load_yaml
 from .calibration import Point, load_points, median
 from .engine_fits import (
     ENGINES,
@@ -351,8 +352,6 @@ def plot_fit(fs: FitSet, cv: CrossValidation, points: Sequence[Point], path: str
 def engine_versions(path: str | Path, points: Sequence[Point]) -> dict[str, list[str]]:
     """Per engine id, the published engine versions of its usable points (as the sources state them),
     so that a preset says which engine builds its constants describe."""
-    from ..lang.yamlsafe import load_yaml
-
     raw = {str(r["id"]): str(r.get("engine_version", "")).strip() for r in load_yaml(path)["points"]}
     out: dict[str, set[str]] = {}
     for p in points:

@@ -49,6 +49,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..lang.model import build_model
+from ..lang.yamlsafe import load_yaml
+from ..solver.question import solve_model
 from .calibration import Point, grid_fit, log_errors, median
 
 __all__ = [
@@ -142,10 +145,6 @@ def fit_prefill(path: str | Path) -> PrefillFit:
     constants: the prefill fit depends on no other fit. Raises ValueError when no value in
     [0.02, 1] reproduces a point.
     """
-    from ..lang.model import build_model
-    from ..lang.yamlsafe import load_yaml
-    from ..solver.question import solve_model
-
     model = build_model(["llm_throughput"])
     out: dict[str, float] = {}
     for raw in load_yaml(path)["points"]:

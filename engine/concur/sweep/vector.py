@@ -218,7 +218,7 @@ def sweep(
 
     if base_units:  # base -> display at the door; results back to base below
         for k in num:
-            columns[k] = columns[k] / model.variables[k].display.factor
+            columns[k] = np.asarray(columns[k], dtype=float) / model.variables[k].display.factor
         result = sweep(model, columns, given, outputs, grid=grid, progress=progress, validate=validate)
         for name in list(result):
             var = model.variables.get(name)
