@@ -174,6 +174,8 @@ def _csv(result: Any, path: str) -> None:
         "itl_ms",
         "batch_per_replica",
         "per_replica_concurrency",
+        "compute_utilization",
+        "bandwidth_utilization",
         "binds",
         "reason",
     ]
@@ -198,6 +200,8 @@ def _csv(result: Any, path: str) -> None:
                 value(r["itl"]),
                 "" if r["batch_per_replica"] is None else f"{r['batch_per_replica']:.6g}",
                 "" if r["per_replica_concurrency"] is None else f"{r['per_replica_concurrency']:.6g}",
+                "" if r["compute_utilization"] is None else f"{r['compute_utilization']:.4g}",
+                "" if r["bandwidth_utilization"] is None else f"{r['bandwidth_utilization']:.4g}",
                 r["binds"] or "",
                 r["reason"],
             ]
