@@ -66,8 +66,8 @@ def test_the_default_question_derives_the_step_time_from_the_model() -> None:
 
 
 def test_a_concurrency_past_the_kv_pool_is_refused() -> None:
-    """itl = 50 ms would batch ~500 requests; the pool holds 322 of 1,400 tokens: exit 3, saying so."""
-    res = concur("solve", "llm_throughput", "--find", "concurrency", *sets(CONFIG), "--set", "itl=50 ms")
+    """A batch of 400 requests: the pool holds 322 of 1,400 tokens: exit 3, saying so."""
+    res = concur("solve", "llm_throughput", "--find", "tokens_per_s", *sets(CONFIG), "--set", "concurrency=400")
     assert res.returncode == 3
     assert "KV pool holds whole" in res.stderr and "kv_batch_limit=322.1" in res.stderr
     held = solve_model(
@@ -93,6 +93,7 @@ def test_a_target_met_by_one_replica_is_answered_with_one_not_a_million(fleet) -
     H100 PCIe, TP8 crosses PCIe and needs 3 replicas)."""
     cheap = {
         **RATE,
+        "arrival_rate": 10,
         "gpu": "h100-sxm-80gb",
         "tp": 8,
         "weight_dtype": "fp8",
@@ -125,6 +126,7 @@ def test_rate_and_replicas_with_an_sla_take_no_detour_through_the_model_constant
     TP8 (NVLink to all 8): one replica carries the rate at a 17 ms step."""
     given = {
         **RATE,
+        "arrival_rate": 10,
         "gpu": "h100-sxm-80gb",
         "tp": 8,
         "weight_dtype": "fp8",
@@ -163,6 +165,6 @@ def test_the_trace_of_a_searched_answer_holds_every_step_of_the_loop_inside(flee
     assert len(names) == len(set(names))
     after = names[names.index("replicas") :]
     assert after[1] == "concurrency"  # the torn loop, inside the integer search
-    assert {"t_step", "ttft", "residence_time", "in_flight", "batch", "kv_batch_limit"} <= set(after)
+    assert {"t_step_served", "ttft", "residence_time", "in_flight", "batch", "kv_batch_limit"} <= set(after)
     for step in sol.trace:
         assert step.value == sol.values[step.variable], step.variable

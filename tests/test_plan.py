@@ -88,9 +88,11 @@ def test_the_sweep_sizes_every_configuration_as_the_solver_does(small) -> None:
     for cand in random.Random(7).sample(feasible, 8):
         sol = solve_model(model, ("replicas", "itl", "ttft"), {**QUESTION, **cand.config.given()})
         assert sol.value("replicas") == cand.replicas, cand.config
-        # the sweep interpolates its curves between 96 batches per configuration: within 0.5 %
-        assert sol.values["itl"] == pytest.approx(cand.itl, rel=5e-3), cand.config
-        assert sol.values["ttft"] == pytest.approx(cand.ttft, rel=5e-3), cand.config
+        # the sweep interpolates its curves between 256 batches per configuration; the served step
+        # has kinks (where a prompt chunk starts to cost more than the weights' read hides), across
+        # which linear interpolation is off by up to about 1.5 %
+        assert sol.values["itl"] == pytest.approx(cand.itl, rel=2e-2), cand.config
+        assert sol.values["ttft"] == pytest.approx(cand.ttft, rel=2e-2), cand.config
 
 
 def test_rejections_say_why(small) -> None:
@@ -112,7 +114,8 @@ def test_a_gpu_the_provider_does_not_list_is_rejected_with_that_reason(small) ->
 
 def test_the_cheapest_plan_simulated_meets_its_slas(small) -> None:
     """Simulate the cheapest configuration (Poisson arrivals, continuous batching, the plan's replicas
-    and batch cap): its step time the pack's, linearised around the plan's operating batch; its TTFT
+    and batch cap): its step time the pack's served step (decodes plus the prompts' share), linearised
+    around the plan's operating batch; its TTFT
     the pack's there. The simulated mean batch, ITL and TTFT agree with the plan's within the 95 %
     interval (plus 1 % for the mean-field approximation) and stay inside the SLAs."""
     best = small.feasible[0]
@@ -120,17 +123,17 @@ def test_the_cheapest_plan_simulated_meets_its_slas(small) -> None:
     cfg = {"model": QUESTION["model"], "input_tokens": 1000, "output_tokens": 400, **best.config.given()}
 
     def step(batch: float) -> dict[str, float]:
-        return solve_model(throughput, ("t_step", "ttft"), {**cfg, "concurrency": batch}).values
+        return solve_model(throughput, ("itl", "ttft"), {**cfg, "concurrency": batch}).values
 
     lo, hi = 0.95 * best.batch, 1.05 * best.batch
-    k = (step(hi)["t_step"] - step(lo)["t_step"]) / (hi - lo)
+    k = (step(hi)["itl"] - step(lo)["itl"]) / (hi - lo)
     at = step(best.batch)
     fleet = LLMFleet(
         arrival_rate=50.0,
         replicas=best.replicas,
         output_tokens=400.0,
         ttft=at["ttft"],
-        step_time_base=at["t_step"] - k * best.batch,
+        step_time_base=at["itl"] - k * best.batch,
         step_time_per_seq=k,
         max_batch=int(best.per_replica_concurrency),
     )

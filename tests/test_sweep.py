@@ -39,10 +39,11 @@ def throughput():
 
 
 def test_design_numbers(throughput):
-    r = sweep(throughput, {"concurrency": [1, 64]}, {**BASE, "efficiency": 1, "t_fixed": 0}, ["t_step", "tokens_per_s"])
+    outs = ["t_step", "bound_tokens_per_s"]
+    r = sweep(throughput, {"concurrency": [1, 64]}, {**BASE, "efficiency": 1, "t_fixed": 0}, outs)
     assert r.method == "vector"
     assert r["t_step"] == pytest.approx([4.874, 9.922], rel=1e-3)
-    assert r["tokens_per_s"][1] == pytest.approx(6450.1, rel=1e-3)
+    assert r["bound_tokens_per_s"][1] == pytest.approx(6450.1, rel=1e-3)
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -215,10 +216,15 @@ def test_fold_agrees_with_the_compiled_formula(throughput):
 
 
 def test_fast_pass_falls_back_on_a_flag(throughput):
-    # bandwidth 0 divides by zero: that point is NaN and counted, the others equal the solver
+    # bandwidth 0 divides by zero (the step's memory time and the weights' read time): that point is
+    # NaN and counted, the others equal the solver
     given = {**BASE, "concurrency": 8}
     r = sweep(throughput, {"hbm_bandwidth": [3.35, 0.0, 2.0]}, given, ["t_step", "tokens_per_s"])
-    assert np.isnan(r["t_step"][1]) and np.isnan(r["tokens_per_s"][1]) and r.violations == {"memory_time": 1}
+    assert (
+        np.isnan(r["t_step"][1])
+        and np.isnan(r["tokens_per_s"][1])
+        and r.violations == {"memory_time": 1, "weights_time": 1}
+    )
     for i in (0, 2):
         bw = r["hbm_bandwidth"][i]
         sol = solve_model(throughput, ("t_step",), {**given, "hbm_bandwidth": f"{bw} TB/s"})

@@ -77,7 +77,7 @@ def test_readme_starts_with_the_two_setup_commands_and_the_first_answers_the_fle
     import json
 
     results = json.loads(out.stdout)["results"]
-    assert results["replicas"]["value"] == 3 and results["fleet_gpus"]["value"] == 12
+    assert results["replicas"]["value"] == 7 and results["fleet_gpus"]["value"] == 28
     assert f"${results['cost_per_month']['value']:,.0f} a month" in text.replace("\n", " ")
 
 

@@ -14,9 +14,10 @@ in the files and comes from ``--set``.
 its roofline terms for the given configuration, and the run's TPOT (per-user rate ``1000 /
 TPOT``, the pack's ``t_step_served``) and output throughput (``served_tokens_per_s``) are the
 measurements. ``efficiency`` and ``t_fixed`` (per step, for this model) are fitted by least
-absolute log error over both. ``efficiency_prefill`` comes from the TTFT of the
-lowest-concurrency run when the files record it (TTFT = prefill + one step); without TTFT it
-is fitted with the rest, and then only the served throughput pins it down -- weakly when
+absolute log error over both. ``efficiency_prefill`` comes from the TTFT of the run with the
+longest prompts per request in flight when the files record it (the pack's TTFT under load -- half a step, the
+prefill queue, the prompt's chunks -- inverted with the decode constants of a first fit, which
+are then refitted with it held); without TTFT it is fitted with the rest, and then only the served throughput pins it down -- weakly when
 prompts are short, which the JSON output's error says.
 
 Worked example: five files at concurrency 1..64 of Llama-3.1-8B bf16 on one H100, made by the
@@ -46,8 +47,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import ConcurError, UsageError
+from ..lang.model import build_model
 from ..readfile import FileRefused, read_regular
+from ..solver.question import solve_model
 from .calibration import (
     FITTED,
     Point,
@@ -309,6 +312,40 @@ def _loads_text(runs: Sequence[Run]) -> str:
     return shown + (f" and {len(loads) - 6} more" if len(loads) > 6 else "")
 
 
+def _prefill_from_ttft(
+    run: Run, config: Mapping[str, Any], overlap: float, efficiency: float, t_fixed: float
+) -> float | None:
+    """The efficiency_prefill whose pack ``ttft`` (half a step, the prefill queue, the prompt's
+    chunks) at the run's load equals its measured TTFT, with the decode constants of a first fit;
+    bisection in log space (ttft falls as it grows). None when no value in [0.05, 1] does."""
+    model = build_model(["llm_throughput"])
+    given = {
+        **config,
+        "efficiency": efficiency,
+        "t_fixed": f"{t_fixed!r} s",
+        "prefill_overlap": overlap,
+        "concurrency": f"{run.concurrency!r} request",
+        "input_tokens": f"{run.input_tokens!r} token/request",
+        "output_tokens": f"{run.output_tokens!r} token/request",
+        "kv_fit": "ignore",
+    }
+    target = float(run.ttft_ms or 0.0) / 1e3
+
+    def ttft_at(eta: float) -> float:
+        try:
+            return solve_model(model, ("ttft",), {**given, "efficiency_prefill": eta}).value("ttft", "s")
+        except ConcurError:
+            return math.inf  # the prompts saturate the replica at this efficiency
+
+    lo, hi = 0.05, 1.0
+    if not ttft_at(hi) <= target <= ttft_at(lo):
+        return None
+    for _ in range(40):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if ttft_at(mid) > target else (lo, mid)
+    return math.sqrt(lo * hi)
+
+
 def fit_runs(runs: Sequence[Run], given: Mapping[str, Any]) -> CalibrationResult:
     """Fit efficiency, t_fixed and efficiency_prefill on ``runs`` for the configuration ``given``
     (pack givens: ``model``, ``gpu``, ``tp``, dtypes...; ``prefill_overlap`` optional).
@@ -344,14 +381,19 @@ def fit_runs(runs: Sequence[Run], given: Mapping[str, Any]) -> CalibrationResult
     flat = [p for pair in pairs for p in pair]
     eta_p = None
     prefill_from = "fitted with the rest (no TTFT in the files)"
-    timed = [(r, r.ttft_ms, pair[0]) for r, pair in zip(runs, pairs) if r.ttft_ms is not None]
+    timed = [r for r in runs if r.ttft_ms is not None]
+    eff, tf, ep = fast_fit(flat, None)
     if timed:
-        run, ttft_ms, point = min(timed, key=lambda rp: rp[0].concurrency)
-        spare = ttft_ms / 1e3 - run.tpot_ms / 1e3
-        if spare > 0:
-            eta_p = min(1.0, max(0.05, point.prefill_time / spare))
+        # the run whose TTFT the prompt's compute dominates most: long prompts at light load
+        run = max(timed, key=lambda r: r.input_tokens / r.concurrency)
+        for _ in range(3):  # the prefill pins the decode constants' share of the TTFT, and back
+            found = _prefill_from_ttft(run, config, overlap, eff, tf)
+            if found is None:
+                break
+            eta_p = found
+            eff, tf, ep = fast_fit(flat, eta_p)
+        if eta_p is not None:
             prefill_from = f"TTFT of {run.label} (concurrency {run.concurrency:g})"
-    eff, tf, ep = fast_fit(flat, eta_p)
     blind = unidentified(flat, eta_p, (eff, tf, ep))
     if blind is not None:
         raise UsageError(

@@ -8,9 +8,11 @@ The pack models one decode step of a replica as::
 
 and what a loaded replica delivers per output token (continuous batching with prefill) as::
 
-    t_step_served = t_step + max(0, prefill_per_step - prefill_overlap * decode_slack)
-    prefill_per_step = concurrency * prefill_time / output_tokens
-    decode_slack     = max(0, memory_time - compute_time / flops_fraction) / efficiency
+    t_step_served = t_step + prefill_overlap x max(0, prefill_per_step - prefill_slack)
+                    + (1 - prefill_overlap) x (prefill_per_step + passes x pass_overhead)
+                    + c_p x t_comm_per_token
+    prefill_per_step = c_p x prefill_token_time,  c_p = concurrency x input_tokens / output_tokens
+    prefill_slack    = max(0, weights_time / efficiency - compute_time / (flops_fraction x efficiency))
 
 ``memory_time`` (weights, with MoE experts uncovered as the batch grows, plus every sequence's
 KV cache) and ``compute_time`` (2 flop per active parameter plus attention over the context)
@@ -156,6 +158,12 @@ class Point:
     source_group: str = ""
     flops_fraction: float = 1.0
     t_comm: float = 0.0
+    t_comm_per_token: float = 0.0  # s per token of a step (tensor-parallel all-reduce bandwidth)
+    prefill_token_time: float = 0.0  # s per prompt token per GPU at efficiency_prefill 1
+    t_comm_latency: float = 0.0  # s: the all-reduces' fixed cost of one forward pass
+    weights_time: float = 0.0  # s: one read of the weights at full bandwidth
+    token_budget: float = 8192.0  # tokens one engine step may carry
+    static: bool = False  # a static batch: every prompt is there at the start, prefilled in full passes
     prefill_overlap: float = 0.0
     layers: int = 0
     moe: bool = False
@@ -295,7 +303,16 @@ def gpu_entry(name: str) -> str:
     return prefixes[0]
 
 
-_TERMS = ("memory_time", "compute_time", "prefill_time", "t_comm", "kv_per_token")
+_TERMS = (
+    "memory_time",
+    "compute_time",
+    "prefill_time",
+    "prefill_token_time",
+    "t_comm",
+    "t_comm_per_token",
+    "kv_per_token",
+    "weights_read",
+)
 
 
 def _terms(given: dict[str, Any]) -> dict[str, Any]:
@@ -313,6 +330,11 @@ def _terms(given: dict[str, Any]) -> dict[str, Any]:
         "compute_time": sol.value("compute_time", "s"),
         "prefill_time": sol.value("prefill_time", "s"),
         "t_comm": sol.value("t_comm", "s"),
+        "t_comm_per_token": sol.value("t_comm_per_token", "s/token"),
+        "prefill_token_time": sol.value("prefill_token_time", "s/token"),
+        "t_comm_latency": sol.value("t_comm_latency", "s"),
+        "weights_time": sol.value("weights_read", "B") / sol.value("hbm_bandwidth", "B/s"),
+        "weights_read": sol.value("weights_read", "B"),
         "kv_per_token": sol.value("kv_per_token", "B/token"),
         "flops_fraction": float(sol.values.get("flops_fraction", 1.0)),
         "family": family,
@@ -349,7 +371,10 @@ def load_terms(given: Mapping[str, Any], loads: Sequence[tuple[float, float, flo
         if any(math.isnan(v) for v in row.values()):
             by_load[load] = _terms({**given, **dict(zip(_LOAD_NAMES, load, strict=True))})
             continue
-        by_load[load] = {**first, **{n: first[n] if n in given else row[n] for n in _TERMS}}
+        terms = {**first, **{n: first[n] if n in given else row[n] for n in _TERMS}}
+        # the weights' read grows with the batch for MoE models: its time at this load, at the first's bandwidth
+        terms["weights_time"] = first["weights_time"] * terms["weights_read"] / first["weights_read"]
+        by_load[load] = terms
     for n in names:  # the sweep's units are the solve's: checked on the first load
         if not math.isclose(by_load[distinct[0]][n], first[n], rel_tol=1e-9, abs_tol=1e-15):
             raise AssertionError(
@@ -359,7 +384,16 @@ def load_terms(given: Mapping[str, Any], loads: Sequence[tuple[float, float, flo
 
 
 _LOAD_NAMES = ("concurrency", "input_tokens", "output_tokens")
-_TERM_UNITS = {"memory_time": "s", "compute_time": "s", "prefill_time": "s", "t_comm": "s", "kv_per_token": "B/token"}
+_TERM_UNITS = {
+    "memory_time": "s",
+    "compute_time": "s",
+    "prefill_time": "s",
+    "prefill_token_time": "s/token",
+    "t_comm": "s",
+    "t_comm_per_token": "s/token",
+    "kv_per_token": "B/token",
+    "weights_read": "B",
+}
 
 
 def _architecture(raw: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -400,6 +434,7 @@ def point_from(
     source_group: str = "",
     fit: bool = True,
     assumptions: Sequence[str] = (),
+    static: bool = False,
     terms: Mapping[str, Any] | None = None,
 ) -> Point:
     """A :class:`Point` for one configuration (``given``: pack givens without load or lengths), solved by the pack.
@@ -431,6 +466,11 @@ def point_from(
         source_group=source_group,
         flops_fraction=terms["flops_fraction"],
         t_comm=terms["t_comm"],
+        t_comm_per_token=terms["t_comm_per_token"],
+        prefill_token_time=terms["prefill_token_time"],
+        t_comm_latency=terms["t_comm_latency"],
+        weights_time=terms["weights_time"],
+        static=static,
         prefill_overlap=prefill_overlap,
         layers=terms["layers"],
         moe=terms["experts"] > 0,
@@ -508,6 +548,7 @@ def _point(raw: Mapping[str, Any], configs: Mapping[str, Any]) -> Point:
         source_group=str(raw.get("source_group", "")),
         fit=fit,
         assumptions=notes,
+        static="batch_size" in raw,
     )
 
 
@@ -533,8 +574,28 @@ def evaluate(point: Point, efficiency: Any = 1.0, t_fixed: Any = 0.0, efficiency
     t_step = np.maximum(memory, compute) + p.t_comm + np.asarray(t_fixed, dtype=float)
     tpot = t_step
     if efficiency_prefill is not None:
-        per_step = c * p.prefill_time / np.asarray(efficiency_prefill, dtype=float) / p.output_tokens
-        tpot = t_step + np.maximum(0.0, per_step - p.prefill_overlap * np.maximum(0.0, memory - compute))
+        c_p = c * p.input_tokens / p.output_tokens  # prompt tokens per step (steady state)
+        ptt = p.prefill_token_time or p.prefill_time / p.input_tokens  # hand-built points may give only prefill_time
+        per_step = c_p * ptt / np.asarray(efficiency_prefill, dtype=float)
+        ov = p.prefill_overlap
+        tf = np.asarray(t_fixed, dtype=float)
+        # continuous load: the prompts waiting when a decode step ends; a static batch: all of them at once
+        waiting = c * p.input_tokens if p.static else max(p.input_tokens, c_p)
+        pass_tokens = min(waiting, p.token_budget)
+        passes = (1.0 - ov) * c_p / pass_tokens
+        pass_overhead = (
+            tf
+            + p.t_comm_latency
+            + np.maximum(0.0, p.weights_time / eff - pass_tokens * ptt / np.asarray(efficiency_prefill))
+        )
+        slack = np.maximum(0.0, p.weights_time / eff - compute)  # only the weights' read hides a chunk
+        tpot = (
+            t_step
+            + ov * np.maximum(0.0, per_step - slack)
+            + (1.0 - ov) * per_step
+            + passes * pass_overhead
+            + c_p * p.t_comm_per_token
+        )
     gpus = p.tp * p.pp
     return {
         "memory_time": p.memory_time,

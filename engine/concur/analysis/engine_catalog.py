@@ -16,13 +16,26 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..lang.yamlsafe import load_yaml
 from ..writefile import output_path, write_output
 from .calibration import Point, load_points, median
-from .engine_fits import ENGINES, FAMILIES, MIN_POINTS, CrossValidation, FitSet, Level, cross_validate, fit_set
+from .engine_fits import (
+    ENGINES,
+    FAMILIES,
+    MIN_POINTS,
+    CrossValidation,
+    FitSet,
+    Level,
+    PrefillFit,
+    cross_validate,
+    fit_prefill,
+    fit_set,
+)
 
 __all__ = [
     "DATA_LABEL",
     "PREFILL_OVERLAP",
+    "engine_versions",
     "engines_catalog",
     "main",
     "plot_fit",
@@ -59,6 +72,28 @@ PREFILL_OVERLAP: dict[str, tuple[int, str]] = {
         "python/sglang/srt/server_args.py, enable_mixed_chunk: bool = False)",
     ),
     "default": (0, "engine unknown: no prefill is assumed to hide under decode steps (the slower, safe side)"),
+}
+PREFILL_LABEL = "tests/data/prefill_points.yaml"
+TOKEN_BUDGET: dict[str, tuple[int, str]] = {
+    "vllm": (
+        8192,
+        "vLLM `vllm serve` default max_num_batched_tokens on GPUs of at least 70 GiB other than A100 "
+        "(vllm-project/vllm vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults: "
+        "UsageContext.OPENAI_API_SERVER: 8192; 2048 on smaller GPUs and A100)",
+    ),
+    "trtllm": (
+        8192,
+        "TensorRT-LLM default max_num_tokens 8192 (NVIDIA/TensorRT-LLM tensorrt_llm/builder.py BuildConfig.max_num_tokens)",
+    ),
+    "sglang": (
+        8192,
+        "SGLang --chunked-prefill-size, 8192 on 80 GB-class GPUs (sgl-project/sglang python/sglang/srt/server_args.py, "
+        "chunked_prefill_size chosen by GPU memory)",
+    ),
+    "default": (
+        8192,
+        "engine unknown: the 8192-token step budget vLLM, SGLang and TensorRT-LLM default to on 80 GB GPUs",
+    ),
 }
 
 
@@ -109,7 +144,12 @@ def _describe(
 
 
 def engines_catalog(
-    fs: FitSet, cv: CrossValidation, points: Sequence[Point], data_label: str = DATA_LABEL
+    fs: FitSet,
+    cv: CrossValidation,
+    points: Sequence[Point],
+    data_label: str = DATA_LABEL,
+    prefill: PrefillFit | None = None,
+    versions: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """The engines catalog document (plain data) for a calibration and its cross-validation."""
     fields: dict[str, Any] = {}
@@ -119,6 +159,7 @@ def engines_catalog(
     fields["efficiency_prefill"] = {"doc": "fraction of peak_flops x flops_fraction a prefill reaches (per engine)"}
     fields["moe_layer_factor"] = {"doc": "fixed cost of an MoE layer over a dense layer's"}
     fields["prefill_overlap"] = {"doc": "1 when the engine runs prefill chunks inside decode steps, else 0"}
+    fields["token_budget"] = {"unit": "token", "doc": "tokens one engine step may carry (decodes and prefill chunk)"}
     fields["efficiency"] = {"doc": "one efficiency for every GPU (user entries from concur calibrate)"}
     fields["t_fixed"] = {"unit": "ms", "doc": "fixed cost per decode step of the calibrated model (user entries)"}
     moe_src = (
@@ -129,23 +170,33 @@ def engines_catalog(
     entries: dict[str, Any] = {}
     for engine in ("default", *ENGINES):
         entry: dict[str, Any] = {"name": _NAMES[engine]}
+        if versions and versions.get(engine):
+            entry["name"] += f"; decode constants from runs of {', '.join(versions[engine])}"
         for fam in (*FAMILIES, "other"):
             lv, src = _describe(fs, cv, points, engine, fam, data_label)
             entry[f"efficiency_{fam}"] = {"value": round(lv.efficiency, 4), "source": src}
             entry[f"t_layer_{fam}"] = {"value": round(lv.t_layer * 1e3, 5), "source": src}
-        wide = fs.engines.get(engine, fs.glob)
-        err, n = _cell_cv(cv, points, engine if engine in fs.engines else "default", None)
-        entry["efficiency_prefill"] = {
-            "value": round(wide.efficiency_prefill, 4),
-            "source": (
-                f"{'global fit' if wide is fs.glob else engine + ' over all GPUs'} on {len(wide.ids)} points of "
-                f"{data_label} (the prefill shows through the served accounting); leave-one-source-out {_pct(err)} "
-                f"over {n} points"
-            ),
-        }
+        if prefill is not None:
+            per = ", ".join(f"{k} {v:.3f}" for k, v in prefill.per_point.items())
+            entry["efficiency_prefill"] = {
+                "value": round(prefill.value, 4),
+                "source": (
+                    f"median of the values that reproduce the TTFT at concurrency 1 (no queue) of the "
+                    f"{len(prefill.per_point)} low-load prefill points of {PREFILL_LABEL} ({per}); one value for "
+                    "every engine until each engine has low-load prefill measurements of its own"
+                ),
+            }
+        else:
+            wide = fs.engines.get(engine, fs.glob)
+            entry["efficiency_prefill"] = {
+                "value": round(wide.efficiency_prefill, 4),
+                "source": f"fitted with the decode constants on {len(wide.ids)} points of {data_label}",
+            }
         entry["moe_layer_factor"] = {"value": fs.moe_factor, "source": moe_src}
         overlap, why = PREFILL_OVERLAP[engine]
         entry["prefill_overlap"] = {"value": overlap, "source": why}
+        budget, why_budget = TOKEN_BUDGET[engine]
+        entry["token_budget"] = {"value": budget, "source": why_budget}
         entries[engine] = entry
     return {
         "catalog": "engines",
@@ -287,6 +338,18 @@ def plot_fit(fs: FitSet, cv: CrossValidation, points: Sequence[Point], path: str
         plt.close(fig)
 
 
+def engine_versions(path: str | Path, points: Sequence[Point]) -> dict[str, list[str]]:
+    """Per engine id, the published engine versions of its usable points (as the sources state them),
+    so that a preset says which engine builds its constants describe."""
+    raw = {str(r["id"]): str(r.get("engine_version", "")).strip() for r in load_yaml(path)["points"]}
+    out: dict[str, set[str]] = {}
+    for p in points:
+        text = raw.get(p.id, "")
+        if p.fit and text and not text.lower().startswith("not stated"):
+            out.setdefault(p.engine, set()).add(text)
+    return {engine: sorted(texts) for engine, texts in out.items()}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m concur.analysis.engine_catalog POINTS.yaml [ENGINES.yaml] [--plot PNG] [--points]``."""
     import sys
@@ -308,11 +371,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     points = load_points(args[0])
-    fs = fit_set(points)
-    cv = cross_validate(points)
+    versions = engine_versions(args[0], points)
+    prefill = fit_prefill(PREFILL_LABEL)
+    fs = fit_set(points, efficiency_prefill=prefill.value)
+    cv = cross_validate(points, efficiency_prefill=prefill.value)
     sys.stdout.write("\n".join(report(fs, cv, points, per_point=per_point)) + "\n")
     if len(args) > 1:
-        write_catalog(engines_catalog(fs, cv, points), args[1])
+        write_catalog(engines_catalog(fs, cv, points, prefill=prefill, versions=versions), args[1])
         sys.stdout.write(f"wrote {args[1]}\n")
     if plot:
         plot_fit(fs, cv, points, plot)

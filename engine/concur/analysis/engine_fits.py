@@ -18,8 +18,11 @@ vLLM plan on an H100 3.7x too slow.
 
 A cell is fitted with a penalty pulling it towards its engine's fit (``PRIOR_WEIGHT`` points'
 worth of |log error| per e-fold away): three points from one publisher can otherwise put a cell
-anywhere. ``efficiency_prefill`` is fitted per engine (the prefill shows only through the served
-accounting and in compute-bound steps, too weakly for a cell). ``moe_layer_factor`` is one
+anywhere. ``efficiency_prefill`` is *not* fitted on the throughput points: it is fitted first, on
+low-load prefill measurements only (TTFT at concurrency 1, ``tests/data/prefill_points.yaml``, by
+:func:`fit_prefill`), and held fixed while the decode constants are fitted. A loaded TTFT holds
+queueing the model adds itself; fitting on it made a 1,000-token 70B TP4 prefill 218 ms (vLLM)
+where the GPUs take about a third of that. ``moe_layer_factor`` is one
 number over everything, chosen from :data:`MOE_FACTORS` by the total error. The engine-agnostic
 entry ``default`` has the same shape: per-family fits over every engine, then the global fit.
 
@@ -43,7 +46,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
+from ..lang.model import build_model
+from ..lang.yamlsafe import load_yaml
+from ..solver.question import solve_model
 from .calibration import Point, grid_fit, log_errors, median
 
 __all__ = [
@@ -55,7 +63,9 @@ __all__ = [
     "CrossValidation",
     "FitSet",
     "Level",
+    "PrefillFit",
     "cross_validate",
+    "fit_prefill",
     "fit_set",
     "scales",
 ]
@@ -116,6 +126,61 @@ class FitSet:
         return math.expm1(float(log_errors([point], lv.efficiency, lv.t_layer, lv.efficiency_prefill, sc)[0]))
 
 
+@dataclass(frozen=True)
+class PrefillFit:
+    """efficiency_prefill fitted on low-load TTFTs: the median of the per-point inversions."""
+
+    value: float
+    per_point: dict[str, float]  # point id -> the efficiency_prefill that reproduces its TTFT
+
+
+def fit_prefill(path: str | Path) -> PrefillFit:
+    """Invert the pack's TTFT at concurrency 1 for efficiency_prefill, point by point; the median wins.
+
+    Each row of ``path`` (schema of ``tests/data/prefill_points.yaml``) is a TTFT measured with one
+    request in flight, so the pack's ``ttft`` there is half a decode step plus the prompt's chunks,
+    with no queue; a bisection over forward solves finds the efficiency_prefill giving the measured
+    value (ttft falls as it grows). The decode step in it is the run's own measured ITL (roofline
+    step plus the fixed cost that makes it up to the measurement), never the catalog's decode
+    constants: the prefill fit depends on no other fit. Raises ValueError when no value in
+    [0.02, 1] reproduces a point.
+    """
+    model = build_model(["llm_throughput"])
+    out: dict[str, float] = {}
+    for raw in load_yaml(path)["points"]:
+        given = {k: raw[k] for k in ("engine", "gpu", "tp", "model", "weight_dtype", "kv_dtype") if k in raw}
+        given.update(
+            input_tokens=f"{float(raw['input_tokens'])!r} token/request",
+            output_tokens=f"{float(raw['output_tokens'])!r} token/request",
+            concurrency=f"{float(raw['concurrency'])!r} request",
+            kv_fit="ignore",
+        )
+        target = float(raw["ttft_ms"]) * 1e-3
+        # the decode step of this very run, measured (ITL at concurrency 1): its fixed part is what
+        # the roofline step (efficiency 1, no fixed cost) leaves unexplained
+        roofline = {**given, **{f"efficiency_{f}": 1 for f in (*FAMILIES, "other")}}
+        bare = solve_model(model, ("t_step",), {**roofline, **{f"t_layer_{f}": "0 ms" for f in (*FAMILIES, "other")}})
+        layers = float(bare.values["layers"]) * (
+            float(bare.values["moe_layer_factor"]) if bare.values.get("experts") else 1
+        )
+        per_layer = max(0.0, float(raw["itl_ms"]) * 1e-3 - bare.value("t_step", "s")) / layers
+        given = {**roofline, **{f"t_layer_{f}": f"{per_layer!r} s" for f in (*FAMILIES, "other")}}
+
+        def ttft_at(eta: float, given: dict[str, Any] = given) -> float:
+            return solve_model(model, ("ttft",), {**given, "efficiency_prefill": eta}).value("ttft", "s")
+
+        lo, hi = 0.02, 1.0  # ttft falls as efficiency_prefill grows: bisect in log space
+        if not ttft_at(hi) <= target <= ttft_at(lo):
+            raise ValueError(f"{raw['id']}: no efficiency_prefill in [{lo}, {hi}] gives ttft {raw['ttft_ms']} ms")
+        for _ in range(40):
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if ttft_at(mid) > target else (lo, mid)
+        out[str(raw["id"])] = math.sqrt(lo * hi)
+    if not out:
+        raise ValueError(f"{path}: no prefill points")
+    return PrefillFit(median(list(out.values())), out)
+
+
 def _level(key: str, pts: Sequence[Point], moe: float, eta_p: float | None, prior: Level | None = None) -> Level:
     sc = scales(pts, moe)
     p0 = None if prior is None else (prior.efficiency, prior.t_layer, T_LAYER_PRIOR_SCALE)
@@ -126,14 +191,14 @@ def _level(key: str, pts: Sequence[Point], moe: float, eta_p: float | None, prio
     return Level(key, eff, tl, ep, tuple(p.id for p in pts), median(errs))
 
 
-def _fit_at(usable: Sequence[Point], moe: float) -> FitSet:
-    glob = _level("global", usable, moe, None)
+def _fit_at(usable: Sequence[Point], moe: float, eta_p: float | None = None) -> FitSet:
+    glob = _level("global", usable, moe, eta_p)
     engines: dict[str, Level] = {}
     cells: dict[str, Level] = {}
     for eng in sorted({p.engine for p in usable}):
         members = [p for p in usable if p.engine == eng]
         if len(members) >= MIN_POINTS:
-            engines[eng] = _level(eng, members, moe, None)
+            engines[eng] = _level(eng, members, moe, eta_p)
     for name in ("default", *sorted(engines)):
         parent = glob if name == "default" else engines[name]
         members = [p for p in usable if name == "default" or p.engine == name]
@@ -145,9 +210,13 @@ def _fit_at(usable: Sequence[Point], moe: float) -> FitSet:
     return FitSet(glob, engines, cells, moe)
 
 
-def fit_set(points: Sequence[Point], moe_factor: float | None = None) -> FitSet:
+def fit_set(
+    points: Sequence[Point], moe_factor: float | None = None, efficiency_prefill: float | None = None
+) -> FitSet:
     """Fit every level on the usable points (``fit``); ``moe_factor`` None chooses it from
     :data:`MOE_FACTORS` by the total |log error| of every point predicted with its own engine's constants.
+    ``efficiency_prefill`` (from :func:`fit_prefill`) is held fixed at every level; None fits it too
+    (only for tests of the fit itself: the shipped catalog never fits it on throughput points).
 
     Raises :class:`ValueError` with fewer than :data:`MIN_POINTS` usable points.
     """
@@ -156,7 +225,7 @@ def fit_set(points: Sequence[Point], moe_factor: float | None = None) -> FitSet:
         raise ValueError(f"a calibration needs at least {MIN_POINTS} usable points, got {len(usable)}")
     best: tuple[float, FitSet] | None = None
     for moe in (moe_factor,) if moe_factor is not None else MOE_FACTORS:
-        fs = _fit_at(usable, moe)
+        fs = _fit_at(usable, moe, efficiency_prefill)
         loss = sum(abs(math.log1p(fs.error(p))) for p in usable)
         if best is None or loss < best[0]:
             best = (loss, fs)
@@ -179,7 +248,7 @@ class CrossValidation:
         return median([abs(errs[i]) for i in keys])
 
 
-def cross_validate(points: Sequence[Point]) -> CrossValidation:
+def cross_validate(points: Sequence[Point], efficiency_prefill: float | None = None) -> CrossValidation:
     """Leave one ``source_group`` out at a time, refit everything, predict the held-out points."""
     usable = [p for p in points if p.fit]
     with_e: dict[str, float] = {}
@@ -189,7 +258,7 @@ def cross_validate(points: Sequence[Point]) -> CrossValidation:
     for group in sorted({p.source_group for p in usable}):
         train = [p for p in usable if p.source_group != group]
         held = [p for p in usable if p.source_group == group]
-        fs = fit_set(train)
+        fs = fit_set(train, efficiency_prefill=efficiency_prefill)
         moes[group] = fs.moe_factor
         for p in held:
             with_e[p.id] = fs.error(p)

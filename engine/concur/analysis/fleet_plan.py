@@ -25,10 +25,21 @@ confirmed by the scalar solver (``concur solve`` on the same givens), whose repl
 are the ones reported.
 
 Worked example: Llama-3.1-70B, 50 request/s of 1,000 in / 400 out, TTFT <= 2 s, ITL <= 50 ms:
-on H100 TP4 bf16 the KV pool holds 322 requests per replica, a replica at b = 257.6 (80 %)
-serves about 17 request/s, so 3 replicas, 12 GPUs.
+on H100 TP4 bf16 the KV pool holds 322 requests per replica, but a replica's served steps
+(decodes plus its share of 1,000-token prompts) carry about 7.8 request/s before the ITL target
+binds, so 7 replicas, 28 GPUs.
 
-A configuration is rejected with its reason: it does not fit ("the model does not fit: weights
+``itl(b)`` is the *served* time per output token (``t_step_served``: every step carries the
+batch's decodes and its share of the prompts) and ``ttft(b)`` the time to first token under load,
+so ``rate(b) x output_tokens`` never exceeds what the replica serves. The plan computes in base
+units end to end: the givens as :func:`resolve_givens` holds them go into the sweep and its
+results come back in the same units (``sweep(..., base_units=True)``). Each row also carries
+``compute_utilization`` and ``bandwidth_utilization`` at its operating batch (FLOP/s needed over the
+GPUs' dense peak at the weights' precision; HBM bytes/s over bandwidth); a row above
+:data:`UTILIZATION_CEILING` is rejected with that reason.
+
+A configuration is rejected with its reason (``reason``, a sentence, and ``rejection``, the same
+as data: ``kind``, ``variable``, ``value``, ``limit``): it does not fit ("the model does not fit: weights
 ... exceed ..."), TP does not divide the attention heads, an SLA cannot be met even at batch 1
 ("ITL 61 ms > 50 ms at the smallest batch"), its GPU has no list price at the provider the plan
 prices at ("no list price at aws": :mod:`concur.analysis.providers`). Priced at a given
@@ -60,6 +71,7 @@ from .providers import plan_providers, provider_note
 __all__ = [
     "AXES",
     "HOURS_PER_MONTH",
+    "UTILIZATION_CEILING",
     "Candidate",
     "Config",
     "PlanResult",
@@ -70,6 +82,8 @@ __all__ = [
 ]
 
 HOURS_PER_MONTH = 730.0  # the cost pack's default (8,760 h / 12)
+UTILIZATION_CEILING = 1.0
+"""The most of the GPUs' dense peak FLOP/s (or HBM bandwidth) a row may need: beyond it, physics says no."""
 _TRAFFIC = ("arrival_rate", "input_tokens", "output_tokens")
 AXES = ("gpu", "tp", "weight_dtype", "kv_dtype", "engine", "provider")  # what the plan searches: never a given
 
@@ -118,6 +132,9 @@ class Candidate:
     gpu_hour_price: float | None = None  # usd per GPU-hour the cost was computed at
     binds: str = ""
     confirmed: bool = False  # replicas and latencies from the scalar solver
+    compute_utilization: float | None = None  # FLOP/s needed over the fleet's dense peak
+    bandwidth_utilization: float | None = None  # HBM bytes/s needed over bandwidth
+    rejection: dict[str, Any] | None = None  # the reason as data: kind, variable, value, limit
 
     @property
     def fleet_gpus(self) -> int | None:
@@ -331,21 +348,25 @@ def _capacities(
     return out
 
 
-_POINTS = 96  # batch grid points per configuration (geometric from 1 to the cap, plus the cap)
+_POINTS = 256  # batch grid points per configuration (geometric from 1 to the cap, plus the cap)
+
+
+_SWEPT = ("itl", "ttft", "compute_utilization", "bandwidth_utilization")
 
 
 def _curves(
     model: Model, question: Mapping[str, Any], candidates: list[Candidate], capacity: Mapping[Config, _Capacity]
-) -> dict[Config, tuple[Any, Any, Any]]:
-    """``(batch, itl, ttft)`` arrays per configuration, from one vectorised sweep per plan shape."""
+) -> dict[Config, tuple[Any, ...]]:
+    """``(batch, itl, ttft, compute_utilization, bandwidth_utilization)`` arrays per configuration, in base
+    units, from one vectorised sweep per plan shape."""
     import numpy as np
 
     groups: dict[Any, list[Config]] = {}
     for cand in candidates:
         cap = capacity[cand.config]
-        key = plan_key(model, cap.values, ("t_step", "ttft"))
+        key = plan_key(model, cap.values, _SWEPT)
         groups.setdefault((key[1], key[3]), []).append(cand.config)
-    out: dict[Config, tuple[Any, Any, Any]] = {}
+    out: dict[Config, tuple[Any, ...]] = {}
     for configs in groups.values():
         names = sorted(set.intersection(*(set(capacity[c].values) for c in configs)) - {"concurrency"})
         choice = [n for n in names if model.variables[n].choices]
@@ -354,15 +375,14 @@ def _curves(
         sizes = [len(g) for g in grids]
         over: dict[str, Any] = {"concurrency": np.concatenate(grids)}
         for n in numeric:
-            factor = model.variables[n].display.factor
-            over[n] = np.repeat([capacity[c].values[n] / factor for c in configs], sizes)
+            over[n] = np.repeat([capacity[c].values[n] for c in configs], sizes)
         given: dict[str, Any] = {n: model.variables[n].choices[int(capacity[configs[0]].values[n])] for n in choice}
-        result = sweep(model, over, given, ["t_step", "ttft"], grid=False, validate=False)  # solved in _capacities
-        itl = np.asarray(result["t_step"]) * model.variables["t_step"].display.factor
-        ttft = np.asarray(result["ttft"]) * model.variables["ttft"].display.factor
+        # base units in and out (the givens as resolve_givens holds them); solved in _capacities
+        result = sweep(model, over, given, list(_SWEPT), grid=False, validate=False, base_units=True)
+        series = [np.asarray(result[n], dtype=float) for n in _SWEPT]
         start = 0
         for c, grid, size in zip(configs, grids, sizes):
-            out[c] = (grid, itl[start : start + size], ttft[start : start + size])
+            out[c] = (grid, *(x[start : start + size] for x in series))
             start += size
     return out
 
@@ -377,7 +397,7 @@ def _batch_grid(cap: float) -> Any:
 def _size(
     cand: Candidate,
     cap: _Capacity,
-    curve: tuple[Any, Any, Any],
+    curve: tuple[Any, ...],
     rate: float,
     osl: float,
     slo: Mapping[str, float],
@@ -386,7 +406,7 @@ def _size(
     """Replicas, operating batch and latencies of one configuration from its curves (module essay)."""
     import numpy as np
 
-    batch, itl, ttft = curve
+    batch, itl, ttft, cu, bu = curve
     ok = np.isfinite(itl) & np.isfinite(ttft)
     if not ok.any():
         cand.reason = "the throughput model has no answer for this configuration"
@@ -401,8 +421,9 @@ def _size(
                 f"{word} {series[0] * 1e3:.3g} ms > {slo[name] * 1e3:.3g} ms at the smallest batch "
                 f"(one request per replica)"
             )
+            cand.rejection = {"kind": "slo", "variable": name, "value": float(series[0]), "limit": slo[name]}
             return
-        last = int(np.flatnonzero(meets)[-1])
+        last = int(np.argmin(meets)) - 1 if not meets.all() else len(meets) - 1  # the first run that meets it
         edge = batch[last]
         if last + 1 < len(batch):  # interpolate to where the series crosses the target
             a, b, fa, fb = batch[last], batch[last + 1], series[last], series[last + 1]
@@ -413,23 +434,56 @@ def _size(
     b_max = max(b_max, 1e-9)
     w = ttft + osl * itl
     served = np.where(ok, batch / w, np.nan)
-    top = float(np.interp(b_max, batch, served))
+    # A replica may run anywhere up to b_max; near a saturating prefill queue the rate it completes
+    # can fall again (TTFT grows faster than the batch), so only the rising part counts.
+    upto = ok & (batch <= b_max * (1 + 1e-12))
+    if not upto.any():
+        cand.reason = "the throughput model has no answer at one request per replica"
+        return
+    edge_rate = float(np.interp(b_max, batch, served))
+    top = max(float(np.nanmax(served[upto])), edge_rate if np.isfinite(edge_rate) else 0.0)
     need = rate / top * (1 - 1e-12) if top > 0 else math.inf
     if not need <= most:  # also NaN and infinity: never handed to the solver's replica search
         cand.reason = f"{_TOO_MANY} {most:,.0f} replicas (the most the fleet pack sizes)"
         return
     replicas = max(1, math.ceil(need))
     per_replica = rate / replicas
-    operating = float(np.interp(per_replica, served[ok], batch[ok]))
+    reach = np.flatnonzero(upto & (served >= per_replica * (1 - 1e-12)))
+    if len(reach) == 0 or reach[0] == 0:
+        operating = float(b_max if len(reach) == 0 else batch[0] * per_replica / served[0])
+    else:
+        i = int(reach[0])
+        a, b, fa, fb = batch[i - 1], batch[i], served[i - 1], served[i]
+        operating = float(a + (b - a) * (per_replica - fa) / (fb - fa)) if fb > fa else float(b)
     cand.replicas = replicas
     cand.gpus_per_replica = cap.gpus_per_replica
     cand.per_replica_concurrency = cap.cap / cap.utilization
     cand.batch = operating
     cand.itl = float(np.interp(operating, batch, itl))
     cand.ttft = float(np.interp(operating, batch, ttft))
+    cand.compute_utilization = float(np.interp(operating, batch, cu))
+    cand.bandwidth_utilization = float(np.interp(operating, batch, bu))
     cand.binds = binds
+    if _beyond_physics(cand):
+        return
     cand.feasible = True
     _cost(cand, cap.price, rate, osl)
+
+
+def _beyond_physics(cand: Candidate) -> bool:
+    """Reject a row whose operating batch needs more than UTILIZATION_CEILING of its GPUs' peak FLOP/s or bandwidth."""
+    for name in ("compute_utilization", "bandwidth_utilization"):
+        value = getattr(cand, name)
+        if value is not None and value > UTILIZATION_CEILING:
+            what = "dense peak FLOP/s" if name == "compute_utilization" else "HBM bandwidth"
+            cand.feasible = False
+            cand.reason = (
+                f"beyond physics: needs {100 * value:.0f}% of its GPUs' {what} "
+                f"(ceiling {100 * UTILIZATION_CEILING:.0f}%)"
+            )
+            cand.rejection = {"kind": "physics", "variable": name, "value": value, "limit": UTILIZATION_CEILING}
+            return True
+    return False
 
 
 def _cost(cand: Candidate, price: float | None, rate: float, osl: float) -> None:
@@ -485,20 +539,28 @@ def _confirm(model: Model, question: Mapping[str, Any], cand: Candidate, rate: f
     and a configuration the solver finds infeasible is rejected with the solver's reason."""
     try:
         sol = solve_model(
-            model, ("replicas", "gpus_per_replica", "itl", "ttft", "batch"), {**question, **cand.config.priced()}
+            model,
+            ("replicas", "gpus_per_replica", "itl", "ttft", "batch", "compute_utilization", "bandwidth_utilization"),
+            {**question, **cand.config.priced()},
         )
     except BudgetError:
         raise
     except ConcurError as exc:
         cand.feasible, cand.reason, cand.confirmed = False, exc.message, True
+        cand.rejection = {"kind": "solver", "variable": None, "value": None, "limit": None}
         cand.replicas = cand.cost_per_month = cand.cost_per_million_tokens = None
         return
     cand.replicas = round(sol.values["replicas"])
     cand.gpus_per_replica = round(sol.values["gpus_per_replica"])
     cand.itl, cand.ttft, cand.batch = sol.values["itl"], sol.values["ttft"], sol.values["batch"]
+    cand.compute_utilization = sol.values["compute_utilization"]
+    cand.bandwidth_utilization = sol.values["bandwidth_utilization"]
+    cand.confirmed = True
+    if _beyond_physics(cand):
+        cand.replicas = cand.cost_per_month = cand.cost_per_million_tokens = None
+        return
     price = sol.values.get("gpu_hour_price")
     _cost(cand, price, rate, osl)
-    cand.confirmed = True
 
 
 def why_none(result: PlanResult) -> str:
@@ -549,7 +611,10 @@ def rows(result: PlanResult) -> Iterable[dict[str, Any]]:
             "batch_per_replica": c.batch,
             "per_replica_concurrency": c.per_replica_concurrency,
             "binds": c.binds or None,
+            "compute_utilization": c.compute_utilization,
+            "bandwidth_utilization": c.bandwidth_utilization,
             "feasible": c.feasible,
             "reason": c.reason,
+            "rejection": c.rejection,
             "confirmed_by_solver": c.confirmed,
         }

@@ -55,7 +55,7 @@ class Scenario:
     users: int
     gpus: int
     kv_tokens: float
-    tokens_per_s: float | None = None  # decode output per replica at concurrency = users
+    tokens_per_s: float | None = None  # served output per replica at concurrency = users (prompts included)
     tokens_per_s_per_gpu: float | None = None
 
     @property

@@ -195,6 +195,7 @@ def sweep(
     grid: bool = True,
     progress: Callable[[int, int], None] | None = None,
     validate: bool = True,
+    base_units: bool = False,
 ) -> SweepResult:
     """Evaluate ``outputs`` at every point of ``over``; see the module essay.
 
@@ -206,6 +207,9 @@ def sweep(
     is wrong at every point; a point that is merely infeasible becomes NaN. ``validate=False``
     skips the scalar solve of the first point that checks the question (over-determined givens
     and their contradictions) -- for a caller that has just solved the same givens itself.
+    ``base_units=True``: numeric ``over`` values and every numeric result are in base units (s,
+    B, flop/s...), as :func:`concur.solver.givens.resolve_givens` holds them; a caller that
+    computes in base units passes its numbers straight through.
 
     >>> from concur.lang.model import build_model
     >>> r = sweep(build_model(["littles_law"]), {"arrival_rate": [1, 2]},
@@ -246,6 +250,15 @@ def sweep(
                 f"--over {k}: values must be numbers ({k} is not a preset or choice)", variable=k
             ) from None
 
+    if base_units:  # base -> display at the door; results back to base below
+        for k in num:
+            columns[k] = np.asarray(columns[k], dtype=float) / model.variables[k].display.factor
+        result = sweep(model, columns, given, outputs, grid=grid, progress=progress, validate=validate)
+        for name in list(result):
+            var = model.variables.get(name)
+            if var is not None and not var.choices and name not in cat:
+                result[name] = np.asarray(result[name], dtype=float) * var.display.factor
+        return result
     out = SweepResult()
     out.violations, out.messages, out.method, out.shape = {}, [], "vector", shape
     if not cat:  # purely numeric: no index bookkeeping, one vectorised evaluation

@@ -5,13 +5,15 @@ How it is designed, and why
 A measurement means something only next to the physics. Given a measured decode throughput
 (or inter-token latency) at a stated concurrency and configuration, the ``llm_throughput`` pack
 gives the roofline (``bound_tokens_per_s``: weights plus every sequence's KV read at full
-bandwidth, or the FLOPs at peak), the calibrated model (``t_step = t_step_bound / efficiency +
-t_fixed``) and, through ``llm_memory``, the KV pool. The report is:
+bandwidth, or the FLOPs at peak), the calibrated *served* model (``tokens_per_s`` =
+concurrency / ``t_step_served``: each step carries the decodes and the prompts' share, which is
+what a loaded benchmark measures) and, through ``llm_memory``, the KV pool. The report is:
 
 * **measured ÷ bound** -- above 1 means the inputs or the physics are wrong (exit 1);
 * **which bound binds**, by the largest term of the modelled step: *bandwidth*
-  (``memory_time / efficiency``), *compute* (``compute_time / efficiency``) or *fixed overhead*
-  (``t_fixed``); and *KV capacity* when the concurrency is at the KV limit,
+  (``memory_time / efficiency``), *compute* (``compute_time / (flops_fraction x efficiency)``), *prefill* (the
+  prompts' share of the step, ``prefill_per_step``) or *fixed overhead* (``t_fixed``); and *KV
+  capacity* when the concurrency is at the KV limit,
   ``floor(kv_batch_limit)`` (90 % or more of it), so the load cannot grow;
 * the T3 signature **"KV pool full with idle compute"**: KV capacity binds while
   ``compute_time`` is under half the roofline step -- the GPU's FLOPs wait for memory that
@@ -21,8 +23,8 @@ Worked example: Llama-3.1-70B TP4 bf16 on H100, 1,024 in / 1,024 out, concurrenc
 1,500 tok/s. KV limit floor(451,008 / 1,536) = 293 sequences, so KV does not bind; memory time
 12.9 ms against compute 2.3 ms: bandwidth binds, measured ÷ bound 0.30.
 
-Non-goals: prefill interference and queueing are not separated from decode; a measurement that
-mixes them reads as a lower efficiency.
+Non-goals: queueing before admission is not separated from the step; a measurement taken with
+other lengths than those given reads as another efficiency.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ class Diagnosis:
     fixed_ms: float
     efficiency: float
     kv_limit: float
-    binds: str  # bandwidth | compute | fixed overhead | KV capacity
+    binds: str  # bandwidth | compute | prefill | fixed overhead | KV capacity
     signature: str  # "" or "KV pool full with idle compute"
     advice: str
 
@@ -85,6 +87,7 @@ def diagnose(
         "memory_time",
         "compute_time",
         "t_step_bound",
+        "prefill_per_step",
         "kv_batch_limit",
         "input_tokens",
         "output_tokens",
@@ -107,7 +110,9 @@ def diagnose(
     mem, comp, fixed = sol.value("memory_time"), sol.value("compute_time"), sol.values["t_fixed"] * 1000
     bound, modelled = sol.value("bound_tokens_per_s"), sol.value("tokens_per_s")
     kv_limit = float(math.floor(sol.value("kv_batch_limit") + 1e-9))
-    terms = {"bandwidth": mem / eff, "compute": comp / eff, "fixed overhead": fixed}
+    prefill = sol.value("prefill_per_step")
+    ff = sol.values.get("flops_fraction", 1.0)
+    terms = {"bandwidth": mem / eff, "compute": comp / (ff * eff), "prefill": prefill, "fixed overhead": fixed}
     binds = max(terms, key=lambda k: terms[k])
     kv_full = kv_limit <= 0 or c >= KV_FULL * kv_limit
     signature = ""
@@ -132,6 +137,11 @@ def diagnose(
         advice = "the KV pool limits the batch: `concur remedies` lists what buys room"
     elif binds == "fixed overhead":
         advice = "per-step overhead dominates: raise the concurrency, enable CUDA graphs, check the scheduler"
+    elif binds == "prefill":
+        advice = (
+            "the prompts' prefill takes most of each step: shorter prompts, prefix caching, or more "
+            "compute per replica (fp8 weights, more GPUs)"
+        )
     elif binds == "compute":
         advice = "compute-bound: fp8 weights (FP8 tensor peak) or more GPUs raise the ceiling"
     else:

@@ -221,6 +221,8 @@ def csv_text(result: Any) -> str:
         "itl_ms",
         "batch_per_replica",
         "per_replica_concurrency",
+        "compute_utilization",
+        "bandwidth_utilization",
         "binds",
         "reason",
     ]
@@ -246,6 +248,8 @@ def csv_text(result: Any) -> str:
             value(r["itl"]),
             "" if r["batch_per_replica"] is None else f"{r['batch_per_replica']:.6g}",
             "" if r["per_replica_concurrency"] is None else f"{r['per_replica_concurrency']:.6g}",
+            "" if r["compute_utilization"] is None else f"{r['compute_utilization']:.4g}",
+            "" if r["bandwidth_utilization"] is None else f"{r['bandwidth_utilization']:.4g}",
             r["binds"] or "",
             r["reason"],
         ]

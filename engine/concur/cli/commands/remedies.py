@@ -73,7 +73,7 @@ def command(
     tput = base.tokens_per_s is not None
     click.echo(
         f"baseline: {base.users} users on {base.gpus} GPU(s) ({base.users_per_gpu:.2f} per GPU)"
-        + (f", {_num(base.tokens_per_s)} tok/s decode" if tput else "")
+        + (f", {_num(base.tokens_per_s)} tok/s served" if tput else "")
     )
     table: list[list[str]] = [["#", "remedy", "users", "gain", "per GPU"] + (["tok/s"] if tput else []) + ["cost"]]
     notes: list[str] = []
