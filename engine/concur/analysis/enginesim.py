@@ -58,7 +58,7 @@ the arrivals: it grows instead of settling). A closed loop is never unstable: it
 :class:`~concur.errors.BudgetError` saying so. A 2,000-request run at a few hundred requests in
 flight is tens of thousands of events (``concur bench enginesim`` measures events/s).
 
-Worked example: Llama-3.1-8B on one H100 (vLLM constants, budget 2,048 tokens), 1,000 in /
+Worked example: Llama-3.1-8B on one H100 (vLLM constants, budget 8,192 tokens), 1,000 in /
 400 out, closed loop at 64 clients: each step carries 64 decodes and, every few steps, a
 1,000-token prompt; the simulated mean TPOT is then the decode step plus the prompt chunks'
 share, which is what a benchmark's TPOT measures (``tests/test_enginesim.py`` compares it with

@@ -148,6 +148,7 @@ _FALLBACK = {
     "prefill_overlap": 1.0,
     "block_size": 16.0,
     "batch_cap": 256.0,
+    "token_budget": 8192.0,
 }
 _REQUIRED = (
     "weights_per_gpu",
@@ -192,7 +193,8 @@ def engine_from_values(values: Mapping[str, float], **override: Any) -> tuple[St
     comm_fixed = comm_per_token = 0.0
     if tp > 1 and "interconnect_bandwidth" in values:
         comm_fixed = 2 * layers * values.get("allreduce_latency", 0.0)
-        per_token = values.get("hidden", 0.0) * values.get("activation_bytes", 0.0) / values["interconnect_bandwidth"]
+        link = values.get("tp_link_bandwidth", values["interconnect_bandwidth"])  # the link tp crosses
+        per_token = values.get("hidden", 0.0) * values.get("activation_bytes", 0.0) / link
         comm_per_token = 2 * layers * 2 * (tp - 1) / tp * per_token
     context = values["kv_read_context"]
     sliding = get("sliding_window_layers")
@@ -215,14 +217,24 @@ def engine_from_values(values: Mapping[str, float], **override: Any) -> tuple[St
         kv_blocks=int(override.get("kv_blocks") or values["kv_blocks"]),
         block_size=int(override.get("block_size") or get("block_size")),
         max_num_seqs=int(override.get("max_num_seqs") or get("batch_cap", "max_num_seqs")),
-        token_budget=int(override.get("token_budget") or get("max_num_batched_tokens", "prefill_chunk")),
+        token_budget=int(override.get("token_budget") or get("token_budget")),
         mixed=bool(override["mixed"]) if override.get("mixed") is not None else get("prefill_overlap") >= 0.5,
     )
     return step, limits
 
 
 _FLEET_ONLY = ("arrival_rate", "request_rate", "replicas", "concurrency", "batch", "in_flight", "fleet_gpus")
-_TARGETS = ("t_step", "kv_blocks", "batch_cap", "prefill_time", "attention_flops", "weights_read", "t_comm")
+_TARGETS = (
+    "t_step",
+    "kv_blocks",
+    "batch_cap",
+    "prefill_time",
+    "attention_flops",
+    "weights_read",
+    "t_comm",
+    "tp_link_bandwidth",
+    "token_budget",
+)
 
 
 def _engine_given(model: Any, name: str) -> bool:
