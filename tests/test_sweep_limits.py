@@ -73,7 +73,7 @@ def test_sweep_scenario_default_and_file(capsys, tmp_path: Path):
     )
     assert code == 0, err
     rows = [line.split() for line in out.splitlines()[1:]]
-    assert rows == [["10", "1"], ["100", "6"]]  # concur solve --scenario default --set arrival_rate=100 gives 6
+    assert rows == [["10", "2"], ["100", "14"]]  # concur solve --scenario default --set arrival_rate=100 gives 14
     scenario = tmp_path / "s.yaml"
     scenario.write_text("packs: [littles_law]\ngiven: {residence_time: 2 s, arrival_rate: 999}\n")
     code, out, err = cli(

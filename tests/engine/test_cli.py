@@ -147,7 +147,7 @@ def test_default_replicas_scenario():
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     # the fleet pack: Llama-3.1-70B on H100 TP4, 50 request/s of 1,000 in / 400 out; no step time by hand
-    assert data["results"]["replicas"]["value"] == 3
+    assert data["results"]["replicas"]["value"] == 7  # sized on the served step: prompts share every step
     assert data["given"]["model"]["value"] == "llama-3.1-70b" and data["given"]["gpu"]["value"] == "h100-sxm-80gb"
     assert not {"t_step", "step_time_base", "step_time_per_seq", "residence_time"} & set(data["given"])
     assert any("utilization = 0.8" in note for note in data["notes"])
@@ -177,7 +177,7 @@ def test_bad_scenario_file_is_a_one_line_error(tmp_path):
 def test_default_scenario_with_overrides():
     out = run("solve", "--find", "replicas", "--scenario", "default", "--set", "arrival_rate=100", "--json")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["results"]["replicas"]["value"] == 6  # twice the default traffic
+    assert json.loads(out.stdout)["results"]["replicas"]["value"] == 14  # twice the default traffic
     bare = run("solve", "--find", "replicas", "--set", "arrival_rate=100")
     assert bare.returncode == 2 and "--scenario default" in bare.stderr
 

@@ -674,6 +674,12 @@ def _columns(points: Sequence[Point], scales: Sequence[float] | None) -> dict[st
     def col(values: Any) -> Any:
         return np.asarray(list(values), dtype=float)
 
+    # the served step's per-point terms, as :func:`evaluate` computes them
+    c_p = col(p.concurrency * p.input_tokens / p.output_tokens for p in points)
+    ptt = col(p.prefill_token_time or p.prefill_time / p.input_tokens for p in points)
+    waiting = col(p.concurrency * p.input_tokens if p.static else max(p.input_tokens, cp) for p, cp in zip(points, c_p))
+    pass_tokens = np.minimum(waiting, col(p.token_budget for p in points))
+    overlap = col(p.prefill_overlap for p in points)
     use_gpu = np.asarray([p.measured_per_gpu is not None for p in points])
     measured = [p.measured_per_gpu if p.measured_per_gpu is not None else p.measured_per_user for p in points]
     return {
@@ -682,9 +688,14 @@ def _columns(points: Sequence[Point], scales: Sequence[float] | None) -> dict[st
         "compute": col(p.compute_time for p in points),
         "ff": col(p.flops_fraction for p in points),
         "comm": col(p.t_comm for p in points),
-        "cpt": col(p.concurrency * p.prefill_time for p in points),
-        "osl": col(p.output_tokens for p in points),
-        "overlap": col(p.prefill_overlap for p in points),
+        "c_p": c_p,
+        "ptt": ptt,
+        "passes": (1.0 - overlap) * c_p / pass_tokens,
+        "pass_tokens": pass_tokens,
+        "weights": col(p.weights_time for p in points),
+        "comm_latency": col(p.t_comm_latency for p in points),
+        "comm_per_token": col(p.t_comm_per_token for p in points),
+        "overlap": overlap,
         "gpus": col(p.tp * p.pp for p in points),
         "measured": col(measured),
         "use_gpu": use_gpu,
@@ -716,8 +727,18 @@ def _loss_grid(cols: Mapping[str, Any], e: Any, t: Any, q: Any, *, per_point: bo
         compute = cols["compute"] / (cols["ff"] * ee)
         tf = tt if scales is None else tt * scales
         t_step = np.maximum(memory, compute) + cols["comm"] + tf
-        per_step = cols["cpt"] / qq / cols["osl"]
-        tpot = t_step + np.maximum(0.0, per_step - cols["overlap"] * np.maximum(0.0, memory - compute))
+        per_step = cols["c_p"] * cols["ptt"] / qq
+        ov = cols["overlap"]
+        weights = cols["weights"] / ee
+        pass_overhead = tf + cols["comm_latency"] + np.maximum(0.0, weights - cols["pass_tokens"] * cols["ptt"] / qq)
+        slack = np.maximum(0.0, weights - compute)  # only the weights' read hides a chunk
+        tpot = (
+            t_step
+            + ov * np.maximum(0.0, per_step - slack)
+            + (1.0 - ov) * per_step
+            + cols["passes"] * pass_overhead
+            + cols["c_p"] * cols["comm_per_token"]
+        )
         rate = np.where(cols["use_gpu"], cols["c"] / tpot / cols["gpus"], 1.0 / tpot)
         if per_point:  # one cell: (log errors, served steps) per point
             return np.log(rate / cols["measured"])[0], tpot[0]
@@ -787,6 +808,7 @@ def _search(
     lo: Any,
     hi: Any,
     plan: Sequence[tuple[int, int, int]],
+    shrink: float = 4.0,
 ) -> tuple[Any, Any, Any]:
     """Refined grids over the box [lo, hi]: one round per entry of ``plan`` (points per axis);
     each round halves the box, centred on the best cell (gently: the loss of a fit whose
@@ -803,7 +825,7 @@ def _search(
         e, t, q = np.meshgrid(*axes, indexing="ij")
         k = np.unravel_index(np.argmin(_loss_grid(cols, e, t, q)), e.shape)
         best = np.array([e[k], t[k], q[k]])
-        span = (hi - lo) / 4
+        span = (hi - lo) / shrink
         lo = np.maximum(best - span, floor)
         hi = np.minimum(best + span, ceil)
     return best, lo, hi
@@ -822,8 +844,8 @@ def fast_fit(
 ) -> tuple[float, float, float]:
     """What :func:`grid_fit` minimises (no scales, no prior), at a cost that grows slowly with the points.
 
-    Coarse to fine on growing samples: a full-box search (31 x 31 x 15, then 14 rounds of
-    11 x 11 x 7, each halving the box) on at most 64 points spread evenly over the loads
+    Coarse to fine on growing samples: grid_fit's full-box search (four rounds of 41 x 41 x 21,
+    each keeping a quarter of the box) on at most 64 points spread evenly over the loads
     (sorted by concurrency and lengths), four rounds of 9 x 9 x 7 from a box of +-1/32 of the
     full range on at most 512, and four of 7 x 7 x 5 from +-1/128 on all of them (or on
     ``max_points``). A subsample's optimum lies well inside the next box. Cost: about 0.15 s
@@ -842,7 +864,9 @@ def fast_fit(
 
     floor = np.array([_EFF[0], _TFIX[0], _EFF_PREFILL[0] if eta_p is None else eta_p])
     ceil = np.array([_EFF[1], _TFIX[1], _EFF_PREFILL[1] if eta_p is None else eta_p])
-    best, _, _ = _search(_columns(sample(_COARSE), None), eta_p, floor, ceil, [(31, 31, 15)] + [(11, 11, 7)] * 14)
+    # the first stage is grid_fit's own search (same grids, same shrinking) on the sample, so that on
+    # at most _COARSE points fast_fit answers what grid_fit does
+    best, _, _ = _search(_columns(sample(_COARSE), None), eta_p, floor, ceil, [(41, 41, 21)] * 4, shrink=8.0)
     last = len(points) if max_points is None else min(len(points), max_points)
     for m, width, sizes in ((_MIDDLE, 32, (9, 9, 7)), (last, 128, (7, 7, 5))):
         if len(points) <= _COARSE or m <= _COARSE:

@@ -1,4 +1,4 @@
-"""``concur bench sweep``: a 100,000-point throughput sweep against hand-written numpy.
+"""``concur bench sweep``: a 100,000-point sweep of the decode step against hand-written numpy.
 
 The sweep (:func:`concur.sweep.vector.sweep`) compiles each block of the ``llm_throughput`` pack once
 and evaluates it over the whole concurrency array. The baseline is the same formula written by
@@ -73,7 +73,7 @@ def _hand(
     memory = (weights_read + c * avg_context * kv_per_token) / bw
     compute = (2.0 * active_per_gpu + attention) * c / peak
     t_step = np.maximum(memory, compute / flops_fraction) / eff + t_fixed  # tp 1: no all-reduce
-    return np.where(c <= kv_batch_limit, c / t_step / gpus, np.nan)  # the pack's KV-fit check
+    return np.where(c <= kv_batch_limit, t_step, np.nan)  # the decode-only step; the pack's KV-fit check
 
 
 @click.command(name="sweep")
@@ -81,7 +81,7 @@ def _hand(
 @click.option("--runs", type=int, default=5, show_default=True, help="timed runs (median reported)")
 @click.option("--csv-points", type=int, default=None, help="points of the CSV comparison  [default: 10 x --points]")
 def command(points: int, runs: int, csv_points: int | None) -> None:
-    """Time a vectorised sweep of llm_throughput (tokens_per_s_per_gpu over concurrency)."""
+    """Time a vectorised sweep of llm_throughput (the decode step t_step over concurrency)."""
     import numpy as np
 
     from ..lang.model import build_model
@@ -127,15 +127,15 @@ def command(points: int, runs: int, csv_points: int | None) -> None:
     )
     kv_limit = float(np.floor(v["kv_batch_limit"]))  # beyond it every point is NaN: not timed
     c = np.linspace(1.0, kv_limit, points)
-    sweep(model, {"concurrency": c[:10]}, GIVEN, ["tokens_per_s_per_gpu"])  # warm-up
-    ours = sweep(model, {"concurrency": c}, GIVEN, ["tokens_per_s_per_gpu"])["tokens_per_s_per_gpu"]
+    sweep(model, {"concurrency": c[:10]}, GIVEN, ["t_step"], base_units=True)  # warm-up
+    ours = sweep(model, {"concurrency": c}, GIVEN, ["t_step"], base_units=True)["t_step"]
     ref = _hand(c, *args)
     if not np.allclose(ours, ref, rtol=1e-9, atol=0) or np.isnan(ours).any():
         raise click.ClickException("the sweep and the hand-written formula disagree; not timing a wrong answer")
     t_ours, t_hand = [], []
     for _ in range(runs):
         t0 = time.perf_counter()
-        sweep(model, {"concurrency": c}, GIVEN, ["tokens_per_s_per_gpu"])
+        sweep(model, {"concurrency": c}, GIVEN, ["t_step"], base_units=True)
         t1 = time.perf_counter()
         _hand(c, *args)
         t2 = time.perf_counter()

@@ -138,7 +138,7 @@ def _fmt(x: float, digits: int = 4) -> str:
     "--token-budget",
     type=click.IntRange(1),
     default=None,
-    help="engine: tokens per step (max_num_batched_tokens) [default: the pack's prefill_chunk].",
+    help="engine: tokens per step (max_num_batched_tokens) [default: the engine's token_budget].",
 )
 @click.option(
     "--max-num-seqs",
