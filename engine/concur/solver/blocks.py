@@ -32,11 +32,12 @@ from ..lang.expr import Call, Node, Var, compile_node, names_in, to_text
 from ..lang.model import Model
 from ..lang.pack import Variable
 from . import integers
-from .budget import Interrupted, interruptible, spend
+from .budget import Interrupted, interruptible, spend, timed_out
 from .plan import BlockStep, Plan, Tear
 from .problem import SpecialisedEq, fold_known
 from .roots import bracket_root, choose_root, in_bounds, satisfies, snap_integer
 from .solution import Method, Step, list_names, show_value
+from .closed_forms import symbolic_size_ok
 from .symbolic import to_sympy
 
 __all__ = ["render_template", "run_plan", "solve_sparse", "value_on_demand"]
@@ -55,6 +56,10 @@ def _evaluate(node: Node, env: dict[str, float]) -> float:
 
 
 _ABSENT = object()
+
+
+class _TooLarge(Exception):
+    """A loop past sympy's structural size limit (:func:`concur.solver.closed_forms.symbolic_size_ok`)."""
 
 
 def _sides(e: SpecialisedEq, env: dict[str, float], var: str, x: float) -> tuple[float, float]:
@@ -446,6 +451,8 @@ class _Run:
         variables = list(step.variables)
         solutions: list[dict[str, float]] = []
         try:
+            if not symbolic_size_ok(eqs, set(variables)):
+                raise _TooLarge()
             with interruptible():
                 import sympy as sp
 
@@ -461,7 +468,7 @@ class _Run:
                     except (TypeError, KeyError):
                         continue
         except Interrupted:
-            spend(list_names(variables), f"give one of {list_names(variables)} directly")
+            raise timed_out(list_names(variables)) from None
         except Exception:
             solutions = []
         for values in solutions:
