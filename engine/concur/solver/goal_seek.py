@@ -30,6 +30,7 @@ from ..lang.expr import Call, Var, compile_node, names_in, to_text, walk
 from ..lang.model import Model
 from . import integers as frontier
 from .budget import spend
+from .roots import within
 from .run import run_question
 from .seek import rounding_equation
 from .solution import Givens, Method, Solution, Step, show_value
@@ -109,15 +110,8 @@ def search(
 
     def met(g: Goal, env: dict[str, float]) -> bool:
         if g.equation is not None:
-            need, have = env[f"{g.name}@requirement"], env[x]
-            return need <= have + 1e-9 * max(abs(have), 1.0) if g.sense == "at_most" else need >= have - 1e-9
-        v, target = env[g.name], g.target
-        tol = 1e-9 * max(abs(target), 1e-300)
-        if g.sense == "at_least":
-            return v >= target - tol
-        if g.sense == "at_most":
-            return v <= target + tol
-        return abs(v - target) <= 1e-6 * max(abs(target), 1e-300)
+            return within(env[f"{g.name}@requirement"], env[x], g.sense)
+        return within(env[g.name], g.target, g.sense)
 
     def meets(env: dict[str, float] | None) -> bool:
         return env is not None and all(met(g, env) for g in goals)
@@ -386,11 +380,9 @@ def _integer_exact(evaluate: Any, meets: Any, goal: Goal, lo: int, hi: int) -> t
         None,
     )
     rising = second is None or second[1] > first[1]
-    tol = 1e-9 * max(abs(goal.target), 1e-300)
-
     def reached(n: int) -> bool | None:
         v = value(n)
-        return None if v is None else (v >= goal.target - tol if rising else v <= goal.target + tol)
+        return None if v is None else within(v, goal.target, "at_least" if rising else "at_most")
 
     n = frontier.smallest(reached, lo, hi)
     if n is None:

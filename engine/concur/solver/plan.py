@@ -381,12 +381,10 @@ class _Compiler:
             )
         if form.status == "solved":
             return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, branches=form.branches)
-        if form.status == "none":
-            return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, complete=True)
-        tears = self.tears(pairs)
+        tears = self.tears(pairs)  # sympy's "none" too is confirmed numerically where the loop tears
         if tears:
             return BlockStep(Method.TEAR, tuple(block), tuple(variables), reads, tears=tears)
-        return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, complete=False)
+        return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, complete=form.status == "none")
 
     def large_loop(
         self, block: list[int], variables: list[str], reads: frozenset[str], pairs: list[tuple[int, str]]
