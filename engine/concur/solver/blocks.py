@@ -33,11 +33,11 @@ from ..lang.model import Model
 from ..lang.pack import Variable
 from . import integers
 from .budget import Interrupted, interruptible, spend, timed_out
+from .closed_forms import symbolic_size_ok
 from .plan import BlockStep, Plan, Tear
 from .problem import SpecialisedEq, fold_known
 from .roots import bracket_root, choose_root, in_bounds, satisfies, snap_integer
 from .solution import Method, Step, list_names, show_value
-from .closed_forms import symbolic_size_ok
 from .symbolic import to_sympy
 
 __all__ = ["render_template", "run_plan", "solve_sparse", "value_on_demand"]

@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 from ..cache import cache_dir, read_json, write_json
@@ -54,17 +54,17 @@ __all__ = [
     "SYMBOLIC_DEGREE_LIMIT",
     "SYMBOLIC_LOOP_LIMIT",
     "SYMBOLIC_NODE_LIMIT",
-    "degree",
-    "symbolic_size_ok",
     "Inversion",
     "LinearRow",
     "LoopForm",
+    "degree",
     "invert",
     "isolate",
     "linear_rows",
     "save_closed_forms",
     "smooth_in",
     "solve_loop",
+    "symbolic_size_ok",
 ]
 
 SYMBOLIC_LOOP_LIMIT = 16

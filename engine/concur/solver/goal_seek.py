@@ -139,7 +139,17 @@ def search(
                     hint=f"give a {g.name} one of those values reach, or ask for {g.name}",
                 )
         else:
-            chosen = _integer_search(evaluate, meets, lo_i, hi_i, fewest=fewest)
+            chosen = _integer_search(
+                evaluate, meets, lo_i, hi_i, fewest=fewest, improving=lambda: _improving(evaluate, goals, x, lo_i, hi_i)
+            )
+            if chosen is not None and chosen[1] == "edge":
+                raise InfeasibleError(
+                    f"every {x} from {show_value(model, x, float(lo_i))} to the end of its search range "
+                    f"({show_value(model, x, float(hi_i))}) gives {_describe(model, goals)}: the search "
+                    f"stopped at its range edge, not at an answer",
+                    variable=x,
+                    hint=f"the givens do not bound {x}: give it directly, or check them for a contradiction",
+                )
     else:
         try:
             chosen = _boundary(model, goals, base_known, x, sources, evaluate, meets)
@@ -336,10 +346,47 @@ def _implied_sense(model: Model, goal: str) -> str:
     return "equal"
 
 
-def _integer_search(evaluate: Any, meets: Any, lo: int, hi: int, *, fewest: bool = False) -> tuple[float, str] | None:
+def _margins(goals: list[Goal], env: dict[str, float], x: str) -> list[float]:
+    """How far ``env`` clears each goal (positive: met with room; larger is better)."""
+    out = []
+    for g in goals:
+        if g.equation is not None:
+            need, have = env[f"{g.name}@requirement"], env[x]
+            out.append(have - need if g.sense == "at_most" else need - have)
+        elif g.sense == "at_least":
+            out.append(env[g.name] - g.target)
+        elif g.sense == "at_most":
+            out.append(g.target - env[g.name])
+        else:
+            out.append(-abs(env[g.name] - g.target))
+    return out
+
+
+def _improving(evaluate: Any, goals: list[Goal], x: str, lo: int, hi: int) -> bool:
+    """Whether the goals get no worse, and one better, from ``lo`` to the next whole value that
+    changes them (within 64): then the smallest value meeting them is the answer, not the largest
+    (more servers only raise a service level: the fewest that meet it, not the most)."""
+    start = evaluate(float(lo))
+    if start is None:
+        return False
+    before = _margins(goals, start, x)
+    for n in range(lo + 1, min(hi, lo + 64) + 1):
+        env = evaluate(float(n))
+        if env is None:
+            continue
+        after = _margins(goals, env, x)
+        if after != before:
+            return all(b >= a for a, b in zip(before, after))
+    return False
+
+
+def _integer_search(
+    evaluate: Any, meets: Any, lo: int, hi: int, *, fewest: bool = False, improving: Any = None
+) -> tuple[float, str] | None:
     """Smallest n meeting the goal when it fails at ``lo``; largest n meeting it when it holds at ``lo``
-    -- unless ``fewest``: a count that only gets better as it grows (replicas), whose answer is
-    always the smallest n meeting the goal, ``lo`` included.
+    -- unless ``fewest`` or ``improving()``: a count that only gets better as it grows (replicas,
+    servers for a service level), whose answer is the smallest n meeting the goal, ``lo`` included.
+    A largest that is ``hi`` itself is no frontier but the end of the search range: ``(hi, "edge")``.
 
     Values that break a constraint (``evaluate`` returns None) are skipped, never taken.
     """
@@ -349,10 +396,12 @@ def _integer_search(evaluate: Any, meets: Any, lo: int, hi: int, *, fewest: bool
         return None if value is None else bool(meets(value))
 
     at_lo = goal(lo)
-    if fewest and at_lo is True:
+    if at_lo is True and (fewest or (improving is not None and improving())):
         return float(lo), "smallest"
     if at_lo is True:
         best = frontier.largest(goal, lo, hi)
+        if best is not None and best >= hi and hi > lo:
+            return float(hi), "edge"
         return None if best is None else (float(best), "largest")
     first = frontier.smallest(goal, lo, hi)
     return None if first is None else (float(first), "smallest")
@@ -380,6 +429,7 @@ def _integer_exact(evaluate: Any, meets: Any, goal: Goal, lo: int, hi: int) -> t
         None,
     )
     rising = second is None or second[1] > first[1]
+
     def reached(n: int) -> bool | None:
         v = value(n)
         return None if v is None else within(v, goal.target, "at_least" if rising else "at_most")

@@ -15,9 +15,9 @@ from ..lang.expr import Bin, Call, Cmp, If, Logic, Neg, Node, Var, compile_node,
 from ..lang.functions import FUNCTIONS
 from ..lang.model import Model
 from ..lang.pack import Equation, Variable
-from .structure import Matching, match, repartition
 from .roots import BOUNDS_SLACK
 from .roots import in_bounds as bounds_hold
+from .structure import Matching, match, repartition
 
 __all__ = ["Problem", "SpecialisedEq", "evaluate", "fold_known", "in_bounds", "smooth_in"]
 
