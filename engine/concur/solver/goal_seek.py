@@ -69,15 +69,22 @@ def search(
     x: str,
     names: tuple[str, ...],
     requirement: int | None = None,
+    held: tuple[str, ...] = (),
 ) -> Solution:
     """The smallest (or largest) ``x`` meeting every goal in ``names`` (given targets) and, with
-    ``requirement``, the rounding equation that defines ``x`` (replicas inside an SLA search)."""
+    ``requirement``, the rounding equation that defines ``x`` (replicas inside an SLA search).
+    ``held``: given counts that stay values, each held to its own rounding as a requirement (the
+    largest rate 3 replicas carry within an ITL target: ``ceil(...) <= 3`` and ITL at 3 replicas)."""
     xv = model.variables[x]
     goals = goals_for(model, known, names)
     if requirement is not None:
         rhs = model.equations[requirement].rhs
         ceil = any(isinstance(n, Call) and n.fn == "ceil" for n in walk(rhs))
         goals.append(Goal(x, "at_most" if ceil else "at_least", math.nan, requirement))
+    held_eqs = {n: i for n in held if (i := rounding_equation(model, n)) is not None}
+    for n, i in held_eqs.items():
+        ceil = any(isinstance(c, Call) and c.fn == "ceil" for c in walk(model.equations[i].rhs))
+        goals.append(Goal(n, "at_most" if ceil else "at_least", math.nan, i))
     base_known = {k: v for k, v in known.items() if k not in names}
     targets = tuple(g.name for g in goals if g.equation is None)
     sources = dict(givens.sources)
@@ -91,7 +98,12 @@ def search(
             )
             for g in goals:
                 if g.equation is not None:
-                    env[f"{g.name}@requirement"] = compile_node(plan.eqs[g.equation].rhs)(env)
+                    try:
+                        env[f"{g.name}@requirement"] = compile_node(plan.eqs[g.equation].rhs)(env)
+                    except KeyError:
+                        if g.name == x:
+                            raise
+                        return None  # the plan did not reach the held count's requirement
         except ConcurError as exc:
             if isinstance(exc, BudgetError):
                 raise
@@ -110,7 +122,7 @@ def search(
 
     def met(g: Goal, env: dict[str, float]) -> bool:
         if g.equation is not None:
-            return within(env[f"{g.name}@requirement"], env[x], g.sense)
+            return within(env[f"{g.name}@requirement"], env[g.name], g.sense)
         return within(env[g.name], g.target, g.sense)
 
     def meets(env: dict[str, float] | None) -> bool:
@@ -171,7 +183,7 @@ def search(
         {**base_known, x: value},
         tuple(dict.fromkeys(find + targets)),
         sources,
-        at_least=frozenset({requirement}) if requirement is not None else frozenset(),
+        at_least=frozenset(i for i in (requirement, *held_eqs.values()) if i is not None),
     )
     note = f"{direction} {x} giving {_describe(model, goals, env)}"
     if xv.integer and len(goals) > 1 and direction == "smallest":
@@ -192,12 +204,13 @@ def search_via(
     x: str,
     names: tuple[str, ...],
     via: str,
+    later: tuple[str, ...] = (),
 ) -> Solution:
     """``x`` against targets ``names`` that depend on it only through the rounded count ``via``: the
     count first (the most -- or fewest -- replicas a budget allows, a search that never touches ``x``),
     then ``x`` against that count (the largest rate those replicas carry, solved at the edge of their
     ceil). The answer meets the targets and names the count that links them."""
-    counted = search(model, (via,), {k: v for k, v in known.items() if k != x}, givens, via, names)
+    counted = search(model, (via,), {k: v for k, v in known.items() if k != x and k not in later}, givens, via, names)
     count = counted.values[via]
     rest = {k: v for k, v in known.items() if k not in names}
     linked = Givens(
@@ -208,7 +221,10 @@ def search_via(
         list(givens.notes),
         dict(givens.presets),
     )
-    sol = search(model, find, {**rest, via: count}, linked, x, (via,))
+    if later:  # targets at that count too (SLAs): the count stays a value, held to its rounding
+        sol = search(model, find, {**rest, via: count}, linked, x, later, held=(via,))
+    else:
+        sol = search(model, find, {**rest, via: count}, linked, x, (via,))
     step = next(s for s in counted.trace if s.variable == via)
     sol.trace[:] = [step, *(s for s in sol.trace if s.variable != via)]
     sol.notes.insert(0, step.note or "")
@@ -351,7 +367,7 @@ def _margins(goals: list[Goal], env: dict[str, float], x: str) -> list[float]:
     out = []
     for g in goals:
         if g.equation is not None:
-            need, have = env[f"{g.name}@requirement"], env[x]
+            need, have = env[f"{g.name}@requirement"], env[g.name]
             out.append(have - need if g.sense == "at_most" else need - have)
         elif g.sense == "at_least":
             out.append(env[g.name] - g.target)

@@ -101,9 +101,9 @@ def solve_model(model: Model, find: tuple[str, ...], given: Mapping[str, Any]) -
     with budget():
         seek = needs_search(model, find, known, givens)
         if seek is not None and seek.via is not None:
-            sol = search_via(model, find, known, givens, seek.variable, seek.goals, seek.via)
+            sol = search_via(model, find, known, givens, seek.variable, seek.goals, seek.via, seek.later)
         elif seek is not None:
-            sol = search(model, find, known, givens, seek.variable, seek.goals, seek.requirement)
+            sol = search(model, find, known, givens, seek.variable, seek.goals, seek.requirement, seek.held)
         else:
             targets = _targets_as_checks(model, known, find, givens)
             plan, env, trace = run_question(
