@@ -159,8 +159,8 @@ def _together(
                 return Seek(x, first, via=via, later=later)
     held = _held_counts(model, known, givens, limits)
     for x in find:
-        if determined(base, x) and not held:
-            continue
+        if determined(base, x) and (not held or _invertible_path(model, structure(model, base, find), x)):
+            continue  # computed from the givens without inverting a rounding: the targets are checks
         free = structure(model, base, find).matching.undetermined
         candidates = sorted(
             (s for s in free | {x} if not model.variables[s].choices and (s == x or s not in computed)),
