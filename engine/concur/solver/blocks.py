@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConcurError, InfeasibleError, SolveError, UsageError
+from ..errors import BudgetError, ConcurError, InfeasibleError, SolveError, UsageError
 from ..lang.expr import Bin, Call, Neg, Node, Var, compile_node, names_in, to_text
 from ..lang.model import Model
 from ..lang.pack import Variable
@@ -279,6 +279,8 @@ class _Run:
         mark = len(self.trace)
         try:
             self.loop_unmemoised(step)
+        except BudgetError:
+            raise  # not an outcome of the values: a larger budget may answer it
         except ConcurError as exc:
             _remember(key, (exc, []))
             raise

@@ -14,6 +14,8 @@ busy the machine is, is worse than both. So each question runs under a :class:`B
   steps) it raises :class:`concur.errors.BudgetError` (exit 3) naming what was being solved and the
   hint the caller gave ("give replicas, or a bound"). Nested solves (a goal seek's inner
   evaluations) share the outer count: a :mod:`contextvars` variable holds it.
+* Compiling a plan (structural work, bounded by the packs' size and cached) spends no steps, so
+  a warm cache never turns a refusal into an answer or back.
 * sympy cannot count its own work, so it is only *attempted* on systems small enough by a
   structural measure (:mod:`concur.solver.closed_forms`: expression size and a degree bound);
   the rest take the numeric paths directly. What was tried never depends on the clock.
