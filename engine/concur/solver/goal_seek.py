@@ -82,9 +82,9 @@ def search(
         ceil = any(isinstance(n, Call) and n.fn == "ceil" for n in walk(rhs))
         goals.append(Goal(x, "at_most" if ceil else "at_least", math.nan, requirement))
     held_eqs = {n: i for n in held if (i := rounding_equation(model, n)) is not None}
-    for n, i in held_eqs.items():
+    for count, i in held_eqs.items():
         ceil = any(isinstance(c, Call) and c.fn == "ceil" for c in walk(model.equations[i].rhs))
-        goals.append(Goal(n, "at_most" if ceil else "at_least", math.nan, i))
+        goals.append(Goal(count, "at_most" if ceil else "at_least", math.nan, i))
     base_known = {k: v for k, v in known.items() if k not in names}
     targets = tuple(g.name for g in goals if g.equation is None)
     sources = dict(givens.sources)
@@ -133,7 +133,9 @@ def search(
         lo_i = math.ceil(lo) if lo is not None else (1 if (hi is None or hi >= 1) else 0)
         hi_i = math.floor(hi) if hi is not None else 1 << 40
         # a count searched against its own ceil (replicas inside an SLA search) is the fewest that do
-        fewest = requirement is not None and goals[-1].sense == "at_most"
+        fewest = requirement is not None and any(
+            g.equation == requirement and g.name == x and g.sense == "at_most" for g in goals
+        )
         exact = [g for g in goals if g.sense == "equal" and g.equation is None]
         if exact and len(goals) == 1:
             chosen = _integer_exact(evaluate, meets, exact[0], lo_i, hi_i)
