@@ -39,7 +39,7 @@ from .solution import Givens, Method, Solution, show_value
 from .throughput_inputs import require_fixed
 from .verify import verify
 
-__all__ = ["flush_caches", "solve_model"]
+__all__ = ["flush_caches", "solve_model", "targets_as_checks"]
 
 
 def flush_caches(model: Model) -> None:
@@ -49,7 +49,7 @@ def flush_caches(model: Model) -> None:
     save_cache()
 
 
-def _targets_as_checks(
+def targets_as_checks(
     model: Model, known: Mapping[str, float], find: tuple[str, ...], givens: Givens
 ) -> tuple[str, ...]:
     """Given targets (``limit:``) that the other givens determine: they are computed and compared,
@@ -105,7 +105,7 @@ def solve_model(model: Model, find: tuple[str, ...], given: Mapping[str, Any]) -
         elif seek is not None:
             sol = search(model, find, known, givens, seek.variable, seek.goals, seek.requirement, seek.held)
         else:
-            targets = _targets_as_checks(model, known, find, givens)
+            targets = targets_as_checks(model, known, find, givens)
             plan, env, trace = run_question(
                 model, {k: v for k, v in known.items() if k not in targets}, find + targets, sources
             )

@@ -53,7 +53,7 @@ from ..lang.model import Model
 from ..solver.blocks import render_template
 from ..solver.givens import resolve_givens
 from ..solver.plan import conditions, make_plan
-from ..solver.question import flush_caches, solve_model
+from ..solver.question import flush_caches, solve_model, targets_as_checks
 from ..solver.roots import choose_root_array
 from ..solver.seek import needs_search
 from ..solver.solution import Method
@@ -318,7 +318,7 @@ def _plan(
             solve_model(model, find, {**given, **first})
     steps = None
     plan = None
-    if needs_search(model, find, known, givens) is None:
+    if needs_search(model, find, known, givens) is None and not targets_as_checks(model, known, find, givens):
         plan = make_plan(model, known, find)
         steps = _vector_plan(model, plan)
     if steps is None or plan is None:
