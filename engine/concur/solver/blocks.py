@@ -465,6 +465,14 @@ class _Run:
         lo = math.ceil(var.bounds[0]) if var.bounds[0] is not None else 0
         hi = math.floor(var.bounds[1]) if var.bounds[1] is not None else 1 << 40
         chosen = integers.smallest(ok, lo, hi) if ceil else integers.largest(ok, lo, hi)
+        if chosen is not None and var.bounds[1] is None and chosen >= hi:
+            raise InfeasibleError(
+                f"no {v} below {hi} is {'enough' if ceil else 'the largest'} for '{e.eq.text}': the search "
+                f"stopped at its range edge",
+                where=e.eq.where,
+                variable=v,
+                hint="the load may exceed what any fleet of this kind serves",
+            )
         result = None if chosen is None else attempt(float(chosen))
         if chosen is None or result is None:
             word = "enough" if ceil else "any"

@@ -156,6 +156,13 @@ def search(
             chosen = _integer_search(
                 evaluate, meets, lo_i, hi_i, fewest=fewest, improving=lambda: _improving(evaluate, goals, x, lo_i, hi_i)
             )
+            if chosen is not None and chosen[1] == "smallest" and xv.bounds[1] is None and chosen[0] >= hi_i:
+                raise InfeasibleError(  # the search's own limit, not a bound of the variable
+                    f"no {x} below {show_value(model, x, float(hi_i))} gives {_describe(model, goals)}: the search "
+                    f"stopped at its range edge, not at an answer",
+                    variable=x,
+                    hint="relax the target, or change another given",
+                )
             if chosen is not None and chosen[1] == "edge":
                 raise InfeasibleError(
                     f"every {x} from {show_value(model, x, float(lo_i))} to the end of its search range "
