@@ -115,3 +115,36 @@ def test_a_binding_itl_target_lowers_the_rate_three_replicas_carry(fleet) -> Non
     itl = solve_model(fleet, ("itl",), {**base, "replicas": 3, "arrival_rate": free}).value("itl", "ms")
     bound = _check(fleet, {**base, "itl_slo": itl * 0.9}, ("arrival_rate",), {"replicas": 3})
     assert bound < free
+
+
+slas = st.fixed_dictionaries(
+    {
+        "config": st.sampled_from(range(len(CONFIGS))),
+        "ttft_slo": st.sampled_from([None, 300, 1000]),
+        "itl_slo": st.sampled_from([25, 30, 50]),
+        "replicas": st.sampled_from([None, 3]),
+        "budget": st.sampled_from([None, 45000]),
+    }
+)
+
+
+@settings(max_examples=8, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(q=slas)
+def test_slas_give_the_largest_batch_that_meets_them(fleet, q) -> None:
+    """SLA -> largest batch, with or without a replica count or a budget: the batch found meets every
+    SLA, and a batch one request larger breaks one (or the answer is a refusal)."""
+    base = {**CONFIGS[q["config"]], "input_tokens": 1000, "output_tokens": 400}
+    limits = {k: q[k] for k in ("ttft_slo", "itl_slo") if q[k] is not None}
+    extra = {k: v for k, v in (("replicas", q["replicas"]), ("monthly_budget", q["budget"])) if v is not None}
+    try:
+        batch = solve_model(fleet, ("batch",), {**base, **limits, **extra}).value("batch")
+    except ConcurError as exc:
+        assert exc.exit_code in (2, 3), exc
+        return
+
+    def meets(b: float) -> bool:
+        sol = solve_model(fleet, ("itl", "ttft"), {**base, "concurrency": b})
+        return all(sol.value(k.removesuffix("_slo"), "ms") <= v * (1 + 1e-9) for k, v in limits.items())
+
+    assert meets(batch)
+    assert not meets(batch + 1) or "replicas" in extra  # a given count may cap it first

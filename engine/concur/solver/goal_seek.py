@@ -111,12 +111,15 @@ def search(
             return None
         except (ArithmeticError, ValueError, KeyError):
             return None
-        for con in model.constraints:
-            if x in names_in(con.expr) and names_in(con.expr) <= env.keys():
+        for con in model.constraints:  # a trial that breaks a constraint is no candidate (the KV pool's batch)
+            names = names_in(con.expr)
+            if names <= env.keys() and (x in names or not names <= base_known.keys()):
                 try:
-                    if not compile_node(con.expr)(env):
-                        return None
+                    ok = compile_node(con.expr)(env)
                 except (ArithmeticError, ValueError):
+                    ok = False
+                if not ok:
+                    last_error[:] = [InfeasibleError(f"'{con.text}' does not hold: {con.doc}", where=con.where)]
                     return None
         return env
 

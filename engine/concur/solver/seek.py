@@ -159,7 +159,7 @@ def _together(
                 return Seek(x, first, via=via, later=later)
     held = _held_counts(model, known, givens, limits)
     for x in find:
-        if determined(base, x) and (not held or _invertible_path(model, structure(model, base, find), x)):
+        if determined(base, x) and (not held or not _through_rounding(model, structure(model, base, find), x)):
             continue  # computed from the givens without inverting a rounding: the targets are checks
         free = structure(model, base, find).matching.undetermined
         candidates = sorted(
@@ -171,6 +171,28 @@ def _together(
             if all(determined(probe, g) for g in limits) and determined(probe, x):
                 return Seek(s, tuple(limits), held=held)
     return None
+
+
+def _through_rounding(model: Model, problem: Problem, x: str) -> bool:
+    """Whether computing ``x`` inverts a rounding on the way: some equation ``n = ceil(...)`` upstream
+    of it is matched to a variable other than ``n`` (the batch from a given replica count)."""
+    m = problem.matching
+    seen: set[str] = set()
+    stack = [x]
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        i = m.var_to_eq.get(v)
+        if i is None:
+            continue
+        e = problem.eqs[i]
+        rounded = isinstance(e.rhs, Call) and e.rhs.fn in ("ceil", "floor") and isinstance(e.lhs, Var)
+        if rounded and e.lhs.name != v:  # type: ignore[union-attr]
+            return True
+        stack.extend(n for n in e.names if n != v and n not in problem.known)
+    return False
 
 
 def _reaches(model: Model, name: str, x: str, stop: set[str]) -> bool:
@@ -206,6 +228,8 @@ def _rounded_link(model: Model, base: Mapping[str, float], x: str, g: str, deter
         n = eq.lhs.name
         if n in (x, g) or n in base or not model.variables[n].integer:
             continue
+        if _reaches(model, g, x, {*base, n}):
+            continue  # the target depends on x itself, not only through the count (an ITL on the batch)
         if determined({**base, n: 1.0}, g) and determined({**base, x: 1.0}, n):
             return n
     return None
