@@ -188,8 +188,8 @@ def _through_rounding(model: Model, problem: Problem, x: str) -> bool:
         if i is None:
             continue
         e = problem.eqs[i]
-        rounded = isinstance(e.rhs, Call) and e.rhs.fn in ("ceil", "floor") and isinstance(e.lhs, Var)
-        if rounded and e.lhs.name != v:  # type: ignore[union-attr]
+        lhs = e.lhs
+        if isinstance(lhs, Var) and isinstance(e.rhs, Call) and e.rhs.fn in ("ceil", "floor") and lhs.name != v:
             return True
         stack.extend(n for n in e.names if n != v and n not in problem.known)
     return False
