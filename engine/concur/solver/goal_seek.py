@@ -90,7 +90,7 @@ def search(
     sources = dict(givens.sources)
     last_error: list[ConcurError] = []
 
-    def evaluate(value: float) -> dict[str, float] | None:
+    def evaluate(value: float, constraints: bool = True) -> dict[str, float] | None:
         spend(x, f"give {x} directly, or a bound on it")
         try:
             plan, env, _ = run_question(
@@ -111,7 +111,7 @@ def search(
             return None
         except (ArithmeticError, ValueError, KeyError):
             return None
-        for con in model.constraints:  # a trial that breaks a constraint is no candidate (the KV pool's batch)
+        for con in model.constraints if constraints else ():  # a trial breaking one is no candidate
             names = names_in(con.expr)
             if names <= env.keys() and (x in names or not names <= base_known.keys()):
                 try:
@@ -199,7 +199,7 @@ def search(
     )
     note = f"{direction} {x} giving {_describe(model, goals, env)}"
     if xv.integer and len(goals) > 1 and direction == "smallest":
-        before = evaluate(value - 1)
+        before = evaluate(value - 1, constraints=False)  # which goals bind, whatever else fails
         binding = [g for g in goals if before is None or not met(g, before)]
         if binding and len(binding) < len(goals):
             note += f"; what binds: {', '.join(_name(g) for g in binding)}"
