@@ -112,3 +112,24 @@ def test_layer_counts_stay_within_the_model(find):
             assert exc.exit_code == 3
             continue
         assert sol.value(find) <= 80  # llama-3.1-70b's layers
+
+
+def test_verify_refuses_values_that_do_not_satisfy_the_pack():
+    """The last check before printing: equations by relative residual, limits as inequalities."""
+    from concur.errors import InfeasibleError
+    from concur.solver.verify import verify
+
+    m = build_model(["queueing"])
+    good = concur.solve(
+        ["mean_wait", "p_wait"], {"arrival_rate": 1, "service_time": "1 s", "servers": 3}, "queueing"
+    ).values
+    verify(m, good, {}, {})
+    bad = {**good, "mean_wait": good["mean_wait"] * (1 + 1e-4)}
+    with pytest.raises(InfeasibleError, match="mean_wait"):
+        verify(m, bad, {}, {})
+    # a given ceiling is a bound: the model's smaller wait satisfies 'mean_wait = ...' as a limit
+    verify(m, {**good, "mean_wait": 100.0}, {"mean_wait": 100.0}, {"mean_wait": "at_most"})
+    with pytest.raises(InfeasibleError, match="mean_wait"):
+        verify(m, {**good, "mean_wait": 0.01}, {"mean_wait": 0.01}, {"mean_wait": "at_most"})
+    with pytest.raises(InfeasibleError, match="whole"):
+        verify(m, {**good, "servers": 2.5}, {}, {})

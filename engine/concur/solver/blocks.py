@@ -196,15 +196,15 @@ class _Run:
                 candidates.append((x, *_sides(e, self.env, var, x)))
             except (ArithmeticError, ValueError, KeyError, TypeError):
                 candidates.append((math.nan, math.nan, math.nan))
-        chosen, count = choose_root(candidates, v.bounds)
+        scales = [  # only where a root satisfies its equation but not its bounds strictly (rounding)
+            _term_scale(form, self.env) if satisfies(lhs, rhs, x) and not in_bounds(v.bounds, x) else 0.0
+            for form, (x, lhs, rhs) in zip(step.forms, candidates)
+        ]
+        chosen, count = choose_root(candidates, v.bounds, scales)
         if chosen >= 0:
             note = "" if count == 1 else f"{count} roots; took the smallest"
-            self.record(var, candidates[chosen][0], Method.INVERTED, i, note, chosen)
+            self.record(var, candidates[chosen][0], Method.INVERTED, i, note, chosen, form=step.forms[chosen])
             return
-        for k, (x, lhs, rhs) in enumerate(candidates):  # a root off its bound by rounding alone
-            if satisfies(lhs, rhs, x) and in_bounds(v.bounds, x, scale=_term_scale(step.forms[k], self.env)):
-                self.record(var, x, Method.INVERTED, i, "", k, form=step.forms[k])
-                return
         valid = [x for x, lhs, rhs in candidates if satisfies(lhs, rhs, x)]
         if valid:
             self.env[var] = valid[0]

@@ -101,15 +101,19 @@ def satisfies(lhs: float, rhs: float, x: float) -> bool:
     return abs(lhs - rhs) <= RESIDUAL_REL * scale
 
 
-def choose_root(candidates: Sequence[tuple[float, float, float]], bounds: Bounds) -> tuple[int, int]:
+def choose_root(
+    candidates: Sequence[tuple[float, float, float]], bounds: Bounds, scales: Sequence[float] = ()
+) -> tuple[int, int]:
     """Rules 1-3 on ``(x, lhs(x), rhs(x))`` candidates: ``(index chosen, how many admissible)``.
+    ``scales``: per candidate, the magnitude of what its closed form adds (rule 2's scale; 0 if absent).
 
     The index is -1 when none is admissible; then the caller reports the first valid candidate's
     bounds violation (``first_valid``) or that no candidate satisfies the equation.
     """
     best, best_mag, count = -1, math.inf, 0
     for i, (x, lhs, rhs) in enumerate(candidates):
-        if not satisfies(lhs, rhs, x) or not in_bounds(bounds, x):
+        scale = scales[i] if i < len(scales) else 0.0
+        if not satisfies(lhs, rhs, x) or not in_bounds(bounds, x, scale=scale):
             continue
         count += 1
         if abs(x) < best_mag:
