@@ -10,7 +10,11 @@ It is a *goal seek* (:mod:`concur.solver.goal_seek`) when
    downstream of it (an ITL or TTFT limit) may need more: it is searched against the requirement
    and every such target, and the answer says which binds;
 3. reaching it would invert a floor/ceil or produce an integer from a continuous relation: the
-   given whose removal frees it, and that it drives, becomes the goal (rounded counts first).
+   given whose removal frees it, and that it drives, becomes the goal (rounded counts first);
+4. several given targets, or targets with a given count (``replicas=3`` and an ITL target): every
+   target is a goal at once and none is used as a value. A budget that depends on the asked
+   variable only through a rounded count is met first (the most replicas it pays for), the other
+   targets then at that count; a given count stays a value, held to its own rounding.
 """
 
 from __future__ import annotations
