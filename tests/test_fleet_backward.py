@@ -81,6 +81,16 @@ def test_a_backward_answer_is_the_edge_of_the_forward_question(fleet, q) -> None
         assert cost <= q["budget"] * (1 + 1e-9)
         assert replicas <= sol.value("replicas")
         assert more is None or more[1] > q["budget"]
+        assert _cost(fleet, base, rate, int(sol.value("replicas")) + 1) > q["budget"]  # the next count breaks it
+
+
+def _cost(fleet, base: dict, rate: float, replicas: int) -> float:
+    """The monthly cost of ``replicas`` carrying ``rate`` (more replicas than needed are allowed)."""
+    limits = ("ttft_slo", "itl_slo")
+    given = {k: v for k, v in base.items() if k not in limits}
+    return solve_model(fleet, ("cost_per_month",), {**given, "arrival_rate": rate, "replicas": replicas}).value(
+        "cost_per_month"
+    )
 
 
 def _check(fleet, base: dict, find: tuple[str, ...], extra: dict) -> float:
@@ -92,7 +102,8 @@ def _check(fleet, base: dict, find: tuple[str, ...], extra: dict) -> float:
         assert at[0] <= extra["replicas"] and (more is None or more[0] > extra["replicas"])
     else:
         assert at[1] <= extra["monthly_budget"] and (more is None or more[1] > extra["monthly_budget"])
-        assert at[0] == sol.value("replicas") or at[0] < sol.value("replicas")
+        assert at[0] <= sol.value("replicas")
+        assert _cost(fleet, base, rate, int(sol.value("replicas")) + 1) > extra["monthly_budget"]
     return rate
 
 
