@@ -27,12 +27,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConcurError, InfeasibleError, SolveError, UsageError
-from ..lang.expr import Call, Node, Var, compile_node, names_in, to_text
+from ..errors import BudgetError, ConcurError, InfeasibleError, SolveError, UsageError
+from ..lang.expr import Bin, Call, Neg, Node, Var, compile_node, names_in, to_text
 from ..lang.model import Model
 from ..lang.pack import Variable
 from . import integers
-from .budget import Interrupted, interruptible, spend
+from .budget import Interrupted, interruptible, spend, timed_out
+from .closed_forms import symbolic_size_ok
 from .plan import BlockStep, Plan, Tear
 from .problem import SpecialisedEq, fold_known
 from .roots import bracket_root, choose_root, in_bounds, satisfies, snap_integer
@@ -55,6 +56,26 @@ def _evaluate(node: Node, env: dict[str, float]) -> float:
 
 
 _ABSENT = object()
+
+
+def _term_scale(node: Node, env: dict[str, float]) -> float:
+    """The largest magnitude among the terms ``node`` adds or subtracts (through ``min``/``max``):
+    the scale of the rounding error in its value. 0 when a term cannot be evaluated."""
+    try:
+        if isinstance(node, Bin) and node.op in "+-":
+            return max(_term_scale(node.left, env), _term_scale(node.right, env))
+        if isinstance(node, Neg):
+            return _term_scale(node.arg, env)
+        if isinstance(node, Call) and node.fn in ("min", "max"):
+            return max(_term_scale(a, env) for a in node.args)
+        value = abs(_evaluate(node, env))
+    except (ArithmeticError, ValueError, KeyError, TypeError):
+        return 0.0
+    return value if math.isfinite(value) else 0.0
+
+
+class _TooLarge(Exception):
+    """A loop past sympy's structural size limit (:func:`concur.solver.closed_forms.symbolic_size_ok`)."""
 
 
 def _sides(e: SpecialisedEq, env: dict[str, float], var: str, x: float) -> tuple[float, float]:
@@ -93,8 +114,17 @@ class _Run:
 
     # ------------------------------------------------------------ recording
     def record(
-        self, var: str, value: float, method: Method, eq: int, note: str = "", choice: int | None = None
+        self,
+        var: str,
+        value: float,
+        method: Method,
+        eq: int,
+        note: str = "",
+        choice: int | None = None,
+        form: Node | None = None,
     ) -> None:
+        """Keep ``value`` for ``var`` after the bounds check; ``form``, the expression that gave it,
+        sets the scale against which a bound is tested (rounding in ``1 - p`` is not a violation)."""
         v = self.model.variables[var]
         e = self.plan.eqs[eq]
         if not math.isfinite(value):
@@ -106,7 +136,9 @@ class _Run:
             )
         if v.integer:
             value = snap_integer(value)
-        if not in_bounds(v.bounds, value):
+        if not in_bounds(v.bounds, value) and not (
+            form is not None and in_bounds(v.bounds, value, scale=_term_scale(form, self.env))
+        ):
             self.env[var] = value
             raise InfeasibleError(self.violation(v, value), where=e.eq.where, variable=var)
         self.env[var] = value
@@ -137,7 +169,7 @@ class _Run:
         e = self.plan.eqs[i]
         try:
             if step.method is Method.FORWARD:
-                self.record(var, _evaluate(step.forms[0], self.env), Method.FORWARD, i)
+                self.record(var, _evaluate(step.forms[0], self.env), Method.FORWARD, i, form=step.forms[0])
             elif step.method is Method.INVERTED:
                 self.inverted(step, e, var)
             else:
@@ -164,16 +196,26 @@ class _Run:
                 candidates.append((x, *_sides(e, self.env, var, x)))
             except (ArithmeticError, ValueError, KeyError, TypeError):
                 candidates.append((math.nan, math.nan, math.nan))
-        chosen, count = choose_root(candidates, v.bounds)
+        scales = [  # only where a root satisfies its equation but not its bounds strictly (rounding)
+            _term_scale(form, self.env) if satisfies(lhs, rhs, x) and not in_bounds(v.bounds, x) else 0.0
+            for form, (x, lhs, rhs) in zip(step.forms, candidates)
+        ]
+        chosen, count = choose_root(candidates, v.bounds, scales)
         if chosen >= 0:
             note = "" if count == 1 else f"{count} roots; took the smallest"
-            self.record(var, candidates[chosen][0], Method.INVERTED, i, note, chosen)
+            self.record(var, candidates[chosen][0], Method.INVERTED, i, note, chosen, form=step.forms[chosen])
             return
         valid = [x for x, lhs, rhs in candidates if satisfies(lhs, rhs, x)]
         if valid:
             self.env[var] = valid[0]
             raise InfeasibleError(self.violation(v, valid[0]), where=e.eq.where, variable=var)
         if step.complete:
+            # sympy's "no root" is confirmed numerically before "impossible" is said: it returns an
+            # empty list for a quintic it cannot solve in radicals (b = a**5 + a)
+            found = self.bracket(e, var)
+            if found is not None:
+                self.record(var, found, Method.NUMERIC, i, "bracketed root within bounds (no closed form)")
+                return
             known = ", ".join(f"{n}={show_value(self.model, n, self.env[n])}" for n in sorted(e.names) if n in self.env)
             if _holds_everywhere(e, self.env, var, v.bounds):
                 raise UsageError(
@@ -191,7 +233,8 @@ class _Run:
             )
         self.numeric(e, i, var)
 
-    def numeric(self, e: SpecialisedEq, i: int, var: str) -> None:
+    def bracket(self, e: SpecialisedEq, var: str) -> float | None:
+        """A root of ``e`` for ``var`` bracketed within its bounds (positive when unbounded below)."""
         v = self.model.variables[var]
         low, high = v.bounds
         lo = 1e-12 if low is None or low <= 0 else low
@@ -201,7 +244,10 @@ class _Run:
             lhs, rhs = _sides(e, self.env, var, x)
             return lhs - rhs
 
-        found = bracket_root(residual, lo, hi, what=var, hint=f"give {var} directly, or a tighter bound on it")
+        return bracket_root(residual, lo, hi, what=var, hint=f"give {var} directly, or a tighter bound on it")
+
+    def numeric(self, e: SpecialisedEq, i: int, var: str) -> None:
+        found = self.bracket(e, var)
         if found is None:
             raise InfeasibleError(
                 f"no value of {var} in its bounds satisfies '{e.eq.text}'",
@@ -233,6 +279,8 @@ class _Run:
         mark = len(self.trace)
         try:
             self.loop_unmemoised(step)
+        except BudgetError:
+            raise  # not an outcome of the values: a larger budget may answer it
         except ConcurError as exc:
             _remember(key, (exc, []))
             raise
@@ -417,6 +465,14 @@ class _Run:
         lo = math.ceil(var.bounds[0]) if var.bounds[0] is not None else 0
         hi = math.floor(var.bounds[1]) if var.bounds[1] is not None else 1 << 40
         chosen = integers.smallest(ok, lo, hi) if ceil else integers.largest(ok, lo, hi)
+        if chosen is not None and var.bounds[1] is None and chosen >= hi:
+            raise InfeasibleError(
+                f"no {v} below {hi} is {'enough' if ceil else 'the largest'} for '{e.eq.text}': the search "
+                f"stopped at its range edge",
+                where=e.eq.where,
+                variable=v,
+                hint="the load may exceed what any fleet of this kind serves",
+            )
         result = None if chosen is None else attempt(float(chosen))
         if chosen is None or result is None:
             word = "enough" if ceil else "any"
@@ -446,6 +502,8 @@ class _Run:
         variables = list(step.variables)
         solutions: list[dict[str, float]] = []
         try:
+            if not symbolic_size_ok(eqs, set(variables)):
+                raise _TooLarge()
             with interruptible():
                 import sympy as sp
 
@@ -461,7 +519,7 @@ class _Run:
                     except (TypeError, KeyError):
                         continue
         except Interrupted:
-            spend(list_names(variables), f"give one of {list_names(variables)} directly")
+            raise timed_out(list_names(variables)) from None
         except Exception:
             solutions = []
         for values in solutions:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -45,24 +46,36 @@ from ..cache import cache_dir, read_json, write_json
 from ..lang.expr import Bin, Call, If, Neg, Node, Num, Var, to_text, walk
 from ..lang.model import Model
 from ..lang.serial import Malformed, decode, encode
-from .budget import Interrupted, interruptible
+from .budget import Interrupted, interruptible, timed_out
 from .problem import SpecialisedEq, smooth_in
 from .symbolic import from_sympy, to_sympy
 
 __all__ = [
+    "SYMBOLIC_DEGREE_LIMIT",
     "SYMBOLIC_LOOP_LIMIT",
+    "SYMBOLIC_NODE_LIMIT",
     "Inversion",
     "LinearRow",
     "LoopForm",
+    "degree",
     "invert",
     "isolate",
     "linear_rows",
     "save_closed_forms",
     "smooth_in",
     "solve_loop",
+    "symbolic_size_ok",
 ]
 
 SYMBOLIC_LOOP_LIMIT = 16
+SYMBOLIC_DEGREE_LIMIT = 8
+"""sympy is attempted only on systems whose degree bound (the product of each equation's degree in
+the unknowns, a square root counting 2: :func:`degree`) is at most this. A ring of three
+``x_i = c + sqrt(x_j) / 2`` (bound 8) solves in well under a second; four (16) take minutes. Beyond
+it the numeric paths answer: tears, bracketing. A structural limit, so the path a question takes
+never depends on the machine's speed (:mod:`concur.solver.budget`)."""
+SYMBOLIC_NODE_LIMIT = 400
+"""sympy is attempted only on systems of at most this many expression nodes in all."""
 """Loops of more equations than this are never handed to sympy as a whole (the shipped packs'
 largest is 11): linear ones are solved as a matrix on the values (:func:`linear_rows`), others
 are torn or left to the budget."""
@@ -248,6 +261,8 @@ def invert(model: Model, e: SpecialisedEq, var: str) -> Inversion:
 
 
 def _sympy_inverse(e: SpecialisedEq, var: str) -> Inversion:
+    if not symbolic_size_ok([e], {var}):
+        return Inversion((), False)
     try:
         with interruptible():
             import sympy as sp
@@ -266,7 +281,7 @@ def _sympy_inverse(e: SpecialisedEq, var: str) -> Inversion:
                     complete = False  # a root we cannot evaluate: do not claim the list is complete
             return Inversion(tuple(out), complete)
     except Interrupted:
-        return Inversion((), False)
+        raise timed_out(f"{var} from '{e.eq.text}'") from None
     except Exception:
         return Inversion((), False)
 
@@ -360,6 +375,65 @@ def solve_loop(model: Model, eqs: list[SpecialisedEq], variables: list[str]) -> 
     return form
 
 
+def degree(node: Node, unknowns: set[str]) -> int | None:
+    """A bound on the polynomial degree of ``node`` in ``unknowns`` once roots and divisions are
+    cleared (a quotient adds its parts' degrees, ``sqrt`` and ``** (1/2)`` double, ``** k`` multiplies
+    by ``|k|``); None when an unknown sits inside a transcendental function (``exp``, ``ln``).
+    Structural, no sympy: it decides whether sympy is tried at all.
+
+    >>> from concur.lang.expr import parse_equation
+    >>> lhs, rhs = parse_equation("x = c + sqrt(y) / 2")
+    >>> degree(lhs, {"x", "y"}), degree(rhs, {"x", "y"})
+    (1, 2)
+    """
+    if not any(isinstance(n, Var) and n.name in unknowns for n in walk(node)):
+        return 0
+    if isinstance(node, Var):
+        return 1
+    if isinstance(node, Neg):
+        return degree(node.arg, unknowns)
+    if isinstance(node, Bin):
+        left, right = degree(node.left, unknowns), degree(node.right, unknowns)
+        if left is None or right is None:
+            return None
+        if node.op in "+-":
+            return max(left, right)
+        if node.op in "*/":
+            return left + right
+        if node.op == "**" and isinstance(node.right, Num) and right == 0:
+            p = Fraction(node.right.value).limit_denominator(16)
+            return left * max(abs(p.numerator), 1) * p.denominator
+        return None
+    if isinstance(node, Call):
+        args = [degree(a, unknowns) for a in node.args]
+        if any(a is None for a in args):
+            return None
+        if node.fn == "sqrt":
+            return 2 * (args[0] or 0)
+        if node.fn in ("min", "max", "abs"):
+            return max(a or 0 for a in args)
+        return None
+    if isinstance(node, If):
+        parts = [degree(node.then, unknowns), degree(node.other, unknowns)]
+        return None if None in parts else max(p or 0 for p in parts)
+    return None
+
+
+def symbolic_size_ok(eqs: list[SpecialisedEq], unknowns: set[str]) -> bool:
+    """Whether sympy is tried on ``eqs`` in ``unknowns``: at most :data:`SYMBOLIC_NODE_LIMIT` nodes
+    and a degree bound (the product over equations) of at most :data:`SYMBOLIC_DEGREE_LIMIT`."""
+    nodes, bound = 0, 1
+    for e in eqs:
+        nodes += sum(1 for _ in walk(e.lhs)) + sum(1 for _ in walk(e.rhs))
+        sides = [degree(e.lhs, unknowns), degree(e.rhs, unknowns)]
+        if None in sides:
+            return False
+        bound *= max(max(d or 0 for d in sides), 1)
+        if nodes > SYMBOLIC_NODE_LIMIT or bound > SYMBOLIC_DEGREE_LIMIT:
+            return False
+    return True
+
+
 def _transcendental(node: Node) -> bool:
     return any((isinstance(n, Call) and n.fn in _TRANSCENDENTAL) or isinstance(n, If) for n in walk(node))
 
@@ -370,6 +444,8 @@ def _sympy_loop(eqs: list[SpecialisedEq], variables: list[str]) -> LoopForm:
         names |= e.names
     if any(_transcendental(e.lhs) or _transcendental(e.rhs) for e in eqs):
         return LoopForm(tuple(variables), (), "gave up")  # sympy can spend minutes here: tear numerically
+    if not symbolic_size_ok(eqs, set(variables)):
+        return LoopForm(tuple(variables), (), "gave up")
     try:
         with interruptible():
             import sympy as sp
@@ -394,7 +470,7 @@ def _sympy_loop(eqs: list[SpecialisedEq], variables: list[str]) -> LoopForm:
                 return LoopForm(tuple(variables), (), "free", tuple(sorted(free)))
             return LoopForm(tuple(variables), tuple(branches), "solved" if branches else "none")
     except Interrupted:
-        return LoopForm(tuple(variables), (), "gave up")
+        raise timed_out("the loop " + ", ".join(variables)) from None
     except Exception:
         return LoopForm(tuple(variables), (), "gave up")
 

@@ -30,6 +30,7 @@ from ..lang.expr import Call, Var, compile_node, names_in, to_text, walk
 from ..lang.model import Model
 from . import integers as frontier
 from .budget import spend
+from .roots import within
 from .run import run_question
 from .seek import rounding_equation
 from .solution import Givens, Method, Solution, Step, show_value
@@ -68,21 +69,28 @@ def search(
     x: str,
     names: tuple[str, ...],
     requirement: int | None = None,
+    held: tuple[str, ...] = (),
 ) -> Solution:
     """The smallest (or largest) ``x`` meeting every goal in ``names`` (given targets) and, with
-    ``requirement``, the rounding equation that defines ``x`` (replicas inside an SLA search)."""
+    ``requirement``, the rounding equation that defines ``x`` (replicas inside an SLA search).
+    ``held``: given counts that stay values, each held to its own rounding as a requirement (the
+    largest rate 3 replicas carry within an ITL target: ``ceil(...) <= 3`` and ITL at 3 replicas)."""
     xv = model.variables[x]
     goals = goals_for(model, known, names)
     if requirement is not None:
         rhs = model.equations[requirement].rhs
         ceil = any(isinstance(n, Call) and n.fn == "ceil" for n in walk(rhs))
         goals.append(Goal(x, "at_most" if ceil else "at_least", math.nan, requirement))
+    held_eqs = {n: i for n in held if (i := rounding_equation(model, n)) is not None}
+    for count, i in held_eqs.items():
+        ceil = any(isinstance(c, Call) and c.fn == "ceil" for c in walk(model.equations[i].rhs))
+        goals.append(Goal(count, "at_most" if ceil else "at_least", math.nan, i))
     base_known = {k: v for k, v in known.items() if k not in names}
     targets = tuple(g.name for g in goals if g.equation is None)
     sources = dict(givens.sources)
     last_error: list[ConcurError] = []
 
-    def evaluate(value: float) -> dict[str, float] | None:
+    def evaluate(value: float, constraints: bool = True) -> dict[str, float] | None:
         spend(x, f"give {x} directly, or a bound on it")
         try:
             plan, env, _ = run_question(
@@ -90,7 +98,12 @@ def search(
             )
             for g in goals:
                 if g.equation is not None:
-                    env[f"{g.name}@requirement"] = compile_node(plan.eqs[g.equation].rhs)(env)
+                    try:
+                        env[f"{g.name}@requirement"] = compile_node(plan.eqs[g.equation].rhs)(env)
+                    except KeyError:
+                        if g.name == x:
+                            raise
+                        return None  # the plan did not reach the held count's requirement
         except ConcurError as exc:
             if isinstance(exc, BudgetError):
                 raise
@@ -98,26 +111,22 @@ def search(
             return None
         except (ArithmeticError, ValueError, KeyError):
             return None
-        for con in model.constraints:
-            if x in names_in(con.expr) and names_in(con.expr) <= env.keys():
+        for con in model.constraints if constraints else ():  # a trial breaking one is no candidate
+            names = names_in(con.expr)
+            if names <= env.keys() and (x in names or not names <= base_known.keys()):
                 try:
-                    if not compile_node(con.expr)(env):
-                        return None
+                    ok = compile_node(con.expr)(env)
                 except (ArithmeticError, ValueError):
+                    ok = False
+                if not ok:
+                    last_error[:] = [InfeasibleError(f"'{con.text}' does not hold: {con.doc}", where=con.where)]
                     return None
         return env
 
     def met(g: Goal, env: dict[str, float]) -> bool:
         if g.equation is not None:
-            need, have = env[f"{g.name}@requirement"], env[x]
-            return need <= have + 1e-9 * max(abs(have), 1.0) if g.sense == "at_most" else need >= have - 1e-9
-        v, target = env[g.name], g.target
-        tol = 1e-9 * max(abs(target), 1e-300)
-        if g.sense == "at_least":
-            return v >= target - tol
-        if g.sense == "at_most":
-            return v <= target + tol
-        return abs(v - target) <= 1e-6 * max(abs(target), 1e-300)
+            return within(env[f"{g.name}@requirement"], env[g.name], g.sense)
+        return within(env[g.name], g.target, g.sense)
 
     def meets(env: dict[str, float] | None) -> bool:
         return env is not None and all(met(g, env) for g in goals)
@@ -127,7 +136,9 @@ def search(
         lo_i = math.ceil(lo) if lo is not None else (1 if (hi is None or hi >= 1) else 0)
         hi_i = math.floor(hi) if hi is not None else 1 << 40
         # a count searched against its own ceil (replicas inside an SLA search) is the fewest that do
-        fewest = requirement is not None and goals[-1].sense == "at_most"
+        fewest = requirement is not None and any(
+            g.equation == requirement and g.name == x and g.sense == "at_most" for g in goals
+        )
         exact = [g for g in goals if g.sense == "equal" and g.equation is None]
         if exact and len(goals) == 1:
             chosen = _integer_exact(evaluate, meets, exact[0], lo_i, hi_i)
@@ -145,7 +156,24 @@ def search(
                     hint=f"give a {g.name} one of those values reach, or ask for {g.name}",
                 )
         else:
-            chosen = _integer_search(evaluate, meets, lo_i, hi_i, fewest=fewest)
+            chosen = _integer_search(
+                evaluate, meets, lo_i, hi_i, fewest=fewest, improving=lambda: _improving(evaluate, goals, x, lo_i, hi_i)
+            )
+            if chosen is not None and chosen[1] == "smallest" and xv.bounds[1] is None and chosen[0] >= hi_i:
+                raise InfeasibleError(  # the search's own limit, not a bound of the variable
+                    f"no {x} below {show_value(model, x, float(hi_i))} gives {_describe(model, goals)}: the search "
+                    f"stopped at its range edge, not at an answer",
+                    variable=x,
+                    hint="relax the target, or change another given",
+                )
+            if chosen is not None and chosen[1] == "edge":
+                raise InfeasibleError(
+                    f"every {x} from {show_value(model, x, float(lo_i))} to the end of its search range "
+                    f"({show_value(model, x, float(hi_i))}) gives {_describe(model, goals)}: the search "
+                    f"stopped at its range edge, not at an answer",
+                    variable=x,
+                    hint=f"the givens do not bound {x}: give it directly, or check them for a contradiction",
+                )
     else:
         try:
             chosen = _boundary(model, goals, base_known, x, sources, evaluate, meets)
@@ -167,11 +195,11 @@ def search(
         {**base_known, x: value},
         tuple(dict.fromkeys(find + targets)),
         sources,
-        at_least=frozenset({requirement}) if requirement is not None else frozenset(),
+        at_least=frozenset(i for i in (requirement, *held_eqs.values()) if i is not None),
     )
     note = f"{direction} {x} giving {_describe(model, goals, env)}"
     if xv.integer and len(goals) > 1 and direction == "smallest":
-        before = evaluate(value - 1)
+        before = evaluate(value - 1, constraints=False)  # which goals bind, whatever else fails
         binding = [g for g in goals if before is None or not met(g, before)]
         if binding and len(binding) < len(goals):
             note += f"; what binds: {', '.join(_name(g) for g in binding)}"
@@ -188,12 +216,13 @@ def search_via(
     x: str,
     names: tuple[str, ...],
     via: str,
+    later: tuple[str, ...] = (),
 ) -> Solution:
     """``x`` against targets ``names`` that depend on it only through the rounded count ``via``: the
     count first (the most -- or fewest -- replicas a budget allows, a search that never touches ``x``),
     then ``x`` against that count (the largest rate those replicas carry, solved at the edge of their
     ceil). The answer meets the targets and names the count that links them."""
-    counted = search(model, (via,), {k: v for k, v in known.items() if k != x}, givens, via, names)
+    counted = search(model, (via,), {k: v for k, v in known.items() if k != x and k not in later}, givens, via, names)
     count = counted.values[via]
     rest = {k: v for k, v in known.items() if k not in names}
     linked = Givens(
@@ -204,7 +233,10 @@ def search_via(
         list(givens.notes),
         dict(givens.presets),
     )
-    sol = search(model, find, {**rest, via: count}, linked, x, (via,))
+    if later:  # targets at that count too (SLAs): the count stays a value, held to its rounding
+        sol = search(model, find, {**rest, via: count}, linked, x, later, held=(via,))
+    else:
+        sol = search(model, find, {**rest, via: count}, linked, x, (via,))
     step = next(s for s in counted.trace if s.variable == via)
     sol.trace[:] = [step, *(s for s in sol.trace if s.variable != via)]
     sol.notes.insert(0, step.note or "")
@@ -342,10 +374,47 @@ def _implied_sense(model: Model, goal: str) -> str:
     return "equal"
 
 
-def _integer_search(evaluate: Any, meets: Any, lo: int, hi: int, *, fewest: bool = False) -> tuple[float, str] | None:
+def _margins(goals: list[Goal], env: dict[str, float], x: str) -> list[float]:
+    """How far ``env`` clears each goal (positive: met with room; larger is better)."""
+    out = []
+    for g in goals:
+        if g.equation is not None:
+            need, have = env[f"{g.name}@requirement"], env[g.name]
+            out.append(have - need if g.sense == "at_most" else need - have)
+        elif g.sense == "at_least":
+            out.append(env[g.name] - g.target)
+        elif g.sense == "at_most":
+            out.append(g.target - env[g.name])
+        else:
+            out.append(-abs(env[g.name] - g.target))
+    return out
+
+
+def _improving(evaluate: Any, goals: list[Goal], x: str, lo: int, hi: int) -> bool:
+    """Whether the goals get no worse, and one better, from ``lo`` to the next whole value that
+    changes them (within 64): then the smallest value meeting them is the answer, not the largest
+    (more servers only raise a service level: the fewest that meet it, not the most)."""
+    start = evaluate(float(lo))
+    if start is None:
+        return False
+    before = _margins(goals, start, x)
+    for n in range(lo + 1, min(hi, lo + 64) + 1):
+        env = evaluate(float(n))
+        if env is None:
+            continue
+        after = _margins(goals, env, x)
+        if after != before:
+            return all(b >= a for a, b in zip(before, after))
+    return False
+
+
+def _integer_search(
+    evaluate: Any, meets: Any, lo: int, hi: int, *, fewest: bool = False, improving: Any = None
+) -> tuple[float, str] | None:
     """Smallest n meeting the goal when it fails at ``lo``; largest n meeting it when it holds at ``lo``
-    -- unless ``fewest``: a count that only gets better as it grows (replicas), whose answer is
-    always the smallest n meeting the goal, ``lo`` included.
+    -- unless ``fewest`` or ``improving()``: a count that only gets better as it grows (replicas,
+    servers for a service level), whose answer is the smallest n meeting the goal, ``lo`` included.
+    A largest that is ``hi`` itself is no frontier but the end of the search range: ``(hi, "edge")``.
 
     Values that break a constraint (``evaluate`` returns None) are skipped, never taken.
     """
@@ -355,10 +424,12 @@ def _integer_search(evaluate: Any, meets: Any, lo: int, hi: int, *, fewest: bool
         return None if value is None else bool(meets(value))
 
     at_lo = goal(lo)
-    if fewest and at_lo is True:
+    if at_lo is True and (fewest or (improving is not None and improving())):
         return float(lo), "smallest"
     if at_lo is True:
         best = frontier.largest(goal, lo, hi)
+        if best is not None and best >= hi and hi > lo:
+            return float(hi), "edge"
         return None if best is None else (float(best), "largest")
     first = frontier.smallest(goal, lo, hi)
     return None if first is None else (float(first), "smallest")
@@ -386,11 +457,10 @@ def _integer_exact(evaluate: Any, meets: Any, goal: Goal, lo: int, hi: int) -> t
         None,
     )
     rising = second is None or second[1] > first[1]
-    tol = 1e-9 * max(abs(goal.target), 1e-300)
 
     def reached(n: int) -> bool | None:
         v = value(n)
-        return None if v is None else (v >= goal.target - tol if rising else v <= goal.target + tol)
+        return None if v is None else within(v, goal.target, "at_least" if rising else "at_most")
 
     n = frontier.smallest(reached, lo, hi)
     if n is None:

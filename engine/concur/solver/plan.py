@@ -49,7 +49,6 @@ from ..errors import UnderdeterminedError
 from ..lang.expr import Call, If, Node, Var, compile_node, names_in, to_text, walk
 from ..lang.model import Model
 from ..records import record
-from .budget import spend
 from .closed_forms import (
     SYMBOLIC_LOOP_LIMIT,
     invert,  # here: a plan of forward steps never loads it
@@ -57,7 +56,7 @@ from .closed_forms import (
     solve_loop,
 )
 from .problem import Problem, SpecialisedEq, smooth_in
-from .solution import Method, describe_var, list_names
+from .solution import Method, describe_var
 from .structure import Matching, blocks_in_order, match
 
 if TYPE_CHECKING:
@@ -381,12 +380,10 @@ class _Compiler:
             )
         if form.status == "solved":
             return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, branches=form.branches)
-        if form.status == "none":
-            return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, complete=True)
-        tears = self.tears(pairs)
+        tears = self.tears(pairs)  # sympy's "none" too is confirmed numerically where the loop tears
         if tears:
             return BlockStep(Method.TEAR, tuple(block), tuple(variables), reads, tears=tears)
-        return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, complete=False)
+        return BlockStep(Method.LOOP, tuple(block), tuple(variables), reads, complete=form.status == "none")
 
     def large_loop(
         self, block: list[int], variables: list[str], reads: frozenset[str], pairs: list[tuple[int, str]]
@@ -412,7 +409,6 @@ class _Compiler:
         for v in order:
             if not sources.get(v):
                 continue
-            spend(list_names(variables), "give one of the loop's variables directly")
             unknowns = set(variables) - {v}
             system = {i: self.eqs[i].names for i in block}
             prefer = {i: lhs.name for i in block if isinstance(lhs := self.eqs[i].lhs, Var) and lhs.name in unknowns}
@@ -451,7 +447,6 @@ class _Compiler:
         for i, v in order:
             if not sources.get(v, set()) - {i}:
                 continue  # nothing could be computed first: the rest stays a loop
-            spend(list_names([w for _, w in pairs]), "give one of the loop's variables directly")
             inner = self.subsystem([j for j, _ in pairs if j != i], {w for _, w in pairs if w != v}, loops=False)
             if inner is None:
                 continue

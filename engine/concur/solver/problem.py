@@ -15,6 +15,8 @@ from ..lang.expr import Bin, Call, Cmp, If, Logic, Neg, Node, Var, compile_node,
 from ..lang.functions import FUNCTIONS
 from ..lang.model import Model
 from ..lang.pack import Equation, Variable
+from .roots import BOUNDS_SLACK
+from .roots import in_bounds as bounds_hold
 from .structure import Matching, match, repartition
 
 __all__ = ["Problem", "SpecialisedEq", "evaluate", "fold_known", "in_bounds", "smooth_in"]
@@ -236,7 +238,6 @@ def evaluate(node: Node, env: dict[str, float]) -> float:
     return value
 
 
-def in_bounds(var: Variable, value: float, slack: float = 1e-9) -> bool:
-    lo, hi = var.bounds
-    tol = slack * max(abs(value), 1.0)
-    return (lo is None or value >= lo - tol) and (hi is None or value <= hi + tol)
+def in_bounds(var: Variable, value: float, slack: float = BOUNDS_SLACK) -> bool:
+    """``var``'s bounds by the numeric policy's rule (:func:`concur.solver.roots.in_bounds`)."""
+    return bounds_hold(var.bounds, value, slack)

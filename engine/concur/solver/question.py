@@ -9,7 +9,8 @@ How a question is answered:
    target, or the path to it goes through ``floor``/``ceil``/an integer, the question is a goal
    seek (:mod:`concur.solver.goal_seek`). Otherwise it compiles into a
    :class:`~concur.solver.plan.Plan` (cached) and the plan runs once (:mod:`concur.solver.blocks`).
-3. **Checks**: redundant equations compare what the givens imply with what was given
+3. **Checks**: the answer is substituted back into every equation it covers before it is returned
+   (:mod:`concur.solver.verify`: limits as inequalities, whole counts whole); redundant equations compare what the givens imply with what was given
    ("users=60 contradicts llm_memory.yaml:40: the model gives 55"); constraints that fail and
    values out of bounds are answers with exit 3, not crashes.
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import UnderdeterminedError, UsageError
+from ..errors import InfeasibleError, UnderdeterminedError, UsageError
 from ..lang.check import require_checked
 from ..lang.model import Model
 from ..lang.units import save_cache
@@ -30,12 +31,15 @@ from .budget import budget
 from .closed_forms import save_closed_forms
 from .givens import resolve_givens
 from .goal_seek import search, search_via
+from .plan import structure
+from .roots import within
 from .run import run_question
 from .seek import needs_search
-from .solution import Givens, Solution
+from .solution import Givens, Method, Solution, show_value
 from .throughput_inputs import require_fixed
+from .verify import verify
 
-__all__ = ["flush_caches", "solve_model"]
+__all__ = ["flush_caches", "solve_model", "targets_as_checks"]
 
 
 def flush_caches(model: Model) -> None:
@@ -43,6 +47,35 @@ def flush_caches(model: Model) -> None:
     called by :func:`solve_model` and the sweep; a failure only costs recomputation next time."""
     save_closed_forms(model)  # a no-op unless this process inverted something new
     save_cache()
+
+
+def targets_as_checks(
+    model: Model, known: Mapping[str, float], find: tuple[str, ...], givens: Givens
+) -> tuple[str, ...]:
+    """Given targets (``limit:``) that the other givens determine: they are computed and compared,
+    never used as values (``mean_wait=100 s`` is a ceiling, and the mean residence is the model's
+    wait plus service, not 100 s plus service)."""
+    out: list[str] = []
+    rest = dict(known)
+    for g in sorted(givens.limits):
+        if g not in rest or g in find:
+            continue
+        without = {k: v for k, v in rest.items() if k != g}
+        if g in structure(model, without, (g,)).matching.determined:
+            out.append(g)
+            rest = without
+    return tuple(out)
+
+
+def _target_met(model: Model, name: str, value: float, target: float, sense: str) -> None:
+    if not within(value, target, sense):
+        word = "at least" if sense == "at_least" else "at most"
+        raise InfeasibleError(
+            f"the target {name} {word} {show_value(model, name, target)} is not met: the model gives "
+            f"{show_value(model, name, value)}",
+            variable=name,
+            hint=f"relax {name}, or change another given",
+        )
 
 
 def solve_model(model: Model, find: tuple[str, ...], given: Mapping[str, Any]) -> Solution:
@@ -69,14 +102,22 @@ def solve_model(model: Model, find: tuple[str, ...], given: Mapping[str, Any]) -
         with budget():
             seek = needs_search(model, find, known, givens)
             if seek is not None and seek.via is not None:
-                sol = search_via(model, find, known, givens, seek.variable, seek.goals, seek.via)
+                sol = search_via(model, find, known, givens, seek.variable, seek.goals, seek.via, seek.later)
             elif seek is not None:
-                sol = search(model, find, known, givens, seek.variable, seek.goals, seek.requirement)
+                sol = search(model, find, known, givens, seek.variable, seek.goals, seek.requirement, seek.held)
             else:
-                plan, env, trace = run_question(model, known, find, sources)
+                targets = targets_as_checks(model, known, find, givens)
+                plan, env, trace = run_question(
+                    model, {k: v for k, v in known.items() if k not in targets}, find + targets, sources
+                )
+                for g in targets:
+                    _target_met(model, g, env[g], known[g], givens.limits[g])
                 sol = Solution(model, find, env, givens, trace, plan=plan)
     except UnderdeterminedError as exc:
         raise _unlisted(exc, givens) from None
+    chosen = frozenset(s.variable for s in sol.trace if s.method in (Method.SEARCH, Method.INTEGER_TEAR))
+    given = {k: v for k, v in givens.values.items() if givens.sources.get(k) == "given"}
+    verify(model, sol.values, given, givens.limits, chosen)
     flush_caches(model)
     return sol
 

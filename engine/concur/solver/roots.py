@@ -6,7 +6,10 @@ sweep point would disagree with ``concur solve`` at the same givens. The rule:
 
 1. a candidate is finite and satisfies its equation: ``|lhs - rhs| <= RESIDUAL_REL * scale``,
    where ``scale`` is the largest magnitude among the two sides and the candidate;
-2. it lies within the variable's bounds, with a relative slack of :data:`BOUNDS_SLACK`;
+2. it lies within the variable's bounds, with a slack of :data:`BOUNDS_SLACK` relative to the
+   bound, the value and the *scale* of the computation that gave it (the largest term of a sum:
+   ``1 - p`` may give ``-1e-17`` for ``p = 1``), never an absolute slack: a mean wait of
+   ``-2e-10 s`` from a saturated queue is outside ``[0, inf)``, not "about zero";
 3. among admissible candidates the smallest in magnitude wins (the physical branch of a
    quadratic is the small one in every shipped pack); ties keep the first.
 
@@ -17,7 +20,8 @@ rounding (``c > 1e16`` for ``a = 1``), and there it is zero on a whole run of sc
 artefact, not a root.
 
 Named tolerances (not scattered literals): :data:`RESIDUAL_REL`, :data:`BOUNDS_SLACK`,
-:data:`INTEGER_SNAP`.
+:data:`INTEGER_SNAP`, :data:`GOAL_REL`, :data:`CHECK_REL`. This module is the solver's numeric
+policy: every tolerance the solver applies is one of these.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from .budget import spend
 
 __all__ = [
     "BOUNDS_SLACK",
+    "CHECK_REL",
+    "GOAL_REL",
     "INTEGER_SNAP",
     "RESIDUAL_REL",
     "bracket_root",
@@ -39,6 +45,7 @@ __all__ = [
     "in_bounds",
     "satisfies",
     "snap_integer",
+    "within",
 ]
 
 RESIDUAL_REL = 1e-6
@@ -47,15 +54,37 @@ BOUNDS_SLACK = 1e-9
 """Relative slack when testing bounds (rounding in closed forms must not push 0 to -1e-17)."""
 INTEGER_SNAP = 1e-9
 """A value this close (relative) to a whole number is that whole number."""
+GOAL_REL = 1e-9
+"""A goal seek's target is met within this fraction of the target (or of the value it compares)."""
+CHECK_REL = 1e-6
+"""An answer substituted back into an equation satisfies it within this fraction of the larger
+side (the same rule as :data:`RESIDUAL_REL`, applied to every equation after the solve)."""
 
 Bounds = tuple[float | None, float | None]
 
 
-def in_bounds(bounds: Bounds, value: float, slack: float = BOUNDS_SLACK) -> bool:
-    """Whether ``value`` lies in ``bounds`` (None = open end), with relative ``slack``."""
+def in_bounds(bounds: Bounds, value: float, slack: float = BOUNDS_SLACK, scale: float = 0.0) -> bool:
+    """Whether ``value`` lies in ``bounds`` (None = open end), with ``slack`` relative to each bound,
+    the value and ``scale`` (the magnitude of what the value was computed from; 0 when unknown).
+
+    >>> in_bounds((0.0, None), -2e-10), in_bounds((0.0, None), -1e-17, scale=1.0)
+    (False, True)
+    """
     lo, hi = bounds
-    tol = slack * max(abs(value), 1.0)
-    return (lo is None or value >= lo - tol) and (hi is None or value <= hi + tol)
+    if lo is not None and value < lo - slack * max(abs(lo), abs(value), scale):
+        return False
+    return hi is None or value <= hi + slack * max(abs(hi), abs(value), scale)
+
+
+def within(value: float, target: float, sense: str) -> bool:
+    """``value`` meets ``target`` in ``sense`` (at_least, at_most, equal) within :data:`GOAL_REL`
+    (equal: :data:`CHECK_REL`) of the larger magnitude: the one comparison goal seeks and checks use."""
+    tol = max(abs(target), abs(value), 1e-300)
+    if sense == "at_least":
+        return value >= target - GOAL_REL * tol
+    if sense == "at_most":
+        return value <= target + GOAL_REL * tol
+    return abs(value - target) <= CHECK_REL * tol
 
 
 def snap_integer(value: float) -> float:
@@ -72,15 +101,19 @@ def satisfies(lhs: float, rhs: float, x: float) -> bool:
     return abs(lhs - rhs) <= RESIDUAL_REL * scale
 
 
-def choose_root(candidates: Sequence[tuple[float, float, float]], bounds: Bounds) -> tuple[int, int]:
+def choose_root(
+    candidates: Sequence[tuple[float, float, float]], bounds: Bounds, scales: Sequence[float] = ()
+) -> tuple[int, int]:
     """Rules 1-3 on ``(x, lhs(x), rhs(x))`` candidates: ``(index chosen, how many admissible)``.
+    ``scales``: per candidate, the magnitude of what its closed form adds (rule 2's scale; 0 if absent).
 
     The index is -1 when none is admissible; then the caller reports the first valid candidate's
     bounds violation (``first_valid``) or that no candidate satisfies the equation.
     """
     best, best_mag, count = -1, math.inf, 0
     for i, (x, lhs, rhs) in enumerate(candidates):
-        if not satisfies(lhs, rhs, x) or not in_bounds(bounds, x):
+        scale = scales[i] if i < len(scales) else 0.0
+        if not satisfies(lhs, rhs, x) or not in_bounds(bounds, x, scale=scale):
             continue
         count += 1
         if abs(x) < best_mag:
@@ -105,17 +138,16 @@ def choose_root_array(xs: Sequence[Any], lhss: Sequence[Any], rhss: Sequence[Any
         scale = np.maximum(np.maximum(np.abs(L), np.abs(R)), np.maximum(np.abs(X), 1e-300))
         valid = finite & (np.abs(L - R) <= RESIDUAL_REL * scale)
         lo, hi = bounds
-        tol = BOUNDS_SLACK * np.maximum(np.abs(X), 1.0)
-        within = valid.copy()
+        inside = valid.copy()
         if lo is not None:
-            within &= lo - tol <= X
+            inside &= lo - BOUNDS_SLACK * np.maximum(np.abs(X), abs(lo)) <= X
         if hi is not None:
-            within &= hi + tol >= X
-        magnitude = np.where(within, np.abs(X), np.inf)
+            inside &= hi + BOUNDS_SLACK * np.maximum(np.abs(X), abs(hi)) >= X
+        magnitude = np.where(inside, np.abs(X), np.inf)
         index = np.argmin(magnitude, axis=0)
         chosen = np.take_along_axis(X, index[None], axis=0)[0]
         first_valid = np.take_along_axis(X, np.argmax(valid, axis=0)[None], axis=0)[0]
-        any_within = within.any(axis=0)
+        any_within = inside.any(axis=0)
         values = np.where(any_within, chosen, np.where(valid.any(axis=0), first_valid, np.nan))
     return values, np.where(any_within, index, -1)
 

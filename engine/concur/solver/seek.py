@@ -10,7 +10,11 @@ It is a *goal seek* (:mod:`concur.solver.goal_seek`) when
    downstream of it (an ITL or TTFT limit) may need more: it is searched against the requirement
    and every such target, and the answer says which binds;
 3. reaching it would invert a floor/ceil or produce an integer from a continuous relation: the
-   given whose removal frees it, and that it drives, becomes the goal (rounded counts first).
+   given whose removal frees it, and that it drives, becomes the goal (rounded counts first);
+4. several given targets, or targets with a given count (``replicas=3`` and an ITL target): every
+   target is a goal at once and none is used as a value. A budget that depends on the asked
+   variable only through a rounded count is met first (the most replicas it pays for), the other
+   targets then at that count; a given count stays a value, held to its own rounding.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ class Seek:
     goals: tuple[str, ...]
     requirement: int | None = None
     via: str | None = None  # a rounded count the goals depend on alone: searched first (budget -> replicas -> rate)
+    later: tuple[str, ...] = ()  # with via: targets met in the second search, at that count (SLAs)
+    held: tuple[str, ...] = ()  # given counts kept as values and held to their rounding (replicas=3)
 
 
 _SEARCH: dict[tuple[Any, ...], Seek | None] = {}
@@ -75,6 +81,10 @@ def _needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float
         return {k: v for k, v in known.items() if k not in drop}
 
     computed = {eq.lhs.name for eq in model.equations if isinstance(eq.lhs, Var)}
+    if len(limits) > 1 or (limits and _held_counts(model, known, givens, limits)):
+        together = _together(model, find, known, givens, limits, determined, computed)
+        if together is not None:
+            return together
     for x in find:
         for g in limits:  # x upstream of a target: search the input that drives it
             base = without(g)
@@ -113,6 +123,103 @@ def _needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float
     return None
 
 
+def _held_counts(model: Model, known: Mapping[str, float], givens: Givens, limits: list[str]) -> tuple[str, ...]:
+    """Given counts ``n = ceil(...)``/``floor(...)`` (replicas=3) that stay values in a search over
+    several targets: each is held to its rounding as a requirement, not recomputed."""
+    out = []
+    for n in sorted(known):
+        if n in limits or givens.sources.get(n) != "given" or not model.variables[n].integer:
+            continue
+        i = rounding_equation(model, n)
+        if i is not None and not names_in(model.equations[i].rhs) <= known.keys():
+            out.append(n)
+    return tuple(out)
+
+
+def _together(
+    model: Model,
+    find: tuple[str, ...],
+    known: Mapping[str, float],
+    givens: Givens,
+    limits: list[str],
+    determined: Any,
+    computed: set[str],
+) -> Seek | None:
+    """A search against every given target at once, none used as a value (several SLAs and a
+    budget; or SLAs with a given replica count). None when the targets do not all drive from one
+    searched variable (the single-target rules then apply)."""
+    base = {k: v for k, v in known.items() if k not in limits}
+    for x in find:
+        if determined(base, x):
+            continue
+        for g in limits:
+            via = _rounded_link(model, base, x, g, determined)
+            if via is None or _reaches(model, g, x, {*base, via}):
+                continue
+            stop = {*base, via}
+            first = tuple(h for h in limits if determined({**base, via: 1.0}, h) and not _reaches(model, h, x, stop))
+            later = tuple(h for h in limits if h not in first and determined({**base, x: 1.0, via: 1.0}, h))
+            if len(first) + len(later) == len(limits):
+                return Seek(x, first, via=via, later=later)
+    held = _held_counts(model, known, givens, limits)
+    for x in find:
+        if determined(base, x) and (not held or not _through_rounding(model, structure(model, base, find), x)):
+            continue  # computed from the givens without inverting a rounding: the targets are checks
+        free = structure(model, base, find).matching.undetermined
+        candidates = sorted(
+            (s for s in free | {x} if not model.variables[s].choices and (s == x or s not in computed)),
+            key=lambda s: (not (model.variables[s].integer and s not in computed), s != x, s),
+        )
+        for s in candidates:
+            probe = {**base, s: 1.0}
+            if all(determined(probe, g) for g in limits) and determined(probe, x):
+                return Seek(s, tuple(limits), held=held)
+    return None
+
+
+def _through_rounding(model: Model, problem: Problem, x: str) -> bool:
+    """Whether computing ``x`` inverts a rounding on the way: some equation ``n = ceil(...)`` upstream
+    of it is matched to a variable other than ``n`` (the batch from a given replica count)."""
+    m = problem.matching
+    seen: set[str] = set()
+    stack = [x]
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        i = m.var_to_eq.get(v)
+        if i is None:
+            continue
+        e = problem.eqs[i]
+        lhs = e.lhs
+        if isinstance(lhs, Var) and isinstance(e.rhs, Call) and e.rhs.fn in ("ceil", "floor") and lhs.name != v:
+            return True
+        stack.extend(n for n in e.names if n != v and n not in problem.known)
+    return False
+
+
+def _reaches(model: Model, name: str, x: str, stop: set[str]) -> bool:
+    """Whether ``name``'s defining equations (``v = ...``, followed through their right-hand sides,
+    never past a name in ``stop``) reach ``x``: a monthly cost stops at the replica count, a TTFT
+    reaches the arrival rate through the batch. Structural, on the equations as written."""
+    seen: set[str] = set()
+    stack = [name]
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        for eq in model.equations:
+            if isinstance(eq.lhs, Var) and eq.lhs.name == v:
+                for n in names_in(eq.rhs):
+                    if n == x:
+                        return True
+                    if n not in stop:
+                        stack.append(n)
+    return False
+
+
 def _rounded_link(model: Model, base: Mapping[str, float], x: str, g: str, determined: Any) -> str | None:
     """A count ``n = ceil(...)`` through which alone ``x`` reaches the target ``g``: ``g`` follows
     from ``n`` without ``x`` (which has no default to stand in for it), and ``n`` from ``x``. A
@@ -125,6 +232,8 @@ def _rounded_link(model: Model, base: Mapping[str, float], x: str, g: str, deter
         n = eq.lhs.name
         if n in (x, g) or n in base or not model.variables[n].integer:
             continue
+        if _reaches(model, g, x, {*base, n}):
+            continue  # the target depends on x itself, not only through the count (an ITL on the batch)
         if determined({**base, n: 1.0}, g) and determined({**base, x: 1.0}, n):
             return n
     return None

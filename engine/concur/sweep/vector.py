@@ -55,8 +55,8 @@ from ..lang.model import Model
 from ..solver.blocks import render_template
 from ..solver.givens import resolve_givens
 from ..solver.plan import conditions, make_plan
-from ..solver.question import flush_caches, solve_model
-from ..solver.roots import choose_root_array
+from ..solver.question import flush_caches, solve_model, targets_as_checks
+from ..solver.roots import BOUNDS_SLACK, choose_root_array, in_bounds
 from ..solver.seek import needs_search
 from ..solver.solution import Method
 from ..solver.throughput_inputs import FIXED_INPUTS, require_fixed
@@ -365,7 +365,7 @@ def _plan(
             solve_model(model, find, {**given, **first})
     steps = None
     plan = None
-    if needs_search(model, find, known, givens) is None:
+    if needs_search(model, find, known, givens) is None and not targets_as_checks(model, known, find, givens):
         plan = make_plan(model, known, find)
         steps = _vector_plan(model, plan)
     if steps is None or plan is None:
@@ -638,16 +638,15 @@ def _check_values(
         if (
             math.isfinite(low)
             and math.isfinite(high)
-            and (lo is None or low >= lo - 1e-9 * max(abs(low), 1.0))
-            and (hi is None or high <= hi + 1e-9 * max(abs(high), 1.0))
+            and (lo is None or in_bounds((lo, None), low))
+            and (hi is None or in_bounds((None, hi), high))
         ):
             return value, None
     bad = ~np.isfinite(value)
-    tol = 1e-9 * np.maximum(np.abs(value), 1.0)
-    if lo is not None:
-        bad |= value < lo - tol
+    if lo is not None:  # the numeric policy's rule (concur.solver.roots.in_bounds), per point
+        bad |= value < lo - BOUNDS_SLACK * np.maximum(np.abs(value), abs(lo))
     if hi is not None:
-        bad |= value > hi + tol
+        bad |= value > hi + BOUNDS_SLACK * np.maximum(np.abs(value), abs(hi))
     fresh = np.broadcast_to(bad & ~np.isnan(value), (n,))  # NaN inherited from upstream is counted there
     count = int(fresh.sum())
     if count and out is not None:
