@@ -483,15 +483,25 @@ class _Run:
                 hint="the load may exceed what any fleet of this kind serves",
             )
         g, env, steps = result
-        self.env = env
         word, rel = ("smallest", "<=") if ceil else ("largest", ">=")
+        # why not one step closer: the neighbour the search rejected, and what it asks for there
+        near = chosen - 1 if ceil else chosen + 1
+        why_not = ""
+        if lo <= near <= hi:
+            rejected = attempt(float(near), probe=True)
+            why_not = (
+                f"; at {v} = {near} it asks for {rejected[0]:.6g}"
+                if rejected is not None
+                else f"; at {v} = {near} the loop has no steady state"
+            )
+        self.env = env
         self.trace.append(
             Step(
                 v,
                 float(chosen),
                 Method.INTEGER_TEAR,
                 tear.equation,
-                f"{word} {v} with {to_text(e.rhs)} = {g:.6g} {rel} {v} (loop torn at {v})",
+                f"{word} {v} with {to_text(e.rhs)} = {g:.6g} {rel} {v}{why_not} (loop torn at {v})",
             )
         )
         self.trace.extend(steps)  # after the torn integer: every inner step reads it
