@@ -73,6 +73,7 @@ class Givens:
     assumed: dict[str, tuple[str, str]] = field(
         default_factory=dict
     )  # name -> (note an answer using it prints, source)
+    versions: dict[str, tuple[str, bool]] = field(default_factory=dict)  # key -> (release used, typed)
 
 
 @dataclass
