@@ -235,7 +235,11 @@ def _version_fields(engine: str, texts: Sequence[str], data_label: str) -> dict[
     ordered = sorted(by, key=release_key)
     seen = "; ".join(f"{rel}: {', '.join(by[rel])}" for rel in ordered)
     unnamed = [t for t in texts if release(t) is None]
-    rest = f"; points naming no {engine} release ({', '.join(unnamed)}) are fitted too but name no version" if unnamed else ""
+    rest = (
+        f"; points naming no {engine} release ({', '.join(unnamed)}) are fitted too but name no version"
+        if unnamed
+        else ""
+    )
     return {
         "version": {
             "value": ordered[-1],

@@ -31,6 +31,7 @@ from .pack import Catalog
 
 __all__ = ["current_version", "fitted_versions", "release", "resolve_version", "split_id"]
 
+
 def release(text: str) -> str | None:
     """The ``major.minor`` release an engine_version text names, or None when it names none of the
     engine's own (``NIM 1.8.0`` is NIM's version, ``vLLM-based`` names no release)."""

@@ -259,7 +259,9 @@ def _version_used(key: str, catalog: Catalog, givens: Givens) -> Assumption | No
         f"{releases} together; {key}={ident} is {ident}@{current}, the newest of them"
     )
     if typed:
-        note = f"{key} = {ident}@{release}: the {catalog.name} catalog's {ident} constants, fitted on releases {releases}"
+        note = (
+            f"{key} = {ident}@{release}: the {catalog.name} catalog's {ident} constants, fitted on releases {releases}"
+        )
     else:
         note = (
             f"assumed {key} = {ident}@{release}, the newest release the {catalog.name} catalog's {ident} constants "

@@ -17,8 +17,8 @@ from ..lang.library import get_catalog
 from ..lang.model import Model
 from ..lang.pack import Catalog
 from ..lang.pick import listed_by, picked_field
-from ..lang.versions import resolve_version, split_id
 from ..lang.values import convert_value, count_factor, prefix_note
+from ..lang.versions import resolve_version, split_id
 from .problem import in_bounds
 from .solution import Givens
 
