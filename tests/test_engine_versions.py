@@ -124,3 +124,15 @@ def test_plan_axes_take_fitted_releases_and_refuse_others() -> None:
     assert axes is not None and axes["engine"] == ["vllm@0.10", "sglang"]
     with pytest.raises(UnknownNameError, match="vllm@0.6, vllm@0.10, vllm@0.11"):
         _axes((), (), (), (), ("vllm@0.8",))
+
+
+def test_a_plan_says_which_release_each_bare_engine_is(capsys: Any) -> None:
+    from concur.analysis.fleet_plan import engine_releases_note
+
+    assert engine_releases_note(["default", "vllm@0.10"]) == ""  # nothing bare with a release
+    assert "vllm = vllm@0.11" in engine_releases_note(["default", "vllm"])
+    question = ["--set", "model=llama-3.1-8b", "--set", "arrival_rate=10", "--set", "input_tokens=1000"]
+    question += ["--set", "output_tokens=200", "--gpus", "h100-sxm-80gb", "--tp", "1", "--weight-dtypes", "bf16"]
+    code, out, err = cli(capsys, "plan", *question, "--kv-dtypes", "bf16", "--engines", "vllm,sglang@0.5")
+    assert code == 0, err
+    assert "vllm = vllm@0.11" in out and "sglang = " not in out and "sglang@0.5" in out
