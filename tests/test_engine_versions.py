@@ -136,3 +136,15 @@ def test_a_plan_says_which_release_each_bare_engine_is(capsys: Any) -> None:
     code, out, err = cli(capsys, "plan", *question, "--kv-dtypes", "bf16", "--engines", "vllm,sglang@0.5")
     assert code == 0, err
     assert "vllm = vllm@0.11" in out and "sglang = " not in out and "sglang@0.5" in out
+
+
+def test_a_workbook_plan_takes_fitted_releases_and_refuses_others() -> None:
+    from concur.errors import UsageError
+    from concur.excel.plan_sheet import _ids
+
+    known = get_catalog("engines").entries
+    assert _ids(["vllm@0.10", "sglang"], "engines", "plan.engines", known) == ["vllm@0.10", "sglang"]
+    with pytest.raises(UsageError, match=r"^plan\.engines: unknown engine version 'vllm@0\.8'"):
+        _ids(["vllm@0.8"], "engines", "plan.engines", known)
+    with pytest.raises(UsageError, match="unknown gpus id 'h100@1'"):
+        _ids(["h100@1"], "gpus", "plan.gpus", get_catalog("gpus").entries)
