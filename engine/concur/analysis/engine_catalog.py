@@ -164,9 +164,13 @@ def engines_catalog(
     fields["efficiency"] = {"doc": "one efficiency for every GPU (user entries from concur calibrate)"}
     fields["t_fixed"] = {"unit": "ms", "doc": "fixed cost per decode step of the calibrated model (user entries)"}
     fields["version"] = {
-        "doc": "the engine release engine=NAME stands for (engine=NAME@VERSION names another of 'versions')"
+        "text": True,
+        "doc": "the engine release engine=NAME stands for (engine=NAME@VERSION names another of 'versions')",
     }
-    fields["versions"] = {"doc": "releases (major.minor) whose measured runs the constants were fitted on"}
+    fields["versions"] = {
+        "text": True,
+        "doc": "releases (major.minor) whose measured runs the constants were fitted on",
+    }
     moe_src = (
         f"one factor for every engine and GPU, chosen from {', '.join(f'{m:g}' for m in (1, 1.5, 2, 2.5, 3))} "
         f"by the total |log error| over the {sum(p.fit for p in points)} usable points of {data_label}; "
