@@ -79,6 +79,7 @@ def test_a_fitted_release_is_accepted_named_and_gives_the_same_constants(capsys:
     assert code == 0, err
     a, b = json.loads(bare), json.loads(typed)
     assert b["assumed"]["engine"]["value"] == "vllm@0.10"
+    assert b["given"]["engine"]["value"] == "vllm@0.10" and a["given"]["engine"]["value"] == "vllm"
     assert a["results"]["t_step_served"] == b["results"]["t_step_served"]  # one fit over the releases
     assert any("vllm@0.10" in n and "fitted on releases 0.6, 0.10, 0.11" in n for n in b["notes"])
     code, _, err = cli(capsys, "solve", *THROUGHPUT, "--set", "engine=vllm@v0.10.2")  # a patch release of 0.10
