@@ -37,7 +37,7 @@ def test_a_fleet_answer_states_tp_dtypes_engine_utilization_and_price(capsys, sl
     assert "assumed weight_dtype = bf16 (bfloat16) for weight_bytes = 2 B/parameter" in text
     assert "assumed kv_dtype = bf16 (bfloat16) for kv_bytes = 2 B/token" in text
     assert "assumed engine = default (any engine (engine-agnostic fits per GPU family)) for efficiency_hopper" in text
-    assert "assumed engine = vllm (vLLM (V1 engine)) for max_num_seqs_large_gpu = 1024 request" in text
+    assert "assumed engine = vllm@0.11 (vLLM (V1 engine)) for max_num_seqs_large_gpu = 1024 request" in text
     assert "assumed gpu_hour_price = 6.88 usd/gpu/hour: aws's list price for gpu=h100-sxm-80gb (provider aws" in text
     assert "efficiency_ampere" not in text  # another GPU family's constant was never used
 
@@ -50,7 +50,7 @@ def test_json_lists_what_was_assumed_with_value_unit_and_source(capsys):
     assert assumed["tp"]["value"] == 1 and assumed["tp"]["unit"] == ""
     assert assumed["tp"]["source"].startswith("the pack's default (formulas/llm_memory.yaml:")
     assert assumed["weight_dtype"]["value"] == "bf16" and assumed["engine"]["value"] == "default"
-    assert assumed["engine:engine_limits"]["value"] == "vllm"
+    assert assumed["engine:engine_limits"]["value"] == "vllm@0.11"  # the release engines.yaml names current
     price = assumed["gpu_hour_price"]
     assert price["value"] == 6.88 and price["unit"] == "usd/gpu/hour"
     assert "aws.amazon.com" in price["source"] and "p5.48xlarge" in price["source"]  # the provider
@@ -63,7 +63,12 @@ def test_what_is_given_is_not_assumed(capsys):
     code, out, err = cli(capsys, "solve", *FLEET, *given, "--json")
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["assumed"] == {} and not any(n.startswith("assumed") for n in doc["notes"])
+    # engine=vllm names the engine, not its release: the one thing left to assume is which release
+    assert list(doc["assumed"]) == ["engine"] and doc["assumed"]["engine"]["value"] == "vllm@0.11"
+    assert [n for n in doc["notes"] if n.startswith("assumed")] == [
+        "assumed engine = vllm@0.11, the newest release the engines catalog's vllm constants were fitted on "
+        "(releases 0.6, 0.10, 0.11; give engine=vllm@VERSION to name one)"
+    ]
 
 
 def test_the_price_is_stated_once_the_gpu_is_chosen_but_not_when_typed(capsys):

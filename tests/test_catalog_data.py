@@ -183,7 +183,10 @@ def shape_problems(stem: str, data: Any) -> list[str]:
                 problems.append(f"{where}.{key}: empty or missing source")
             value = item["value"]
             choices = fields[key].get("choices")
-            if choices is not None:
+            if fields[key].get("text"):  # a text field (engines.yaml version): words, not a number
+                if not isinstance(value, str) or not value.strip():
+                    problems.append(f"{where}.{key}: text field needs non-empty text, got {value!r}")
+            elif choices is not None:
                 if value not in choices:
                     problems.append(f"{where}.{key}: {value!r} not in {choices}")
             elif isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -660,3 +663,12 @@ def test_engine_default_batch_caps(catalogs: dict[str, Any]) -> None:
         for key in ("max_num_seqs", "max_num_seqs_large_gpu"):
             if key in entry:
                 assert isinstance(v(entry, key), int), (eid, key)
+
+
+def test_a_text_field_takes_words_and_refuses_a_number_or_nothing() -> None:
+    text = {**_GOOD, "fields": {"version": {"text": True, "doc": "release"}}}
+    good = {**text, "entries": {"x": {"name": "X", "version": {"value": "0.11", "source": "s"}}}}
+    assert shape_problems("gpus", good) == []
+    for bad in (11, "", "  "):
+        broken = {**text, "entries": {"x": {"name": "X", "version": {"value": bad, "source": "s"}}}}
+        assert any("text field needs non-empty text" in p for p in shape_problems("gpus", broken)), bad

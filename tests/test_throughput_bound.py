@@ -28,7 +28,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from concur.analysis.calibration import Point, evaluate, gpu_entry, load_points, median, point_from
-from concur.analysis.engine_catalog import engines_catalog
+from concur.analysis.engine_catalog import engine_versions, engines_catalog
 from concur.analysis.engine_fits import cross_validate, fit_prefill, fit_set
 
 DATA = Path(__file__).parent / "data" / "throughput_points.yaml"
@@ -318,12 +318,16 @@ def test_engines_catalog_is_the_current_fit(calibration: Any) -> None:
     shipped = YAML(typ="safe").load((ROOT / "formulas" / "catalogs" / "engines.yaml").read_text())
     fs, cv = calibration
     prefill = fit_prefill(ROOT / "tests" / "data" / "prefill_points.yaml")
-    fresh = engines_catalog(fs, cv, FIT_POINTS, prefill=prefill)
+    versions = engine_versions(ROOT / "tests" / "data" / "throughput_points.yaml", FIT_POINTS)
+    fresh = engines_catalog(fs, cv, FIT_POINTS, prefill=prefill, versions=versions)
     assert set(shipped["entries"]) == set(fresh["entries"]) == {"default", "sglang", "trtllm", "vllm"}
     for name, entry in fresh["entries"].items():
         assert set(shipped["entries"][name]) == set(entry)
         for field, item in entry.items():
             if field == "name":
+                continue
+            if field in ("version", "versions"):  # the releases of the fitted points (concur.lang.versions)
+                assert shipped["entries"][name][field] == item, (name, field)
                 continue
             assert shipped["entries"][name][field]["value"] == pytest.approx(item["value"], rel=2e-3), (name, field)
             if field == "efficiency_prefill":  # fitted on low-load prefill measurements only

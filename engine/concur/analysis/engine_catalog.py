@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..lang.versions import release, release_key
 from ..lang.yamlsafe import load_yaml
 from ..writefile import output_path, write_output
 from .calibration import Point, load_points, median
@@ -162,6 +163,14 @@ def engines_catalog(
     fields["token_budget"] = {"unit": "token", "doc": "tokens one engine step may carry (decodes and prefill chunk)"}
     fields["efficiency"] = {"doc": "one efficiency for every GPU (user entries from concur calibrate)"}
     fields["t_fixed"] = {"unit": "ms", "doc": "fixed cost per decode step of the calibrated model (user entries)"}
+    fields["version"] = {
+        "text": True,
+        "doc": "the engine release engine=NAME stands for (engine=NAME@VERSION names another of 'versions')",
+    }
+    fields["versions"] = {
+        "text": True,
+        "doc": "releases (major.minor) whose measured runs the constants were fitted on",
+    }
     moe_src = (
         f"one factor for every engine and GPU, chosen from {', '.join(f'{m:g}' for m in (1, 1.5, 2, 2.5, 3))} "
         f"by the total |log error| over the {sum(p.fit for p in points)} usable points of {data_label}; "
@@ -176,6 +185,7 @@ def engines_catalog(
             lv, src = _describe(fs, cv, points, engine, fam, data_label)
             entry[f"efficiency_{fam}"] = {"value": round(lv.efficiency, 4), "source": src}
             entry[f"t_layer_{fam}"] = {"value": round(lv.t_layer * 1e3, 5), "source": src}
+        entry.update(_version_fields(engine, (versions or {}).get(engine, []), data_label))
         if prefill is not None:
             per = ", ".join(f"{k} {v:.3f}" for k, v in prefill.per_point.items())
             entry["efficiency_prefill"] = {
@@ -212,6 +222,40 @@ def engines_catalog(
         ),
         "fields": fields,
         "entries": entries,
+    }
+
+
+def _version_fields(engine: str, texts: Sequence[str], data_label: str) -> dict[str, Any]:
+    """``version`` (the newest release among the fitted points, what ``engine=NAME`` means) and
+    ``versions`` (every release of the fitted points) of an engine entry, each citing the texts the
+    points state; nothing for an engine none of whose points names a release of its own."""
+    by: dict[str, list[str]] = {}
+    for text in texts:
+        rel = release(text)
+        if rel is not None:
+            by.setdefault(rel, []).append(text)
+    if not by:
+        return {}
+    ordered = sorted(by, key=release_key)
+    seen = "; ".join(f"{rel}: {', '.join(by[rel])}" for rel in ordered)
+    unnamed = [t for t in texts if release(t) is None]
+    rest = (
+        f"; points naming no {engine} release ({', '.join(unnamed)}) are fitted too but name no version"
+        if unnamed
+        else ""
+    )
+    return {
+        "version": {
+            "value": ordered[-1],
+            "source": (
+                f"the newest {engine} release among the engine_version of the points of {data_label} the "
+                f"constants were fitted on ({seen}){rest}; engine={engine} means {engine}@{ordered[-1]}"
+            ),
+        },
+        "versions": {
+            "value": ", ".join(ordered),
+            "source": f"the releases of the fitted points' engine_version in {data_label} ({seen}){rest}",
+        },
     }
 
 

@@ -60,6 +60,7 @@ from ..errors import BudgetError, ConcurError, UsageError
 from ..lang.check import require_checked
 from ..lang.library import get_catalog
 from ..lang.model import Model, build_model
+from ..lang.versions import current_version, split_id
 from ..solver.givens import resolve_givens
 from ..solver.html import html_number, html_table
 from ..solver.plan import plan_key
@@ -282,7 +283,28 @@ def plan_fleet(
     if "utilization" not in question:
         notes.append("planned at utilization 0.8 (the fleet pack's default headroom; --set utilization=...)")
     notes.append(provider_note(sorted({c.provider for c in configs}), question))
+    releases = engine_releases_note(sorted({c.engine for c in configs}))
+    if releases:
+        notes.append(releases)
     return PlanResult(question, candidates, notes, rate, osl)
+
+
+def engine_releases_note(engines: Sequence[str]) -> str:
+    """Which release each engine id typed without one stands for (``vllm = vllm@0.11``), or "" when
+    none does: a plan's rows say ``vllm``, the note says which vLLM (see concur.lang.versions)."""
+    catalog = get_catalog("engines")
+    read = []
+    for engine in engines:
+        name, typed = split_id(engine)
+        release = current_version([catalog], name) if typed is None else None
+        if release is not None:
+            read.append(f"{name} = {name}@{release}")
+    if not read:
+        return ""
+    return (
+        f"engines are the releases the engines catalog names current: {', '.join(read)} "
+        "(--engines NAME@VERSION names another fitted release)"
+    )
 
 
 _TOO_MANY = "needs more than"

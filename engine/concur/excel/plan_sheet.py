@@ -37,6 +37,7 @@ from ..errors import UsageError
 from ..extras import need
 from ..lang.library import get_catalog
 from ..lang.model import build_model
+from ..lang.versions import resolve_version, split_id
 from .cells import put_formula, put_number, put_text, require_folder, save_atomically
 
 __all__ = ["AXIS_KEYS", "export_plan", "fleet_comparison", "write_plan_sheet"]
@@ -204,8 +205,16 @@ def _list(value: Any, where: str) -> Sequence[Any]:
 
 
 def _ids(value: Any, catalog: str, where: str, known: Mapping[str, Any]) -> list[str]:
+    """The ids ``value`` lists, each a catalog id -- or, for engines, ``NAME@RELEASE`` of a fitted
+    release (concur.lang.versions: an unfitted one is refused, naming ``where``)."""
     ids = [str(v) for v in _list(value, where)]
-    unknown = [i for i in ids if i not in known]
+    unknown = [i for i in ids if (split_id(i)[0] if catalog == "engines" else i) not in known]
     if unknown:
         raise UsageError(f"{where}: unknown {catalog} id '{unknown[0]}'", hint=f"known: {', '.join(known)}")
+    if catalog == "engines":
+        for ident in ids:
+            try:
+                resolve_version([get_catalog(catalog)], "engine", *split_id(ident))
+            except UsageError as exc:
+                raise UsageError(f"{where}: {exc.message}", hint=exc.hint) from None
     return ids

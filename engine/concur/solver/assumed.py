@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from ..lang.library import get_catalog
 from ..lang.model import Model
 from ..lang.pack import Catalog, CatalogEntry, Preset
+from ..lang.versions import current_version, fitted_versions
 
 if TYPE_CHECKING:
     from .solution import Givens, Step
@@ -176,6 +177,9 @@ def _preset_assumptions(
     pairs = _fields(preset, catalog, model)
     out: list[Assumption] = []
     if key in givens.presets:
+        version = _version_used(key, catalog, givens)
+        if version is not None:
+            out.append(version)
         if preset.stated != "values":
             return out
         ident = givens.presets[key]
@@ -223,11 +227,11 @@ def _preset_assumptions(
     )
     covered.update(name for _, name in used)
     if match is not None:
-        source = f"{catalog.name} catalog, {match.id} ({match.name}): the pack's defaults equal its values"
-        note = (
-            f"assumed {key} = {match.id} ({match.name}) for {what} (the pack's defaults; give {key}=... to change it)"
-        )
-        out.append(Assumption(key, match.id, "", source, note))
+        release = current_version([_catalog(p.catalog) for p in model.presets[key]], match.id)
+        ident = match.id if release is None else f"{match.id}@{release}"
+        source = f"{catalog.name} catalog, {ident} ({match.name}): the pack's defaults equal its values"
+        note = f"assumed {key} = {ident} ({match.name}) for {what} (the pack's defaults; give {key}=... to change it)"
+        out.append(Assumption(key, ident, "", source, note))
     else:
         source = f"the pack's defaults for {key} (no {catalog.name} entry has these values)"
         note = f"assumed {what} (the pack's defaults, no {key} given; give {key}=... to change it)"
@@ -236,3 +240,31 @@ def _preset_assumptions(
         where = model.variables[name].where
         out.append(Assumption(name, value, unit, f"the pack's default ({where}), standing for {key}"))
     return out
+
+
+def _version_used(key: str, catalog: Catalog, givens: Givens) -> Assumption | None:
+    """The release a given versioned preset (``engine=vllm``) was read as, said once: by the catalog
+    whose entry states the ``version`` (see :mod:`concur.lang.versions`)."""
+    used = givens.versions.get(key)
+    ident = givens.presets[key]
+    entry = catalog.entries.get(ident)
+    if used is None or entry is None or "version" not in entry.values:
+        return None
+    release, typed = used
+    fitted = fitted_versions([catalog], ident)
+    current = str(entry.values["version"][0])
+    releases = ", ".join(fitted)
+    source = (
+        f"{catalog.name} catalog, {ident} ({entry.name}): constants fitted on the measured runs of releases "
+        f"{releases} together; {key}={ident} is {ident}@{current}, the newest of them"
+    )
+    if typed:
+        note = (
+            f"{key} = {ident}@{release}: the {catalog.name} catalog's {ident} constants, fitted on releases {releases}"
+        )
+    else:
+        note = (
+            f"assumed {key} = {ident}@{release}, the newest release the {catalog.name} catalog's {ident} constants "
+            f"were fitted on (releases {releases}; give {key}={ident}@VERSION to name one)"
+        )
+    return Assumption(key, f"{ident}@{release}", "", source, note)

@@ -18,6 +18,7 @@ from ..lang.model import Model
 from ..lang.pack import Catalog
 from ..lang.pick import listed_by, picked_field
 from ..lang.values import convert_value, count_factor, prefix_note
+from ..lang.versions import resolve_version, split_id
 from .problem import in_bounds
 from .solution import Givens
 
@@ -44,9 +45,15 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
     picks: dict[str, str] = {}
     unlisted: dict[str, str] = {}
     assumed: dict[str, tuple[str, str]] = {}
+    versions: dict[str, tuple[str, bool]] = {}
     for key, raw in given.items():
         if key in model.presets:
-            raw = catalog_id(get_catalog(model.presets[key][0].catalog).entries, str(raw))
+            chain = [get_catalog(p.catalog) for p in model.presets[key]]
+            raw, typed = split_id(str(raw))
+            raw = catalog_id(chain[0].entries, raw)
+            version = resolve_version(chain, key, raw, typed) if any(raw in c.entries for c in chain) else None
+            if version is not None:
+                versions[key] = (version, typed is not None)
             presets[key] = raw
             for n, preset in enumerate(model.presets[key]):
                 catalog = get_catalog(preset.catalog)
@@ -144,6 +151,7 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
         picks=picks,
         unlisted=unlisted,
         assumed=assumed,
+        versions=versions,
     )
 
 

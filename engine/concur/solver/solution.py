@@ -75,6 +75,7 @@ class Givens:
     assumed: dict[str, tuple[str, str]] = field(
         default_factory=dict
     )  # name -> (note an answer using it prints, source)
+    versions: dict[str, tuple[str, bool]] = field(default_factory=dict)  # key -> (release used, typed)
 
 
 @dataclass
@@ -167,8 +168,14 @@ class Solution:
         )
 
     def to_json(self) -> dict[str, Any]:
+        versions = self.givens.versions  # engine=vllm@0.10 is given as typed (the release beside the id)
         given: dict[str, Any] = {
-            key: {"value": ident, "unit": "", "source": "preset"} for key, ident in self.givens.presets.items()
+            key: {
+                "value": f"{ident}@{versions[key][0]}" if key in versions and versions[key][1] else ident,
+                "unit": "",
+                "source": "preset",
+            }
+            for key, ident in self.givens.presets.items()
         }
         for name, base in self.givens.values.items():
             if name not in self.model.variables:

@@ -43,6 +43,7 @@ def _axes(
     from ...errors import UnknownNameError, UsageError
     from ...lang.library import get_catalog
     from ...lang.model import build_model
+    from ...lang.versions import resolve_version, split_id
 
     if not (gpus or tps or weights or kvs or engines or provider):
         return None
@@ -52,9 +53,11 @@ def _axes(
         names = _names(values)
         if names:
             known = get_catalog(catalog).entries
-            bad = [n for n in names if n not in known]
+            bad = [n for n in names if split_id(n)[0] not in known]
             if bad:
                 raise UnknownNameError(f"unknown {key} '{bad[0]}'", hint=f"known: {', '.join(known)}")
+            for n in names:  # engine=vllm@0.10: a release the constants were fitted on, else refused here
+                resolve_version([get_catalog(catalog)], key, *split_id(n))
             axes[key] = names
     if tps:
         try:
