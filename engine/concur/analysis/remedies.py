@@ -210,7 +210,9 @@ def remedies(
     elif not 0 < shared_prefix < context:
         reason = f"--shared-prefix must lie between 0 and the context {context:g}"
     elif "input_tokens" in given and shared_prefix >= float(_value(given, "input_tokens")):
-        reason = f"--shared-prefix must be shorter than the prompt (input_tokens {float(_value(given, 'input_tokens')):g})"
+        reason = (
+            f"--shared-prefix must be shorter than the prompt (input_tokens {float(_value(given, 'input_tokens')):g})"
+        )
     row(
         4,
         "prefix caching / shorter prompts",
