@@ -99,7 +99,9 @@ def test_replicas_and_the_loop_inside_are_live_formulas(book: Path) -> None:
     replicas, concurrency = model["replicas"][1].value, model["concurrency"][1].value
     assert replicas.startswith("=IF('Search replicas'!$B$3=\"ok\",INDEX('Search replicas'!$A$6:$A$69,MATCH(TRUE,")
     assert "INDEX('Search replicas'!$C$6:$C$69,MATCH(replicas,'Search replicas'!$A$6:$A$69,0))" in concurrency
-    assert model["itl"][1].value == "=t_step_served/spec_tokens_per_step" and model["t_step_served"][1].value.startswith("=")
+    assert model["itl"][1].value == "=t_step_served/spec_tokens_per_step" and model["t_step_served"][
+        1
+    ].value.startswith("=")
     notes = [c.value for row in wb["Notes"].iter_rows() for c in row if isinstance(c.value, str)]
     assert not any("stays implicit" in n or "Rows marked implicit" in n for n in notes)
     assert any(n.startswith("concurrency (for replicas): a loop without a closed form") for n in notes)
