@@ -8,9 +8,9 @@ against the pack end to end.
 
 Two kinds of rows are kept in the file but left out of the bound, each with its reason as the skip
 message: a GPU that ``formulas/catalogs/gpus.yaml`` lacks (``catalog_missing: [gpus/<id>]``: no
-bandwidth or peak to bound it with), and speculative decoding (``speculative_decoding`` other than
-``none``: several tokens per target-model step, which the one-token-per-step roofline does not
-describe).  The fit tests run on the points the shipped ``engines.yaml`` names as its fit set, so
+bandwidth or peak to bound it with), and speculative decoding without a published draft length
+(``speculative_decoding`` other than ``none`` and no ``draft_tokens``). A speculative row with its
+draft length k is bounded at k + 1 tokens per sequence and step (the pack's ``bound_tokens_per_s``).  The fit tests run on the points the shipped ``engines.yaml`` names as its fit set, so
 that adding data never silently changes what the catalog claims; refitting the catalog on more
 points moves those tests along with it.  The served-throughput error is checked where it is honest:
 leave one source group out, refit everything, predict the held-out group.
@@ -48,10 +48,10 @@ def skip_reason(row: dict[str, Any]) -> str | None:
             "formulas/catalogs/gpus.yaml (no bandwidth or peak FLOP/s to bound it with)"
         )
     spec = row.get("speculative_decoding", "none")
-    if spec != "none":
+    if spec != "none" and "draft_tokens" not in row:
         return (
-            f"{row['id']}: speculative decoding ({spec}) emits several tokens per target-model step; "
-            "the one-token-per-step roofline does not bound it"
+            f"{row['id']}: speculative decoding ({spec}) without its draft length (draft_tokens): "
+            "the tokens one step may emit are not known, so no roofline bounds it"
         )
     return None
 
@@ -146,6 +146,16 @@ def test_bound_is_never_below_a_measurement(row: dict[str, Any]) -> None:
         assert point.measured_per_gpu <= bound["bound_per_gpu"], point.assumptions
     if point.measured_per_user is not None:
         assert point.measured_per_user <= bound["bound_per_user"], point.assumptions
+
+
+def test_speculative_points_are_bounded_at_their_draft_length() -> None:
+    """Every speculative row with a draft length runs through the bound (above), at k + 1 tokens per
+    sequence and step, and stays out of the fit."""
+    spec = [r for r in ROWS if r.get("speculative_decoding", "none") != "none"]
+    assert spec and all(r["id"] not in SKIPPED for r in spec if "draft_tokens" in r)
+    for row in spec:
+        point = next(p for p in POINTS if p.id == row["id"])
+        assert point.verify_tokens == row["draft_tokens"] + 1 and not point.fit
 
 
 def test_enough_points_run_through_the_bound() -> None:

@@ -167,6 +167,7 @@ class Point:
     prefill_overlap: float = 0.0
     layers: int = 0
     moe: bool = False
+    verify_tokens: int = 1  # tokens per sequence a step verifies: draft_tokens + 1 with speculative decoding
 
     @property
     def cell(self) -> str:
@@ -436,14 +437,24 @@ def point_from(
     assumptions: Sequence[str] = (),
     static: bool = False,
     terms: Mapping[str, Any] | None = None,
+    draft_tokens: int = 0,
 ) -> Point:
     """A :class:`Point` for one configuration (``given``: pack givens without load or lengths), solved by the pack.
 
     ``terms``: the pack's terms for this load when already solved (:func:`load_terms`).
+    ``draft_tokens``: a speculative point's draft length; its step verifies draft_tokens + 1 tokens per
+    sequence (the pack's compute_time and t_comm count them) and emits at most that many.
     """
     if terms is None:
+        spec = {"draft_tokens": draft_tokens} if draft_tokens else {}
         terms = _terms(
-            {**given, "concurrency": float(concurrency), "input_tokens": input_tokens, "output_tokens": output_tokens}
+            {
+                **given,
+                **spec,
+                "concurrency": float(concurrency),
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+            }
         )
     tp, pp = int(given.get("tp", 1)), int(given.get("pp", 1))
     return Point(
@@ -474,6 +485,7 @@ def point_from(
         prefill_overlap=prefill_overlap,
         layers=terms["layers"],
         moe=terms["experts"] > 0,
+        verify_tokens=1 + draft_tokens,
     )
 
 
@@ -529,10 +541,12 @@ def _point(raw: Mapping[str, Any], configs: Mapping[str, Any]) -> Point:
         notes.append(
             f"load '{load}': concurrency {conc} = most sequences whose KV fits beside the weights; left out of the fit"
         )
+    draft = 0
     if str(raw.get("speculative_decoding", "none")) != "none":
         fit = False
+        draft = int(raw.get("draft_tokens", 0))
         notes.append(
-            f"speculative decoding ({raw['speculative_decoding']}): several tokens per step; left out of the fit"
+            f"speculative decoding ({raw['speculative_decoding']}): up to {draft + 1} tokens per step; left out of the fit"
         )
     overlap = _overlap(raw, engine, notes)
     return point_from(
@@ -549,6 +563,7 @@ def _point(raw: Mapping[str, Any], configs: Mapping[str, Any]) -> Point:
         fit=fit,
         assumptions=notes,
         static="batch_size" in raw,
+        draft_tokens=draft,
     )
 
 
@@ -560,7 +575,10 @@ def evaluate(point: Point, efficiency: Any = 1.0, t_fixed: Any = 0.0, efficiency
     ``efficiency_prefill=None`` is a pure decode step with ``efficiency`` on both sides and no
     prefill. Returns seconds and tokens/s: ``t_step_bound`` (roofline), ``t_step`` (decode
     step), ``tpot`` (served time per output token, the pack's ``t_step_served``), ``per_user``
-    and ``per_gpu`` (served), ``bound_per_user`` and ``bound_per_gpu`` (roofline).
+    and ``per_gpu`` (served), ``bound_per_user`` and ``bound_per_gpu`` (roofline). A speculative
+    point (``verify_tokens`` > 1) is bounded at verify_tokens tokens per sequence and step, its step
+    doing that many tokens' FLOPs (the pack's ``bound_tokens_per_s``); its served numbers here leave
+    the draft and the acceptance out, so only its bound is meaningful.
     """
     import numpy as np
 
@@ -605,8 +623,8 @@ def evaluate(point: Point, efficiency: Any = 1.0, t_fixed: Any = 0.0, efficiency
         "tpot": tpot,
         "per_user": 1.0 / tpot,
         "per_gpu": c / tpot / gpus,
-        "bound_per_user": 1.0 / bound,
-        "bound_per_gpu": c / bound / gpus,
+        "bound_per_user": p.verify_tokens / bound,
+        "bound_per_gpu": c * p.verify_tokens / bound / gpus,
     }
 
 

@@ -17,7 +17,9 @@ The six, in cost order (DESIGN §3 T3):
 3. higher memory utilization (``mem_util``, 0.95 by default): a flag, less headroom;
 4. prefix caching / shorter prompts (``--shared-prefix``): tokens every request shares are stored
    once, so a user costs ``context - prefix`` and the pool loses one copy of the prefix
-   (``llm_memory``'s ``shared_prefix``; sliding-window layers keep only their window);
+   (``llm_memory``'s ``shared_prefix``; sliding-window layers keep only their window), and its
+   prefill computes only the uncached part of the prompt (``llm_throughput``'s ``prefill_tokens``,
+   at ``prefix_hit_rate``), which the tok/s column counts;
 5. fp8 weights (``weight_dtype=fp8``): frees half the weight memory; a quantised checkpoint and
    an accuracy evaluation;
 6. more GPUs per replica (the next TP that divides the attention heads) -- watching KV-head
@@ -207,6 +209,10 @@ def remedies(
         reason = "give --shared-prefix (system prompt / few-shot tokens every request shares)"
     elif not 0 < shared_prefix < context:
         reason = f"--shared-prefix must lie between 0 and the context {context:g}"
+    elif "input_tokens" in given and shared_prefix >= float(_value(given, "input_tokens")):
+        reason = (
+            f"--shared-prefix must be shorter than the prompt (input_tokens {float(_value(given, 'input_tokens')):g})"
+        )
     row(
         4,
         "prefix caching / shorter prompts",
