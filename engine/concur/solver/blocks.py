@@ -31,7 +31,7 @@ from ..errors import ConcurError, InfeasibleError, SolveError, UsageError
 from ..lang.expr import Call, Node, Var, compile_node, names_in, to_text
 from ..lang.model import Model
 from ..lang.pack import Variable
-from . import integers
+from . import integers, loopmemo
 from .budget import Interrupted, interruptible, spend
 from .plan import BlockStep, Plan, Tear
 from .problem import SpecialisedEq, fold_known
@@ -230,13 +230,27 @@ class _Run:
             self.env.update(outcome)
             self.trace.extend(steps)
             return
+        disk = None
+        if step.method is Method.INTEGER_TEAR:  # an integer search over inner torn loops: worth a file
+            disk = loopmemo.entry_key(self.model.key, self.plan.key, step.equations, [list(p) for p in key[3]])
+            kept = None if disk is None else loopmemo.recall(disk)
+            if kept is not None and set(kept[0]) == {v for v in step.variables if v in kept[0]}:
+                values, steps = kept
+                _remember(key, (values, steps if self.tracing else []))
+                self.env.update(values)
+                if self.tracing:
+                    self.trace.extend(steps)
+                return
         mark = len(self.trace)
         try:
             self.loop_unmemoised(step)
         except ConcurError as exc:
             _remember(key, (exc, []))
             raise
-        _remember(key, ({v: self.env[v] for v in step.variables if v in self.env}, self.trace[mark:]))
+        values = {v: self.env[v] for v in step.variables if v in self.env}
+        _remember(key, (values, self.trace[mark:]))
+        if disk is not None and self.tracing:  # an entry holds the steps: only a traced run makes one
+            loopmemo.remember(disk, values, self.trace[mark:])
 
     def loop_unmemoised(self, step: BlockStep) -> None:
         if step.method is Method.INTEGER_TEAR:
