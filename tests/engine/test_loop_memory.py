@@ -55,12 +55,35 @@ def test_a_warm_headline_question_does_not_search_again_and_answers_the_same(sea
 
 def test_a_forged_or_stale_entry_costs_a_search_never_another_answer(searches, tmp_path, monkeypatch):
     first = solve_in_a_new_process()
-    (entry,) = (tmp_path / "cache" / "loops").iterdir()
+    (entry,) = [p for p in (tmp_path / "cache" / "loops").iterdir() if b'"replicas",7.0' in p.read_bytes()]
     head, _, body = entry.read_bytes().partition(b"\n")
-    assert b'"replicas",7.0' in body
     entry.write_bytes(head + b"\n" + body.replace(b'"replicas",7.0', b'"replicas",3.0'))  # MAC now fails
     searches["searches"] = 0
     assert solve_in_a_new_process() == first and searches["searches"] >= 1
     monkeypatch.setattr(cachefiles, "_SOURCE_DIGEST", "0" * 64)  # an edited concur: another key
     searches["searches"] = 0
     assert solve_in_a_new_process() == first and searches["searches"] >= 1
+
+
+def test_a_torn_loop_without_a_root_is_refused_the_same_from_memory(searches, tmp_path, monkeypatch):
+    """A goal seek probes fleets where one replica cannot keep up: the inner torn loop has no root.
+    That refusal is remembered with its text; the warm solve refuses with the same line, re-solving
+    (almost) no inner trial."""
+    trials = {"n": 0}
+    trial = blocks._Run.trial
+
+    def counted(self, *args, **kwargs):
+        trials["n"] += 1
+        return trial(self, *args, **kwargs)
+
+    monkeypatch.setattr(blocks._Run, "trial", counted)
+    args = ["solve", "--find", "replicas,fleet_gpus,cost_per_month", "--scenario", "default", "--set", "ttft_slo=1 ms"]
+    runs = []
+    for _ in range(2):
+        blocks._LOOP_MEMO.clear()
+        trials["n"] = 0
+        out = CliRunner().invoke(cli, args)
+        runs.append((out.exit_code, str(out.exception), trials["n"]))
+    assert runs[0][:2] == runs[1][:2] and "out of reach" in runs[0][1], runs
+    assert any(b'"no_root"' in p.read_bytes() for p in (tmp_path / "cache" / "loops").iterdir())
+    assert runs[0][2] >= 100 and runs[1][2] * 10 <= runs[0][2], runs
