@@ -49,7 +49,7 @@ def test_a_warm_headline_question_does_not_search_again_and_answers_the_same(sea
     assert searches["searches"] >= 1
     searches["searches"] = 0
     assert solve_in_a_new_process() == first and searches["searches"] == 0
-    other = solve_in_a_new_process("--scenario", "default", "--set", "utilization=0.5")  # another question: searched, not recalled
+    other = solve_in_a_new_process("--scenario", "default", "--set", "utilization=0.5")  # searched, not recalled
     assert other != first and searches["searches"] >= 1
 
 
