@@ -5,6 +5,8 @@ machine. ``--plan llm`` (the default) times the whole ``concur export`` path
 for the LLM capacity plan (workbooks/llm_capacity.yaml when the checkout has
 it, else the T1 worked scenario of docs/t1-kv-cache.md on llm_memory): build the model, solve,
 :func:`~concur.excel.from_solution.plan_from_solution`, write the xlsx.
+``--plan fleet`` times ``concur export workbooks/llm_fleet.yaml`` in fresh processes (``--repeat``
+interleaved rounds, cold and warm cache) against ``python -c 'import openpyxl'``; target 1.5 s.
 ``--plan synthetic`` times only the writer on a synthetic plan shaped like the
 shipped packs: 10 inputs (two in GiB), 20 derived variables chaining products,
 sums, ``max``, ``floor`` and ``ceil``, one 50-point sweep and three scenarios.
@@ -140,21 +142,87 @@ def _run_llm(repeat: int) -> None:
     click.echo(f"baseline (issue budget): {budget:.1f} s; ratio budget/median = {budget / median:.1f}x")
 
 
+def _fleet_definition() -> Path | None:
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        candidate = parent / "workbooks" / "llm_fleet.yaml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _run_fleet(runs: int) -> None:
+    """``concur export workbooks/llm_fleet.yaml`` in fresh processes, interleaved with ``python -c
+    pass`` and ``python -c 'import openpyxl'`` (the peer: the least an xlsx writer costs), medians.
+    "warm" reuses the cache folder its untimed first run filled; "cold" empties it first."""
+    import shutil
+    import subprocess
+    import sys
+
+    definition = _fleet_definition()
+    if definition is None:
+        raise click.UsageError("workbooks/llm_fleet.yaml is not in this checkout")
+    budget = 1.5
+    cache = tempfile.mkdtemp(prefix="concur-bench-")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["CONCUR_CACHE_DIR"] = cache
+    out = Path(cache).with_suffix(".xlsx")
+    export = ["-m", "concur.cli", "export", str(definition), "-o", str(out)]
+    contenders = [
+        ("python -c pass", ["-c", "pass"], False),
+        ("python -c 'import openpyxl'", ["-c", "import openpyxl"], False),
+        ("concur export llm_fleet.yaml (cold cache)", export, True),
+        ("concur export llm_fleet.yaml (warm)", export, False),
+    ]
+    samples: dict[str, list[float]] = {label: [] for label, _, _ in contenders}
+
+    def once(args: list[str]) -> float:
+        start = time.perf_counter()
+        subprocess.run([sys.executable, *args], env=env, check=True, capture_output=True)
+        return time.perf_counter() - start
+
+    try:
+        once(export)  # untimed: the OS file cache, the .pyc files
+        for _ in range(runs):
+            for label, args, cold in contenders:
+                if cold:
+                    shutil.rmtree(cache, ignore_errors=True)
+                samples[label].append(once(args))
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+        out.unlink(missing_ok=True)
+    median = {label: statistics.median(v) for label, v in samples.items()}
+    bare, peer = median["python -c pass"], median["python -c 'import openpyxl'"]
+    click.echo(f"cores: {os.cpu_count()}  median of {runs} interleaved rounds; peer: python -c 'import openpyxl'")
+    for label, _, _ in contenders:
+        t = median[label]
+        click.echo(f"  {label:<44} {t * 1000:8.1f} ms   {t / peer:5.1f}x import openpyxl   {t / bare:6.1f}x bare")
+    warm = median["concur export llm_fleet.yaml (warm)"]
+    click.echo(
+        f"target: warm fleet workbook export <= {budget} s: {warm:.2f} s, {'met' if warm <= budget else 'MISSED'} "
+        f"({warm / peer:.1f}x import openpyxl)"
+    )
+
+
 @click.command("export")
 @click.option("--repeat", default=10, show_default=True, help="timed exports")
 @click.option(
     "--plan",
     "which",
-    type=click.Choice(["llm", "synthetic"]),
+    type=click.Choice(["llm", "synthetic", "fleet"]),
     default="llm",
     show_default=True,
-    help="llm: solve + write the LLM capacity plan; synthetic: the writer alone",
+    help="llm: solve + write the LLM capacity plan; synthetic: the writer alone; fleet: "
+    "`concur export workbooks/llm_fleet.yaml` in fresh processes against `import openpyxl`",
 )
 @click.option("--variables", default=30, show_default=True, help="inputs + derived variables (synthetic plan)")
 def command(repeat: int, which: str, variables: int) -> None:
     """Time exporting the LLM capacity plan (or a synthetic plan of VARIABLES variables)."""
     if which == "llm":
         _run_llm(max(1, repeat))
+        return
+    if which == "fleet":
+        _run_fleet(max(1, repeat))
         return
     t_import = time.perf_counter()
     from concur.excel.writer import write_workbook

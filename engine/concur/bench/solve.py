@@ -10,7 +10,10 @@ noise on one side: it once reported 2.8x bare Python where interleaved rounds ga
 are rebuilt); "warm" reuses the cache the cold run of the same round filled.
 
 Targets (the ratios to bare Python, so a slower or busier machine does not move them): a warm
-``concur solve --find users`` within 5x ``python -c pass``, a cold one within 15x. The children
+``concur solve --find users`` within 5x ``python -c pass``, a cold one within 15x; the README's
+headline question (``--find replicas,fleet_gpus,cost_per_month``) warm within 5x; a warm
+``concur check`` of the shipped packs (which answers from its memory of passed checks,
+:mod:`concur.lang.checked`) within 10x, a cold one under a second. The children
 run with Python's bytecode cache on, as an installed tool does: ``PYTHONDONTWRITEBYTECODE`` in
 the environment would make every run compile concur's sources again (the untimed first run
 writes the ``.pyc`` files).
@@ -29,14 +32,17 @@ import time
 import click
 
 SOLVE = ["-m", "concur.cli", "solve", "--find", "users"]
+HEADLINE = ["-m", "concur.cli", "solve", "--find", "replicas,fleet_gpus,cost_per_month"]  # README's first command
 CHECK = ["-m", "concur.cli", "check"]
 
-# (label, interpreter arguments, empty the cache first), in the order each round runs them.
+# (label, interpreter arguments, empty the cache first), in the order each round runs them. A warm
+# contender whose question no earlier one asked runs once untimed first (its cache entries made).
 CONTENDERS = [
     ("python -c pass", ["-c", "pass"], False),
     ("python -c 'import sympy, pint'", ["-c", "import sympy, pint"], False),
     ("concur solve --find users (cold cache)", SOLVE, True),
     ("concur solve --find users (warm cache)", SOLVE, False),
+    ("headline solve (replicas,fleet_gpus,cost_per_month, warm)", HEADLINE, False),
     ("concur check (shipped packs, cold cache)", CHECK, True),
     ("concur check (shipped packs, warm)", CHECK, False),
 ]
@@ -68,6 +74,8 @@ def command(runs: int) -> None:
             for label, args, cold in CONTENDERS:
                 if cold:
                     shutil.rmtree(cache, ignore_errors=True)
+                elif args is HEADLINE:
+                    _once(args, env)  # untimed: the cold runs of this round emptied its entries
                 samples[label].append(_once(args, env))
     finally:
         shutil.rmtree(cache, ignore_errors=True)
@@ -88,10 +96,16 @@ def command(runs: int) -> None:
     first = median["concur solve --find users (cold cache)"]
     check_cold = median["concur check (shipped packs, cold cache)"]
     check = median["concur check (shipped packs, warm)"]
+    headline = median["headline solve (replicas,fleet_gpus,cost_per_month, warm)"]
     click.echo(
-        f"targets: solve warm <= 5x bare ({warm / bare:.1f}x, {'met' if warm <= 5 * bare else 'MISSED'}), "
-        f"cold <= 15x bare ({first / bare:.1f}x, {'met' if first <= 15 * bare else 'MISSED'}); "
-        f"warm solve <= 300 ms ({'met' if warm <= 0.3 else 'MISSED'}), "
-        f"check <= 500 ms (cold {'met' if check_cold <= 0.5 else 'MISSED'}, "
-        f"warm {'met' if check <= 0.5 else 'MISSED'})"
+        f"targets: solve warm <= 5x bare ({warm / bare:.1f}x, {_met(warm <= 5 * bare)}), "
+        f"cold <= 15x bare ({first / bare:.1f}x, {_met(first <= 15 * bare)}); "
+        f"warm solve <= 300 ms ({_met(warm <= 0.3)}); "
+        f"headline warm <= 5x bare ({headline / bare:.1f}x, {_met(headline <= 5 * bare)}); "
+        f"check warm <= 10x bare ({check / bare:.1f}x, {_met(check <= 10 * bare)}), "
+        f"cold < 1 s ({check_cold * 1000:.0f} ms, {_met(check_cold < 1.0)})"
     )
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "MISSED"

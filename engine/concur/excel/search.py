@@ -47,6 +47,7 @@ beyond :data:`concur.excel.live_search.MAX_CANDIDATES`.
 
 from __future__ import annotations
 
+from copy import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -230,23 +231,22 @@ def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> None:
     passes = get_column_letter(passes_col)
     best = get_column_letter(best_col)
     first = _HEAD + 1
+    same = _SameStyle()
     for i, n in enumerate(range(found.low, found.high + 1)):
         row = first + i
-        put_number(ws, row, 1, n).number_format = "#,##0"
+        same(put_number(ws, row, 1, n), ("count",), number_format="#,##0")
         for j, (template, fmt) in enumerate(templates, start=first_col):
             # a candidate where the model cannot be evaluated (x/0 at a loop's singular point) does not fit
             body_j = f'IFERROR({template.replace(ROW, str(row))},"{DOES_NOT_FIT}")'
-            cell = put_formula(ws, row, j, body_j)
-            cell.number_format = fmt
-            cell.alignment = _RIGHT
+            same(put_formula(ws, row, j, body_j), ("value", fmt), number_format=fmt, alignment=_RIGHT)
         verdict = put_formula(ws, row, passes_col, body.replace(ROW, str(row)))
-        verdict.alignment, verdict.number_format = _RIGHT, _BOOLEAN
+        same(verdict, ("verdict",), alignment=_RIGHT, number_format=_BOOLEAN)
         if found.direction == "largest":
             above = f"{best}{row - 1}" if i else '""'
-            put_formula(ws, row, best_col, f"IF({passes}{row}=TRUE,$A{row},{above})").number_format = "#,##0"
+            same(put_formula(ws, row, best_col, f"IF({passes}{row}=TRUE,$A{row},{above})"), ("count",))
         for col, _, formula, fmt in iterations:
             cell = put_formula(ws, row, col, formula.replace(ROW, str(row)))
-            cell.number_format, cell.font = fmt, style.NOTE_FONT
+            same(cell, ("iterate", fmt), number_format=fmt, font=style.NOTE_FONT)
     last = first + found.high - found.low
     _iteration_headers(ws, found.roots, iterations)
 
@@ -346,6 +346,25 @@ def _quiet(formula: str) -> str:
     """An iteration cell: "-" instead of an error value (an overflow where the loop has no fixed
     point), which the next iterates carry on to the last; the column then reads "no solution"."""
     return f'IFERROR({formula},"{_FAILED}")'
+
+
+class _SameStyle:
+    """Style a table's cells: the first cell of each ``kind`` gets ``attributes`` set one by one;
+    every later cell of that kind gets a copy of the first one's style record. Setting a style
+    attribute makes openpyxl hash the style object to find its index (most of a 64-row table's
+    time); the copy holds the same indices, so the file is byte for byte what setting gives."""
+
+    def __init__(self) -> None:
+        self.first: dict[tuple[Any, ...], Any] = {}
+
+    def __call__(self, cell: Any, kind: tuple[Any, ...], **attributes: Any) -> None:
+        known = self.first.get(kind)
+        if known is not None:
+            cell._style = copy(known)
+            return
+        for name, value in attributes.items():
+            setattr(cell, name, value)
+        self.first[kind] = cell._style
 
 
 def _iteration_headers(ws: Any, roots: tuple[Root, ...], cells: list[tuple[int, str, str, str]]) -> None:

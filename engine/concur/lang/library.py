@@ -26,7 +26,10 @@ is never answered from a stale cache and a warm run never imports the YAML parse
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import hashlib
+import os
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -51,6 +54,7 @@ __all__ = [
     "load_pack_file",
     "pack_path",
     "pack_paths",
+    "recording",
     "set_catalog_path",
     "set_pack_path",
 ]
@@ -203,7 +207,28 @@ def _parser_fingerprint() -> str:
 
 
 _MEMO: dict[str, Any] = {}  # content key -> Pack/Catalog, this process
-_SEEN: dict[tuple[Any, ...], Any] = {}  # (kind, path, stat) -> Pack/Catalog already read by this process
+_SEEN: dict[tuple[Any, ...], tuple[Any, str]] = {}  # (kind, path, stat) -> (Pack/Catalog, sha256 of its bytes)
+_READS: list[set[tuple[str, str]]] = []  # open recordings: (absolute path, sha256 of the bytes read)
+
+
+@contextmanager
+def recording() -> Iterator[set[tuple[str, str]]]:
+    """Every pack and catalog file loaded inside the ``with`` block, as ``(absolute path, sha256 of
+    its bytes)`` -- also those this process had loaded already. What a result computed inside the
+    block depends on, so a cache of that result (``concur check``'s) can tell when it went stale."""
+    reads: set[tuple[str, str]] = set()
+    _READS.append(reads)
+    try:
+        yield reads
+    finally:
+        _READS.remove(reads)
+
+
+def _note(path: Path, sha: str) -> None:
+    if _READS:
+        entry = (os.path.abspath(path), sha)
+        for reads in _READS:
+            reads.add(entry)
 
 
 def _cached(kind: str, path: Path, load: Callable[[str, bytes], Any], decode: Callable[[Any], Any]) -> Any:
@@ -218,9 +243,13 @@ def _cached(kind: str, path: Path, load: Callable[[str, bytes], Any], decode: Ca
     except OSError:
         seen_key = None
     if seen_key is not None and seen_key in _SEEN:
-        return _SEEN[seen_key]
+        seen, sha = _SEEN[seen_key]
+        _note(path, sha)
+        return seen
     label = _label(path)
     source = read_source(path, label=label)
+    sha = hashlib.sha256(source).hexdigest()
+    _note(path, sha)
     key = digest(kind, label, source, _parser_fingerprint())
     hit = _MEMO.get(key)
     if hit is not None:
@@ -232,7 +261,7 @@ def _cached(kind: str, path: Path, load: Callable[[str, bytes], Any], decode: Ca
         write_json(file, kind, encode(value))
     _MEMO[key] = value
     if seen_key is not None:
-        _SEEN[seen_key] = value
+        _SEEN[seen_key] = (value, sha)
     return value
 
 
@@ -292,6 +321,7 @@ def load_catalog_file(path: Path) -> Catalog:
 
 def _merge(base: Catalog | None, user: Catalog) -> Catalog:
     """``user``'s entries over ``base``'s; a field both declare must have one unit."""
+
     if base is None:
         return user
     for fname, field in user.fields.items():

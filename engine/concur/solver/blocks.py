@@ -31,7 +31,7 @@ from ..errors import BudgetError, ConcurError, InfeasibleError, SolveError, Usag
 from ..lang.expr import Bin, Call, Neg, Node, Var, compile_node, names_in, to_text
 from ..lang.model import Model
 from ..lang.pack import Variable
-from . import integers
+from . import integers, loopmemo
 from .budget import Interrupted, interruptible, spend, timed_out
 from .closed_forms import symbolic_size_ok
 from .plan import BlockStep, Plan, Tear
@@ -111,6 +111,8 @@ class _Run:
         self.env = env
         self.trace: list[Step] = []
         self.tracing = tracing
+        self.trials = 0  # inner solves of torn loops so far: what a remembered loop saves
+        self.no_root: BlockStep | None = None  # the torn loop last found to have no admissible root
 
     # ------------------------------------------------------------ recording
     def record(
@@ -276,15 +278,37 @@ class _Run:
             self.env.update(outcome)
             self.trace.extend(steps)
             return
-        mark = len(self.trace)
+        disk = None
+        if step.method in (Method.INTEGER_TEAR, Method.TEAR):  # searches over trials: worth a file
+            disk = loopmemo.entry_key(
+                self.model.key, self.plan.key, step.equations, [list(p) for p in key[3]], self.tracing
+            )
+            kept = None if disk is None else loopmemo.recall(disk, step.variables)
+            if isinstance(kept, str) and step.method is Method.TEAR:
+                try:
+                    self.no_loop_root(step, told=kept)
+                except ConcurError as exc:
+                    _remember(key, (exc, []))
+                    raise
+            if kept is not None and not isinstance(kept, str):
+                _remember(key, kept)
+                self.env.update(kept[0])
+                self.trace.extend(kept[1])
+                return
+        mark, trials = len(self.trace), self.trials
         try:
             self.loop_unmemoised(step)
         except BudgetError:
             raise  # not an outcome of the values: a larger budget may answer it
         except ConcurError as exc:
             _remember(key, (exc, []))
+            if disk is not None and self.no_root is step:
+                loopmemo.remember_no_root(disk, exc.message, self.trials - trials)
             raise
-        _remember(key, ({v: self.env[v] for v in step.variables if v in self.env}, self.trace[mark:]))
+        values = {v: self.env[v] for v in step.variables if v in self.env}
+        _remember(key, (values, self.trace[mark:]))
+        if disk is not None:
+            loopmemo.remember(disk, values, self.trace[mark:], self.trials - trials)
 
     def loop_unmemoised(self, step: BlockStep) -> None:
         if step.method is Method.INTEGER_TEAR:
@@ -292,6 +316,7 @@ class _Run:
             return
         if step.method is Method.TEAR:
             if not self.tear(step):
+                self.no_root = step  # the refusal below is the loop's own, not an inner step's
                 self.no_loop_root(step)
             return
         if step.linear:
@@ -376,14 +401,14 @@ class _Run:
             self.violation(self.model.variables[worst], values[worst]), where=self.plan.eqs[i].eq.where, variable=worst
         )
 
-    def no_loop_root(self, step: BlockStep) -> None:
-        """No admissible root: the loop's violation message if a variable has one, else say so."""
+    def no_loop_root(self, step: BlockStep, told: str | None = None) -> None:
+        """No admissible root: the loop's violation message if a variable has one (``told``: its
+        text as rendered before, remembered by :mod:`concur.solver.loopmemo`), else say so."""
         for i, v in zip(step.equations, step.variables):
             var = self.model.variables[v]
             if var.violation:
-                raise InfeasibleError(
-                    render_template(var.violation, self.model, self.env), where=self.plan.eqs[i].eq.where, variable=v
-                )
+                text = told if told is not None else render_template(var.violation, self.model, self.env)
+                raise InfeasibleError(text, where=self.plan.eqs[i].eq.where, variable=v)
         texts = _texts([self.plan.eqs[i].eq.text for i in step.equations])
         raise InfeasibleError(
             f"the loop {list_names(step.variables)} has no admissible solution ({texts})",
@@ -394,6 +419,7 @@ class _Run:
     def trial(self, tear: Tear, x: float, *, probe: bool = False) -> tuple[dict[str, float], list[Step]]:
         """Solve ``tear.inner`` with the tear variable set to ``x``: (env, steps); raises on failure.
         A ``probe`` records no steps (the list is empty): only its values are wanted."""
+        self.trials += 1
         env, mark, tracing = dict(self.env), len(self.trace), self.tracing
         self.env[tear.variable] = x
         self.tracing = tracing and not probe

@@ -18,7 +18,8 @@ from typing import Any
 
 from ..errors import ConcurError, Location
 from ..lang.check import Diagnostic
-from ..lang.library import load_pack_file
+from ..lang.checked import examples_passed, remember_examples
+from ..lang.library import load_pack_file, recording
 from ..lang.model import Model, build_model
 from ..lang.pack import Example, Expectation, Pack
 from .question import solve_model
@@ -84,20 +85,25 @@ def failures_in(pack: Pack, model: Model | None = None) -> Iterator[tuple[Locati
 def example_diagnostics(paths: list[str], skip: set[str] | frozenset[str] = frozenset()) -> list[Any]:
     """``concur check``'s second pass: a Diagnostic for every failing example of the pack files (or
     folders of them) in ``paths``. Packs that do not load, and files in ``skip`` (those with problems
-    already reported), are left to the unit check's diagnostics."""
+    already reported), are left to the unit check's diagnostics. A pack whose examples all passed
+    with the same bytes of it, of every pack and catalog it read and of concur is not solved again
+    (:mod:`concur.lang.checked`); a failure is never remembered."""
     out: list[Diagnostic] = []
     files: list[Path] = []
     for p in paths:
         path = Path(p)
         files.extend(sorted(path.glob("*.yaml")) if path.is_dir() else [path])
     for f in files:
-        if str(f) in skip:
+        if str(f) in skip or examples_passed(f):  # a pass is remembered by every input's bytes
             continue
-        try:
-            pack = load_pack_file(f)
-            model = build_model([str(f)])
-        except ConcurError:
-            continue
-        for where, message in failures_in(pack, model):
-            out.append(Diagnostic(where, message))
+        with recording() as reads:
+            try:
+                pack = load_pack_file(f)
+                model = build_model([str(f)])
+            except ConcurError:
+                continue
+            failed = [Diagnostic(where, message) for where, message in failures_in(pack, model)]
+        if not failed:
+            remember_examples(f, reads)
+        out.extend(failed)
     return out
