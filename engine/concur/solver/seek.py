@@ -19,7 +19,7 @@ It is a *goal seek* (:mod:`concur.solver.goal_seek`) when
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..lang.expr import Call, Var, names_in, walk
@@ -177,9 +177,9 @@ def _together(
     return None
 
 
-def _through_rounding(model: Model, problem: Problem, x: str) -> bool:
-    """Whether computing ``x`` inverts a rounding on the way: some equation ``n = ceil(...)`` upstream
-    of it is matched to a variable other than ``n`` (the batch from a given replica count)."""
+def _upstream(problem: Problem, x: str) -> Iterator[tuple[str, Any]]:
+    """(variable, the equation matched to it) for ``x`` and everything computed on the way to it,
+    each once, walking the matching upstream from ``x`` (known values end the walk)."""
     m = problem.matching
     seen: set[str] = set()
     stack = [x]
@@ -192,10 +192,17 @@ def _through_rounding(model: Model, problem: Problem, x: str) -> bool:
         if i is None:
             continue
         e = problem.eqs[i]
+        yield v, e
+        stack.extend(n for n in e.names if n != v and n not in problem.known)
+
+
+def _through_rounding(model: Model, problem: Problem, x: str) -> bool:
+    """Whether computing ``x`` inverts a rounding on the way: some equation ``n = ceil(...)`` upstream
+    of it is matched to a variable other than ``n`` (the batch from a given replica count)."""
+    for v, e in _upstream(problem, x):
         lhs = e.lhs
         if isinstance(lhs, Var) and isinstance(e.rhs, Call) and e.rhs.fn in ("ceil", "floor") and lhs.name != v:
             return True
-        stack.extend(n for n in e.names if n != v and n not in problem.known)
     return False
 
 
@@ -278,19 +285,7 @@ def _invertible_path(model: Model, problem: Problem, x: str) -> bool:
 
 def _upstream_smooth(problem: Problem, x: str) -> bool:
     """x is computed by inverting equations: every equation on the way must be smooth in what it inverts."""
-    m = problem.matching
-    seen: set[str] = set()
-    stack = [x]
-    while stack:
-        v = stack.pop()
-        if v in seen:
-            continue
-        seen.add(v)
-        i = m.var_to_eq.get(v)
-        if i is None:
-            continue
-        e = problem.eqs[i]
-        if not (isinstance(e.lhs, Var) and e.lhs.name == v) and not (smooth_in(e.lhs, v) and smooth_in(e.rhs, v)):
-            return False
-        stack.extend(n for n in e.names if n != v and n not in problem.known)
-    return True
+    return all(
+        (isinstance(e.lhs, Var) and e.lhs.name == v) or (smooth_in(e.lhs, v) and smooth_in(e.rhs, v))
+        for v, e in _upstream(problem, x)
+    )
