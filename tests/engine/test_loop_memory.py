@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 import concur.solver.blocks as blocks
 import concur.solver.integers as integers
+import concur.solver.loopmemo as loopmemo
 from concur import cache as cachefiles
 from concur.cli import cli
 
@@ -26,6 +27,7 @@ def searches(tmp_path, monkeypatch):
     monkeypatch.setattr(cachefiles, "_KEY", None)
     monkeypatch.setattr(cachefiles, "_KEY_DURABLE", False)
     monkeypatch.setattr(blocks, "_LOOP_MEMO", {})
+    monkeypatch.setattr(loopmemo, "_WRITES", 0)  # a fresh process: earlier tests used up its writes
     seen = {"searches": 0}
     smallest = integers.smallest
 
