@@ -208,7 +208,7 @@ def main_quiet(args: list[str]) -> int:
     return 0
 
 
-# ------------------------------------------------------------------ the DESIGN T1 numbers
+# ------------------------------------------------------------------ the T1 numbers (docs/t1-kv-cache.md)
 
 
 def test_t1_users_is_55_and_162_after_typing_tp_8(recalculated: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ Nothing here is a rule of thumb: each row is the *scenario with one change appli
 by :func:`concur.solver.question.solve_model` on the ``llm_throughput`` pack (which uses ``llm_memory``),
 so the numbers move with every catalog value and every equation of the packs.
 
-The six, in cost order (DESIGN §3 T3):
+The six, in cost order (topic T3, docs/t3-full-kv-pool.md):
 
 1. per-request reservation from the product's real context (``--real-context``), not the model's
    maximum: a configuration flag (vLLM ``--max-model-len``);

@@ -85,10 +85,11 @@ _T1 = {
 }
 
 
-def _llm_definition() -> Path | None:
+def _workbook_definition(name: str) -> Path | None:
+    """``workbooks/NAME`` of the source checkout this module runs from; None in an installed wheel."""
     here = Path(__file__).resolve()
     for parent in here.parents:
-        candidate = parent / "workbooks" / "llm_capacity.yaml"
+        candidate = parent / "workbooks" / name
         if candidate.is_file():
             return candidate
     return None
@@ -98,7 +99,7 @@ def _llm_export(path: Path) -> tuple[Any, str]:
     """Solve the LLM capacity plan and write it; (plan, description)."""
     from concur.excel.writer import write_workbook
 
-    definition = _llm_definition()
+    definition = _workbook_definition("llm_capacity.yaml")
     if definition is not None:
         from concur.cli.commands.export import load_definition, plan_for, solve_definition
 
@@ -142,15 +143,6 @@ def _run_llm(repeat: int) -> None:
     click.echo(f"baseline (issue budget): {budget:.1f} s; ratio budget/median = {budget / median:.1f}x")
 
 
-def _fleet_definition() -> Path | None:
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        candidate = parent / "workbooks" / "llm_fleet.yaml"
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def _run_fleet(runs: int) -> None:
     """``concur export workbooks/llm_fleet.yaml`` in fresh processes, interleaved with ``python -c
     pass`` and ``python -c 'import openpyxl'`` (the peer: the least an xlsx writer costs), medians.
@@ -159,7 +151,7 @@ def _run_fleet(runs: int) -> None:
     import subprocess
     import sys
 
-    definition = _fleet_definition()
+    definition = _workbook_definition("llm_fleet.yaml")
     if definition is None:
         raise click.UsageError("workbooks/llm_fleet.yaml is not in this checkout")
     budget = 1.5

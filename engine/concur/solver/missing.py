@@ -45,11 +45,6 @@ def unset_by_presets(model: Model, given: Mapping[str, Any]) -> dict[str, str]:
             catalog = get_catalog(preset.catalog)
             if ident in catalog.entries:
                 continue
-            if catalog.pick is not None:  # a column picked per entry (a provider's price) sets one variable
-                name = catalog.pick.sets
-                if name in model.variables and name not in given:
-                    out.setdefault(name, f"{key} {ident} has no list price in the {catalog.name} catalog")
-                continue
             mapping = preset.fields or {f: f for f in catalog.fields}
             for field, name in mapping.items():
                 if name in model.variables and name not in given:
@@ -68,12 +63,17 @@ def narrow_missing(
 ) -> UnderdeterminedError:
     """``exc`` with ``missing`` narrowed to the inputs that alone determine ``find`` and the hint
     saying why a preset left one unset (see the module essay); ``exc`` itself when nothing narrows."""
-    unset = unset_by_presets(model, given)
-    if exc.variable in unset and "has no list price" in exc.message:  # the refusal already says why
-        del unset[exc.variable]
+    try:
+        resolved = resolve_givens(model, dict(given))
+    except ConcurError:
+        return exc
+    # why each input is unset: a further catalog of a preset's chain without the id, or a picked
+    # column the entry lacks (no list price at the provider); a reason the refusal already gives is not repeated
+    unset = {**unset_by_presets(model, given), **resolved.unlisted}
+    unset = {n: why for n, why in unset.items() if why not in exc.message}
     candidates = [n for n in dict.fromkeys([*unset, *exc.missing]) if n not in find and n not in given]
     try:
-        values = resolve_givens(model, dict(given)).values
+        values = resolved.values
         known = {k: v for k, v in values.items() if k not in find}
         enough = [n for n in candidates if n not in known and _determined_with(model, known, find, n)]
     except ConcurError:
