@@ -1,4 +1,4 @@
-"""Fixtures shared by the plot tests."""
+"""Fixtures shared across the suite: a private cache key, and what the plot functions would save."""
 
 from __future__ import annotations
 
@@ -32,3 +32,14 @@ def drawn(monkeypatch):
 
     monkeypatch.setattr(plot, "save_png", capture)
     return seen
+
+
+@pytest.fixture
+def own_cache_key(tmp_path, monkeypatch):
+    """This test (and the concur it runs in-process or as a child) keys the cache with a key of its
+    own, kept under ``tmp_path/config``: never the user's key, never one an earlier test made."""
+    from concur import cache as cachefiles
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setattr(cachefiles, "_KEY", None)
+    monkeypatch.setattr(cachefiles, "_KEY_DURABLE", False)

@@ -29,11 +29,8 @@ QUADRATIC = "pack: tiny\nvariables:\n  a: {unit: s}\n  b: {unit: s**2}\nequation
 
 
 @pytest.fixture(autouse=True)
-def own_key(tmp_path, monkeypatch):
+def own_key(own_cache_key):
     """Each test (and the concur it runs) keys the cache with a key of its own, outside the cache."""
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.setattr(cachefiles, "_KEY", None)
-    monkeypatch.setattr(cachefiles, "_KEY_DURABLE", False)
 
 
 class Boom:

@@ -29,12 +29,9 @@ WRONG = "  - name: four\n    given: {a: 1 s}\n    find: [c]\n    expect:\n      
 
 
 @pytest.fixture
-def counts(tmp_path, monkeypatch):
+def counts(tmp_path, monkeypatch, own_cache_key):
     """A cache folder and key of this test's own; how often examples are solved and packs unit-checked."""
     monkeypatch.setenv("CONCUR_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.setattr(cachefiles, "_KEY", None)
-    monkeypatch.setattr(cachefiles, "_KEY_DURABLE", False)
     seen = {"solves": 0, "unit checks": 0}
     run_example, check_paths = examples.run_example, lang_check.check_paths
 

@@ -21,11 +21,8 @@ HEADLINE = ["solve", "--find", "replicas,fleet_gpus,cost_per_month", "--json"]
 
 
 @pytest.fixture
-def searches(tmp_path, monkeypatch):
+def searches(tmp_path, monkeypatch, own_cache_key):
     monkeypatch.setenv("CONCUR_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.setattr(cachefiles, "_KEY", None)
-    monkeypatch.setattr(cachefiles, "_KEY_DURABLE", False)
     monkeypatch.setattr(blocks, "_LOOP_MEMO", {})
     monkeypatch.setattr(loopmemo, "_WRITES", 0)  # a fresh process: earlier tests used up its writes
     seen = {"searches": 0}
