@@ -1,8 +1,21 @@
-"""Fixtures shared across the suite: a private cache key, and what the plot functions would save."""
+"""Fixtures shared across the suite: a private cache key, what the plot functions would save, and
+private redis-servers on loopback (one per session and worker, private ones per test, a cluster).
+
+Parallel workers (pytest-xdist, ``-n 2``) share nothing: temporary paths come from ``tmp_path``
+(one base folder per worker), the cache key from ``own_cache_key``, and every redis-server a worker
+starts listens on a port of that worker's own block (:class:`WorkerPorts`).
+"""
 
 from __future__ import annotations
 
+import os
+import random
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
 import pytest
+from helpers import require_tool
 
 
 @pytest.fixture
@@ -43,3 +56,102 @@ def own_cache_key(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setattr(cachefiles, "_KEY", None)
     monkeypatch.setattr(cachefiles, "_KEY_DURABLE", False)
+
+
+class WorkerPorts:
+    """Loopback ports for the redis-servers of one test process: a block of its own per xdist
+    worker (``gw0``, ``gw1``, ...), below the kernel's ephemeral range (32768 and up, where
+    ``bind(0)`` picks), so two workers never pick the same port, nor does a port a stopped server
+    will restart on come back to another worker. A port some other program holds is passed over.
+    """
+
+    BASE, BLOCK, BLOCKS = 12000, 800, 25  # 12000 + 25 * 800 = 32000 < 32768
+
+    def __init__(self, worker: str) -> None:
+        index = int(worker[2:]) if worker[2:].isdigit() else 0
+        self.start = self.BASE + (index % self.BLOCKS) * self.BLOCK
+        self.next = random.randrange(self.BLOCK)  # two test runs at once rarely start on one port
+
+    def __call__(self) -> int:
+        for _ in range(self.BLOCK):
+            port = self.start + self.next
+            self.next = (self.next + 1) % self.BLOCK
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
+        raise OSError(f"no free loopback port in {self.start}..{self.start + self.BLOCK - 1}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def worker_ports() -> Iterator[None]:
+    """Every redis-server this process starts (fixtures, tests, ``concur bench``) takes its port
+    from this worker's block."""
+    from concur.bench import redis_server
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(redis_server, "free_port", WorkerPorts(os.environ.get("PYTEST_XDIST_WORKER", "gw0")))
+        yield
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a private redis-server on 127.0.0.1, no persistence; stopped afterwards."""
+    require_tool("redis-server")
+    pytest.importorskip("redis")
+    from concur.bench.redis_server import RedisUnavailable, local_redis
+
+    try:
+        with local_redis(tmp_path_factory.mktemp("redis")) as url:
+            yield url
+    except RedisUnavailable as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[object]:
+    import redis
+
+    client = redis.Redis.from_url(url=redis_url)
+    client.flushdb()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def redis_server(tmp_path) -> Iterator[Callable[..., Any]]:
+    """Factory: ``redis_server(*options)`` starts a private redis-server (a ``RedisServer``
+    that the test may freeze, restart or reconfigure); all are stopped after the test."""
+    require_tool("redis-server")
+    pytest.importorskip("redis")
+    from concur.bench.redis_server import RedisServer, RedisUnavailable
+
+    started: list[RedisServer] = []
+
+    def start(*options: str) -> RedisServer:
+        server = RedisServer(tmp_path / f"redis{len(started)}", options)
+        started.append(server)
+        try:
+            return server.start()
+        except RedisUnavailable as exc:
+            pytest.fail(str(exc))
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Any]]:
+    """Three primaries of a Redis Cluster on loopback (16384 slots split in thirds)."""
+    require_tool("redis-server")
+    pytest.importorskip("redis")
+    from concur.bench.redis_server import RedisUnavailable, local_cluster
+
+    try:
+        with local_cluster(tmp_path_factory.mktemp("cluster")) as servers:
+            yield servers
+    except RedisUnavailable as exc:
+        pytest.fail(str(exc))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 BLOCK = re.compile(r"```console\n(.*?)```", re.S)
 PYCON = re.compile(r"```pycon\n(.*?)```", re.S)
 WRITES = ("-o", "--plot", "--csv")  # commands that write files run in a temporary folder
@@ -121,7 +121,7 @@ def test_pycon_session(doc, monkeypatch):
 def update(paths: list[str]) -> None:
     """Rewrite the output under every ``$ concur`` line of the given docs with what concur prints now.
 
-    For maintainers after an intended change: ``python tests/engine/test_docs.py docs/t1-kv-cache.md``;
+    For maintainers after an intended change: ``python tests/test_docs.py docs/t1-kv-cache.md``;
     review the diff before committing. ```pycon blocks are not rewritten: the test prints what differs.
     """
 

@@ -29,7 +29,7 @@ from concur.analysis.step_model import EngineLimits, StepModel, solve_engine
 from concur.cli import cli
 from concur.errors import BudgetError, InfeasibleError, UsageError
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 # A step costs 10 ms, plus 0.1 ms per prompt token of compute: decode-bound batches, prefill visible.
 STEP = StepModel(

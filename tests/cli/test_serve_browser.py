@@ -26,7 +26,7 @@ from concur.cli.web import questions
 from concur.cli.web.server import running
 
 FLEET = ["llm_fleet"]
-DOCS_IMG = Path(__file__).resolve().parents[1] / "docs" / "img"
+DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 WAIT_S = 120  # bounds a page that never answers; an answering page is waited for by its state
 
 

@@ -378,7 +378,7 @@ def test_busy_port_is_one_line(server):
 def test_the_web_assets_are_package_data():
     import tomllib
 
-    data = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    data = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     patterns = data["tool"]["setuptools"]["package-data"]["concur.cli.web"]
     for name in ASSETS:
         assert any(Path("static", name).match(p) for p in patterns), name

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import random
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,8 @@ import pytest
 import sympy
 
 pytest.importorskip("openpyxl")
+
+from helpers import require_poppler, require_soffice
 
 from concur.cli import main
 from concur.cli.commands.export import export_definition, load_definition, plan_for, solve_definition
@@ -31,10 +32,7 @@ from concur.lang.library import get_pack, pack_paths
 from concur.lang.model import build_model
 from concur.solver.question import solve_model
 
-sys.path.insert(0, str(Path(__file__).parent / "excel"))
-from lo_support import require_poppler, require_soffice
-
-WORKBOOKS = Path(__file__).resolve().parent.parent / "workbooks"
+WORKBOOKS = Path(__file__).resolve().parents[2] / "workbooks"
 T1_ARGS = [
     "export",
     "llm_memory",

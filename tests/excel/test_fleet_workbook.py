@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +26,12 @@ import pytest
 
 openpyxl = pytest.importorskip("openpyxl")
 
+from helpers import require_poppler, require_soffice  # noqa: E402
+
 from concur.cli.commands.export import export_definition, load_definition  # noqa: E402
 from concur.errors import ConcurError  # noqa: E402
 from concur.lang.model import build_model  # noqa: E402
 from concur.solver.question import solve_model  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-from lo_support import require_poppler, require_soffice  # noqa: E402
 
 DEFINITION = Path(__file__).resolve().parents[2] / "workbooks" / "llm_fleet.yaml"
 ANSWERS = (

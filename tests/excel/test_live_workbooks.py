@@ -17,7 +17,6 @@ prints. Without soffice these tests skip, except under CI=true where they fail.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +24,12 @@ import pytest
 
 pytest.importorskip("openpyxl")
 
+from helpers import require_soffice
+
 from concur.excel.from_solution import plan_from_solution
 from concur.excel.writer import write_workbook
 from concur.lang.model import build_model
 from concur.solver.question import solve_model
-
-sys.path.insert(0, str(Path(__file__).parent / "excel"))
-from lo_support import require_soffice
 
 pytestmark = pytest.mark.libreoffice
 

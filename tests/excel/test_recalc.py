@@ -22,7 +22,7 @@ from excel_plans import (
     python_eval,
     t1_plan,
 )
-from lo_support import require_soffice
+from helpers import require_soffice
 
 from concur.excel import recalc
 from concur.excel.plan import Derived, Input, SheetVar, WorkbookPlan
@@ -207,12 +207,12 @@ def test_missing_soffice_is_a_clear_error(monkeypatch, tmp_path):
 
 
 def test_missing_soffice_fails_under_ci(monkeypatch):
-    import lo_support
+    import helpers
 
-    monkeypatch.setattr(lo_support.shutil, "which", lambda name: None)
+    monkeypatch.setattr(helpers.shutil, "which", lambda name: None)
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="CI=true"):
-        lo_support.require_soffice()
+        helpers.require_soffice()
     monkeypatch.setenv("CI", "")
     with pytest.raises(pytest.skip.Exception):
-        lo_support.require_soffice()
+        helpers.require_soffice()

@@ -3,7 +3,7 @@
 Each definition is exported again into a temporary directory and compared with
 the committed file cell by cell (formula text or value, every sheet) and name by
 name: not byte by byte, since the compressed bytes depend on the zlib and openpyxl
-versions (exports are byte-identical on one machine: tests/test_export.py). A failure
+versions (exports are byte-identical on one machine: tests/excel/test_export.py). A failure
 means: run ``concur export workbooks/NAME.yaml`` and commit the result.
 """
 
@@ -18,7 +18,7 @@ openpyxl = pytest.importorskip("openpyxl")
 from concur.cli.commands.export import export_definition, load_definition  # noqa: E402
 from concur.lang.check import check_paths  # noqa: E402
 
-WORKBOOKS = Path(__file__).resolve().parent.parent / "workbooks"
+WORKBOOKS = Path(__file__).resolve().parents[2] / "workbooks"
 DEFINITIONS = sorted(WORKBOOKS.glob("*.yaml"))
 
 

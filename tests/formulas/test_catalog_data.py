@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-CATALOG_DIR = Path(__file__).resolve().parent.parent / "formulas" / "catalogs"
+CATALOG_DIR = Path(__file__).resolve().parents[2] / "formulas" / "catalogs"
 
 REQUIRED_IDS: dict[str, set[str]] = {
     "gpus": {

@@ -17,7 +17,7 @@ from ruamel.yaml import YAML
 
 import concur
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 POINTS = {p["id"]: p for p in YAML(typ="safe").load((DATA / "throughput_points.yaml").read_text())["points"]}
 CASES = {c["id"]: c for c in YAML(typ="safe").load((DATA / "queueing_cases.yaml").read_text())["cases"]}
 MLPERF = sorted(k for k in POINTS if k.startswith("mlperf") and k.endswith("-server"))

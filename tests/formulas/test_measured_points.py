@@ -31,7 +31,7 @@ from ruamel.yaml import YAML
 from concur.lang.library import get_catalog
 from concur.lang.versions import release
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 POINTS = YAML(typ="safe").load((ROOT / "tests" / "data" / "throughput_points.yaml").read_text())["points"]
 REFS = YAML(typ="safe").load((ROOT / "tests" / "data" / "step_time_refs.yaml").read_text())["refs"]
 ENGINES = ("vllm", "sglang", "trtllm")

@@ -1,6 +1,6 @@
 """The published queueing cases, run THROUGH THE PACKS (``concur.solve``), not through Python.
 
-tests/test_erlang.py checks ``concur.maths.erlang`` against tests/data/queueing_cases.yaml; this file
+tests/maths/test_erlang.py checks ``concur.maths.erlang`` against tests/data/queueing_cases.yaml; this file
 asks the same questions the way a user does, ``concur.solve(find=..., given=..., packs=[...])``
 with the givens written in units, so a wrong equation, unit or inversion in a pack fails here.
 Each case's expected entries are reproduced within the tolerance the case states (abs or rel;
@@ -28,7 +28,7 @@ from ruamel.yaml import YAML
 
 import concur
 
-DATA = Path(__file__).parent / "data" / "queueing_cases.yaml"
+DATA = Path(__file__).resolve().parents[1] / "data" / "queueing_cases.yaml"
 CASES: dict[str, dict[str, Any]] = {c["id"]: c for c in YAML(typ="safe").load(DATA.read_text())["cases"]}
 
 #: A connection so fast that streaming takes no time (the cases' link is not the limit):
@@ -352,13 +352,13 @@ NOT_COVERED: dict[str, str] = {
     "CDF, not in the expression language; concur.maths.erlang covers them",
     "halfin-whitt-sqrt-staffing/c_for_alpha_0.2": "Halfin-Whitt asymptotics: see hw_wait_probability_c1",
     "halfin-whitt-sqrt-staffing/c_for_alpha_0.1": "Halfin-Whitt asymptotics: see hw_wait_probability_c1",
-    "md1-pk-rho0.9/sim_Wq_reference": "a simulation estimate, not a formula: tests/test_simulate.py",
-    "allen-cunneen-md3/sim_Wq_reference": "a simulation estimate, not a formula: tests/test_simulate.py",
+    "md1-pk-rho0.9/sim_Wq_reference": "a simulation estimate, not a formula: tests/analysis/test_simulate.py",
+    "allen-cunneen-md3/sim_Wq_reference": "a simulation estimate, not a formula: tests/analysis/test_simulate.py",
     "des-ciw-doc-mm1/mean_wait": "one Ciw run's sample mean (its own seeds); no pack simulates",
     "llm-h100-ops-per-byte": "the ridge point is peak_flops / hbm_bandwidth, one division that no pack "
     "names (llm_throughput's max(memory_time, compute_time) crosses there)",
     "des-whitt-asymptotic-variance": "simulation run-length planning (Whitt 1989), not a capacity "
-    "model: concur.maths.erlang.mm1_run_length, tests/test_erlang.py",
+    "model: concur.maths.erlang.mm1_run_length, tests/maths/test_erlang.py",
 }
 
 

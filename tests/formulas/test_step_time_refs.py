@@ -21,7 +21,7 @@ from ruamel.yaml import YAML
 import concur
 from concur.analysis.calibration import median
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 REFS: list[dict[str, Any]] = YAML(typ="safe").load((DATA / "step_time_refs.yaml").read_text())["refs"]
 POINTS = {p["id"]: p for p in YAML(typ="safe").load((DATA / "throughput_points.yaml").read_text())["points"]}
 CELLS = {

@@ -31,8 +31,8 @@ from concur.analysis.calibration import Point, evaluate, gpu_entry, load_points,
 from concur.analysis.engine_catalog import engine_versions, engines_catalog
 from concur.analysis.engine_fits import cross_validate, fit_prefill, fit_set
 
-DATA = Path(__file__).parent / "data" / "throughput_points.yaml"
-ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parents[1] / "data" / "throughput_points.yaml"
+ROOT = Path(__file__).resolve().parents[2]
 DOC = YAML(typ="safe").load(DATA.read_text())
 ROWS: list[dict[str, Any]] = DOC["points"]
 MIN_BOUNDED = 45

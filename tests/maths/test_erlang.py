@@ -20,7 +20,7 @@ from ruamel.yaml import YAML
 from concur.errors import UsageError
 from concur.maths import erlang
 
-DATA = Path(__file__).parent / "data" / "queueing_cases.yaml"
+DATA = Path(__file__).resolve().parents[1] / "data" / "queueing_cases.yaml"
 CASES = {c["id"]: c for c in YAML(typ="safe").load(DATA.read_text())["cases"]}
 
 
@@ -145,16 +145,16 @@ EVALUATORS: dict[str, Callable[[dict], dict[str, float]]] = {
 
 # Entries erlang.py does not model, and where they are covered instead.
 OUT_OF_SCOPE = {
-    "md1-pk-rho0.9/sim_Wq_reference": "simulation estimate: tests/test_simulate.py (M/D/1)",
-    "allen-cunneen-md3/sim_Wq_reference": "simulation estimate: tests/test_simulate.py (M/D/3)",
+    "md1-pk-rho0.9/sim_Wq_reference": "simulation estimate: tests/analysis/test_simulate.py (M/D/1)",
+    "allen-cunneen-md3/sim_Wq_reference": "simulation estimate: tests/analysis/test_simulate.py (M/D/3)",
     "des-ciw-doc-mm1/mean_wait": "one Ciw run's sample mean; our simulator has its own seeds",
-    "little-replicas-sundar": "Little's law: tests/test_littles_law_points.py",
+    "little-replicas-sundar": "Little's law: tests/formulas/test_littles_law_points.py",
     "llm-baseten-decode-floor": "roofline (topic T2, llm_throughput pack)",
     "llm-h100-ops-per-byte": "roofline (topic T2)",
     "llm-kv-cost-per-seq": "KV bytes (topics T1/T2)",
     "s3-connections-10g": "one division (NIC rate / per-connection rate); no model to test",
-    "objstore-bdp": "object storage: tests/test_littles_law_points.py",
-    "dataloader-inflight": "data loader: tests/test_littles_law_points.py",
+    "objstore-bdp": "object storage: tests/formulas/test_littles_law_points.py",
+    "dataloader-inflight": "data loader: tests/formulas/test_littles_law_points.py",
 }
 
 
@@ -304,6 +304,6 @@ def test_import_does_not_load_numpy() -> None:
         capture_output=True,
         text=True,
         check=True,
-        env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).parents[1] / "engine")},
+        env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "engine")},
     )
     assert out.stdout.strip() == "False"

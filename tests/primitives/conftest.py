@@ -1,29 +1,17 @@
-"""Shared fixtures for the primitives tests: a fake clock, a switch-interval guard,
-throwaway redis-servers on loopback (one per session, private ones per test, a cluster)."""
+"""Shared fixtures for the primitives tests: a fake clock, a switch-interval guard, a closed port,
+a fleet of processes, a virtual-time event loop (the redis-servers are in tests/conftest.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import multiprocessing
-import os
-import shutil
 import socket
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-
-
-def require_tool(name: str) -> str:
-    """Path of executable ``name``; skip the test when missing, fail it when CI=true."""
-    path = shutil.which(name)
-    if path is None:
-        message = f"{name} is not on PATH"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"{message}, and CI=true requires it", pytrace=False)
-        pytest.skip(message)
-    return path
+from helpers import require_tool
 
 
 class FakeClock:
@@ -58,67 +46,6 @@ def fast_switching() -> Iterator[None]:
         yield
     finally:
         sys.setswitchinterval(old)
-
-
-@pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """URL of a private redis-server on 127.0.0.1, no persistence; stopped afterwards."""
-    require_tool("redis-server")
-    pytest.importorskip("redis")
-    from concur.bench.redis_server import RedisUnavailable, local_redis
-
-    try:
-        with local_redis(tmp_path_factory.mktemp("redis")) as url:
-            yield url
-    except RedisUnavailable as exc:
-        pytest.fail(str(exc))
-
-
-@pytest.fixture
-def redis_client(redis_url: str) -> Iterator[object]:
-    import redis
-
-    client = redis.Redis.from_url(url=redis_url)
-    client.flushdb()
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def redis_server(tmp_path) -> Iterator[Callable[..., Any]]:
-    """Factory: ``redis_server(*options)`` starts a private redis-server (a ``RedisServer``
-    that the test may freeze, restart or reconfigure); all are stopped after the test."""
-    require_tool("redis-server")
-    pytest.importorskip("redis")
-    from concur.bench.redis_server import RedisServer, RedisUnavailable
-
-    started: list[RedisServer] = []
-
-    def start(*options: str) -> RedisServer:
-        server = RedisServer(tmp_path / f"redis{len(started)}", options)
-        started.append(server)
-        try:
-            return server.start()
-        except RedisUnavailable as exc:
-            pytest.fail(str(exc))
-
-    yield start
-    for server in started:
-        server.stop()
-
-
-@pytest.fixture(scope="session")
-def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Any]]:
-    """Three primaries of a Redis Cluster on loopback (16384 slots split in thirds)."""
-    require_tool("redis-server")
-    pytest.importorskip("redis")
-    from concur.bench.redis_server import RedisUnavailable, local_cluster
-
-    try:
-        with local_cluster(tmp_path_factory.mktemp("cluster")) as servers:
-            yield servers
-    except RedisUnavailable as exc:
-        pytest.fail(str(exc))
 
 
 @pytest.fixture

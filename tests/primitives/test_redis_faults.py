@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import pytest
 
-from concur.bench.redis_server import free_port
+from concur.bench import redis_server as redis_servers
 from concur.primitives import CircuitBreaker, CircuitOpenError, Decision, RedisTokenBucket
 
 redis = pytest.importorskip("redis")
@@ -295,7 +295,7 @@ def test_tls_works_and_a_certificate_that_does_not_verify_raises(redis_server, t
         "-extfile",
         "san.ext",
     )
-    tls_port = free_port()
+    tls_port = redis_servers.free_port()  # this worker's block (tests/conftest.py)
     redis_server(
         "--tls-port",
         str(tls_port),

@@ -1,6 +1,6 @@
 """bracket_root: evaluations that fail are skipped during the bisection too, not only on the scan.
 
-Found by tests/engine/test_fuzz_every_pack.py: a torn loop's residual raised ZeroDivisionError at
+Found by tests/solver/test_fuzz_every_pack.py: a torn loop's residual raised ZeroDivisionError at
 a bisection midpoint (roots.py, ``fm = f(mid)`` unguarded), and ``concur.solve`` ended in a
 traceback instead of an answer or a ConcurError.
 """

@@ -1,7 +1,7 @@
 """Admissible questions to every shipped pack: an answer in bounds or a ConcurError, never a
 traceback or a hang (hypothesis, derandomized).
 
-tests/engine/test_fuzz_solve.py throws junk (negative sizes, "nan", unknown ids) at random packs;
+tests/solver/test_fuzz_solve.py throws junk (negative sizes, "nan", unknown ids) at random packs;
 this one asks what a user could ask: per pack, some givens drawn from one of its examples (the
 values scaled), a few more variables with values inside their bounds in the display unit (bare
 or as "x unit" text), choices from their lists, presets with ids from the catalogs, and one or two

@@ -207,7 +207,7 @@ def test_c_equals_c_plus_a_has_no_solution(tmp_path):
 
 
 # The example expecting 21 for b = 2 a with a = 10 s is pinned by
-# tests/engine/test_pack_examples.py::test_a_wrong_example_fails_concur_check.
+# tests/solver/test_pack_examples.py::test_a_wrong_example_fails_concur_check.
 
 
 def test_remedies_baseline_is_the_solve_answer():

@@ -21,7 +21,7 @@ are then refitted with it held); without TTFT it is fitted with the rest, and th
 prompts are short, which the JSON output's error says.
 
 Worked example: five files at concurrency 1..64 of Llama-3.1-8B bf16 on one H100, made by the
-pack with efficiency 0.7 and t_fixed 3 ms, give back 0.70 and 3.0 ms (``tests/test_bench_import.py``).
+pack with efficiency 0.7 and t_fixed 3 ms, give back 0.70 and 3.0 ms (``tests/analysis/test_bench_import.py``).
 
 **Honesty.** A run's TPOT and throughput are one number, so k distinct loads determine at
 most k constants: with fewer than the constants fitted plus one the fit refuses (exit 2,

@@ -61,7 +61,7 @@ flight is tens of thousands of events (``concur bench enginesim`` measures event
 Worked example: Llama-3.1-8B on one H100 (vLLM constants, budget 8,192 tokens), 1,000 in /
 400 out, closed loop at 64 clients: each step carries 64 decodes and, every few steps, a
 1,000-token prompt; the simulated mean TPOT is then the decode step plus the prompt chunks'
-share, which is what a benchmark's TPOT measures (``tests/test_enginesim.py`` compares it with
+share, which is what a benchmark's TPOT measures (``tests/analysis/test_enginesim.py`` compares it with
 measured points).
 
 Non-goals: prefix caching, speculative decoding, CPU/GPU overlap of scheduling, preemption by

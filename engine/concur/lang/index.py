@@ -15,7 +15,7 @@ Regenerate it after editing a shipped pack::
 
     python -m concur.lang.index
 
-(``tests/engine/test_pack_index.py`` fails while it is stale, like the shipped unit table and
+(``tests/lang/test_pack_index.py`` fails while it is stale, like the shipped unit table and
 closed forms.)
 """
 

@@ -5,7 +5,7 @@ for every unit text the shipped packs and catalogs use, computed once here -- so
 never imports pint. This tool loads and checks every shipped pack and catalog, collects the unit
 texts they asked for, adds :data:`~concur.lang.units.COMMON_UNITS`, and writes pint's factor and
 dimensions for each. It sits above the pack loader and the checker it drives; the lookup module
-below them knows nothing of it. ``tests/engine/test_units.py`` fails when the table lacks a unit
+below them knows nothing of it. ``tests/lang/test_units.py`` fails when the table lacks a unit
 the packs use, naming this command.
 """
 

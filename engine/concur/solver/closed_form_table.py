@@ -4,7 +4,7 @@
 the shipped packs' examples need ship in ``solver/data/closed-forms.json``, so ``concur check``
 runs every example without importing sympy. This tool solves each shipped pack's examples from
 scratch (no cached plan) with :mod:`concur.solver.closed_forms` recording, and writes what they
-used. It sits above the solver it drives; ``tests/engine/test_pack_examples.py`` fails when the
+used. It sits above the solver it drives; ``tests/solver/test_pack_examples.py`` fails when the
 table is stale, naming this command.
 """
 

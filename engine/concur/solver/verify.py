@@ -17,7 +17,7 @@ substitutes them into every equation whose names they all cover, by the numeric 
 A failure is an :class:`~concur.errors.InfeasibleError` (exit 3) naming the equation and both
 sides: an answer that does not check is not printed. This is a safety net behind the solver's own
 checks; a shipped question that reaches it is a solver bug to fix, and the differential fuzz
-(tests/engine/test_fuzz_every_pack.py) solves answers back the same way.
+(tests/solver/test_fuzz_every_pack.py) solves answers back the same way.
 """
 
 from __future__ import annotations
