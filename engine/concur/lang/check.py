@@ -31,6 +31,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..compiled import compiled
 from ..errors import ConcurError, Location, UnitError
 from ..records import record
 from .expr import Bin, Call, Cmp, If, Logic, Neg, Node, Num, Str, UnitLit, Var, to_text, walk
@@ -375,18 +376,16 @@ def _files_in(folder: Path, diags: list[Diagnostic]) -> list[Path]:
     return files
 
 
-_CHECKED: dict[str, list[Diagnostic]] = {}
-
-
 def require_checked(model) -> None:  # type: ignore[no-untyped-def]
     """Refuse to solve a model whose packs fail the unit check (:class:`UnitError`, exit 1).
 
     A pack with ``c = a + b`` (GiB + s) would otherwise answer with exit 0; the check costs about
     20 µs an equation and runs once per model and process.
     """
-    diags = _CHECKED.get(model.key)
+    held = compiled(model.key)
+    diags = held.checked
     if diags is None:
-        diags = _CHECKED[model.key] = [d for d in check_model(model, examples=False) if d.severity == "error"]
+        diags = held.checked = [d for d in check_model(model, examples=False) if d.severity == "error"]
     if diags:
         first = diags[0]
         more = f"{len(diags) - 1} more problem(s); " if len(diags) > 1 else ""

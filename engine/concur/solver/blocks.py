@@ -27,6 +27,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..compiled import closure, compiled
 from ..errors import BudgetError, ConcurError, InfeasibleError, SolveError, UsageError
 from ..lang.expr import Bin, Call, Neg, Node, Var, compile_node, names_in, to_text
 from ..lang.model import Model
@@ -42,17 +43,11 @@ from .symbolic import to_sympy
 
 __all__ = ["render_template", "run_plan", "solve_sparse", "value_on_demand"]
 
-_COMPILED: dict[int, Any] = {}
-
 
 def _evaluate(node: Node, env: dict[str, float]) -> float:
     """``node`` on ``env`` through a closure compiled once per node object."""
-    f = _COMPILED.get(id(node))
-    if f is None or f[0] is not node:
-        if len(_COMPILED) > 65536:
-            _COMPILED.clear()
-        f = _COMPILED[id(node)] = (node, compile_node(node))
-    return float(f[1](env))
+    f: Any = closure(node, compile_node)
+    return float(f(env))
 
 
 _ABSENT = object()
@@ -90,10 +85,6 @@ def _sides(e: SpecialisedEq, env: dict[str, float], var: str, x: float) -> tuple
             del env[var]
         else:
             env[var] = old  # type: ignore[assignment]
-
-
-_LOOP_MEMO: dict[tuple[Any, ...], tuple[Any, list[Step]]] = {}
-_LOOP_MEMO_LIMIT = 4096
 
 
 class _Run:
@@ -270,7 +261,7 @@ class _Run:
             tuple((n, self.env.get(n)) for n in inputs),
             self.tracing,  # an entry made without tracing holds no steps
         )
-        hit = _LOOP_MEMO.get(key)
+        hit: tuple[Any, list[Step]] | None = compiled(self.model.key).loops.get(key)
         if hit is not None:
             outcome, steps = hit
             if isinstance(outcome, ConcurError):
@@ -637,9 +628,8 @@ def _texts(texts: list[str]) -> str:
 
 
 def _remember(key: tuple[Any, ...], value: tuple[Any, list[Step]]) -> None:
-    if len(_LOOP_MEMO) >= _LOOP_MEMO_LIMIT:
-        _LOOP_MEMO.clear()
-    _LOOP_MEMO[key] = value
+    """Keep a loop's outcome in its model's :class:`~concur.compiled.Compiled` (``key[0]``: the model key)."""
+    compiled(key[0]).loops.put(key, value)
 
 
 def run_plan(

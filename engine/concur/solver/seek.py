@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ..compiled import compiled
 from ..lang.expr import Call, Var, names_in, walk
 from ..lang.model import Model
 from ..records import record
@@ -48,9 +49,6 @@ class Seek:
     held: tuple[str, ...] = ()  # given counts kept as values and held to their rounding (replicas=3)
 
 
-_SEARCH: dict[tuple[Any, ...], Seek | None] = {}
-
-
 def needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float], givens: Givens) -> Seek | None:
     """(asked variable, given goal) when the answer must be searched for rather than computed.
 
@@ -64,10 +62,12 @@ def needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float]
         tuple(sorted(givens.limits.items())),
         tuple(sorted(k for k, s in givens.sources.items() if s == "given")),
     )
-    if key in _SEARCH:
-        return _SEARCH[key]
+    seeks = compiled(model.key).seeks
+    if key in seeks:
+        hit: Seek | None = seeks[key]
+        return hit
     answer = _needs_search(model, find, known, givens)
-    _SEARCH[key] = answer
+    seeks.put(key, answer)
     return answer
 
 

@@ -49,6 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..compiled import compiled as compiled_model
 from ..errors import ConcurError, InfeasibleError, UsageError
 from ..lang.expr import Compiled, compile_node, names_in
 from ..lang.model import Model
@@ -334,12 +335,6 @@ class _Plan:
     constraints: tuple[tuple[str, str, Compiled], ...] = ()
 
 
-# (model key, givens, swept names, outputs) -> plan. Built once per question in a process, so a
-# repeated sweep (a benchmark, an interactive session) pays only for the array arithmetic.
-# Plans are immutable; a race that builds one twice is harmless, so no lock guards the dict.
-_PLANS: dict[tuple[Any, ...], _Plan] = {}
-
-
 def _plan(
     model: Model,
     arrays: dict[str, Any],
@@ -348,8 +343,11 @@ def _plan(
     signature: tuple[Any, ...] = (),
     validate: bool = True,
 ) -> _Plan:
-    key = (model.key, tuple(sorted((k, repr(v)) for k, v in given.items())), tuple(arrays), tuple(outputs), signature)
-    cached = _PLANS.get(key)
+    # (givens, swept names, outputs) -> program, in the model's Compiled: built once per question in a
+    # process, so a repeated sweep (a benchmark, a session) pays only for the array arithmetic
+    key = (tuple(sorted((k, repr(v)) for k, v in given.items())), tuple(arrays), tuple(outputs), signature)
+    programs = compiled_model(model.key).vectors
+    cached: _Plan | None = programs.get(key)
     if cached is not None:
         return cached
     first = {k: _display_text(model, k, float(v[0])) for k, v in arrays.items()}
@@ -382,7 +380,7 @@ def _plan(
         scalars, folded = _fold_plan(model, scalars, set(arrays), steps, keep)
         compiled = _Plan(True, scalars, folded, cons)
     flush_caches(model)
-    _PLANS[key] = compiled
+    programs.put(key, compiled)
     return compiled
 
 
