@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 import concur.solver.blocks as blocks
-from concur import compiled
 import concur.solver.integers as integers
 import concur.solver.loopmemo as loopmemo
 from concur import cache as cachefiles
+from concur import compiled
 from concur.cli import cli
 
 HEADLINE = ["solve", "--find", "replicas,fleet_gpus,cost_per_month", "--json"]

@@ -28,7 +28,6 @@ prints under ``"assumed"`` and workbooks list on their Notes sheet.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -38,6 +37,7 @@ from ..lang.library import get_catalog
 from ..lang.model import Model
 from ..lang.pack import Catalog, CatalogEntry, Preset
 from ..lang.versions import current_version, fitted_versions
+from .roots import SAME_REL, close
 
 if TYPE_CHECKING:
     from .solution import Givens, Step
@@ -89,7 +89,7 @@ def _text(value: Any, unit: str) -> str:
 
 
 def _same(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-300)
+    return close(a, b, SAME_REL)
 
 
 def _fields(preset: Preset, catalog: Catalog, model: Model) -> list[tuple[str, str]]:

@@ -37,7 +37,17 @@ from .budget import Interrupted, interruptible, spend, timed_out
 from .closed_forms import symbolic_size_ok
 from .plan import BlockStep, Plan, Tear
 from .problem import SpecialisedEq, fold_known
-from .roots import bracket_root, choose_root, in_bounds, satisfies, snap_integer
+from .roots import (
+    PIVOT_REL,
+    PROBES,
+    SEARCH_RANGE,
+    TEAR_RANGE,
+    bracket_root,
+    choose_root,
+    in_bounds,
+    satisfies,
+    snap_integer,
+)
 from .solution import Method, Step, list_names, show_value
 from .symbolic import to_sympy
 
@@ -230,8 +240,8 @@ class _Run:
         """A root of ``e`` for ``var`` bracketed within its bounds (positive when unbounded below)."""
         v = self.model.variables[var]
         low, high = v.bounds
-        lo = 1e-12 if low is None or low <= 0 else low
-        hi = 1e18 if high is None else high
+        lo = SEARCH_RANGE[0] if low is None or low <= 0 else low
+        hi = SEARCH_RANGE[1] if high is None else high
 
         def residual(x: float) -> float:
             lhs, rhs = _sides(e, self.env, var, x)
@@ -433,8 +443,8 @@ class _Run:
                 return _evaluate(e.lhs, env) - _evaluate(e.rhs, env)
 
             low, high = var.bounds
-            lo = 1e-9 if low is None or low <= 0 else low
-            hi = 1e15 if high is None else high
+            lo = TEAR_RANGE[0] if low is None or low <= 0 else low
+            hi = TEAR_RANGE[1] if high is None else high
             root = bracket_root(
                 residual,
                 lo,
@@ -596,7 +606,7 @@ def solve_sparse(
             return None
         p = max(candidates, key=lambda r: abs(rows[r][k]))
         pivot = rows[p][k]
-        if not math.isfinite(pivot) or abs(pivot) <= 1e-13 * scale:
+        if not math.isfinite(pivot) or abs(pivot) <= PIVOT_REL * scale:
             return None
         used.add(p)
         pivots.append(p)
@@ -677,7 +687,7 @@ def _holds_everywhere(
     """True when the equation holds exactly at every probe of ``var`` across its bounds (a question
     that leaves ``var`` free: retry_after = max(0, (cost - tokens) / rate) = 0 for any rate)."""
     lo, hi = bounds
-    probes = [p for p in (1e-6, 1e-3, 0.5, 1.0, 7.0, 1e3, 1e6) if (lo is None or p >= lo) and (hi is None or p <= hi)]
+    probes = [p for p in PROBES if (lo is None or p >= lo) and (hi is None or p <= hi)]
     if len(probes) < 3:
         return False
     for x in probes:

@@ -57,7 +57,7 @@ from ..solver.blocks import render_template
 from ..solver.givens import resolve_givens
 from ..solver.plan import conditions, make_plan
 from ..solver.question import flush_caches, solve_model, targets_as_checks
-from ..solver.roots import BOUNDS_SLACK, choose_root_array, in_bounds
+from ..solver.roots import choose_root_array, in_bounds, in_bounds_array, snap_integer_array
 from ..solver.seek import needs_search
 from ..solver.solution import Method
 from ..solver.throughput_inputs import FIXED_INPUTS, require_fixed
@@ -623,8 +623,7 @@ def _check_values(
 
     v = model.variables[var]
     if v.integer:
-        r = np.round(value)
-        value = np.where(np.abs(value - r) <= 1e-9 * np.maximum(1.0, np.abs(value)), r, value)
+        value = snap_integer_array(value)
     lo, hi = v.bounds
     if not value.size:
         return value, None
@@ -640,11 +639,7 @@ def _check_values(
             and (hi is None or in_bounds((None, hi), high))
         ):
             return value, None
-    bad = ~np.isfinite(value)
-    if lo is not None:  # the numeric policy's rule (concur.solver.roots.in_bounds), per point
-        bad |= value < lo - BOUNDS_SLACK * np.maximum(np.abs(value), abs(lo))
-    if hi is not None:
-        bad |= value > hi + BOUNDS_SLACK * np.maximum(np.abs(value), abs(hi))
+    bad = ~np.isfinite(value) | ~in_bounds_array((lo, hi), value)  # the numeric policy's rule, per point
     fresh = np.broadcast_to(bad & ~np.isnan(value), (n,))  # NaN inherited from upstream is counted there
     count = int(fresh.sum())
     if count and out is not None:
