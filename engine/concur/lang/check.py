@@ -31,6 +31,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..cache import cache_dir, digest, read_json, source_digest, write_json
 from ..compiled import compiled
 from ..errors import ConcurError, Location, UnitError
 from ..records import record
@@ -376,6 +377,26 @@ def _files_in(folder: Path, diags: list[Diagnostic]) -> list[Path]:
     return files
 
 
+_KIND = "unit-check"
+
+
+def _passed(_payload: Any) -> bool:
+    return True
+
+
+def _unit_check(model) -> list[Diagnostic]:  # type: ignore[no-untyped-def]
+    """The unit check's errors for ``model``; a pass is remembered in the cache folder under the
+    packs' content (``model.key``) and concur's own code, so a warm solve does not check again.
+    Only a pass is kept: a failure is always found afresh and reported in full."""
+    file = cache_dir() / "unit-checks" / f"{digest(_KIND, source_digest(), model.key)[:40]}.json"
+    if read_json(file, _KIND, _passed):
+        return []
+    diags = [d for d in check_model(model, examples=False) if d.severity == "error"]
+    if not diags:
+        write_json(file, _KIND, {"passed": True})
+    return diags
+
+
 def require_checked(model) -> None:  # type: ignore[no-untyped-def]
     """Refuse to solve a model whose packs fail the unit check (:class:`UnitError`, exit 1).
 
@@ -385,7 +406,7 @@ def require_checked(model) -> None:  # type: ignore[no-untyped-def]
     held = compiled(model.key)
     diags = held.checked
     if diags is None:
-        diags = held.checked = [d for d in check_model(model, examples=False) if d.severity == "error"]
+        diags = held.checked = _unit_check(model)
     if diags:
         first = diags[0]
         more = f"{len(diags) - 1} more problem(s); " if len(diags) > 1 else ""
