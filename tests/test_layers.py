@@ -22,6 +22,7 @@ LAYER = {
     "readfile": 0,
     "writefile": 0,
     "cache": 0,
+    "compiled": 0,
     "extras": 0,
     "records": 0,
     "maths": 1,

@@ -23,7 +23,7 @@ from .lang.index import shipped_index
 from .lang.model import Model, build_model
 from .solver.givens import resolve_givens
 from .solver.missing import narrow_missing
-from .solver.problem import Problem
+from .solver.plan import structure
 from .solver.question import solve_model
 from .solver.solution import Solution
 
@@ -93,10 +93,12 @@ def refuse_unknown_names(
     did-you-mean (case-insensitive) over the packs that declare the other names of the question
     (the packs in play), else over every shipped name: a typo is named, never blamed on another
     name (``--set arival_rate=30`` once said "unknown variable 'model' in pack(s) littles_law")."""
-    import difflib
-
     declared = frozenset().union(*(names for names, _ in index.values()))
     find, given = tuple(find), tuple(given)
+    if all(name in declared for name in (*find, *given)):
+        return
+    import difflib
+
     known = [n for n in (*find, *given) if n in declared]
     in_play = [names for names, _ in index.values() if known and set(known) <= names]
     pool = sorted(frozenset().union(*in_play)) if in_play else sorted(declared)
@@ -124,7 +126,7 @@ def _determines(pack: str, find: tuple[str, ...], given: Mapping[str, Any]) -> b
         values = resolve_givens(model, dict(given)).values
     except ConcurError:
         return False
-    problem = Problem(model, {k: v for k, v in values.items() if k not in find}, find)
+    problem = structure(model, {k: v for k, v in values.items() if k not in find}, find)  # the solve's own, cached
     return all(t in problem.known or t in problem.matching.determined for t in find)
 
 

@@ -113,22 +113,54 @@ _SOURCE_DIGEST: str | None = None
 
 def source_digest() -> str:
     """sha256 of concur's own code and data: every ``.py``, ``.json`` and ``.txt`` file of the
-    package (not its version string, which stays put while a checkout's code changes), read once per
-    process (~135 files, about 10 ms). A result cached under it is recomputed after any edit to concur."""
+    package (not its version string, which stays put while a checkout's code changes), once per
+    process. A result cached under it is recomputed after any edit to concur.
+
+    Reading and hashing the ~140 files is most of a warm solve's own work after its imports, so
+    the digest itself is kept in the cache folder under the files' identities (path, size,
+    mtime, ctime, inode: an edit changes the ctime, which no copy or ``touch`` can set back);
+    a miss, or a forged entry (its MAC fails), means reading the files again."""
     global _SOURCE_DIGEST
     if _SOURCE_DIGEST is None:
         root = Path(__file__).resolve().parent
-        parts: list[bytes | str] = []
-        for folder, dirs, files in os.walk(root):
+        files: list[tuple[str, str]] = []
+        for folder, dirs, names in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(files):
+            for name in sorted(names):
                 if name.endswith((".py", ".json", ".txt")):
                     file = os.path.join(folder, name)
-                    parts.append(os.path.relpath(file, root))
-                    with open(file, "rb") as fh:
-                        parts.append(fh.read())
-        _SOURCE_DIGEST = digest(*parts)
+                    files.append((os.path.relpath(file, root), file))
+        stamp = _stamp(files)
+        entry = cache_dir() / "source" / f"{stamp[:40]}.json" if stamp is not None else None
+        kept = read_json(entry, "source", _a_digest) if entry is not None else None
+        if kept is None:
+            parts: list[bytes | str] = []
+            for rel, file in files:
+                parts.append(rel)
+                with open(file, "rb") as fh:
+                    parts.append(fh.read())
+            kept = digest(*parts)
+            if entry is not None:
+                write_json(entry, "source", kept)
+        _SOURCE_DIGEST = kept
     return _SOURCE_DIGEST
+
+
+def _stamp(files: list[tuple[str, str]]) -> str | None:
+    """Digest of the identities of ``files`` (None when one cannot be read)."""
+    try:
+        stats = [(rel, os.stat(file)) for rel, file in files]
+    except OSError:
+        return None
+    return digest(
+        *(f"{rel}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}:{st.st_dev}" for rel, st in stats)
+    )
+
+
+def _a_digest(payload: Any) -> str:
+    if not (isinstance(payload, str) and len(payload) == 64 and all(c in "0123456789abcdef" for c in payload)):
+        raise ValueError("not a sha256 digest")
+    return payload
 
 
 def read_json(path: str | Path, kind: str, validate: Callable[[Any], T]) -> T | None:

@@ -1,9 +1,10 @@
 """The README's headline question remembers its replicas search across processes.
 
 Counts, not timings: the integer searches (``integers.smallest`` calls) of a solve. A new process
-is simulated by emptying the in-process loop memo; the disk entry (HMAC-authenticated, keyed by
-the packs' content, the question, the loop's input values and concur's own source) answers byte
-for byte what the search answers, and a forged or stale entry is a miss.
+is simulated by forgetting everything this process compiled (``concur.compiled.forget``); the
+disk entry (HMAC-authenticated, keyed by the packs' content, the question, the loop's input
+values and concur's own source) answers byte for byte what the search answers, and a forged or
+stale entry is a miss.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import concur.solver.blocks as blocks
 import concur.solver.integers as integers
 import concur.solver.loopmemo as loopmemo
 from concur import cache as cachefiles
+from concur import compiled
 from concur.cli import cli
 
 HEADLINE = ["solve", "--find", "replicas,fleet_gpus,cost_per_month", "--json"]
@@ -23,7 +25,7 @@ HEADLINE = ["solve", "--find", "replicas,fleet_gpus,cost_per_month", "--json"]
 @pytest.fixture
 def searches(tmp_path, monkeypatch, own_cache_key):
     monkeypatch.setenv("CONCUR_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(blocks, "_LOOP_MEMO", {})
+    compiled.forget()
     monkeypatch.setattr(loopmemo, "_WRITES", 0)  # a fresh process: earlier tests used up its writes
     seen = {"searches": 0}
     smallest = integers.smallest
@@ -37,7 +39,7 @@ def searches(tmp_path, monkeypatch, own_cache_key):
 
 
 def solve_in_a_new_process(*extra: str) -> str:
-    blocks._LOOP_MEMO.clear()
+    compiled.forget()
     out = CliRunner().invoke(cli, [*HEADLINE, *extra])
     assert out.exit_code == 0, out.output
     return out.output
@@ -79,7 +81,7 @@ def test_a_torn_loop_without_a_root_is_refused_the_same_from_memory(searches, tm
     args = ["solve", "--find", "replicas,fleet_gpus,cost_per_month", "--scenario", "default", "--set", "ttft_slo=1 ms"]
     runs = []
     for _ in range(2):
-        blocks._LOOP_MEMO.clear()
+        compiled.forget()
         trials["n"] = 0
         out = CliRunner().invoke(cli, args)
         runs.append((out.exit_code, str(out.exception), trials["n"]))

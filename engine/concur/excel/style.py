@@ -47,12 +47,12 @@ from __future__ import annotations
 
 import math
 import textwrap
-from functools import lru_cache
 from typing import Any
 
 from openpyxl.styles import Alignment, Border, Font, PatternFill, Side
 from openpyxl.utils import get_column_letter
 
+from ..compiled import table
 from ..errors import ConcurError
 from ..lang.units import COUNT_DIMENSIONS, unit_info
 from .plan import SheetVar
@@ -104,9 +104,19 @@ PAGE_WIDTH = 98.0
 MIN_SCALE = 75
 
 
-@lru_cache(maxsize=512)
 def _dims(unit: str) -> tuple[tuple[str, float], ...] | None:
-    """The unit's dimensions, or None when the text is not a unit concur knows."""
+    """The unit's dimensions, or None when the text is not a unit concur knows (each text judged
+    once per process: the process table "unit dims" of :mod:`concur.compiled`)."""
+    known = table("unit dims", 512)
+    if unit in known:
+        hit: tuple[tuple[str, float], ...] | None = known[unit]
+        return hit
+    dims = _unit_dims(unit)
+    known.put(unit, dims)
+    return dims
+
+
+def _unit_dims(unit: str) -> tuple[tuple[str, float], ...] | None:
     try:
         return unit_info(unit).dims
     except (ConcurError, ValueError):

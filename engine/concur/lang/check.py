@@ -31,6 +31,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..cache import cache_dir, digest, read_json, source_digest, write_json
+from ..compiled import compiled
 from ..errors import ConcurError, Location, UnitError
 from ..records import record
 from .expr import Bin, Call, Cmp, If, Logic, Neg, Node, Num, Str, UnitLit, Var, to_text, walk
@@ -375,7 +377,24 @@ def _files_in(folder: Path, diags: list[Diagnostic]) -> list[Path]:
     return files
 
 
-_CHECKED: dict[str, list[Diagnostic]] = {}
+_KIND = "unit-check"
+
+
+def _passed(_payload: Any) -> bool:
+    return True
+
+
+def _unit_check(model) -> list[Diagnostic]:  # type: ignore[no-untyped-def]
+    """The unit check's errors for ``model``; a pass is remembered in the cache folder under the
+    packs' content (``model.key``) and concur's own code, so a warm solve does not check again.
+    Only a pass is kept: a failure is always found afresh and reported in full."""
+    file = cache_dir() / "unit-checks" / f"{digest(_KIND, source_digest(), model.key)[:40]}.json"
+    if read_json(file, _KIND, _passed):
+        return []
+    diags = [d for d in check_model(model, examples=False) if d.severity == "error"]
+    if not diags:
+        write_json(file, _KIND, {"passed": True})
+    return diags
 
 
 def require_checked(model) -> None:  # type: ignore[no-untyped-def]
@@ -384,9 +403,10 @@ def require_checked(model) -> None:  # type: ignore[no-untyped-def]
     A pack with ``c = a + b`` (GiB + s) would otherwise answer with exit 0; the check costs about
     20 µs an equation and runs once per model and process.
     """
-    diags = _CHECKED.get(model.key)
+    held = compiled(model.key)
+    diags = held.checked
     if diags is None:
-        diags = _CHECKED[model.key] = [d for d in check_model(model, examples=False) if d.severity == "error"]
+        diags = held.checked = _unit_check(model)
     if diags:
         first = diags[0]
         more = f"{len(diags) - 1} more problem(s); " if len(diags) > 1 else ""

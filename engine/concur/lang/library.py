@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cache import cache_dir, digest, read_json, write_json
+from ..compiled import table
 from ..errors import ConcurError, Location, PackError, UnitError, UnknownNameError, UsageError
 from .expr import name_problem
 from .pack import Catalog, Pack, load_catalog, load_pack
@@ -206,8 +207,8 @@ def _parser_fingerprint() -> str:
     return digest(*(f.read_bytes() for f in files if f.is_file()))
 
 
-_MEMO: dict[str, Any] = {}  # content key -> Pack/Catalog, this process
-_SEEN: dict[tuple[Any, ...], tuple[Any, str]] = {}  # (kind, path, stat) -> (Pack/Catalog, sha256 of its bytes)
+# Process tables (concur.compiled): "loaded" content key -> Pack/Catalog; "loaded files"
+# (kind, path, stat) -> (Pack/Catalog, sha256 of its bytes).
 _READS: list[set[tuple[str, str]]] = []  # open recordings: (absolute path, sha256 of the bytes read)
 
 
@@ -242,8 +243,9 @@ def _cached(kind: str, path: Path, load: Callable[[str, bytes], Any], decode: Ca
         seen_key: tuple[Any, ...] | None = (kind, str(path), st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
     except OSError:
         seen_key = None
-    if seen_key is not None and seen_key in _SEEN:
-        seen, sha = _SEEN[seen_key]
+    files = table("loaded files")
+    if seen_key is not None and seen_key in files:
+        seen, sha = files[seen_key]
         _note(path, sha)
         return seen
     label = _label(path)
@@ -251,7 +253,8 @@ def _cached(kind: str, path: Path, load: Callable[[str, bytes], Any], decode: Ca
     sha = hashlib.sha256(source).hexdigest()
     _note(path, sha)
     key = digest(kind, label, source, _parser_fingerprint())
-    hit = _MEMO.get(key)
+    loaded = table("loaded")
+    hit = loaded.get(key)
     if hit is not None:
         return hit
     file = cache_dir() / "parsed" / f"{key[:40]}.json"
@@ -259,9 +262,9 @@ def _cached(kind: str, path: Path, load: Callable[[str, bytes], Any], decode: Ca
     if value is None:
         value = load(label, source)
         write_json(file, kind, encode(value))
-    _MEMO[key] = value
+    loaded.put(key, value)
     if seen_key is not None:
-        _SEEN[seen_key] = (value, sha)
+        files.put(seen_key, (value, sha))
     return value
 
 

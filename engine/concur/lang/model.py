@@ -25,8 +25,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
+from ..compiled import table
 from ..errors import ConcurError, Location, PackError, UnitError, UnknownNameError
 from ..records import record
 from .expr import Cmp, Node, Num, Str, Var, map_tree, names_in, walk
@@ -111,22 +111,20 @@ def build_model(refs: list[str] | None = None, *, problems: list[ConcurError] | 
     collected = _collect(refs, each)
     memo_key = tuple((id(pack), tuple(sorted(rename.items()))) for pack, rename in collected)
     if problems is None:
-        hit = _BUILT.get(memo_key)
+        hit: tuple[tuple[Pack, ...], Model] | None = table("models", _BUILT_LIMIT).get(memo_key)
         if hit is not None and all(a is b for (a, _), b in zip(collected, hit[0])):
             return hit[1]
     model = _compose(collected, each)
     if problems is None and not each.sink:
-        if len(_BUILT) >= _BUILT_LIMIT:
-            _BUILT.clear()
-        _BUILT[memo_key] = (tuple(p for p, _ in collected), model)
+        table("models", _BUILT_LIMIT).put(memo_key, (tuple(p for p, _ in collected), model))
     return model
 
 
-# The composed model of each list of loaded packs, this process: a CLI question builds the same
-# model several times (choosing the pack, its default scenario, the solve). Keyed by the Pack
-# objects themselves (the library loads one object per file content and label), which the entry
-# keeps alive so that their ids are not reused; a build collecting problems is never kept.
-_BUILT: dict[tuple[Any, ...], tuple[tuple[Pack, ...], Model]] = {}
+# The composed model of each list of loaded packs, this process (the process table "models" of
+# concur.compiled): a CLI question builds the same model several times (choosing the pack, its
+# default scenario, the solve). Keyed by the Pack objects themselves (the library loads one object
+# per file content and label), which the entry keeps alive so that their ids are not reused; a
+# build collecting problems is never kept.
 _BUILT_LIMIT = 256
 
 

@@ -35,6 +35,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..compiled import table
 from ..errors import Location, PackError
 from ..readfile import FileRefused, FileTooLarge, read_regular
 
@@ -114,28 +115,24 @@ def load_yaml(path: str | Path, *, text: str | bytes | None = None, label: str |
     digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
     fast = uses_libyaml(text)
     key = (name, digest, fast, MAX_DEPTH, MAX_NODES)  # what decides the refusal
-    refused = _REFUSED.get(key)
+    refused: PackError | None = table("yaml refused", 16).get(key)
     if refused is not None:  # concur check loads a pack again to collect its problems: not the YAML
         raise refused.with_traceback(None)
     try:
         return _parse(name, text, fast, key)
     except PackError as exc:
-        if len(_REFUSED) >= 16:
-            _REFUSED.clear()
-        _REFUSED[key] = exc
+        table("yaml refused", 16).put(key, exc)
         raise
 
 
-_REFUSED: dict[tuple[str, bytes, bool, int, int], PackError] = {}
-"""Texts refused in this process, by (label, digest, parser, limits): the same text is refused again without
-parsing it again (up to 20,000 nodes of a hostile file, three times over in ``concur check``)."""
-
-
-_EVENTS: dict[tuple[str, bytes, bool, int, int], list[Any]] = {}
-"""The event streams of texts parsed whole in this process, by the same key as :data:`_REFUSED`:
-``concur check`` loads a pack that fails validation again to collect every problem, and the pure
-parser's scan (some 20,000 events a second) is what costs, so the second load replays the events
-into a fresh tree (never a shared one: callers own what they get). At most 4 are kept."""
+# Process tables (concur.compiled):
+# "yaml refused": texts refused in this process, by (label, digest, parser, limits): the same text is
+# refused again without parsing it again (up to 20,000 nodes of a hostile file, three times over in
+# ``concur check``). At most 16 are kept.
+# "yaml events": the event streams of texts parsed whole in this process, by the same key:
+# ``concur check`` loads a pack that fails validation again to collect every problem, and the pure
+# parser's scan (some 20,000 events a second) is what costs, so the second load replays the events
+# into a fresh tree (never a shared one: callers own what they get). At most 4 are kept.
 
 
 def _recorded(events: Any, into: list[Any]) -> Any:
@@ -152,15 +149,13 @@ def _parse(name: str, text: str, fast: bool, key: tuple[str, bytes, bool, int, i
     from ruamel.yaml.reader import ReaderError
 
     yaml = YAML(typ="safe", pure=not fast)
-    replay = _EVENTS.get(key) if key is not None else None
+    replay = table("yaml events", 4).get(key) if key is not None else None
     events = yaml.parse(text) if replay is None else None
     seen: list[Any] = []
     try:
         root = _Builder(name, yaml.resolver).run(iter(replay) if replay is not None else _recorded(events, seen))
         if key is not None and replay is None:
-            if len(_EVENTS) >= 4:
-                _EVENTS.clear()
-            _EVENTS[key] = seen
+            table("yaml events", 4).put(key, seen)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         loc = Location(name, mark.line + 1, mark.column + 1) if mark else Location(name)

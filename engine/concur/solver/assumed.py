@@ -28,15 +28,16 @@ prints under ``"assumed"`` and workbooks list on their Notes sheet.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ..compiled import compiled, table
 from ..lang.library import get_catalog
 from ..lang.model import Model
 from ..lang.pack import Catalog, CatalogEntry, Preset
 from ..lang.versions import current_version, fitted_versions
+from .roots import SAME_REL, close
 
 if TYPE_CHECKING:
     from .solution import Givens, Step
@@ -59,24 +60,16 @@ class Assumption:
         return {"value": self.value, "unit": self.unit, "source": self.source}
 
 
-_EQ_NAMES: dict[str, tuple[frozenset[str], ...]] = {}
-_CATALOGS: dict[str, Catalog] = {}
-
-
 def _equation_names(model: Model) -> tuple[frozenset[str], ...]:
     """The names of each equation of ``model`` (walked once per model: a per-point sweep asks often)."""
-    hit = _EQ_NAMES.get(model.key)
-    if hit is None:
-        hit = _EQ_NAMES[model.key] = tuple(eq.names for eq in model.equations)
-    return hit
+    return compiled(model.key).once("assumed.equation_names", lambda: tuple(eq.names for eq in model.equations))
 
 
 def _catalog(name: str) -> Catalog:
     """A catalog, looked up once per process."""
-    hit = _CATALOGS.get(name)
-    if hit is None:
-        hit = _CATALOGS[name] = get_catalog(name)
-    return hit
+    catalogs = table("catalogs")
+    hit: Catalog | None = catalogs.get(name)
+    return hit if hit is not None else catalogs.put(name, get_catalog(name))
 
 
 def _shown(model: Model, name: str, base: float) -> tuple[Any, str]:
@@ -96,7 +89,7 @@ def _text(value: Any, unit: str) -> str:
 
 
 def _same(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-300)
+    return close(a, b, SAME_REL)
 
 
 def _fields(preset: Preset, catalog: Catalog, model: Model) -> list[tuple[str, str]]:

@@ -27,6 +27,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..compiled import closure, compiled
 from ..errors import BudgetError, ConcurError, InfeasibleError, SolveError, UsageError
 from ..lang.expr import Bin, Call, Neg, Node, Var, compile_node, names_in, to_text
 from ..lang.model import Model
@@ -36,23 +37,27 @@ from .budget import Interrupted, interruptible, spend, timed_out
 from .closed_forms import symbolic_size_ok
 from .plan import BlockStep, Plan, Tear
 from .problem import SpecialisedEq, fold_known
-from .roots import bracket_root, choose_root, in_bounds, satisfies, snap_integer
+from .roots import (
+    PIVOT_REL,
+    PROBES,
+    SEARCH_RANGE,
+    TEAR_RANGE,
+    bracket_root,
+    choose_root,
+    in_bounds,
+    satisfies,
+    snap_integer,
+)
 from .solution import Method, Step, list_names, show_value
 from .symbolic import to_sympy
 
 __all__ = ["render_template", "run_plan", "solve_sparse", "value_on_demand"]
 
-_COMPILED: dict[int, Any] = {}
-
 
 def _evaluate(node: Node, env: dict[str, float]) -> float:
     """``node`` on ``env`` through a closure compiled once per node object."""
-    f = _COMPILED.get(id(node))
-    if f is None or f[0] is not node:
-        if len(_COMPILED) > 65536:
-            _COMPILED.clear()
-        f = _COMPILED[id(node)] = (node, compile_node(node))
-    return float(f[1](env))
+    f: Any = closure(node, compile_node)
+    return float(f(env))
 
 
 _ABSENT = object()
@@ -90,10 +95,6 @@ def _sides(e: SpecialisedEq, env: dict[str, float], var: str, x: float) -> tuple
             del env[var]
         else:
             env[var] = old  # type: ignore[assignment]
-
-
-_LOOP_MEMO: dict[tuple[Any, ...], tuple[Any, list[Step]]] = {}
-_LOOP_MEMO_LIMIT = 4096
 
 
 class _Run:
@@ -239,8 +240,8 @@ class _Run:
         """A root of ``e`` for ``var`` bracketed within its bounds (positive when unbounded below)."""
         v = self.model.variables[var]
         low, high = v.bounds
-        lo = 1e-12 if low is None or low <= 0 else low
-        hi = 1e18 if high is None else high
+        lo = SEARCH_RANGE[0] if low is None or low <= 0 else low
+        hi = SEARCH_RANGE[1] if high is None else high
 
         def residual(x: float) -> float:
             lhs, rhs = _sides(e, self.env, var, x)
@@ -270,7 +271,7 @@ class _Run:
             tuple((n, self.env.get(n)) for n in inputs),
             self.tracing,  # an entry made without tracing holds no steps
         )
-        hit = _LOOP_MEMO.get(key)
+        hit: tuple[Any, list[Step]] | None = compiled(self.model.key).loops.get(key)
         if hit is not None:
             outcome, steps = hit
             if isinstance(outcome, ConcurError):
@@ -442,8 +443,8 @@ class _Run:
                 return _evaluate(e.lhs, env) - _evaluate(e.rhs, env)
 
             low, high = var.bounds
-            lo = 1e-9 if low is None or low <= 0 else low
-            hi = 1e15 if high is None else high
+            lo = TEAR_RANGE[0] if low is None or low <= 0 else low
+            hi = TEAR_RANGE[1] if high is None else high
             root = bracket_root(
                 residual,
                 lo,
@@ -605,7 +606,7 @@ def solve_sparse(
             return None
         p = max(candidates, key=lambda r: abs(rows[r][k]))
         pivot = rows[p][k]
-        if not math.isfinite(pivot) or abs(pivot) <= 1e-13 * scale:
+        if not math.isfinite(pivot) or abs(pivot) <= PIVOT_REL * scale:
             return None
         used.add(p)
         pivots.append(p)
@@ -637,9 +638,8 @@ def _texts(texts: list[str]) -> str:
 
 
 def _remember(key: tuple[Any, ...], value: tuple[Any, list[Step]]) -> None:
-    if len(_LOOP_MEMO) >= _LOOP_MEMO_LIMIT:
-        _LOOP_MEMO.clear()
-    _LOOP_MEMO[key] = value
+    """Keep a loop's outcome in its model's :class:`~concur.compiled.Compiled` (``key[0]``: the model key)."""
+    compiled(key[0]).loops.put(key, value)
 
 
 def run_plan(
@@ -687,7 +687,7 @@ def _holds_everywhere(
     """True when the equation holds exactly at every probe of ``var`` across its bounds (a question
     that leaves ``var`` free: retry_after = max(0, (cost - tokens) / rate) = 0 for any rate)."""
     lo, hi = bounds
-    probes = [p for p in (1e-6, 1e-3, 0.5, 1.0, 7.0, 1e3, 1e6) if (lo is None or p >= lo) and (hi is None or p <= hi)]
+    probes = [p for p in PROBES if (lo is None or p >= lo) and (hi is None or p <= hi)]
     if len(probes) < 3:
         return False
     for x in probes:

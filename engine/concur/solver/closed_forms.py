@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -401,6 +400,8 @@ def degree(node: Node, unknowns: set[str]) -> int | None:
         if node.op in "*/":
             return left + right
         if node.op == "**" and isinstance(node.right, Num) and right == 0:
+            from fractions import Fraction  # here: fractions loads decimal, which a forward plan never needs
+
             p = Fraction(node.right.value).limit_denominator(16)
             return left * max(abs(p.numerator), 1) * p.denominator
         return None

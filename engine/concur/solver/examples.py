@@ -23,6 +23,7 @@ from ..lang.library import load_pack_file, recording
 from ..lang.model import Model, build_model
 from ..lang.pack import Example, Expectation, Pack
 from .question import solve_model
+from .roots import EXAMPLE_ABS
 
 __all__ = ["ExampleFailure", "example_diagnostics", "failures_in", "run_example"]
 
@@ -39,7 +40,7 @@ def _compare(name: str, got: float, exp: Expectation) -> str | None:
         ok = abs(got - want) <= exp.abs
         tol = f"± {exp.abs:g}"
     else:
-        ok = math.isclose(got, want, rel_tol=exp.rel, abs_tol=1e-12)
+        ok = math.isclose(got, want, rel_tol=exp.rel, abs_tol=EXAMPLE_ABS)
         tol = f"rel {exp.rel:g}"
     return None if ok else f"{name}: expected {want:.10g} ({tol}), got {got:.10g}"
 

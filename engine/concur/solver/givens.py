@@ -20,6 +20,7 @@ from ..lang.pick import listed_by, picked_field
 from ..lang.values import convert_value, count_factor, prefix_note
 from ..lang.versions import resolve_version, split_id
 from .problem import in_bounds
+from .roots import is_whole
 from .solution import Givens
 
 __all__ = ["resolve_givens"]
@@ -126,7 +127,7 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
                 else f"is outside its admissible range {rng}"
             )
             raise UsageError(f"{key}={raw} {what}", variable=key, hint=var.doc or None)
-        if var.integer and abs(values[key] / var.unit.factor - round(values[key] / var.unit.factor)) > 1e-9:
+        if var.integer and not is_whole(values[key] / var.unit.factor):
             raise UsageError(f"{key}={raw} must be a whole number", variable=key)
         sources[key] = "given"
         texts[key] = str(raw)

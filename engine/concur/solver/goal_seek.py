@@ -13,7 +13,7 @@ is the smallest ``x`` that reaches it (the memory 100 users need); when it
 shrinks with ``x``, the largest (the longest context that still fits 100 users).
 Integer unknowns are scanned over their bounds (skipping values that break a
 constraint such as ``attention_heads % tp == 0``) or bisected when the range is
-wide; continuous unknowns are bracketed and bisected to 1e-12 relative.
+wide; continuous unknowns are bracketed and bisected to :data:`~concur.solver.roots.STEP_REL` relative.
 The search assumes the goal is monotone in ``x`` over the bounds; the trace
 says which value was chosen and what it gives.
 """
@@ -30,7 +30,7 @@ from ..lang.expr import Call, Var, compile_node, names_in, to_text, walk
 from ..lang.model import Model
 from . import integers as frontier
 from .budget import spend
-from .roots import within
+from .roots import GOAL_SEEK_HIGH, NUDGE_REL, STEP_REL, TINY, within
 from .run import run_question
 from .seek import rounding_equation
 from .solution import Givens, Method, Solution, Step, show_value
@@ -267,7 +267,11 @@ def _out_of_reach(
 ) -> InfeasibleError:
     """Why no value of ``x`` meets the goals: each given target with the best it gets at the ends
     of ``x``'s range ("itl_slo at most 20 ms is out of reach: itl is 21.7 ms at 1,000,000 replicas")."""
-    ends = [e for e in (hi if hi is not None else 1e6, lo if lo is not None and lo > 0 else None) if e is not None]
+    ends = [
+        e
+        for e in (hi if hi is not None else GOAL_SEEK_HIGH, lo if lo is not None and lo > 0 else None)
+        if e is not None
+    ]
     tried = []
     for end in ends:
         env = evaluate(float(end))
@@ -335,7 +339,7 @@ def _boundary(
     edge = env.get(x)
     if edge is None or not math.isfinite(edge) or not meets(evaluate(edge)):
         return None
-    return edge, "smallest" if meets(evaluate(edge * (1 + 1e-6))) else "largest"
+    return edge, "smallest" if meets(evaluate(edge * (1 + NUDGE_REL))) else "largest"
 
 
 _WORD = {"at_least": "at least", "at_most": "at most", "equal": "exactly"}
@@ -502,7 +506,7 @@ def _bisect(evaluate: Any, meets: Any, a: float, b: float, want_low: bool) -> fl
     """``want_low``: a fails, b meets -> smallest meeting. else: a meets, b fails -> largest meeting."""
     for _ in range(200):
         mid = 0.5 * (a + b)
-        if abs(b - a) <= 1e-13 * max(abs(mid), 1e-300):
+        if abs(b - a) <= STEP_REL * max(abs(mid), TINY):
             break
         good = meets(evaluate(mid))
         if want_low:

@@ -27,7 +27,7 @@ Compiling a plan (:func:`make_plan`):
    (a loop torn at ``n = ceil(...)``) or ``TEAR``
    (a loop torn at one variable, the rest solved one equation at a time).
 
-Plans are cached per process by ``(model key, names given, targets, values of the names that
+Plans are cached per process (in the model's :class:`~concur.compiled.Compiled`) by ``(model key, names given, targets, values of the names that
 fold an if_)``; their closed forms are cached on disk. A plan holds no values of the question,
 so the same plan answers every question of its shape.
 
@@ -45,6 +45,7 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
+from ..compiled import compiled, forget
 from ..errors import UnderdeterminedError
 from ..lang.expr import Call, If, Node, Var, compile_node, names_in, to_text, walk
 from ..lang.model import Model
@@ -128,31 +129,27 @@ class Plan:
         return None
 
 
-_CONDITIONS: dict[str, tuple[tuple[frozenset[str], Any], ...]] = {}
-_CONDITION_NODES: dict[str, tuple[tuple[frozenset[str], Node], ...]] = {}
-
-
 def conditions(model: Model) -> tuple[tuple[frozenset[str], Node], ...]:
     """Every distinct ``if_`` condition of the model: (the names it reads, its expression), in the
     order :func:`plan_key` folds them."""
-    hit = _CONDITION_NODES.get(model.key)
-    if hit is None:
+
+    def build() -> tuple[tuple[frozenset[str], Node], ...]:
         seen: dict[str, tuple[frozenset[str], Node]] = {}
         for eq in model.equations:
             for side in (eq.lhs, eq.rhs):
                 for n in walk(side):
                     if isinstance(n, If):
                         seen.setdefault(to_text(n.cond), (names_in(n.cond), n.cond))
-        hit = _CONDITION_NODES[model.key] = tuple(seen[k] for k in sorted(seen))
-    return hit
+        return tuple(seen[k] for k in sorted(seen))
+
+    return compiled(model.key).once("plan.conditions", build)
 
 
 def _conditions(model: Model) -> tuple[tuple[frozenset[str], Any], ...]:
     """Every distinct ``if_`` condition of the model: (the names it reads, its compiled test)."""
-    hit = _CONDITIONS.get(model.key)
-    if hit is None:
-        hit = _CONDITIONS[model.key] = tuple((names, compile_node(node)) for names, node in conditions(model))
-    return hit
+    return compiled(model.key).once(
+        "plan.condition_tests", lambda: tuple((names, compile_node(node)) for names, node in conditions(model))
+    )
 
 
 def plan_key(
@@ -173,17 +170,10 @@ def plan_key(
     return (model.key, frozenset(known), targets, tuple(folds), relax)
 
 
-_PLANS: dict[tuple[Any, ...], Plan] = {}
-_PLANS_LIMIT = 2048
-
-
-_PROBLEMS: dict[tuple[Any, ...], Problem] = {}
-
-
 def forget_plans() -> None:
-    """Drop every compiled plan of this process (the next question compiles afresh)."""
-    _PLANS.clear()
-    _PROBLEMS.clear()
+    """Drop every compiled plan of this process (the next question compiles afresh): everything
+    compiled, :func:`concur.compiled.forget`."""
+    forget()
 
 
 def structure(
@@ -193,12 +183,9 @@ def structure(
     with the same :func:`plan_key`: it depends on the names known and the way each ``if_`` folds,
     never on the values. Read its structure only -- its ``known`` holds one question's values."""
     key = plan_key(model, known, targets, relax)
-    hit = _PROBLEMS.get(key)
-    if hit is None:
-        if len(_PROBLEMS) >= _PLANS_LIMIT:
-            _PROBLEMS.clear()
-        hit = _PROBLEMS[key] = Problem(model, dict(known), targets, relax)
-    return hit
+    problems = compiled(model.key).problems
+    hit: Problem | None = problems.get(key)
+    return hit if hit is not None else problems.put(key, Problem(model, dict(known), targets, relax))
 
 
 def make_plan(
@@ -211,14 +198,9 @@ def make_plan(
     or when a loop determines its variables only together.
     """
     key = plan_key(model, known, targets, relax)
-    hit = _PLANS.get(key)
-    if hit is not None:
-        return hit
-    plan = _compile(model, known, targets, key, relax)
-    if len(_PLANS) >= _PLANS_LIMIT:
-        _PLANS.clear()
-    _PLANS[key] = plan
-    return plan
+    plans = compiled(model.key).plans
+    hit: Plan | None = plans.get(key)
+    return hit if hit is not None else plans.put(key, _compile(model, known, targets, key, relax))
 
 
 def _underdetermined(model: Model, problem: Problem, missing: list[str]) -> UnderdeterminedError:

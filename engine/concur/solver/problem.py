@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..compiled import closure, compiled
 from ..lang.expr import Bin, Call, Cmp, If, Logic, Neg, Node, Var, compile_node, names_in, walk
 from ..lang.functions import FUNCTIONS
 from ..lang.model import Model
@@ -22,14 +23,13 @@ from .structure import Matching, match, repartition
 __all__ = ["Problem", "SpecialisedEq", "evaluate", "fold_known", "in_bounds", "smooth_in"]
 
 
-_TESTS: dict[int, tuple[Node, frozenset[str], Any]] = {}  # id(condition) -> (it, its names, its test)
+def _names_and_test(cond: Node) -> tuple[frozenset[str], Any]:
+    return names_in(cond), compile_node(cond)
 
 
 def _test(cond: Node) -> tuple[frozenset[str], Any]:
-    hit = _TESTS.get(id(cond))
-    if hit is None or hit[0] is not cond:  # the node is kept, so its id is not reused while cached
-        hit = _TESTS[id(cond)] = (cond, names_in(cond), compile_node(cond))
-    return hit[1], hit[2]
+    """(the names ``cond`` reads, its compiled test), once per condition node."""
+    return closure(cond, _names_and_test)
 
 
 def fold_known(node: Node, known: dict[str, float]) -> Node:
@@ -72,34 +72,32 @@ class SpecialisedEq:
     names: frozenset[str]
 
 
-_CONDITIONS: dict[str, list[frozenset[str]]] = {}
-_PLAIN: dict[str, list[SpecialisedEq | None]] = {}
+def _folding(model: Model) -> tuple[list[frozenset[str]], list[SpecialisedEq | None]]:
+    """Per equation, the names its ``if_`` conditions read (what can change its folding), and the
+    equation as every problem specialises it when it has no ``if_`` (None for one with branches)."""
+    names_read, plain = [], []
+    for eq in model.equations:
+        names: set[str] = set()
+        branches = False
+        for side in (eq.lhs, eq.rhs):
+            for n in walk(side):
+                if isinstance(n, If):
+                    names |= names_in(n.cond)
+                    branches = True
+        names_read.append(frozenset(names))
+        plain.append(None if branches else SpecialisedEq(eq, eq.lhs, eq.rhs, eq.names))
+    return names_read, plain
 
 
 def _conditions(model: Model) -> list[frozenset[str]]:
-    """Per equation, the names its ``if_`` conditions read (what can change its folding)."""
-    hit = _CONDITIONS.get(model.key)
-    if hit is None:
-        hit, plain = [], []
-        for eq in model.equations:
-            names: set[str] = set()
-            branches = False
-            for side in (eq.lhs, eq.rhs):
-                for n in walk(side):
-                    if isinstance(n, If):
-                        names |= names_in(n.cond)
-                        branches = True
-            hit.append(frozenset(names))
-            plain.append(None if branches else SpecialisedEq(eq, eq.lhs, eq.rhs, eq.names))
-        _CONDITIONS[model.key], _PLAIN[model.key] = hit, plain
-    return hit
+    """Per equation, the names its ``if_`` conditions read, built once per model."""
+    return compiled(model.key).once("problem.folding", lambda: _folding(model))[0]
 
 
 def _plain(model: Model) -> list[SpecialisedEq | None]:
     """Per equation without ``if_``, the equation as every problem specialises it (folding leaves it
     as it is), built once per model; None for an equation with branches."""
-    _conditions(model)
-    return _PLAIN[model.key]
+    return compiled(model.key).once("problem.folding", lambda: _folding(model))[1]
 
 
 # ---------------------------------------------------------------- the solver

@@ -20,8 +20,16 @@ rounding (``c > 1e16`` for ``a = 1``), and there it is zero on a whole run of sc
 artefact, not a root.
 
 Named tolerances (not scattered literals): :data:`RESIDUAL_REL`, :data:`BOUNDS_SLACK`,
-:data:`INTEGER_SNAP`, :data:`GOAL_REL`, :data:`CHECK_REL`. This module is the solver's numeric
-policy: every tolerance the solver applies is one of these.
+:data:`INTEGER_SNAP`, :data:`GOAL_REL`, :data:`CHECK_REL`, :data:`STEP_REL` (when a bisection
+stops), :data:`PIVOT_REL` (a pivot that is rounding, not a number), :data:`NUDGE_REL` (a probe
+beside a value), :data:`TINY` (the floor of a scale, so a relative test at zero is exact); and
+the ranges searched for a variable without bounds (:data:`SEARCH_RANGE`, :data:`TEAR_RANGE`,
+:data:`GOAL_SEEK_HIGH`, :data:`PROBES`). This module is the solver's and the sweep's numeric
+policy: every tolerance either applies is one of these, through the functions here
+(:func:`in_bounds` and :func:`in_bounds_array`, :func:`snap_integer` and
+:func:`snap_integer_array`, :func:`is_whole`, :func:`close`, :func:`satisfies`, :func:`within`).
+``tests/test_numeric_policy.py`` refuses a tolerance literal anywhere else in ``solver/`` and
+``sweep/``.
 """
 
 from __future__ import annotations
@@ -36,15 +44,30 @@ from .budget import spend
 __all__ = [
     "BOUNDS_SLACK",
     "CHECK_REL",
+    "EDGE_REL",
+    "EXAMPLE_ABS",
     "GOAL_REL",
+    "GOAL_SEEK_HIGH",
     "INTEGER_SNAP",
+    "NUDGE_REL",
+    "PIVOT_REL",
+    "PROBES",
     "RESIDUAL_REL",
+    "SAME_REL",
+    "SEARCH_RANGE",
+    "STEP_REL",
+    "TEAR_RANGE",
+    "TINY",
     "bracket_root",
     "choose_root",
     "choose_root_array",
+    "close",
     "in_bounds",
+    "in_bounds_array",
+    "is_whole",
     "satisfies",
     "snap_integer",
+    "snap_integer_array",
     "within",
 ]
 
@@ -59,6 +82,30 @@ GOAL_REL = 1e-9
 CHECK_REL = 1e-6
 """An answer substituted back into an equation satisfies it within this fraction of the larger
 side (the same rule as :data:`RESIDUAL_REL`, applied to every equation after the solve)."""
+SAME_REL = 1e-9
+"""Two values read from different places (a catalog row and a given) are the same value."""
+STEP_REL = 1e-13
+"""A goal seek's bisection stops when its interval is this fraction of its midpoint."""
+EDGE_REL = 1e-15
+"""A root's bisection stops at this fraction (a few units in the last place of a float)."""
+PIVOT_REL = 1e-13
+"""A pivot this small against its row's scale is rounding: the linear loop is singular there."""
+NUDGE_REL = 1e-6
+"""A probe this fraction beside a value (which side of it a goal is met on)."""
+TINY = 1e-300
+"""The floor of every scale a relative test divides by: at zero the test is exact, never an
+absolute slack (1e-300 admits nothing a float of a physical quantity can hold)."""
+EXAMPLE_ABS = 1e-12
+"""An example whose expected value is 0 matches a computed value this small (a relative test has
+nothing to be relative to there)."""
+SEARCH_RANGE = (1e-12, 1e18)
+"""Where a root of one equation is bracketed for a variable without a bound (or a bound at or below 0)."""
+TEAR_RANGE = (1e-9, 1e15)
+"""Where a torn loop's variable is bracketed without a bound (or a bound at or below 0)."""
+GOAL_SEEK_HIGH = 1e6
+"""The top end a goal seek reports reaching when its variable has no upper bound."""
+PROBES = (1e-6, 1e-3, 0.5, 1.0, 7.0, 1e3, 1e6)
+"""Values across a variable's range at which an equation that holds everywhere is recognised."""
 
 Bounds = tuple[float | None, float | None]
 
@@ -76,10 +123,25 @@ def in_bounds(bounds: Bounds, value: float, slack: float = BOUNDS_SLACK, scale: 
     return hi is None or value <= hi + slack * max(abs(hi), abs(value), scale)
 
 
+def in_bounds_array(bounds: Bounds, value: Any) -> Any:
+    """:func:`in_bounds` per point of a numpy array (no computed scale: the bound and the value):
+    a boolean array, True where the point is inside. NaN is outside."""
+    import numpy as np
+
+    lo, hi = bounds
+    inside = np.ones(np.shape(value), dtype=bool)
+    with np.errstate(invalid="ignore"):
+        if lo is not None:
+            inside &= value >= lo - BOUNDS_SLACK * np.maximum(np.abs(value), abs(lo))
+        if hi is not None:
+            inside &= value <= hi + BOUNDS_SLACK * np.maximum(np.abs(value), abs(hi))
+    return inside
+
+
 def within(value: float, target: float, sense: str) -> bool:
     """``value`` meets ``target`` in ``sense`` (at_least, at_most, equal) within :data:`GOAL_REL`
     (equal: :data:`CHECK_REL`) of the larger magnitude: the one comparison goal seeks and checks use."""
-    tol = max(abs(target), abs(value), 1e-300)
+    tol = max(abs(target), abs(value), TINY)
     if sense == "at_least":
         return value >= target - GOAL_REL * tol
     if sense == "at_most":
@@ -88,16 +150,38 @@ def within(value: float, target: float, sense: str) -> bool:
 
 
 def snap_integer(value: float) -> float:
-    """``value`` rounded when it is within :data:`INTEGER_SNAP` (relative) of a whole number."""
+    """``value`` rounded when it is within :data:`INTEGER_SNAP` (relative) of a whole number.
+
+    >>> snap_integer(2.9999999999), snap_integer(2.5)
+    (3.0, 2.5)
+    """
     r = round(value)
     return float(r) if abs(value - r) <= INTEGER_SNAP * max(1.0, abs(value)) else value
+
+
+def is_whole(value: float) -> bool:
+    """Whether :func:`snap_integer` makes ``value`` a whole number."""
+    return float(snap_integer(value)).is_integer()
+
+
+def snap_integer_array(value: Any) -> Any:
+    """:func:`snap_integer` per point of a numpy array."""
+    import numpy as np
+
+    r = np.round(value)
+    return np.where(np.abs(value - r) <= INTEGER_SNAP * np.maximum(1.0, np.abs(value)), r, value)
+
+
+def close(a: float, b: float, rel: float = CHECK_REL) -> bool:
+    """``a`` and ``b`` agree within ``rel`` of the larger magnitude (exactly, at zero)."""
+    return abs(a - b) <= rel * max(abs(a), abs(b), TINY)
 
 
 def satisfies(lhs: float, rhs: float, x: float) -> bool:
     """Rule 1: finite, and the residual is small against the sides and the candidate."""
     if not (math.isfinite(lhs) and math.isfinite(rhs) and math.isfinite(x)):
         return False
-    scale = max(abs(lhs), abs(rhs), abs(x), 1e-300)
+    scale = max(abs(lhs), abs(rhs), abs(x), TINY)
     return abs(lhs - rhs) <= RESIDUAL_REL * scale
 
 
@@ -135,14 +219,9 @@ def choose_root_array(xs: Sequence[Any], lhss: Sequence[Any], rhss: Sequence[Any
     R = np.stack([np.broadcast_to(np.asarray(v, dtype=float), shape) for v in rhss])
     with np.errstate(all="ignore"):
         finite = np.isfinite(X) & np.isfinite(L) & np.isfinite(R)
-        scale = np.maximum(np.maximum(np.abs(L), np.abs(R)), np.maximum(np.abs(X), 1e-300))
+        scale = np.maximum(np.maximum(np.abs(L), np.abs(R)), np.maximum(np.abs(X), TINY))
         valid = finite & (np.abs(L - R) <= RESIDUAL_REL * scale)
-        lo, hi = bounds
-        inside = valid.copy()
-        if lo is not None:
-            inside &= lo - BOUNDS_SLACK * np.maximum(np.abs(X), abs(lo)) <= X
-        if hi is not None:
-            inside &= hi + BOUNDS_SLACK * np.maximum(np.abs(X), abs(hi)) >= X
+        inside = valid & in_bounds_array(bounds, X)
         magnitude = np.where(inside, np.abs(X), np.inf)
         index = np.argmin(magnitude, axis=0)
         chosen = np.take_along_axis(X, index[None], axis=0)[0]
@@ -249,7 +328,7 @@ def _root_at_an_edge(
             if (fm > 0) != (fg > 0) or fm == 0:
                 return _bisect_sign(f, good, mid, fg, what, hint)
             good = mid
-            if abs(bad - good) <= 1e-15 * max(abs(good), 1e-300):
+            if abs(bad - good) <= EDGE_REL * max(abs(good), TINY):
                 break
     return None
 
@@ -264,7 +343,7 @@ def _bisect_sign(f: Callable[[float], float], a: float, b: float, fa: float, wha
             return None
         if not math.isfinite(fm):
             return None
-        if fm == 0 or abs(b - a) <= 1e-15 * max(abs(mid), 1e-300):
+        if fm == 0 or abs(b - a) <= EDGE_REL * max(abs(mid), TINY):
             return mid
         if (fm > 0) == (fa > 0):
             a, fa = mid, fm

@@ -16,6 +16,7 @@ from ..lang.model import Model
 from .blocks import run_plan
 from .plan import Plan, make_plan
 from .problem import SpecialisedEq, evaluate
+from .roots import close
 from .solution import REL_TOL, Step, show_value
 
 __all__ = ["run_question"]
@@ -111,7 +112,7 @@ def _consistency(model: Model, e: SpecialisedEq, env: dict[str, float], sources:
             where=e.eq.where,
             hint="check the givens for a zero",
         ) from None
-    if abs(lhs - rhs) <= REL_TOL * max(abs(lhs), abs(rhs), 1e-300):
+    if close(lhs, rhs, REL_TOL):
         return
     if isinstance(e.lhs, Var):
         name = e.lhs.name

@@ -19,9 +19,12 @@ It is a *goal seek* (:mod:`concur.solver.goal_seek`) when
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ..cache import cache_dir, digest, read_json, source_digest, write_json
+from ..compiled import compiled
 from ..lang.expr import Call, Var, names_in, walk
 from ..lang.model import Model
 from ..records import record
@@ -48,9 +51,6 @@ class Seek:
     held: tuple[str, ...] = ()  # given counts kept as values and held to their rounding (replicas=3)
 
 
-_SEARCH: dict[tuple[Any, ...], Seek | None] = {}
-
-
 def needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float], givens: Givens) -> Seek | None:
     """(asked variable, given goal) when the answer must be searched for rather than computed.
 
@@ -64,11 +64,56 @@ def needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float]
         tuple(sorted(givens.limits.items())),
         tuple(sorted(k for k, s in givens.sources.items() if s == "given")),
     )
-    if key in _SEARCH:
-        return _SEARCH[key]
-    answer = _needs_search(model, find, known, givens)
-    _SEARCH[key] = answer
+    seeks = compiled(model.key).seeks
+    if key in seeks:
+        hit: Seek | None = seeks[key]
+        return hit
+    file = _disk_entry(model.key, key)
+    kept = None if file is None else read_json(file, _KIND, _decode_seek)
+    answer = kept[0] if kept is not None else _needs_search(model, find, known, givens)
+    global _WRITES
+    if kept is None and file is not None and _WRITES < MAX_WRITES:
+        _WRITES += 1
+        write_json(file, _KIND, _encode_seek(answer))
+    seeks.put(key, answer)
     return answer
+
+
+_KIND = "seek"
+MAX_WRITES = 64  # decisions one process writes at most (a fuzz run asks thousands of shapes)
+_WRITES = 0
+
+
+def _disk_entry(model_key: str, key: tuple[Any, ...]) -> Any:
+    """The cache file remembering the decision for this shape (the packs' content, the names known,
+    the targets, the folds, the limits, which names were given, and concur's own code); None when
+    the shape has no stable text. A warm question reads the decision instead of probing the
+    structure a dozen times (a third of the README's headline solve, once its loop is recalled)."""
+    (_, known, targets, folds, relax), limits, given = key
+    try:
+        shape = json.dumps([sorted(known), list(targets), list(folds), sorted(relax), list(limits), list(given)])
+    except (TypeError, ValueError):
+        return None
+    return cache_dir() / "seeks" / f"{digest(_KIND, source_digest(), model_key, shape)[:40]}.json"
+
+
+def _encode_seek(seek: Seek | None) -> dict[str, Any]:
+    if seek is None:
+        return {"seek": None}
+    fields = [seek.variable, list(seek.goals), seek.requirement, seek.via, list(seek.later), list(seek.held)]
+    return {"seek": fields}
+
+
+def _decode_seek(payload: Any) -> tuple[Seek | None]:
+    """``(decision,)``: a one-tuple, so that "no search" (None) is told from a miss."""
+    fields = payload["seek"]
+    if fields is None:
+        return (None,)
+    variable, goals, requirement, via, later, held = fields
+    names = (variable, *goals, *later, *held) + ((via,) if via is not None else ())
+    if not all(isinstance(n, str) for n in names) or not (requirement is None or type(requirement) is int):
+        raise TypeError("a malformed decision")
+    return (Seek(variable, tuple(goals), requirement, via, tuple(later), tuple(held)),)
 
 
 def _needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float], givens: Givens) -> Seek | None:

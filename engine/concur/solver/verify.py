@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from ..errors import InfeasibleError
 from ..lang.expr import Bin, Call, Neg, Node, Var, compile_node, names_in
 from ..lang.model import Model
-from .roots import CHECK_REL, INTEGER_SNAP, within
+from .roots import CHECK_REL, TINY, is_whole, within
 from .solution import show_value
 
 __all__ = ["residual_ok", "verify"]
@@ -55,7 +55,7 @@ def residual_ok(lhs_node: Node, rhs_node: Node, env: Mapping[str, float]) -> boo
         return None
     if not (math.isfinite(lhs) and math.isfinite(rhs)):
         return None
-    scale = max(abs(lhs), abs(rhs), _scale(lhs_node, env), _scale(rhs_node, env), 1e-300)
+    scale = max(abs(lhs), abs(rhs), _scale(lhs_node, env), _scale(rhs_node, env), TINY)
     return abs(lhs - rhs) <= CHECK_REL * scale
 
 
@@ -74,7 +74,7 @@ def verify(
     env = dict(values)
     for name, value in env.items():
         var = model.variables.get(name)
-        if var is not None and var.integer and abs(value - round(value)) > INTEGER_SNAP * max(1.0, abs(value)):
+        if var is not None and var.integer and not is_whole(value):
             raise InfeasibleError(
                 f"no answer: {name} would be {show_value(model, name, value)}, not a whole number",
                 variable=name,

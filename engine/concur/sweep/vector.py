@@ -49,6 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..compiled import compiled as compiled_model
 from ..errors import ConcurError, InfeasibleError, UsageError
 from ..lang.expr import Compiled, compile_node, names_in
 from ..lang.model import Model
@@ -56,7 +57,7 @@ from ..solver.blocks import render_template
 from ..solver.givens import resolve_givens
 from ..solver.plan import conditions, make_plan
 from ..solver.question import flush_caches, solve_model, targets_as_checks
-from ..solver.roots import BOUNDS_SLACK, choose_root_array, in_bounds
+from ..solver.roots import choose_root_array, in_bounds, in_bounds_array, snap_integer_array
 from ..solver.seek import needs_search
 from ..solver.solution import Method
 from ..solver.throughput_inputs import FIXED_INPUTS, require_fixed
@@ -334,12 +335,6 @@ class _Plan:
     constraints: tuple[tuple[str, str, Compiled], ...] = ()
 
 
-# (model key, givens, swept names, outputs) -> plan. Built once per question in a process, so a
-# repeated sweep (a benchmark, an interactive session) pays only for the array arithmetic.
-# Plans are immutable; a race that builds one twice is harmless, so no lock guards the dict.
-_PLANS: dict[tuple[Any, ...], _Plan] = {}
-
-
 def _plan(
     model: Model,
     arrays: dict[str, Any],
@@ -348,8 +343,11 @@ def _plan(
     signature: tuple[Any, ...] = (),
     validate: bool = True,
 ) -> _Plan:
-    key = (model.key, tuple(sorted((k, repr(v)) for k, v in given.items())), tuple(arrays), tuple(outputs), signature)
-    cached = _PLANS.get(key)
+    # (givens, swept names, outputs) -> program, in the model's Compiled: built once per question in a
+    # process, so a repeated sweep (a benchmark, a session) pays only for the array arithmetic
+    key = (tuple(sorted((k, repr(v)) for k, v in given.items())), tuple(arrays), tuple(outputs), signature)
+    programs = compiled_model(model.key).vectors
+    cached: _Plan | None = programs.get(key)
     if cached is not None:
         return cached
     first = {k: _display_text(model, k, float(v[0])) for k, v in arrays.items()}
@@ -382,7 +380,7 @@ def _plan(
         scalars, folded = _fold_plan(model, scalars, set(arrays), steps, keep)
         compiled = _Plan(True, scalars, folded, cons)
     flush_caches(model)
-    _PLANS[key] = compiled
+    programs.put(key, compiled)
     return compiled
 
 
@@ -625,8 +623,7 @@ def _check_values(
 
     v = model.variables[var]
     if v.integer:
-        r = np.round(value)
-        value = np.where(np.abs(value - r) <= 1e-9 * np.maximum(1.0, np.abs(value)), r, value)
+        value = snap_integer_array(value)
     lo, hi = v.bounds
     if not value.size:
         return value, None
@@ -642,11 +639,7 @@ def _check_values(
             and (hi is None or in_bounds((None, hi), high))
         ):
             return value, None
-    bad = ~np.isfinite(value)
-    if lo is not None:  # the numeric policy's rule (concur.solver.roots.in_bounds), per point
-        bad |= value < lo - BOUNDS_SLACK * np.maximum(np.abs(value), abs(lo))
-    if hi is not None:
-        bad |= value > hi + BOUNDS_SLACK * np.maximum(np.abs(value), abs(hi))
+    bad = ~np.isfinite(value) | ~in_bounds_array((lo, hi), value)  # the numeric policy's rule, per point
     fresh = np.broadcast_to(bad & ~np.isnan(value), (n,))  # NaN inherited from upstream is counted there
     count = int(fresh.sum())
     if count and out is not None:
