@@ -98,12 +98,11 @@ def missing_dependency(exc: ModuleNotFoundError) -> MissingDependencyError | Non
 
 def report(exc: ConcurError | click.ClickException, as_json: bool) -> int:
     """Print ``exc`` in the chosen form; return its exit code."""
-    from ..errors import UnderdeterminedError
-    from .givens import with_flags
+    from .hints import for_cli
     from .render import printable
 
-    if isinstance(exc, UnderdeterminedError) and "--" not in (exc.hint or ""):
-        exc = with_flags(exc)  # the engine says what to give; the command line says how
+    if isinstance(exc, ConcurError):
+        exc = for_cli(exc)  # the engine says what to give; the command line says how
     code = exc.exit_code if isinstance(exc, ConcurError) else (exc.exit_code or EXIT_USAGE)
     if as_json:
         click.echo(json.dumps(error_document(exc), indent=2))

@@ -297,6 +297,9 @@ def _iterations(
     col = start
     xs: list[str] = []
     fs: list[str] = []
+    # The same expressions every iterate, read through other cells: rescaled once (sympy's slow part).
+    bodies = {b: display_expr(layout, derived[b]) for b in root.body}
+    residual = display_expr(layout, d, root.residual, out_scale=exact(root.slope) * layout.scales[root.variable])
     for k in range(root.fixed_steps + root.secant_steps + 1):
         x_cell = f"{get_column_letter(col)}{ROW}"
         if k == 0:
@@ -318,15 +321,12 @@ def _iterations(
                 (
                     col,
                     f"{b} #{k}",
-                    _quiet(
-                        print_formula(layout, display_expr(layout, derived[b]), f"{where}, '{b}' (iterate {k})", names)
-                    ),
+                    _quiet(print_formula(layout, bodies[b], f"{where}, '{b}' (iterate {k})", names)),
                     layout.formats.get(b, "General"),
                 )
             )
             col += 1
         f_cell = f"{get_column_letter(col)}{ROW}"
-        residual = display_expr(layout, d, root.residual, out_scale=exact(root.slope) * layout.scales[root.variable])
         cells.append(
             (
                 col,

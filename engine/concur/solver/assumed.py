@@ -39,7 +39,8 @@ from ..lang.pack import Catalog, CatalogEntry, Preset
 from ..lang.versions import current_version, fitted_versions
 
 if TYPE_CHECKING:
-    from .solution import Givens, Step
+    from .givens import Givens
+    from .plan import Step
 
 __all__ = ["Assumption", "assumptions"]
 

@@ -164,8 +164,9 @@ def command(
     from ...lang.index import shipped_index
     from ...lang.model import build_model
     from ...solver.question import flush_caches
-    from ...sweep.vector import parse_range, range_values, require_fixed, require_points
+    from ...sweep.vector import range_values, require_fixed, require_points
     from ..givens import default_scenario, load_scenario, parse_sets, split_names
+    from ..ranges import parse_range
     from ..render import echo, printable
     from ..streams import binary_output, is_stdio, text_output
     from ..sweepplot import draw, extra_outputs
