@@ -50,8 +50,8 @@ def _axes(
         tp = [int(t) for t in _names(tps)]
     except ValueError:
         raise UsageError(f"--tp takes whole numbers, got {', '.join(tps)}", hint="e.g. --tp 1,2,4,8") from None
-    narrow = {"gpus": _names(gpus), "tp": tp, "weight_dtypes": _names(weights), "kv_dtypes": _names(kvs)}
-    narrow["engines"] = _names(engines)
+    narrow: dict[str, list[Any]] = {"gpus": _names(gpus), "tp": tp, "weight_dtypes": _names(weights)}
+    narrow.update(kv_dtypes=_names(kvs), engines=_names(engines))
     return narrow_axes(build_model(["llm_fleet"]), narrow, provider)
 
 
