@@ -50,8 +50,9 @@ def _module_name(path: Path) -> str:
 MODULES = {_module_name(p): p for p in ROOT.rglob("*.py")}
 
 
-def _imports() -> list[tuple[str, str, str, bool]]:
-    """(importer, imported module, imported name or "", at module level) for every concur import."""
+def _imports(typing_too: bool = False) -> list[tuple[str, str, str, bool]]:
+    """(importer, imported module, imported name or "", at module level) for every concur import;
+    ``typing_too`` counts the ``if TYPE_CHECKING:`` ones as well."""
     out = []
     for name, path in MODULES.items():
         tree = ast.parse(path.read_text(), filename=str(path))
@@ -65,7 +66,7 @@ def _imports() -> list[tuple[str, str, str, bool]]:
             for sub in ast.walk(body)
         }
         for node in ast.walk(tree):
-            if id(node) in typing_only:
+            if id(node) in typing_only and not typing_too:
                 continue  # `if TYPE_CHECKING:` imports are for the type checker, never run
             if isinstance(node, ast.ImportFrom):
                 if node.level:
@@ -143,6 +144,17 @@ def test_modules_form_no_cycle_even_through_function_level_imports() -> None:
     loader it sits below, say): modules stay in one order, however late each is imported."""
     graph: dict[str, set[str]] = defaultdict(set)
     for a, b, _n, _top in IMPORTS:
+        if a != b and MODULES[b].name != "__init__.py":
+            graph[a].add(b)
+    assert _cycles(graph) == []
+
+
+def test_modules_form_no_cycle_even_through_type_only_imports() -> None:
+    """An ``if TYPE_CHECKING:`` import is a dependency a reader follows too: ``solver.plan`` holds
+    ``Method`` beside the Plan that uses it, and ``lang.values`` names the little of a variable it
+    reads as a Protocol, so no two modules need each other even for their annotations."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for a, b, _n, _top in _imports(typing_too=True):
         if a != b and MODULES[b].name != "__init__.py":
             graph[a].add(b)
     assert _cycles(graph) == []
@@ -259,3 +271,60 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if v not in index:
             visit(v)
     return out
+
+
+# What bench/ may use of the command line: its presentation (progress bars, output streams and
+# tables), the registry of benchmarks, and the web server the serve benchmark times. Never a
+# command's module or the command line's reading of a question: domain logic lives below.
+BENCH_MAY_USE_CLI = ("concur.cli.progress", "concur.cli.streams", "concur.cli.tabular", "concur.cli.web")
+BENCH_REGISTRY = "concur.cli.commands.bench"
+
+
+def test_library_code_imports_nothing_of_the_command_line() -> None:
+    """excel/ and analysis/ (and everything below them) never import cli/; bench/ only its
+    presentation pieces. A workbook definition, a diagnosis, the fleet grid are library code the
+    CLI calls, so a Python caller or the web page gets them without click."""
+    below = sorted({(a, b) for a, b, _n, _top in IMPORTS if _layer(b) == "cli" and LAYER[_layer(a)] < LAYER["cli"]})
+    assert below == []
+    bench = sorted(
+        {
+            (a, b)
+            for a, b, _n, _top in IMPORTS
+            if _layer(a) == "bench"
+            and _layer(b) == "cli"
+            and a != "concur.bench"  # the package lists the benchmarks the CLI registers
+            and not b.startswith(BENCH_MAY_USE_CLI)
+            and b != BENCH_REGISTRY
+        }
+    )
+    assert bench == [], "bench/ reaching into the command line's logic:\n" + "\n".join(
+        f"  {a} -> {b}" for a, b in bench
+    )
+
+
+TESTS = ROOT.parents[1] / "tests"
+LIBRARY_TEST_FOLDERS = {"excel", "analysis", "solver", "sweep", "lang", "maths", "primitives"}
+LIBRARY_TESTS = {"test_workbooks.py", "test_fleet.py", "test_fleet_backward.py", "test_erlang.py", "test_plot.py"}
+
+
+def _imports_cli(path: Path) -> list[int]:
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        names = []
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        if any(n == "concur.cli" or n.startswith("concur.cli.") for n in names):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_tests_of_library_code_import_nothing_of_the_command_line() -> None:
+    """A test of a library package (its folder under tests/ mirrors the package, or it is one of the
+    flat library test modules) calls the library, not the command line's wrapping of it."""
+    paths = [p for p in TESTS.rglob("test_*.py") if LIBRARY_TEST_FOLDERS & set(p.relative_to(TESTS).parts[:-1])]
+    paths += [TESTS / name for name in sorted(LIBRARY_TESTS) if (TESTS / name).is_file()]
+    assert paths, "no library tests found: the folders or names above are stale"
+    bad = [f"{p.relative_to(TESTS)}:{line}" for p in paths for line in _imports_cli(p)]
+    assert bad == []

@@ -70,6 +70,8 @@ class _ErrorContext(TypedDict, total=False):
     where: Location | None
     variable: str | None
     hint: str | None
+    kind: str | None
+    field: str | None
 
 
 MAX_MESSAGE = 400
@@ -96,6 +98,12 @@ class ConcurError(Exception):
 
     ``where`` locates the cause, ``variable`` names the variable concerned and
     ``hint`` says what to do next.  ``str(err)`` is the full one-line message.
+
+    Two fields are data for a presenter and never rendered: ``kind`` names the remedy in words
+    of no interface (``"given_and_asked"``, ``"count_too_small"``: the command line's hint table,
+    :mod:`concur.cli.hints`, words each as a ``--set``/``--find``/``--over``), and ``field`` the
+    input the error concerns when it is not a variable (an option's or a definition key's name).
+    No layer below the command line writes option text into a message or a hint.
     """
 
     exit_code = EXIT_USAGE
@@ -107,12 +115,21 @@ class ConcurError(Exception):
         where: Location | None = None,
         variable: str | None = None,
         hint: str | None = None,
+        kind: str | None = None,
+        field: str | None = None,
     ) -> None:
         self.message = clip(message, MAX_MESSAGE)
         self.where = where
         self.variable = variable
         self.hint = None if hint is None else clip(hint, MAX_HINT)
+        self.kind = kind
+        self.field = field
         super().__init__(self.render())
+
+    def reword(self, hint: str | None) -> None:
+        """Replace the hint (a presenter saying the remedy in its own words) and the rendered line."""
+        self.hint = None if hint is None else clip(hint, MAX_HINT)
+        self.args = (self.render(),)
 
     def render(self) -> str:
         prefix = f"{self.where}: " if self.where is not None else ""

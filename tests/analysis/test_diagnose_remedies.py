@@ -7,9 +7,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from concur.analysis.diagnose import diagnose
 from concur.analysis.remedies import remedies
 from concur.cli import cli
-from concur.cli.commands.diagnose import diagnose
 from concur.errors import ContradictionError, UnderdeterminedError, UsageError
 
 L70 = {

@@ -24,8 +24,8 @@ pytest.importorskip("openpyxl")
 from helpers import require_poppler, require_soffice
 
 from concur.cli import main
-from concur.cli.commands.export import export_definition, load_definition, plan_for, solve_definition
 from concur.errors import ConcurError
+from concur.excel.definition import export_definition, load_definition, plan_for, solve_definition
 from concur.excel.from_solution import plan_from_solution
 from concur.excel.writer import write_workbook
 from concur.lang.library import get_pack, pack_paths

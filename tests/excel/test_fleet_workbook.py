@@ -28,8 +28,8 @@ openpyxl = pytest.importorskip("openpyxl")
 
 from helpers import require_poppler, require_soffice  # noqa: E402
 
-from concur.cli.commands.export import export_definition, load_definition  # noqa: E402
 from concur.errors import ConcurError  # noqa: E402
+from concur.excel.definition import export_definition, load_definition  # noqa: E402
 from concur.lang.model import build_model  # noqa: E402
 from concur.solver.question import solve_model  # noqa: E402
 

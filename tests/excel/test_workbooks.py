@@ -15,7 +15,7 @@ import pytest
 
 openpyxl = pytest.importorskip("openpyxl")
 
-from concur.cli.commands.export import export_definition, load_definition  # noqa: E402
+from concur.excel.definition import export_definition, load_definition  # noqa: E402
 from concur.lang.check import check_paths  # noqa: E402
 
 WORKBOOKS = Path(__file__).resolve().parents[2] / "workbooks"

@@ -139,13 +139,21 @@ def test_a_plan_says_which_release_each_bare_engine_is(capsys: Any) -> None:
     assert "vllm = vllm@0.11" in out and "sglang = " not in out and "sglang@0.5" in out
 
 
-def test_a_workbook_plan_takes_fitted_releases_and_refuses_others() -> None:
+def test_a_workbook_plan_takes_fitted_releases_and_refuses_others(tmp_path: Any) -> None:
     from concur.errors import UsageError
-    from concur.excel.plan_sheet import _ids
+    from concur.excel.definition import fleet_plan_of, load_definition
 
-    known = get_catalog("engines").entries
-    assert _ids(["vllm@0.10", "sglang"], "engines", "plan.engines", known) == ["vllm@0.10", "sglang"]
-    with pytest.raises(UsageError, match=r"^plan\.engines: unknown engine version 'vllm@0\.8'"):
-        _ids(["vllm@0.8"], "engines", "plan.engines", known)
-    with pytest.raises(UsageError, match="unknown gpus id 'h100@1'"):
-        _ids(["h100@1"], "gpus", "plan.gpus", get_catalog("gpus").entries)
+    def definition(plan: str) -> Any:
+        path = tmp_path / "fleet.yaml"
+        path.write_text(f"title: t\npacks: [llm_fleet]\nfind: [replicas]\nplan: {plan}\n")
+        return load_definition(path)
+
+    from concur.analysis.fleet_axes import narrow_axes
+    from concur.lang.model import build_model
+
+    axes = narrow_axes(build_model(["llm_fleet"]), {"engines": ["vllm@0.10", "sglang"]})
+    assert axes["engine"] == ["vllm@0.10", "sglang"]
+    with pytest.raises(UsageError, match=r"fleet\.yaml: plan\.engines: unknown engine version 'vllm@0\.8'"):
+        fleet_plan_of(definition("{engines: [vllm@0.8]}"))
+    with pytest.raises(UsageError, match=r"plan\.gpus: unknown gpu 'h100@1'"):
+        fleet_plan_of(definition("{gpus: [h100@1]}"))

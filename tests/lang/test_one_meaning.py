@@ -26,13 +26,14 @@ from hypothesis import strategies as st
 import concur
 from concur.cli.commands.show import pack_document
 from concur.cli.givens import load_scenario, parse_sets
+from concur.cli.ranges import parse_range
 from concur.excel.from_solution import display_value, sheet_var, typed_input
 from concur.excel.plan import Input
 from concur.lang.library import get_pack, pack_paths
 from concur.lang.model import build_model
 from concur.lang.units import registry
 from concur.solver.givens import resolve_givens
-from concur.sweep.vector import _display_text, parse_range, range_values
+from concur.sweep.vector import _display_text, range_values
 
 PACKS = sorted(pack_paths())
 REL = 1e-12

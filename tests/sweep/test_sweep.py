@@ -11,10 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from concur.cli import cli, main
+from concur.cli.ranges import parse_range
 from concur.errors import InfeasibleError, UnderdeterminedError, UsageError
 from concur.lang.model import build_model
 from concur.solver.question import solve_model
-from concur.sweep.vector import parse_range, require_fixed, sweep
+from concur.sweep.vector import require_fixed, sweep
 
 BASE = {
     "model": "llama-3.1-8b",

@@ -437,7 +437,7 @@ def catalog_document(result: CalibrationResult, entry_id: str, given: Mapping[st
                 "prefill_overlap": {
                     "value": int(result.prefill_overlap),
                     "source": (
-                        "given with --set"
+                        "given"
                         if "prefill_overlap" in given
                         else "from the result files' backend field (vllm, trt: 1; sglang or unnamed: 0)"
                     ),

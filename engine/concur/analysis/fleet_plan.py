@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import BudgetError, ConcurError, UsageError
+from ..errors import BudgetError, ConcurError, UnderdeterminedError, UsageError
 from ..lang.check import require_checked
 from ..lang.library import get_catalog
 from ..lang.model import Model, build_model
@@ -239,15 +239,18 @@ def plan_fleet(
     question = dict(question)
     missing = [n for n in ("model", *_TRAFFIC) if n not in question]
     if missing:
-        raise UsageError(
+        raise UnderdeterminedError(
             f"a plan needs the model and the traffic: missing {', '.join(missing)}",
-            hint="give " + " ".join(f"--set {n}=..." for n in missing),
+            missing=tuple(missing),
+            hint=f"give {', '.join(missing)}",
+            kind="missing",
         )
     fixed = [a for a in AXES if a in question]
     if fixed:
         raise UsageError(
             f"{', '.join(fixed)} is an axis of the plan, not a given",
-            hint="narrow the axis instead: --gpus, --tp, --weight-dtypes, --kv-dtypes, --engines, --provider",
+            hint="narrow the axis instead",
+            kind="axis_given",
         )
     axes = dict(axes or default_axes(model, question))
     if "gpu_hour_price" in question:  # the user's own price: no provider's list is in play
@@ -277,11 +280,10 @@ def plan_fleet(
     unpriced = sum(1 for c in candidates if c.feasible and c.cost_per_month is None)
     if unpriced:
         notes.append(
-            f"{unpriced} feasible configuration(s) have no public list price: give --set gpu_hour_price=... "
-            "to cost them"
+            f"{unpriced} feasible configuration(s) have no public list price: give gpu_hour_price=... to cost them"
         )
     if "utilization" not in question:
-        notes.append("planned at utilization 0.8 (the fleet pack's default headroom; --set utilization=...)")
+        notes.append("planned at utilization 0.8 (the fleet pack's default headroom; give utilization=... for another)")
     notes.append(provider_note(sorted({c.provider for c in configs}), question))
     releases = engine_releases_note(sorted({c.engine for c in configs}))
     if releases:
@@ -511,7 +513,7 @@ def _beyond_physics(cand: Candidate) -> bool:
 def _cost(cand: Candidate, price: float | None, rate: float, osl: float) -> None:
     if price is None or cand.fleet_gpus is None:
         cand.cost_per_month = cand.cost_per_million_tokens = None
-        cand.reason = f"no public list price for {cand.config.gpu}: give --set gpu_hour_price=..."
+        cand.reason = f"no public list price for {cand.config.gpu}: give gpu_hour_price=..."
         if cand.config.provider:  # it would serve, but the plan's provider does not rent it
             cand.feasible, cand.reason = False, f"no list price at {cand.config.provider}"
         return

@@ -159,7 +159,8 @@ def remedies(
         raise UsageError(
             "remedies need the per-request reservation",
             variable="context",
-            hint="--set context=8192 (the engine's max-model-len)",
+            hint="give context=8192 (the engine's max-model-len)",
+            kind="give",
         )
     base = evaluate(given)
     out: list[Remedy] = []

@@ -177,7 +177,8 @@ def engine_from_values(values: Mapping[str, float], **override: Any) -> tuple[St
     if missing:
         raise UsageError(
             f"the engine simulator needs {', '.join(missing)} from the throughput pack",
-            hint="give the model, gpu, tp, dtypes and engine (--set model=... gpu=...)",
+            hint="give the model, gpu, tp, dtypes and engine",
+            kind="give_config",
         )
 
     def get(name: str, *alternatives: str) -> float:

@@ -101,7 +101,7 @@ def _llm_export(path: Path) -> tuple[Any, str]:
 
     definition = _workbook_definition("llm_capacity.yaml")
     if definition is not None:
-        from concur.cli.commands.export import load_definition, plan_for, solve_definition
+        from concur.excel.definition import load_definition, plan_for, solve_definition
 
         defn = load_definition(definition)
         model, sol = solve_definition(defn)

@@ -25,9 +25,9 @@ from typing import Any
 import click
 
 from ..api import solve
-from ..cli.givens import default_scenario
 from ..cli.web.questions import FLEET_ANSWERS, FLEET_FIELDS
 from ..cli.web.server import running
+from ..lang.model import default_scenario
 
 TARGET = 3.0
 

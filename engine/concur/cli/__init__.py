@@ -126,20 +126,21 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI; map concur errors to one line (or one JSON object) and an exit code."""
     from ..errors import ConcurError
     from . import report
+    from .context import Invocation
 
     args = list(sys.argv[1:] if argv is None else argv)
-    report.reset()
+    run = Invocation()  # this run's ctx.obj: what --json and --pack-path asked
     try:
         with _terminate_like_interrupt():
-            code = cli.main(args=args, prog_name="concur", standalone_mode=False)  # a ctx.exit(n) code, or None
+            code = cli.main(args=args, prog_name="concur", standalone_mode=False, obj=run)  # ctx.exit(n), or None
             sys.stdout.flush()  # a pipe closed after the last write fails here, not at interpreter exit
     except (ConcurError, click.ClickException) as exc:
-        sys.exit(report.report(exc, report.json_wanted(args)))
+        sys.exit(report.report(exc, report.json_wanted(run.json_errors, args)))
     except ModuleNotFoundError as exc:
         missing = report.missing_dependency(exc)
         if missing is None:
             raise
-        sys.exit(report.report(missing, report.json_wanted(args)))
+        sys.exit(report.report(missing, report.json_wanted(run.json_errors, args)))
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)

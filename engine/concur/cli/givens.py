@@ -15,23 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PackError, UnderdeterminedError, UsageError
+from ..lang.model import default_scenario
+from ..lang.units import check_given_units
+from .hints import for_cli
 
-__all__ = ["check_units", "default_scenario", "load_scenario", "parse_sets", "solve_question", "split_names"]
-
-
-def check_units(given: Any, label: str) -> None:
-    """Refuse, at its ``file:line``, a text value of ``given`` (a scenario's or a workbook
-    definition's mapping) whose unit is over the bounds every unit text meets before pint reads
-    it (:func:`concur.lang.units.unit_problem`); everything else about a value is the solver's."""
-    from ..lang.units import quantity_unit, unit_problem
-
-    for name, value in given.items():
-        unit = quantity_unit(value) if isinstance(value, str) else None
-        problem = unit_problem(unit) if unit else None
-        if unit and problem is not None:
-            where = given.where(name) if hasattr(given, "where") else label
-            shown = unit if len(unit) <= 60 else f"{unit[:40]}...{unit[-12:]}"
-            raise UsageError(f"{where}: unit '{shown}' of '{name}' {problem}")
+__all__ = ["default_scenario", "load_scenario", "parse_sets", "solve_question", "split_names"]
 
 
 def parse_sets(items: tuple[str, ...]) -> dict[str, Any]:
@@ -103,17 +91,8 @@ def load_scenario(path: str) -> tuple[dict[str, Any], list[str], list[str]]:
         if not isinstance(value, (int, float, str)) or isinstance(value, bool):
             where = given.where(name) if isinstance(given, YMap) else label
             raise UsageError(f"{where}: '{name}' must be a number or text such as '8192 token'")
-    check_units(given, label)
+    check_given_units(given, label)
     return dict(given), list(packs), list(find)
-
-
-def default_scenario(packs: list[str]) -> dict[str, Any]:
-    """The embedded scenario of the packs in play: the ``scenario:`` of the top-most pack that has one
-    (a composition's own scenario, not the union of its parts': llm_fleet's traffic and model, not
-    littles_law's hand-set step time)."""
-    from ..lang.model import build_model
-
-    return next((dict(pack.scenario) for pack in build_model(packs).packs if pack.scenario), {})
 
 
 def solve_question(
@@ -159,19 +138,4 @@ def solve_question(
     try:
         return solve(targets, given, pack_list)
     except UnderdeterminedError as exc:
-        raise with_flags(exc, scenario_hint=not embedded and bool(default_scenario(pack_list))) from None
-
-
-def with_flags(exc: UnderdeterminedError, *, scenario_hint: bool = False) -> UnderdeterminedError:
-    """The engine's refusal as the command line says it: the ``--set`` that fixes a throughput
-    question, and (where the packs embed a scenario) how to start from it."""
-    from ..solver.throughput_inputs import UnfixedThroughputError
-
-    parts = [exc.hint] if exc.hint else []
-    if isinstance(exc, UnfixedThroughputError):
-        parts.append("give " + " ".join(f"--set {n}=..." for n in exc.missing) + " (or sweep one with --over)")
-    elif scenario_hint:
-        parts.append("or start from the embedded scenario: --scenario default --set NAME=VALUE")
-    else:
-        return exc
-    return type(exc)(exc.message, missing=exc.missing, hint="; ".join(parts), where=exc.where, variable=exc.variable)
+        raise for_cli(exc, scenario_hint=not embedded and bool(default_scenario(pack_list))) from None

@@ -2,7 +2,9 @@
 
 ``--json`` does two things: the command prints one JSON document on stdout, and an error, if one
 happens, is printed as one JSON object on stdout too (:mod:`concur.cli.report`), so a program
-reading stdout always gets JSON. The flag's callback tells the reporter before the command runs.
+reading stdout always gets JSON. The flag's callback records it in the run's
+:class:`~concur.cli.context.Invocation` (``ctx.obj``) before the command runs; so does
+``--pack-path``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from .report import want_json_errors
+from .context import invocation
 
 __all__ = ["find_option", "json_option", "pack_path_option", "set_option"]
 
@@ -23,6 +25,7 @@ def _set_pack_path(ctx: click.Context, param: click.Parameter, value: tuple[str,
     from ..lang.library import set_pack_path
 
     set_pack_path(value)
+    invocation(ctx).pack_path = tuple(value)
 
 
 def pack_path_option(fn: F) -> F:
@@ -42,7 +45,7 @@ def pack_path_option(fn: F) -> F:
 
 def _json_errors(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
     if value:
-        want_json_errors()
+        invocation(ctx).json_errors = True
     return value
 
 

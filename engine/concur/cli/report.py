@@ -27,24 +27,16 @@ import click
 
 from ..errors import EXIT_USAGE, MAX_MESSAGE, ConcurError, Location, MissingDependencyError, clip
 
-__all__ = ["error_document", "json_wanted", "missing_dependency", "report", "reset", "want_json_errors"]
+__all__ = ["error_document", "json_wanted", "missing_dependency", "report"]
 
 _MAX_LINE = 800  # an error line, escapes included
-_JSON = {"wanted": False}  # set by the --json / --format json callbacks before a command runs
 
 
-def want_json_errors() -> None:
-    _JSON["wanted"] = True
-
-
-def reset() -> None:
-    _JSON["wanted"] = False
-
-
-def json_wanted(args: list[str]) -> bool:
-    """True when the command asked for JSON: its callback ran, or (for an error click raises while
-    parsing, before any callback) the words ``--json`` / ``--format json`` are on the command line."""
-    if _JSON["wanted"]:
+def json_wanted(asked: bool, args: list[str]) -> bool:
+    """True when the command asked for JSON: its callback ran (``asked``, the run's
+    :class:`~concur.cli.context.Invocation`), or (for an error click raises while parsing, before
+    any callback) the words ``--json`` / ``--format json`` are on the command line."""
+    if asked:
         return True
     words = args[: args.index("--")] if "--" in args else args
     return (
@@ -98,12 +90,11 @@ def missing_dependency(exc: ModuleNotFoundError) -> MissingDependencyError | Non
 
 def report(exc: ConcurError | click.ClickException, as_json: bool) -> int:
     """Print ``exc`` in the chosen form; return its exit code."""
-    from ..errors import UnderdeterminedError
-    from .givens import with_flags
+    from .hints import for_cli
     from .render import printable
 
-    if isinstance(exc, UnderdeterminedError) and "--" not in (exc.hint or ""):
-        exc = with_flags(exc)  # the engine says what to give; the command line says how
+    if isinstance(exc, ConcurError):
+        exc = for_cli(exc)  # the engine says what to give; the command line says how
     code = exc.exit_code if isinstance(exc, ConcurError) else (exc.exit_code or EXIT_USAGE)
     if as_json:
         click.echo(json.dumps(error_document(exc), indent=2))

@@ -1,7 +1,8 @@
 """``concur sweep --plot``: which picture a sweep asks for, and the numbers it needs.
 
 * A sweep over ``concurrency`` whose ``--find`` names only decode throughputs, one of them
-  ``tokens_per_s_per_gpu`` or ``tokens_per_s``, draws the **throughput curve** (:func:`concur.analysis.plot.throughput_curve`):
+  ``tokens_per_s_per_gpu`` or ``tokens_per_s`` (:func:`concur.analysis.curves.curve_y`), draws the
+  **throughput curve** (:func:`concur.analysis.plot.throughput_curve`):
   that throughput (per GPU, or per replica) against ``tokens_per_s_per_user``, its roofline, the
   concurrency of a few points, and the KV limit. The limit is ``floor(kv_batch_limit)`` from the
   solve -- the most requests whose whole context the KV pool holds; the sweep leaves the points
@@ -10,41 +11,18 @@
 * Anything else draws the ``--find`` variables against the swept one
   (:func:`concur.analysis.plot.line_plot`), one panel per variable (the runs of a --compare share it), every axis with its unit.
 
-Titles say what was fixed (every --set), so a PNG read alone still means something.
+Titles say what was fixed (every --set), so a PNG read alone still means something. This module
+draws what it is given: the sweep's results and the KV points the command computed
+(:func:`concur.analysis.curves.kv_limits`); it runs nothing.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..errors import UsageError
 
-__all__ = ["CURVE_INPUTS", "curve_y", "draw", "extra_outputs"]
-
-CURVE_INPUTS = ("tokens_per_s_per_user", "bound_tokens_per_s", "kv_batch_limit", "gpus")
-_CURVE_Y = ("tokens_per_s_per_gpu", "tokens_per_s")
-
-
-def curve_y(model: Any, over: dict[str, Any], outputs: list[str]) -> str | None:
-    """The throughput the curve draws, or None for a line plot.
-
-    The curve is drawn when concurrency is swept and every --find is a decode throughput the curve
-    shows (per GPU, per replica, per user, the roofline) with at least one of the first two;
-    a --find of anything else (t_step, ttft...) asks for that variable, so it gets the line plot.
-    """
-    if list(over) != ["concurrency"] or not all(v in model.variables for v in CURVE_INPUTS):
-        return None
-    if not set(outputs) <= {*_CURVE_Y, "tokens_per_s_per_user", "bound_tokens_per_s"}:
-        return None
-    return next((o for o in _CURVE_Y if o in outputs), None)
-
-
-def extra_outputs(model: Any, over: dict[str, Any], outputs: list[str]) -> list[str]:
-    """What the sweep must also compute for the picture (nothing for a line plot)."""
-    if curve_y(model, over, outputs) is None:
-        return []
-    return [c for c in CURVE_INPUTS if c not in outputs and c not in over]
+__all__ = ["draw"]
 
 
 def _unit(model: Any, name: str) -> str:
@@ -65,15 +43,6 @@ def _context(given: dict[str, Any]) -> str:
     return "\n".join(textwrap.wrap(text, width=95, max_lines=2, placeholder=" ..."))
 
 
-def _kv_point(model: Any, given: dict[str, Any], y: str, limit: float) -> tuple[float, float] | None:
-    """(per-user, y) of the model at concurrency = ``limit``."""
-    from ..sweep.vector import sweep
-
-    res = sweep(model, {"concurrency": [limit]}, given, ["tokens_per_s_per_user", y])
-    px, py = float(res["tokens_per_s_per_user"][0]), float(res[y][0])
-    return (px, py) if math.isfinite(px) and math.isfinite(py) else None
-
-
 def draw(
     model: Any,
     runs: list[tuple[str, dict[str, Any], Any]],
@@ -83,25 +52,25 @@ def draw(
     path: str,
     *,
     log: bool = False,
+    kv: list[tuple[float | None, tuple[float, float] | None]] | None = None,
 ) -> str:
     """Write the PNG for ``runs`` to ``path``; return what was drawn ("throughput curve" or "line plot").
 
-    ``log``: the swept values were log-spaced, so a line plot's x axis is logarithmic too.
+    ``log``: the swept values were log-spaced, so a line plot's x axis is logarithmic too. ``kv``:
+    for the throughput curve, each run's KV limit and the curve's point there
+    (:func:`concur.analysis.curves.kv_limits`).
     """
-    import numpy as np
-
+    from ..analysis.curves import curve_y
     from ..analysis.plot import Series, line_plot, throughput_curve
 
     y = curve_y(model, over, outputs)
     context = _context(given)
     if y is not None:
+        assert kv is not None and len(kv) == len(runs), "the throughput curve needs each run's KV limit"
         series = []
-        for label, g, res in runs:
+        for (label, _g, res), (limit, point) in zip(runs, kv, strict=True):
             c = res["concurrency"]
             bound = res["bound_tokens_per_s"]
-            fits = np.floor(res["kv_batch_limit"] + 1e-9)
-            limit = float(np.nanmax(fits)) if np.isfinite(fits).any() else None
-            point = _kv_point(model, g, y, limit) if limit else None
             per_gpu = y == "tokens_per_s_per_gpu"
             series.append(
                 Series(

@@ -75,9 +75,10 @@ from ..lang.pack import Equation, Variable
 from ..lang.units import parse_quantity
 from ..lang.values import count_factor
 from ..solver.goal_seek import goal_sense
+from ..solver.plan import Method, Step
 from ..solver.problem import fold_known as solver_fold
 from ..solver.seek import needs_search
-from ..solver.solution import Method, Solution, Step
+from ..solver.solution import Solution
 from ..solver.symbolic import to_sympy
 from .live_search import Candidate, goal_test, make_live
 from .plan import Derived, Input, PresetChoice, Scenario, SheetVar, Sweep, WorkbookPlan
@@ -211,7 +212,8 @@ class _Builder:
                     raise UsageError(
                         f"'{owner}' needs '{name}', which the solution has no value for",
                         variable=owner,
-                        hint="give it with --set",
+                        hint="give it",
+                        kind="give_it",
                     )
                 src = self.sol.givens.sources.get(name, "")
                 method = "preset" if src.startswith("preset") else ("given" if src == "given" else "default")

@@ -105,4 +105,4 @@ def print_formula(layout: Layout, expr: sympy.Expr, where: str, names: dict[str,
     try:
         return excel_formula(expr, layout.names if names is None else names)
     except UsageError as exc:
-        raise type(exc)(f"{where}: {exc.message}", variable=exc.variable, hint=exc.hint) from None
+        raise type(exc)(f"{where}: {exc.message}", variable=exc.variable, hint=exc.hint, kind=exc.kind) from None

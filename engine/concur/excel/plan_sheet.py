@@ -12,9 +12,12 @@ Two uses:
 * ``concur plan --export FILE.xlsx`` (:func:`export_plan`): a workbook of its own, whose hours per
   month is an input cell named ``hours_per_month``; saved like every export (atomically,
   byte-identical for the same plan, with the umask's permissions);
-* a ``plan:`` entry of a workbook definition (:func:`fleet_comparison` runs the plan,
-  :func:`write_plan_sheet` adds the sheet): the fleet workbook's *Plan* sheet, whose hours per month
-  follow the Inputs sheet, so both sheets price a month alike.
+* a ``plan:`` entry of a workbook definition (:func:`concur.excel.definition.fleet_plan_of` runs
+  the plan once, :func:`write_plan_sheet` adds the sheet): the fleet workbook's *Plan* sheet, whose
+  hours per month follow the Inputs sheet, so both sheets price a month alike.
+
+Either way this module writes a finished :class:`concur.analysis.fleet_plan.PlanResult`: it never
+runs the planner.
 
 Worked example: Llama-3.1-70B at 50 request/s of 1,000 in / 400 out, ITL <= 50 ms: the row
 ``h100-sxm-80gb 4 bf16 bf16 default`` reads 3 replicas, 12 GPUs, $6.88 (the AWS list price),
@@ -28,19 +31,14 @@ each row here would need its own), sorting again after a price edit.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..analysis.fleet_plan import AXES, HOURS_PER_MONTH, default_axes, plan_fleet
-from ..errors import UsageError
+from ..analysis.fleet_plan import HOURS_PER_MONTH
 from ..extras import need
-from ..lang.library import get_catalog
-from ..lang.model import build_model
-from ..lang.versions import resolve_version, split_id
 from .cells import put_formula, put_number, put_text, require_folder, save_atomically
 
-__all__ = ["AXIS_KEYS", "export_plan", "fleet_comparison", "write_plan_sheet"]
+__all__ = ["export_plan", "write_plan_sheet"]
 
 _HEAD = [
     "GPU",
@@ -64,7 +62,6 @@ _HEAD_ROW = 6
 _VALUE_COL = 8  # the price column: hours per month and tokens per hour sit above it
 _HOURS = "$H$3"
 _SERVED = "$H$4"
-AXIS_KEYS = ("gpus", "tp", "weight_dtypes", "kv_dtypes", "engines")  # a definition's plan: entry narrows these
 
 
 def export_plan(result: Any, path: str | Path) -> Path:
@@ -168,53 +165,3 @@ _WIDTHS = [16, 5, 9, 9, 9, 9, 10, 12, 13, 13, 10, 10, 10, 16, 9, 60]
 def _price(value: float) -> float:
     """A list price recovered from a monthly cost, without the float noise of the division."""
     return float(f"{value:.12g}")
-
-
-def fleet_comparison(given: Mapping[str, Any], spec: Mapping[str, Any], where: str = "plan") -> Any:
-    """The fleet plan of a workbook definition: ``given`` (the definition's question; its GPU, TP and
-    dtypes are the plan's axes and are dropped) and ``spec`` narrowing the axes
-    (``{engines: [default], tp: [4, 8]}``, keys :data:`AXIS_KEYS`). Raises UsageError naming ``where``."""
-    bad = sorted(set(spec) - set(AXIS_KEYS))
-    if bad:
-        raise UsageError(f"{where}: unknown key '{bad[0]}'", hint=f"allowed: {', '.join(AXIS_KEYS)}")
-    question = {k: v for k, v in given.items() if k not in AXES}
-    axes = default_axes(build_model(["llm_fleet"]), question)
-    for key, axis, catalog in (("gpus", "gpu", "gpus"), ("engines", "engine", "engines")):
-        if key in spec:
-            axes[axis] = _ids(spec[key], catalog, f"{where}.{key}", get_catalog(catalog).entries)
-    if "tp" in spec:
-        tps = _list(spec["tp"], f"{where}.tp")
-        if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in tps):
-            raise UsageError(f"{where}.tp: whole numbers of at least 1, got {tps}", hint="e.g. tp: [1, 2, 4, 8]")
-        axes["tp"] = list(tps)
-    dtypes = get_catalog("dtypes").entries
-    weights = _ids(
-        spec.get("weight_dtypes", sorted({a for a, _ in axes["dtypes"]})), "dtypes", f"{where}.weight_dtypes", dtypes
-    )
-    kvs = _ids(spec.get("kv_dtypes", sorted({b for _, b in axes["dtypes"]})), "dtypes", f"{where}.kv_dtypes", dtypes)
-    if "weight_dtypes" in spec or "kv_dtypes" in spec:
-        axes["dtypes"] = [(a, b) for a in weights for b in kvs]
-    return plan_fleet(question, axes)
-
-
-def _list(value: Any, where: str) -> Sequence[Any]:
-    items = value if isinstance(value, list) else [value]
-    if not items:
-        raise UsageError(f"{where}: an empty list", hint="name at least one value, or leave the key out")
-    return items
-
-
-def _ids(value: Any, catalog: str, where: str, known: Mapping[str, Any]) -> list[str]:
-    """The ids ``value`` lists, each a catalog id -- or, for engines, ``NAME@RELEASE`` of a fitted
-    release (concur.lang.versions: an unfitted one is refused, naming ``where``)."""
-    ids = [str(v) for v in _list(value, where)]
-    unknown = [i for i in ids if (split_id(i)[0] if catalog == "engines" else i) not in known]
-    if unknown:
-        raise UsageError(f"{where}: unknown {catalog} id '{unknown[0]}'", hint=f"known: {', '.join(known)}")
-    if catalog == "engines":
-        for ident in ids:
-            try:
-                resolve_version([get_catalog(catalog)], "engine", *split_id(ident))
-            except UsageError as exc:
-                raise UsageError(f"{where}: {exc.message}", hint=exc.hint) from None
-    return ids

@@ -59,7 +59,7 @@ from . import style
 from .cells import put_formula, put_number, put_text
 from .layout import Layout, display_expr, over_display, print_formula, sheet_ref, unit_label
 from .plan import Derived, Root, Search
-from .printer import exact
+from .printer import MAX_FORMULA_LENGTH, UnprintableError, exact
 from .whatif import DOES_NOT_FIT, NO_SOLUTION, ROW, column_templates, sheet_title, table_names
 
 __all__ = ["SearchRef", "plan_searches", "write_searches"]
@@ -297,6 +297,15 @@ def _iterations(
     col = start
     xs: list[str] = []
     fs: list[str] = []
+    # Every iterate prints the same expressions, reading other cells: each is rescaled and printed
+    # once (sympy's slow part) with a token for each cell that changes, filled per iterate.
+    moving = [root.variable, *root.body]
+    bodies = {
+        b: _Template(layout, display_expr(layout, derived[b]), f"{where}, '{b}'", base, moving[: i + 2])
+        for i, b in enumerate(root.body)
+    }
+    residual = display_expr(layout, d, root.residual, out_scale=exact(root.slope) * layout.scales[root.variable])
+    f_template = _Template(layout, residual, f"{where}, '{root.variable}'", base, moving)
     for k in range(root.fixed_steps + root.secant_steps + 1):
         x_cell = f"{get_column_letter(col)}{ROW}"
         if k == 0:
@@ -309,37 +318,44 @@ def _iterations(
             x0, x1, f0, f1 = xs[-2], xs[-1], fs[-2], fs[-1]
             formula = f"IF({f1}={f0},{x1},{x1}-{f1}*({x1}-{x0})/({f1}-{f0}))"
         cells.append((col, f"{root.variable} #{k}", _quiet(formula), fmt))
-        names = dict(base)
-        names[root.variable] = x_cell
+        here = {root.variable: x_cell}
         col += 1
         for b in root.body:
-            names[b] = f"{get_column_letter(col)}{ROW}"
-            cells.append(
-                (
-                    col,
-                    f"{b} #{k}",
-                    _quiet(
-                        print_formula(layout, display_expr(layout, derived[b]), f"{where}, '{b}' (iterate {k})", names)
-                    ),
-                    layout.formats.get(b, "General"),
-                )
-            )
+            here[b] = f"{get_column_letter(col)}{ROW}"
+            formula = bodies[b].fill(here, f" (iterate {k})")
+            cells.append((col, f"{b} #{k}", _quiet(formula), layout.formats.get(b, "General")))
             col += 1
         f_cell = f"{get_column_letter(col)}{ROW}"
-        residual = display_expr(layout, d, root.residual, out_scale=exact(root.slope) * layout.scales[root.variable])
-        cells.append(
-            (
-                col,
-                f"x - g(x) #{k}",
-                _quiet(print_formula(layout, residual, f"{where}, '{root.variable}'", names)),
-                "0.00E+00",
-            )
-        )
+        cells.append((col, f"x - g(x) #{k}", _quiet(f_template.fill(here)), "0.00E+00"))
         col += 1
         xs.append(x_cell)
         fs.append(f_cell)
     tolerance = print_formula(layout, sympy.Float(root.tolerance), where)
     return cells, (xs[-1], f"IF(ISNUMBER({fs[-1]}),ABS({fs[-1]})<={tolerance}*ABS({xs[-1]}),FALSE)")
+
+
+class _Template:
+    """A formula printed once with a token for each of ``moving`` (names whose cell changes per
+    iterate; the others read ``base``), filled by plain text replacement: the printer copies a
+    name's cell reference verbatim, so filling gives the text printing with those cells would."""
+
+    def __init__(self, layout: Layout, expr: Any, where: str, base: dict[str, str], moving: list[str]) -> None:
+        self.tokens = {name: f"\x00{i}\x00" for i, name in enumerate(moving)}
+        self.where = where
+        self.text = print_formula(layout, expr, where, {**base, **self.tokens})
+
+    def fill(self, cells: dict[str, str], iterate: str = "") -> str:
+        text = self.text
+        for name, token in self.tokens.items():
+            if token in text:
+                text = text.replace(token, cells[name])
+        if len(text) + 1 > MAX_FORMULA_LENGTH:
+            raise UnprintableError(
+                f"{self.where}{iterate}: formula is {len(text) + 1} characters, over Excel's limit of "
+                f"{MAX_FORMULA_LENGTH}",
+                hint="split the equation into intermediate variables",
+            )
+        return text
 
 
 def _quiet(formula: str) -> str:

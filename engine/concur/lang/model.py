@@ -34,7 +34,7 @@ from .library import find_pack, find_used_pack, get_pack, load_pack_file, pack_p
 from .pack import Constraint, Equation, Pack, Preset, Problems, Variable
 from .units import format_dims
 
-__all__ = ["Model", "build_model"]
+__all__ = ["Model", "build_model", "default_scenario"]
 
 
 @record
@@ -126,6 +126,13 @@ def build_model(refs: list[str] | None = None, *, problems: list[ConcurError] | 
 # per file content and label), which the entry keeps alive so that their ids are not reused; a
 # build collecting problems is never kept.
 _BUILT_LIMIT = 256
+
+
+def default_scenario(refs: list[str]) -> dict[str, Any]:
+    """The embedded scenario of the packs ``refs``: the ``scenario:`` of the top-most pack that has one
+    (a composition's own scenario, not the union of its parts': llm_fleet's traffic and model, not
+    littles_law's hand-set step time)."""
+    return next((dict(pack.scenario) for pack in build_model(refs).packs if pack.scenario), {})
 
 
 def _compose(collected: list[tuple[Pack, dict[str, str]]], each: Problems) -> Model:

@@ -42,13 +42,14 @@ from pathlib import Path
 from typing import Any
 
 from ..cache import cache_dir, digest, read_json, write_json
-from ..errors import UnitError
+from ..errors import UnitError, UsageError
 from ..records import record
 
 __all__ = [
     "COUNT_DIMENSIONS",
     "DIMENSIONLESS",
     "UnitInfo",
+    "check_given_units",
     "dims_mul",
     "dims_pow",
     "format_dims",
@@ -467,6 +468,19 @@ def quantity_unit(text: str) -> str | None:
         return None
     unit = _PER_RE.sub("/", " " + m.group(3)).strip()
     return "1" + unit if unit.startswith("/") else unit
+
+
+def check_given_units(given: Any, label: str) -> None:
+    """Refuse, at its ``file:line``, a text value of ``given`` (a scenario's or a workbook
+    definition's mapping) whose unit is over the bounds every unit text meets before pint reads
+    it (:func:`concur.lang.units.unit_problem`); everything else about a value is the solver's."""
+    for name, value in given.items():
+        unit = quantity_unit(value) if isinstance(value, str) else None
+        problem = unit_problem(unit) if unit else None
+        if unit and problem is not None:
+            where = given.where(name) if hasattr(given, "where") else label
+            shown = unit if len(unit) <= 60 else f"{unit[:40]}...{unit[-12:]}"
+            raise UsageError(f"{where}: unit '{shown}' of '{name}' {problem}")
 
 
 def decimal_multiplier(text: str) -> str | None:

@@ -34,15 +34,26 @@ Non-goals: currency conversion (``usd`` is a dimension of its own), offset units
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import Location, PackError, UnitError
 from .units import COUNT_DIMENSIONS, UnitInfo, decimal_multiplier, format_dims, parse_quantity
 
-if TYPE_CHECKING:
-    from .pack import Variable
-
 __all__ = ["convert_value", "count_factor", "prefix_note", "value_text"]
+
+
+class Variable(Protocol):
+    """What a value is read for: a declared variable's name, base and display units, and choices
+    (:class:`concur.lang.pack.Variable` is one; this module sits below the pack loader)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def unit(self) -> UnitInfo: ...
+    @property
+    def display(self) -> UnitInfo: ...
+    @property
+    def choices(self) -> tuple[str, ...]: ...
 
 
 def convert_value(raw: Any, var: Variable, where: Location | None = None) -> float:

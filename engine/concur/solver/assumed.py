@@ -40,7 +40,8 @@ from ..lang.versions import current_version, fitted_versions
 from .roots import SAME_REL, close
 
 if TYPE_CHECKING:
-    from .solution import Givens, Step
+    from .givens import Givens
+    from .plan import Step
 
 __all__ = ["Assumption", "assumptions"]
 

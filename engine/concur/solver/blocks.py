@@ -1,7 +1,7 @@
 """Running a plan for one set of values: evaluate, choose roots, tear loops, record every step.
 
 :func:`run_plan` interprets the :class:`~concur.solver.plan.Plan`'s steps in order on a dict of
-base-unit floats and returns the values and the trace. Each :class:`~concur.solver.solution.Method`
+base-unit floats and returns the values and the trace. Each :class:`~concur.solver.plan.Method`
 has one interpreter here; none decides *which* method to use (the plan did):
 
 * ``FORWARD``: evaluate the expression;
@@ -35,7 +35,7 @@ from ..lang.pack import Variable
 from . import integers, loopmemo
 from .budget import Interrupted, interruptible, spend, timed_out
 from .closed_forms import symbolic_size_ok
-from .plan import BlockStep, Plan, Tear
+from .plan import BlockStep, Method, Plan, Step, Tear
 from .problem import SpecialisedEq, fold_known
 from .roots import (
     PIVOT_REL,
@@ -48,7 +48,7 @@ from .roots import (
     satisfies,
     snap_integer,
 )
-from .solution import Method, Step, list_names, show_value
+from .solution import list_names, show_value
 from .symbolic import to_sympy
 
 __all__ = ["render_template", "run_plan", "solve_sparse", "value_on_demand"]

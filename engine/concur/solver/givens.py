@@ -10,6 +10,7 @@ no value in that column (:mod:`concur.lang.pick`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConcurError, UnknownNameError, UsageError
@@ -21,9 +22,27 @@ from ..lang.values import convert_value, count_factor, prefix_note
 from ..lang.versions import resolve_version, split_id
 from .problem import in_bounds
 from .roots import is_whole
-from .solution import Givens
 
 __all__ = ["resolve_givens"]
+
+
+@dataclass
+class Givens:
+    """Resolved givens: base-unit values, where each came from, the targets to meet, the texts typed."""
+
+    values: dict[str, float]
+    sources: dict[str, str]  # name -> "given" | "preset gpu=h100-sxm-80gb"
+    limits: dict[str, str]  # given names that are targets to meet -> at_least/at_most
+    texts: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # how a given was read ("8k" = 8,000, not 8,192)
+    presets: dict[str, str] = field(default_factory=dict)  # preset key -> catalog id chosen (model, gpu)
+    citations: dict[str, str] = field(default_factory=dict)  # name -> the catalog source of a preset value
+    picks: dict[str, str] = field(default_factory=dict)  # pick catalog -> the column chosen (prices -> aws)
+    unlisted: dict[str, str] = field(default_factory=dict)  # name -> why its preset left it unset (no price)
+    assumed: dict[str, tuple[str, str]] = field(
+        default_factory=dict
+    )  # name -> (note an answer using it prints, source)
+    versions: dict[str, tuple[str, bool]] = field(default_factory=dict)  # key -> (release used, typed)
 
 
 def catalog_id(entries: Any, raw: str) -> str:
@@ -179,7 +198,7 @@ def _note_pick(
         value, cite, _loc = entry.values[column]
         assumed[pick.sets] = (
             f"assumed {pick.sets} = {value:g} {catalog.fields[column].unit.text}: {column}'s list price for "
-            f"{key}={ident} ({pick.by} {column}, {chosen}; --set {pick.by}=NAME picks another, --set {pick.sets}=... "
+            f"{key}={ident} ({pick.by} {column}, {chosen}; {pick.by}=NAME picks another, {pick.sets}=... "
             "gives your own)",
             f"{catalog.name} catalog, {ident} ({entry.name}), {pick.by} {column}: {cite}",
         )

@@ -30,10 +30,12 @@ from ..lang.expr import Call, Var, compile_node, names_in, to_text, walk
 from ..lang.model import Model
 from . import integers as frontier
 from .budget import spend
+from .givens import Givens
+from .plan import Method, Step
 from .roots import GOAL_SEEK_HIGH, NUDGE_REL, STEP_REL, TINY, within
 from .run import run_question
 from .seek import rounding_equation
-from .solution import Givens, Method, Solution, Step, show_value
+from .solution import Solution, show_value
 
 __all__ = ["Goal", "goal_sense", "goals_for", "search", "search_via"]
 

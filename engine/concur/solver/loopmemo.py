@@ -25,7 +25,7 @@ import math
 from typing import Any
 
 from ..cache import cache_dir, digest, read_json, source_digest, write_json
-from .solution import Method, Step
+from .plan import Method, Step
 
 __all__ = ["MAX_WRITES", "MIN_TRIALS", "entry_key", "recall", "remember", "remember_no_root"]
 

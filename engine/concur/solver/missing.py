@@ -26,8 +26,8 @@ from ..errors import ConcurError, UnderdeterminedError
 from ..lang.library import get_catalog
 from ..lang.model import Model
 from .givens import catalog_id, resolve_givens
+from .plan import describe_var
 from .problem import Problem
-from .solution import describe_var
 
 __all__ = ["narrow_missing", "unset_by_presets"]
 

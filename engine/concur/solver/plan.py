@@ -18,7 +18,7 @@ Compiling a plan (:func:`make_plan`):
 1. :class:`~concur.solver.problem.Problem` folds ``if_`` whose condition is known, applies
    defaults where nothing else determines a variable, and matches equations to unknowns;
 2. the blocks the targets need come in dependency order (:mod:`concur.solver.structure`);
-3. each block becomes a :class:`BlockStep` with a :class:`~concur.solver.solution.Method`:
+3. each block becomes a :class:`BlockStep` with a :class:`~concur.solver.plan.Method`:
    ``FORWARD`` (the unknown alone on one side), ``INVERTED`` (closed forms from
    :mod:`concur.solver.closed_forms`, chosen per run by :mod:`concur.solver.roots`),
    ``NUMERIC`` (bracketed within bounds), ``LOOP`` (closed forms of the whole loop; for a loop
@@ -42,7 +42,8 @@ Non-goals: reordering for numerical stability, common-subexpression elimination.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from ..compiled import compiled, forget
@@ -57,13 +58,59 @@ from .closed_forms import (
     solve_loop,
 )
 from .problem import Problem, SpecialisedEq, smooth_in
-from .solution import Method, describe_var
 from .structure import Matching, blocks_in_order, match
 
 if TYPE_CHECKING:
     from .closed_forms import LinearRow
 
-__all__ = ["BlockStep", "Plan", "Tear", "conditions", "forget_plans", "make_plan", "plan_key", "structure"]
+__all__ = [
+    "BlockStep",
+    "Method",
+    "Plan",
+    "Step",
+    "Tear",
+    "conditions",
+    "describe_var",
+    "forget_plans",
+    "make_plan",
+    "plan_key",
+    "structure",
+]
+
+
+class Method(StrEnum):
+    """How a value was obtained; the one vocabulary of plans, traces, sweeps and workbooks."""
+
+    GIVEN = "given"  # typed by the user
+    PRESET = "preset"  # filled by a catalog entry (gpu=h100-sxm-80gb)
+    DEFAULT = "default"  # the pack's default, where nothing else determines the variable
+    FORWARD = "forward"  # the unknown stands alone on one side of its equation
+    INVERTED = "inverted"  # a closed form of the equation solved for the unknown
+    NUMERIC = "numeric"  # a bracketed root within the variable's bounds
+    LOOP = "loop"  # an algebraic loop solved together (closed form, or sympy on the values)
+    TEAR = "tear"  # a loop torn at one variable whose residual is bracketed
+    INTEGER_TEAR = "integer tear"  # a loop torn at an integer n = ceil(...): the smallest n that suffices
+    SEARCH = "search"  # a goal seek: the smallest/largest value meeting a target
+
+
+@dataclass(frozen=True)
+class Step:
+    """How one value was obtained. ``value`` is in base units; ``eq`` indexes ``model.equations``
+    (None for givens, presets and defaults); ``choice`` says which closed form (root, or loop
+    branch) gave the value, so the Excel exporter prints the same one."""
+
+    variable: str
+    value: float
+    method: Method
+    eq: int | None = None
+    note: str = ""
+    choice: int | None = None
+
+
+def describe_var(model: Model, name: str) -> str:
+    var = model.variables[name]
+    unit = f" [{var.display.text}]" if var.display.text else ""
+    return f"{name}{unit}"
 
 
 @record

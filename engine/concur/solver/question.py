@@ -29,13 +29,13 @@ from ..lang.model import Model
 from ..lang.units import save_cache
 from .budget import budget
 from .closed_forms import save_closed_forms
-from .givens import resolve_givens
+from .givens import Givens, resolve_givens
 from .goal_seek import search, search_via
-from .plan import structure
+from .plan import Method, structure
 from .roots import within
 from .run import run_question
 from .seek import needs_search
-from .solution import Givens, Method, Solution, show_value
+from .solution import Solution, show_value
 from .throughput_inputs import require_fixed
 from .verify import verify
 
@@ -94,7 +94,10 @@ def solve_model(model: Model, find: tuple[str, ...], given: Mapping[str, Any]) -
     for name in find:
         if name in givens.values and givens.sources.get(name) == "given":
             raise UsageError(
-                f"'{name}' is both given and asked for", variable=name, hint=f"drop --set {name}=... or --find {name}"
+                f"'{name}' is both given and asked for",
+                variable=name,
+                hint="give it or ask for it, not both",
+                kind="given_and_asked",
             )
     known = {k: v for k, v in givens.values.items() if k not in find}
     sources = dict(givens.sources)
@@ -133,5 +136,6 @@ def _unlisted(exc: UnderdeterminedError, givens: Givens) -> UnderdeterminedError
         f"{why[0]}: {exc.message}",
         missing=exc.missing,
         variable=name,
-        hint=f"give --set {name}=... (your own price) or --set provider=NAME (one that lists it)",
+        hint="give your own price, or a provider that lists it",
+        kind="unlisted_price",
     )

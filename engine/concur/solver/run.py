@@ -14,10 +14,10 @@ from ..errors import ContradictionError, InfeasibleError
 from ..lang.expr import Call, Var, compile_node, names_in
 from ..lang.model import Model
 from .blocks import run_plan
-from .plan import Plan, make_plan
+from .plan import Plan, Step, make_plan
 from .problem import SpecialisedEq, evaluate
 from .roots import close
-from .solution import REL_TOL, Step, show_value
+from .solution import REL_TOL, show_value
 
 __all__ = ["run_question"]
 
@@ -92,13 +92,15 @@ def _requirement(model: Model, e: SpecialisedEq, env: dict[str, float]) -> None:
             f"{name}={given} is too few: with it, '{e.eq.text}' asks for {needed}",
             where=e.eq.where,
             variable=name,
-            hint=f"give {name} of at least {needed}, or ask for it (--find {name})",
+            hint=f"give {name} of at least {needed}, or ask for it",
+            kind="ask_for",
         )
     raise InfeasibleError(
         f"{name}={given} is too many: with it, '{e.eq.text}' gives {needed}",
         where=e.eq.where,
         variable=name,
-        hint=f"give {name} of at most {needed}, or ask for it (--find {name})",
+        hint=f"give {name} of at most {needed}, or ask for it",
+        kind="ask_for",
     )
 
 

@@ -28,9 +28,9 @@ from ..compiled import compiled
 from ..lang.expr import Call, Var, names_in, walk
 from ..lang.model import Model
 from ..records import record
+from .givens import Givens
 from .plan import plan_key, structure
 from .problem import Problem, smooth_in
-from .solution import Givens
 
 __all__ = ["Seek", "needs_search", "rounding_equation"]
 

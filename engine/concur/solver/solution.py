@@ -10,72 +10,22 @@ also a note under the answer.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import UnknownNameError, UsageError
 from ..lang.model import Model
 from ..lang.pack import Equation
 from ..lang.units import registry, unit_info
 from .assumed import Assumption, assumptions
+from .givens import Givens
 from .html import html_number, html_table
+from .plan import Method, Plan, Step
 from .roots import CHECK_REL
 
-if TYPE_CHECKING:  # plan imports this module; the type checker alone reads the annotation
-    from .plan import Plan
-
-__all__ = ["REL_TOL", "Givens", "Method", "Solution", "Step", "describe_var", "list_names", "show_value"]
+__all__ = ["REL_TOL", "Solution", "list_names", "show_value"]
 
 REL_TOL = CHECK_REL
 """How closely over-determined givens must agree with the model (the numeric policy's CHECK_REL)."""
-
-
-class Method(StrEnum):
-    """How a value was obtained; the one vocabulary of plans, traces, sweeps and workbooks."""
-
-    GIVEN = "given"  # typed by the user
-    PRESET = "preset"  # filled by a catalog entry (gpu=h100-sxm-80gb)
-    DEFAULT = "default"  # the pack's default, where nothing else determines the variable
-    FORWARD = "forward"  # the unknown stands alone on one side of its equation
-    INVERTED = "inverted"  # a closed form of the equation solved for the unknown
-    NUMERIC = "numeric"  # a bracketed root within the variable's bounds
-    LOOP = "loop"  # an algebraic loop solved together (closed form, or sympy on the values)
-    TEAR = "tear"  # a loop torn at one variable whose residual is bracketed
-    INTEGER_TEAR = "integer tear"  # a loop torn at an integer n = ceil(...): the smallest n that suffices
-    SEARCH = "search"  # a goal seek: the smallest/largest value meeting a target
-
-
-@dataclass(frozen=True)
-class Step:
-    """How one value was obtained. ``value`` is in base units; ``eq`` indexes ``model.equations``
-    (None for givens, presets and defaults); ``choice`` says which closed form (root, or loop
-    branch) gave the value, so the Excel exporter prints the same one."""
-
-    variable: str
-    value: float
-    method: Method
-    eq: int | None = None
-    note: str = ""
-    choice: int | None = None
-
-
-@dataclass
-class Givens:
-    """Resolved givens: base-unit values, where each came from, the targets to meet, the texts typed."""
-
-    values: dict[str, float]
-    sources: dict[str, str]  # name -> "given" | "preset gpu=h100-sxm-80gb"
-    limits: dict[str, str]  # given names that are targets to meet -> at_least/at_most
-    texts: dict[str, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)  # how a given was read ("8k" = 8,000, not 8,192)
-    presets: dict[str, str] = field(default_factory=dict)  # preset key -> catalog id chosen (model, gpu)
-    citations: dict[str, str] = field(default_factory=dict)  # name -> the catalog source of a preset value
-    picks: dict[str, str] = field(default_factory=dict)  # pick catalog -> the column chosen (prices -> aws)
-    unlisted: dict[str, str] = field(default_factory=dict)  # name -> why its preset left it unset (no price)
-    assumed: dict[str, tuple[str, str]] = field(
-        default_factory=dict
-    )  # name -> (note an answer using it prints, source)
-    versions: dict[str, tuple[str, bool]] = field(default_factory=dict)  # key -> (release used, typed)
 
 
 @dataclass
@@ -215,12 +165,6 @@ def show_value(model: Model, name: str, base: float) -> str:
     if var.choices:
         return var.choices[int(base)]
     return f"{base / var.display.factor:.6g}{(' ' + var.display.text) if var.display.text else ''}"
-
-
-def describe_var(model: Model, name: str) -> str:
-    var = model.variables[name]
-    unit = f" [{var.display.text}]" if var.display.text else ""
-    return f"{name}{unit}"
 
 
 def list_names(names: list[str] | tuple[str, ...], limit: int = 16) -> str:

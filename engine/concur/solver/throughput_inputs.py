@@ -75,8 +75,8 @@ def require_fixed(model: Any, fixed: Iterable[str], outputs: Sequence[str]) -> N
     ``model``: a :class:`concur.lang.model.Model`; ``fixed``: the names the user gave, swept or
     compared (presets included); ``outputs``: the names asked for. Applies only when a pack in
     ``model`` is listed in :data:`FIXED_INPUTS` and an output is in :data:`THROUGHPUT_OUTPUTS`.
-    Raises :class:`concur.errors.UnderdeterminedError` (exit 2) naming each missing thing and
-    the ``--set`` that fixes it; returns None otherwise.
+    Raises :class:`concur.errors.UnderdeterminedError` (exit 2) naming each missing thing (its
+    ``missing`` lists the name that fixes each); returns None otherwise.
 
     >>> from concur.lang.model import build_model
     >>> try:
@@ -100,4 +100,5 @@ def require_fixed(model: Any, fixed: Iterable[str], outputs: Sequence[str]) -> N
             f"configuration are fixed; missing {what}",
             missing=tuple(n.any_of[0] for n in missing),
             hint="concur assumes none of them",
+            kind="unfixed_inputs",
         )

@@ -55,11 +55,10 @@ from ..lang.expr import Compiled, compile_node, names_in
 from ..lang.model import Model
 from ..solver.blocks import render_template
 from ..solver.givens import resolve_givens
-from ..solver.plan import conditions, make_plan
+from ..solver.plan import Method, conditions, make_plan
 from ..solver.question import flush_caches, solve_model, targets_as_checks
 from ..solver.roots import choose_root_array, in_bounds, in_bounds_array, snap_integer_array
 from ..solver.seek import needs_search
-from ..solver.solution import Method
 from ..solver.throughput_inputs import FIXED_INPUTS, require_fixed
 from .partial import Const, NotFoldable, flag_safe, fold
 
@@ -68,7 +67,6 @@ __all__ = [
     "MAX_POINTS",
     "MAX_SEARCH_POINTS",
     "SweepResult",
-    "parse_range",
     "require_fixed",
     "require_points",
     "sweep",
@@ -107,50 +105,6 @@ class SweepResult(dict[str, Any]):
 # ---------------------------------------------------------------- ranges
 
 
-def parse_range(text: str) -> tuple[str, list[Any], bool]:
-    """``VAR=START..STOP[:N]`` or ``VAR=a,b,c`` -> (name, values, is_range).
-
-    Ranges give N points (default 10) linearly spaced; the caller may space them
-    logarithmically. Non-numeric list items stay strings (presets, choices).
-
-    >>> parse_range("concurrency=1..8:4")
-    ('concurrency', [1.0, 8.0, 4], True)
-    >>> parse_range("tp=1,2,4")
-    ('tp', [1.0, 2.0, 4.0], False)
-    """
-    if "=" not in text:
-        raise UsageError(
-            f"--over '{text}' is not VAR=START..STOP[:N] or VAR=a,b,c", hint="e.g. --over concurrency=1..256:20 --log"
-        )
-    name, spec = (s.strip() for s in text.split("=", 1))
-    if not name or not spec:
-        raise UsageError(f"--over '{text}' needs a variable and values")
-    if ".." in spec:
-        body, _, count = spec.partition(":")
-        lo, _, hi = body.partition("..")
-        try:
-            start, stop = float(lo), float(hi)
-            n = int(count) if count else 10
-        except ValueError:
-            raise UsageError(
-                f"--over '{text}': START, STOP must be numbers and N a whole number", hint="e.g. concurrency=1..256:20"
-            ) from None
-        if n < 1 or n > MAX_POINTS:
-            raise UsageError(f"--over '{text}': N must be between 1 and {MAX_POINTS:,}, got {n:,}")
-        return name, [start, stop, n], True
-    values: list[Any] = []
-    for item in (s.strip() for s in spec.split(",")):
-        if not item:
-            continue
-        try:
-            values.append(float(item.replace("_", "")))
-        except ValueError:
-            values.append(item)
-    if not values:
-        raise UsageError(f"--over '{text}' lists no values")
-    return name, values, False
-
-
 MAX_POINTS = 10_000_000  # the most points of one sweep: its axes and --compare combinations together
 
 
@@ -164,7 +118,8 @@ def require_points(lengths: Sequence[int]) -> int:
         shown = " x ".join(f"{int(n):,}" for n in lengths)
         raise UsageError(
             f"the sweep has {total:,} points ({shown}); the cap is {MAX_POINTS:,}",
-            hint="use fewer points per --over (START..STOP:N), fewer --over or --compare values, or split the sweep",
+            hint="use fewer points per swept variable, fewer swept or compared values, or split the sweep",
+            kind="too_many_points",
         )
     return total
 
@@ -221,12 +176,17 @@ def sweep(
     import numpy as np
 
     if not over:
-        raise UsageError("a sweep needs at least one --over variable")
+        raise UsageError("a sweep needs at least one variable to sweep over", kind="no_axis")
     for name in over:
         if name not in model.presets:
             model.variable(name)
         if name in given:
-            raise UsageError(f"'{name}' is both swept and given", variable=name, hint=f"drop --set {name}=...")
+            raise UsageError(
+                f"'{name}' is both swept and given",
+                variable=name,
+                hint="give it or sweep it, not both",
+                kind="swept_and_given",
+            )
     for name in outputs:
         model.variable(name)
     require_fixed(model, set(given) | set(over), outputs)
@@ -248,7 +208,7 @@ def sweep(
             columns[k] = np.asarray(columns[k], dtype=float)
         except (TypeError, ValueError):
             raise UsageError(
-                f"--over {k}: values must be numbers ({k} is not a preset or choice)", variable=k
+                f"swept '{k}': values must be numbers ({k} is not a preset or choice)", variable=k
             ) from None
 
     if base_units:  # base -> display at the door; results back to base below
@@ -531,7 +491,8 @@ def _sweep_shape(
             raise UsageError(
                 f"this sweep has {total:,} points and its answer needs a search (a scalar solve) at each; "
                 f"such a sweep takes at most {MAX_SEARCH_POINTS:,} points",
-                hint="use fewer --over values, or ask for an output with a closed form",
+                hint="use fewer swept values, or ask for an output with a closed form",
+                kind="fewer_swept",
             )
         out.method = "per-point"
         return _per_point(model, arrays, given, outputs, n, out, progress)

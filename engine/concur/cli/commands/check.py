@@ -23,8 +23,8 @@ from typing import Any
 
 import click
 
+from ..context import invocation
 from ..options import pack_path_option
-from ..report import want_json_errors
 
 __all__ = ["command", "github_annotation"]
 
@@ -77,7 +77,7 @@ def _pint_without_numpy() -> Iterator[None]:
 
 def _json_errors(ctx: click.Context, param: click.Parameter, value: str) -> str:
     if value == "json":
-        want_json_errors()
+        invocation(ctx).json_errors = True
     return value
 
 

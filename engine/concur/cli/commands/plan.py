@@ -38,43 +38,21 @@ def _axes(
     engines: tuple[str, ...],
     provider: str | None = None,
 ) -> dict[str, list[Any]] | None:
-    from ...analysis.fleet_plan import default_axes
-    from ...analysis.providers import plan_providers
-    from ...errors import UnknownNameError, UsageError
-    from ...lang.library import get_catalog
+    """The grid the options narrow (:func:`concur.analysis.fleet_axes.narrow_axes`), or None for the
+    default one; comma lists and repeated options are the same thing."""
+    from ...analysis.fleet_axes import narrow_axes
+    from ...errors import UsageError
     from ...lang.model import build_model
-    from ...lang.versions import resolve_version, split_id
 
     if not (gpus or tps or weights or kvs or engines or provider):
         return None
-    axes = default_axes(build_model(["llm_fleet"]), {})
-    axes["provider"] = plan_providers(provider)
-    for values, catalog, key in ((gpus, "gpus", "gpu"), (engines, "engines", "engine")):
-        names = _names(values)
-        if names:
-            known = get_catalog(catalog).entries
-            bad = [n for n in names if split_id(n)[0] not in known]
-            if bad:
-                raise UnknownNameError(f"unknown {key} '{bad[0]}'", hint=f"known: {', '.join(known)}")
-            for n in names:  # engine=vllm@0.10: a release the constants were fitted on, else refused here
-                resolve_version([get_catalog(catalog)], key, *split_id(n))
-            axes[key] = names
-    if tps:
-        try:
-            axes["tp"] = [int(t) for t in _names(tps)]
-        except ValueError:
-            raise UsageError(f"--tp takes whole numbers, got {', '.join(tps)}", hint="e.g. --tp 1,2,4,8") from None
-        if any(t < 1 for t in axes["tp"]):
-            raise UsageError("--tp values must be at least 1")
-    dtypes = get_catalog("dtypes").entries
-    w = _names(weights) or sorted({a for a, _ in axes["dtypes"]})
-    k = _names(kvs) or sorted({b for _, b in axes["dtypes"]})
-    bad = [d for d in w + k if d not in dtypes]
-    if bad:
-        raise UnknownNameError(f"unknown dtype '{bad[0]}'", hint=f"known: {', '.join(dtypes)}")
-    if weights or kvs:
-        axes["dtypes"] = [(a, b) for a in w for b in k]
-    return axes
+    try:
+        tp = [int(t) for t in _names(tps)]
+    except ValueError:
+        raise UsageError(f"--tp takes whole numbers, got {', '.join(tps)}", hint="e.g. --tp 1,2,4,8") from None
+    narrow: dict[str, list[Any]] = {"gpus": _names(gpus), "tp": tp, "weight_dtypes": _names(weights)}
+    narrow.update(kv_dtypes=_names(kvs), engines=_names(engines))
+    return narrow_axes(build_model(["llm_fleet"]), narrow, provider)
 
 
 def _ms(x: float | None) -> str:

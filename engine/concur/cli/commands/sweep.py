@@ -159,16 +159,18 @@ def command(
     --scenario starts from a scenario file or (default) the packs' embedded scenario; --set and
     --over win over it. A grid holds at most 10,000,000 points (every --over and --compare together).
     """
+    from ...analysis.curves import curve_y, extra_outputs, kv_limits
     from ...api import packs_for, refuse_unknown_names
     from ...errors import UsageError
     from ...lang.index import shipped_index
     from ...lang.model import build_model
     from ...solver.question import flush_caches
-    from ...sweep.vector import parse_range, range_values, require_fixed, require_points
+    from ...sweep.vector import range_values, require_fixed, require_points
     from ..givens import default_scenario, load_scenario, parse_sets, split_names
+    from ..ranges import parse_range
     from ..render import echo, printable
     from ..streams import binary_output, is_stdio, text_output
-    from ..sweepplot import draw, extra_outputs
+    from ..sweepplot import draw
     from ..tabular import json_column, write_csv, write_table
 
     to_stdout = [
@@ -219,7 +221,9 @@ def command(
             write_csv(out, ["config"] + header, _blocks(model, runs, columns, with_label=True))
     if plot_path:
         with binary_output(plot_path, ".png") as png:
-            draw(model, runs, over, outputs, given, str(png), log=log)
+            y = curve_y(model, over, outputs)
+            kv = kv_limits(model, runs, y) if y is not None else None
+            draw(model, runs, over, outputs, given, str(png), log=log, kv=kv)
     if as_json:
         doc = {
             "over": list(over),

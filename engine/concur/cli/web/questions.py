@@ -38,11 +38,13 @@ from ...errors import ConcurError, UnderdeterminedError, UsageError
 from ...lang.library import get_catalog, pack_path, pack_paths
 from ...lang.model import build_model
 from ...solver.question import flush_caches
-from ...sweep.vector import parse_range, range_values, require_fixed, sweep
+from ...sweep.vector import range_values, require_fixed, sweep
 from ..commands.plan import csv_text, question_from
 from ..commands.plan import table as plan_table
 from ..commands.show import pack_document
-from ..givens import parse_sets, solve_question, with_flags
+from ..givens import parse_sets, solve_question
+from ..hints import for_cli
+from ..ranges import parse_range
 from ..render import printable, render_table
 from ..report import error_document
 
@@ -360,14 +362,15 @@ def plan_csv(q: Question) -> str:
 
 def answer_error(exc: ConcurError, q: Question | None) -> dict[str, Any]:
     """``{"error": {...}}``: the CLI's JSON error, its one line as ``concur`` prints it, and the field
-    it concerns (the error's variable, else the first field of the question its message names)."""
-    if isinstance(exc, UnderdeterminedError) and "--" not in (exc.hint or ""):
-        exc = with_flags(exc)
+    it concerns: the error's data (its variable, else the first of its missing values the page
+    shows), else the first field of the question its message names."""
+    exc = for_cli(exc)
     doc = error_document(exc)
     body = doc["error"]
     body["line"] = printable(f"error: {exc}")
     fields = [name for name, _ in q.given] + list(q.find) if q is not None else []
-    field = body.get("variable") if body.get("variable") in fields else None
+    named = [exc.variable, *(exc.missing if isinstance(exc, UnderdeterminedError) else ())]
+    field = next((name for name in named if name in fields), None)
     if field is None:
         text = str(body.get("message", ""))
         hits = [(m.start(), name) for name in fields for m in [re.search(rf"\b{re.escape(name)}\b", text)] if m]
