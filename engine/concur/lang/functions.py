@@ -413,14 +413,12 @@ FUNCTIONS: dict[str, Function] = {
     ]
 }
 
-_BY_SYMPY_CLASS: dict[str, Function] = {f.sympy_class: f for f in FUNCTIONS.values() if f.sympy_class}
-
 
 def by_sympy_class(expr: Any) -> Function | None:
     """The row whose ``sympy_class`` ``expr`` is an instance of, by class name along its MRO
     (the way sympy's printers dispatch); None for any other sympy object. Imports no sympy."""
     for cls in type(expr).__mro__:
-        row = _BY_SYMPY_CLASS.get(cls.__name__)
-        if row is not None:
-            return row
+        for row in FUNCTIONS.values():
+            if row.sympy_class == cls.__name__:
+                return row
     return None
