@@ -423,110 +423,158 @@ def _run(
     done: list[float],
 ) -> None:
     """The event loop.  Fills per-request ``arrive/admit/done`` (nan = not yet)."""
-    events: list[tuple[float, int, int, int, int]] = []  # (time, seq, kind, where, what)
-    seq = 0
-    llm = isinstance(model, LLMFleet)
-    osl = model.output_tokens if isinstance(model, LLMFleet) else 0.0
-    units = model.replicas if isinstance(model, LLMFleet) else model.servers
-    cap = model.max_batch if isinstance(model, LLMFleet) else 1
-    active = [0] * units  # admitted requests per replica / server
-    vclock = [0.0] * units  # virtual tokens produced per decoding sequence
-    vtime = [0.0] * units  # when vclock was last brought up to date
-    finish: list[list[tuple[float, int]]] = [[] for _ in range(units)]  # (V mark, request)
-    version = [0] * units  # invalidates stale departure events
-    queue: list[int] = []  # FIFO of waiting request ids
-    qhead = 0
-    in_flight = 0
-    pending = 0  # recorded requests not yet finished
-    limit = 2 * duration
+    _EventLoop(model, duration, rng, rec, arrive, admit, done).run()
 
-    def push(t: float, kind: int, where: int, what: int) -> None:
-        nonlocal seq
-        heapq.heappush(events, (t, seq, kind, where, what))
-        seq += 1
 
-    def t_step(r: int) -> float:
-        assert isinstance(model, LLMFleet)
-        return model.step_time_base + model.step_time_per_seq * active[r]
+class _EventLoop:
+    """One run's state and its three events: an arrival, a prefill done (a fleet's request
+    starts decoding), a departure.
 
-    def sync(r: int, now: float) -> None:
-        if finish[r]:
-            vclock[r] += (now - vtime[r]) / t_step(r)
-        vtime[r] = now
+    A fleet replica decodes its active sequences in lockstep: ``vclock`` counts the tokens each
+    has produced since the replica was idle (a virtual clock, advanced by :meth:`sync`), and
+    ``finish`` holds, per replica, the virtual mark at which each request is done; the next
+    departure is rescheduled whenever the batch changes, and ``version`` discards stale ones.
+    """
 
-    def reschedule(r: int, now: float) -> None:
-        version[r] += 1
-        if finish[r]:
-            mark = finish[r][0][0]
-            push(now + max(mark - vclock[r], 0.0) * t_step(r), _DEPART, r, version[r])
+    def __init__(
+        self,
+        model: LLMFleet | MMcQueue,
+        duration: float,
+        rng: random.Random,
+        rec: _Recorder,
+        arrive: list[float],
+        admit: list[float],
+        done: list[float],
+    ) -> None:
+        self.model, self.duration, self.rng, self.rec = model, duration, rng, rec
+        self.arrive, self.admit, self.done = arrive, admit, done
+        self.events: list[tuple[float, int, int, int, int]] = []  # (time, seq, kind, where, what)
+        self.seq = 0
+        self.llm = isinstance(model, LLMFleet)
+        self.osl = model.output_tokens if isinstance(model, LLMFleet) else 0.0
+        self.units = units = model.replicas if isinstance(model, LLMFleet) else model.servers
+        self.cap = model.max_batch if isinstance(model, LLMFleet) else 1
+        # a fleet's decode step: base + per_seq x active sequences (read once: the loop is hot)
+        self.step_base = model.step_time_base if isinstance(model, LLMFleet) else 0.0
+        self.step_per_seq = model.step_time_per_seq if isinstance(model, LLMFleet) else 0.0
+        self.active = [0] * units  # admitted requests per replica / server
+        self.vclock = [0.0] * units  # virtual tokens produced per decoding sequence
+        self.vtime = [0.0] * units  # when vclock was last brought up to date
+        self.finish: list[list[tuple[float, int]]] = [[] for _ in range(units)]  # (V mark, request)
+        self.version = [0] * units  # invalidates stale departure events
+        self.queue: list[int] = []  # FIFO of waiting request ids
+        self.qhead = 0
+        self.in_flight = 0
+        self.pending = 0  # recorded requests not yet finished
 
-    def start(req: int, r: int, now: float) -> None:
-        nonlocal in_flight
-        admit[req] = now
-        in_flight += 1
-        if llm:
-            sync(r, now)
-            active[r] += 1
-            reschedule(r, now)
-            push(now + model.ttft, _PREFILLED, r, req)  # type: ignore[union-attr]
-        else:
-            active[r] += 1
-            assert isinstance(model, MMcQueue)
-            s = model.service_time if model.service == "deterministic" else rng.expovariate(1 / model.service_time)
-            push(now + s, _DEPART, r, req)
-
-    def finish_request(req: int, now: float) -> None:
-        nonlocal in_flight, pending
-        done[req] = now
-        in_flight -= 1
-        if arrive[req] >= rec.warmup and arrive[req] < duration:
-            pending -= 1
-
-    push(rng.expovariate(model.arrival_rate), _ARRIVE, 0, 0)
-    while events:
-        now, _, kind, where, what = heapq.heappop(events)
-        if now > limit or (now >= duration and pending == 0):
-            break
-        rec.advance(now, in_flight, len(queue) - qhead)
-        if kind == _ARRIVE:
-            req = len(arrive)
-            arrive.append(now)
-            admit.append(math.nan)
-            done.append(math.nan)
-            if rec.warmup <= now < duration:
-                pending += 1
-            push(now + rng.expovariate(model.arrival_rate), _ARRIVE, 0, 0)
-            best = min(range(units), key=active.__getitem__)
-            if active[best] < cap and qhead == len(queue):
-                start(req, best, now)
-            else:
-                queue.append(req)
-        elif kind == _PREFILLED:
-            r, req = where, what
-            sync(r, now)
-            heapq.heappush(finish[r], (vclock[r] + osl, req))
-            reschedule(r, now)
-        else:
+    def run(self) -> None:
+        """Pop events until the recorded requests are done after ``duration`` (at most until
+        twice the duration), accounting the state before each change. An arrival starts on the
+        least busy unit with room when nobody waits, else queues; a departure (a fleet's event
+        carries a version: stale ones are skipped) frees its unit for the head of the queue.
+        (The handlers are inline: this loop runs once per event.)"""
+        rec, limit, duration, events, queue = self.rec, 2 * self.duration, self.duration, self.events, self.queue
+        active, finish, version, rng = self.active, self.finish, self.version, self.rng
+        rate, llm, units = self.model.arrival_rate, self.llm, range(self.units)
+        self.push(rng.expovariate(rate), _ARRIVE, 0, 0)
+        while events:
+            now, _, kind, where, what = heapq.heappop(events)
+            if now > limit or (now >= duration and self.pending == 0):
+                break
+            rec.advance(now, self.in_flight, len(queue) - self.qhead)
+            if kind == _ARRIVE:
+                req = self.record_arrival(now)
+                self.push(now + rng.expovariate(rate), _ARRIVE, 0, 0)
+                best = min(units, key=active.__getitem__)
+                if active[best] < self.cap and self.qhead == len(queue):
+                    self.start(req, best, now)
+                else:
+                    queue.append(req)
+                continue
             r = where
+            if kind == _PREFILLED:
+                self.sync(r, now)
+                heapq.heappush(finish[r], (self.vclock[r] + self.osl, what))
+                self.reschedule(r, now)
+                continue
             if llm:
                 if what != version[r]:
                     continue  # superseded by a later reschedule
-                sync(r, now)
+                self.sync(r, now)
                 _, req = heapq.heappop(finish[r])
                 active[r] -= 1
-                finish_request(req, now)
-                reschedule(r, now)
+                self.finish_request(req, now)
+                self.reschedule(r, now)
             else:
                 active[r] -= 1
-                finish_request(what, now)
-            if qhead < len(queue):
-                nxt = queue[qhead]
-                qhead += 1
-                start(nxt, r, now)
-                if qhead > 4096 and qhead * 2 > len(queue):
-                    del queue[:qhead]
-                    qhead = 0
-    rec.advance(max(duration, rec.last), in_flight, len(queue) - qhead)
+                self.finish_request(what, now)
+            if self.qhead < len(queue):
+                self.start_next(r, now)
+        rec.advance(max(duration, rec.last), self.in_flight, len(queue) - self.qhead)
+
+    def record_arrival(self, now: float) -> int:
+        """A new request's id; it is recorded (pending) when it arrives inside the window."""
+        req = len(self.arrive)
+        self.arrive.append(now)
+        self.admit.append(math.nan)
+        self.done.append(math.nan)
+        if self.rec.warmup <= now < self.duration:
+            self.pending += 1
+        return req
+
+    def start_next(self, r: int, now: float) -> None:
+        """The head of the queue starts on unit ``r``; the consumed head is dropped now and then."""
+        nxt = self.queue[self.qhead]
+        self.qhead += 1
+        self.start(nxt, r, now)
+        if self.qhead > 4096 and self.qhead * 2 > len(self.queue):
+            del self.queue[: self.qhead]
+            self.qhead = 0
+
+    def push(self, t: float, kind: int, where: int, what: int) -> None:
+        """Schedule an event; ``seq`` breaks ties in the order events were pushed."""
+        seq = self.seq
+        heapq.heappush(self.events, (t, seq, kind, where, what))
+        self.seq = seq + 1
+
+    def t_step(self, r: int) -> float:
+        """A fleet replica's decode step time at its current batch."""
+        return self.step_base + self.step_per_seq * self.active[r]
+
+    def sync(self, r: int, now: float) -> None:
+        """Bring replica ``r``'s virtual clock up to ``now`` (it moves only while decoding)."""
+        if self.finish[r]:
+            self.vclock[r] += (now - self.vtime[r]) / self.t_step(r)
+        self.vtime[r] = now
+
+    def reschedule(self, r: int, now: float) -> None:
+        """Schedule replica ``r``'s next departure at the current step time (older ones go stale)."""
+        self.version[r] += 1
+        if self.finish[r]:
+            mark = self.finish[r][0][0]
+            self.push(now + max(mark - self.vclock[r], 0.0) * self.t_step(r), _DEPART, r, self.version[r])
+
+    def start(self, req: int, r: int, now: float) -> None:
+        """Admit request ``req`` on replica (or server) ``r``: a fleet's prefills, a server serves."""
+        self.admit[req] = now
+        self.in_flight += 1
+        model = self.model
+        if isinstance(model, LLMFleet):
+            self.sync(r, now)
+            self.active[r] += 1
+            self.reschedule(r, now)
+            self.push(now + model.ttft, _PREFILLED, r, req)
+        else:
+            self.active[r] += 1
+            s = model.service_time if model.service == "deterministic" else self.rng.expovariate(1 / model.service_time)
+            self.push(now + s, _DEPART, r, req)
+
+    def finish_request(self, req: int, now: float) -> None:
+        """Request ``req`` is done at ``now``; a recorded one is no longer pending."""
+        self.done[req] = now
+        self.in_flight -= 1
+        if self.arrive[req] >= self.rec.warmup and self.arrive[req] < self.duration:
+            self.pending -= 1
 
 
 def _percentile(sorted_vals: list[float], q: float) -> float:

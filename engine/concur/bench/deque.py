@@ -284,15 +284,24 @@ def command(
     owner_ops: int,
 ) -> None:
     """Work-stealing deque and pool: space bound, GIL-bound speed-up, processes, native locality."""
-    from concur.primitives import WorkStealingPool
-
     cores = core_count()
     counts = thread_counts(max_workers or cores, oversubscribe=max_workers is None)
     click.echo(
         f"cores: {cores}   python: {sys.version.split()[0]}   "
         f"GIL: {getattr(sys, '_is_gil_enabled', lambda: True)()}   workers: {counts}"
     )
+    _owner_section(owner_ops, runs)
+    _space_section(n, leaf)
+    expected = sum(i * i for i in range(n))
+    _pool_section(n, leaf, runs, counts, expected)
+    _per_task_section(fib_n, counts, runs)
+    _process_section(n, runs, cores, expected)
+    if native:
+        _native_section(native_mb, runs)
 
+
+def _owner_section(owner_ops: int, runs: int) -> None:
+    """The owner's push + pop against a locked ``collections.deque``, with and without thieves."""
     click.echo(
         f"\n## Owner push + pop: WorkStealingDeque against collections.deque + threading.Lock; "
         f"ns per pair, best of {runs} interleaved runs of {owner_ops:,}\n"
@@ -301,6 +310,9 @@ def command(
     click.echo(markdown_table(["thieves stealing", "WorkStealingDeque", "deque + Lock", "ratio"], rows))
     click.echo(f"\n{summary}")
 
+
+def _space_section(n: int, leaf: int) -> None:
+    """Peak deque length of a binary split, owner LIFO against FIFO (the space bound)."""
     tasks, lifo_peak, fifo_peak = tree_peak_lengths(n, leaf)
     click.echo(f"\n## Space: binary split of {n:,} into leaves of <= {leaf:,}\n")
     click.echo(
@@ -309,7 +321,11 @@ def command(
         )
     )
 
-    expected = sum(i * i for i in range(n))
+
+def _pool_section(n: int, leaf: int, runs: int, counts: list[int], expected: int) -> None:
+    """WorkStealingPool's sum of squares at two GIL switch intervals: seconds, speed-up, steals."""
+    from concur.primitives import WorkStealingPool
+
     click.echo(
         f"\n## WorkStealingPool: sum of squares of range({n:,}), leaves {leaf:,}; "
         f"seconds, median (min-max) of {runs} runs\n"
@@ -347,6 +363,9 @@ def command(
         sys.setswitchinterval(old)
     click.echo(markdown_table(["switch interval", "workers", "seconds", "speed-up", "steals per worker"], rows))
 
+
+def _per_task_section(fib_n: int, counts: list[int], runs: int) -> None:
+    """Per-task overhead on fib with empty leaves, against ThreadPoolExecutor."""
     click.echo(
         f"\n## Per-task overhead: fib({fib_n}) with empty leaves; best of {runs} interleaved runs; "
         "the peer is ThreadPoolExecutor\n"
@@ -368,6 +387,9 @@ def command(
     )
     click.echo(f"\n{summary}")
 
+
+def _process_section(n: int, runs: int, cores: int, expected: int) -> None:
+    """The same sum over multiprocessing.Pool in equal chunks (no GIL, but pickling)."""
     import multiprocessing
 
     click.echo(f"\n## multiprocessing.Pool, same sum in equal chunks; seconds, {runs} runs\n")
@@ -391,8 +413,9 @@ def command(
         prow.append([p, median_spread(times, "{:.3f}"), f"{base / med:.2f}x"])
     click.echo(markdown_table(["processes", "seconds", "speed-up"], prow))
 
-    if not native:
-        return
+
+def _native_section(native_mb: str, runs: int) -> None:
+    """The C deque over arrays of ``native_mb`` MiB: LIFO against FIFO locality."""
     from concur.native import deque_table
 
     sizes = [int(s) for s in native_mb.split(",") if s.strip()]

@@ -67,12 +67,12 @@ from typing import Any
 
 import sympy
 
-from ..errors import ConcurError, UsageError
+from ..errors import ConcurError, Location, UsageError
 from ..lang.expr import Call, If, Node, Var, compile_node, map_tree, names_in, to_text, walk
 from ..lang.library import get_catalog
 from ..lang.model import Model
-from ..lang.pack import Equation, Variable
-from ..lang.units import parse_quantity
+from ..lang.pack import Catalog, Equation, Preset, Variable
+from ..lang.units import UnitInfo, parse_quantity
 from ..lang.values import count_factor
 from ..solver.goal_seek import goal_sense
 from ..solver.plan import Method, Step
@@ -460,80 +460,107 @@ class _Builder:
         defaults (``kv_lora_rank`` 0 for a GQA model, ``sliding_window`` 0 for a dense one), and
         choice text (``attention``), so picking another id changes them all as the solver would.
         """
-        chosen: dict[str, str] = {}
-        for src in self.sol.givens.sources.values():
-            if src.startswith("preset ") and "=" in src:
-                key, ident = src[len("preset ") :].split("=", 1)
-                chosen.setdefault(key, ident)
         out: list[PresetChoice] = []
         claimed: set[str] = set()
-        for key, selected in chosen.items():
+        for key, selected in self._chosen_presets().items():
             chain = self.model.presets[key]
             catalog = get_catalog(chain[0].catalog)  # the dropdown lists the first catalog's entries
             table: dict[str, dict[str, float | str]] = {}
             sources: dict[str, dict[str, str]] = {}
             for preset in chain:  # gpu= fills the GPU's specs and, from a second catalog, its price
                 extra = get_catalog(preset.catalog)
-                fields = {
-                    f: preset.fields.get(f, f) if preset.fields else f
-                    for f in extra.fields
-                    if not preset.fields or f in preset.fields
-                }
-                if extra.pick is not None:  # the price list: the column of the provider the question chose
-                    picked = self.sol.givens.picks.get(extra.name, extra.pick.default)
-                    fields = {picked: extra.pick.sets}
-                for fname, target in fields.items():
-                    own = self.preset_of.get(target, (key, ""))[0] == key
-                    if (
-                        target not in self.inputs
-                        or target in claimed
-                        or not own
-                        or target in self.typed
-                        or self.sol.givens.sources.get(target) == "given"
-                    ):
+                for fname, target in self._preset_fields(preset, extra).items():
+                    if not self._shows_preset_column(key, target, claimed):
                         continue
-                    var = self.model.variables[target]
-                    column: dict[str, float | str] = {}
-                    cites: dict[str, str] = {}
-                    for ident in catalog.entries:
-                        entry = extra.entries.get(ident)
-                        if entry is not None and fname in entry.values:
-                            fval, source, floc = entry.values[fname]
-                            if var.choices:
-                                if not isinstance(fval, str) or fval not in var.choices:
-                                    continue
-                                column[ident] = fval
-                            elif isinstance(fval, bool) or not isinstance(fval, (int, float)):
-                                continue
-                            else:
-                                base = (
-                                    float(fval)
-                                    * extra.fields[fname].unit.factor
-                                    * count_factor(extra.fields[fname].unit, var, floc)
-                                )
-                                column[ident] = base / var.display.factor
-                            cites[ident] = str(source)
-                        elif var.default is not None:
-                            # An entry without the field takes the variable's default, as the solver does;
-                            # only a field with no default stays empty ("not listed").
-                            column[ident] = display_value(var, var.default)
-                            cites[ident] = f"not in the catalog: {target}'s default"
+                    column, cites = self._preset_column(catalog, extra, fname, target)
                     if selected in column:
                         table[target], sources[target] = column, cites
                         claimed.add(target)
             if not table:
                 continue
             out.append(PresetChoice(key, chain[0].catalog, selected, tuple(catalog.entries), table, sources))
-            for name in table:
-                cite = sources[name].get(selected, "")
-                inp = self.inputs[name]
-                self.inputs[name] = Input(
-                    inp.var,
-                    inp.value,
-                    preset=key,
-                    source=f"{key}={selected}: {cite}" if cite else f"preset {key}={selected}",
-                )
+            self._cite_preset(key, selected, sources)
         return out
+
+    def _chosen_presets(self) -> dict[str, str]:
+        """Preset key -> the catalog id the givens chose (``gpu`` -> ``H100``), first mention wins."""
+        chosen: dict[str, str] = {}
+        for src in self.sol.givens.sources.values():
+            if src.startswith("preset ") and "=" in src:
+                key, ident = src[len("preset ") :].split("=", 1)
+                chosen.setdefault(key, ident)
+        return chosen
+
+    def _preset_fields(self, preset: Preset, extra: Catalog) -> dict[str, str]:
+        """Catalog field -> the variable it sets: the preset's mapping (every field when it has
+        none); for a price list, the column of the provider the question chose."""
+        if extra.pick is not None:  # the price list: the column of the provider the question chose
+            picked = self.sol.givens.picks.get(extra.name, extra.pick.default)
+            return {picked: extra.pick.sets}
+        return {
+            f: preset.fields.get(f, f) if preset.fields else f
+            for f in extra.fields
+            if not preset.fields or f in preset.fields
+        }
+
+    def _shows_preset_column(self, key: str, target: str, claimed: set[str]) -> bool:
+        """Whether preset ``key`` fills input ``target`` in the sheet: an input no earlier
+        preset claimed, this preset's own, and neither typed nor given."""
+        own = self.preset_of.get(target, (key, ""))[0] == key
+        return (
+            target in self.inputs
+            and target not in claimed
+            and own
+            and target not in self.typed
+            and self.sol.givens.sources.get(target) != "given"
+        )
+
+    def _preset_column(
+        self, catalog: Catalog, extra: Catalog, fname: str, target: str
+    ) -> tuple[dict[str, float | str], dict[str, str]]:
+        """Catalog id -> the value ``target`` takes (display units, or a choice's text) and its
+        source, for every entry of the dropdown's ``catalog``, read from field ``fname`` of ``extra``."""
+        var = self.model.variables[target]
+        column: dict[str, float | str] = {}
+        cites: dict[str, str] = {}
+        for ident in catalog.entries:
+            entry = extra.entries.get(ident)
+            if entry is not None and fname in entry.values:
+                fval, source, floc = entry.values[fname]
+                value = _catalog_cell(var, fval, extra.fields[fname].unit, floc)
+                if value is None:
+                    continue
+                column[ident] = value
+                cites[ident] = str(source)
+            elif var.default is not None:
+                # An entry without the field takes the variable's default, as the solver does;
+                # only a field with no default stays empty ("not listed").
+                column[ident] = display_value(var, var.default)
+                cites[ident] = f"not in the catalog: {target}'s default"
+        return column, cites
+
+    def _cite_preset(self, key: str, selected: str, sources: dict[str, dict[str, str]]) -> None:
+        """Mark each input the preset fills with the preset and the selected entry's source."""
+        for name in sources:
+            cite = sources[name].get(selected, "")
+            inp = self.inputs[name]
+            self.inputs[name] = Input(
+                inp.var,
+                inp.value,
+                preset=key,
+                source=f"{key}={selected}: {cite}" if cite else f"preset {key}={selected}",
+            )
+
+
+def _catalog_cell(var: Variable, fval: Any, unit: UnitInfo, floc: Location) -> float | str | None:
+    """A catalog value as the sheet shows it for ``var``: a choice's text, or a number in the
+    display unit; None for a value the variable cannot take (the cell stays empty)."""
+    if var.choices:
+        return fval if isinstance(fval, str) and fval in var.choices else None
+    if isinstance(fval, bool) or not isinstance(fval, (int, float)):
+        return None
+    base = float(fval) * unit.factor * count_factor(unit, var, floc)
+    return float(base / var.display.factor)
 
 
 def _stable_order(rows: list[Derived], declared: list[str]) -> list[Derived]:

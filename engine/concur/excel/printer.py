@@ -36,6 +36,11 @@ subclass with one method per construct and a fixed set of rules:
 * symbols print as their defined name (mangled by :mod:`concur.excel.names`);
   anything else raises :class:`UnprintableError` naming the construct.
 
+The formula functions' Excel forms (``LN``, ``MAX``, the ``FLOOR.MATH`` and ``POISSON.DIST``
+formulas above) are not written here: each is its row's ``excel`` template in the function
+table, :data:`concur.lang.functions.FUNCTIONS`, found by the sympy class the call stays as
+(``sympy_class``), so a new function is one row.
+
 Snapping (why ``SNAP``)
 -----------------------
 ``0.1*3/0.1`` is ``3.0000000000000004`` in IEEE doubles: Python's ``ceil``
@@ -64,7 +69,7 @@ from sympy.printing.printer import Printer
 from sympy.printing.pycode import PythonCodePrinter
 
 from ..errors import UsageError
-from ..lang.functions import SNAP_DIGITS, snap  # one snapping rule for Python and the sheet
+from ..lang.functions import FUNCTIONS, SNAP_DIGITS, Function, by_sympy_class, snap  # one snapping rule
 
 __all__ = [
     "MAX_DIGITS",
@@ -220,9 +225,28 @@ class ExcelPrinter(Printer):  # type: ignore[misc]  # sympy ships no type hints:
     def emptyPrinter(self, expr: Any) -> str:
         raise UnprintableError(
             f"cannot print {type(expr).__name__} ({expr}) as an Excel formula",
-            hint="supported: + - * / powers, min, max, floor, ceil, sqrt, exp, ln, abs, "
-            "mod, if_, comparisons, erlang_b, erlang_c",
+            hint=f"supported: + - * / powers, {', '.join(FUNCTIONS)}, mod, if_, comparisons",
         )
+
+    def _print(self, expr: Any, **kwargs: Any) -> str:
+        """A formula function prints from its row of the function table (``excel``); any other
+        construct by sympy's dispatch to the ``_print_*`` methods below."""
+        fn = by_sympy_class(expr)
+        if fn is not None and fn.excel is not None:
+            return self._print_call(fn, expr.args, type(expr).__name__)
+        return super()._print(expr, **kwargs)  # type: ignore[no-any-return]  # sympy is untyped
+
+    def _print_call(self, fn: Function, args: tuple[Any, ...], shown: str) -> str:
+        """``fn``'s ``excel`` template filled with the printed arguments (snapped first when the
+        function snaps); a fixed-arity function refuses any other number of arguments."""
+        if fn.min_args == fn.max_args and len(args) != fn.min_args:
+            takes = ", ".join(a.name for a in fn.args) or "x"
+            raise UnprintableError(f"{shown} takes ({takes}), got {len(args)} arguments")
+        texts = [self._print(a) for a in args]
+        if fn.snaps:
+            texts = [snap_formula(t) for t in texts]
+        assert fn.excel is not None
+        return fn.excel.format(*texts, args=",".join(texts))
 
     def _prec(self, expr: Any) -> int:
         if isinstance(expr, sympy.Add):
@@ -320,7 +344,7 @@ class ExcelPrinter(Printer):  # type: ignore[misc]  # sympy ships no type hints:
     def _print_Mul(self, expr: sympy.Mul) -> str:
         coeff, rest = expr.as_coeff_Mul()
         if coeff.is_number and coeff.is_negative:
-            return "(-" + cast(str, self._print(-expr)) + ")"  # sympy's Printer._print is untyped
+            return "(-" + self._print(-expr) + ")"
         num: list[Any] = []
         den: list[Any] = []
         if (
@@ -351,32 +375,11 @@ class ExcelPrinter(Printer):  # type: ignore[misc]  # sympy ships no type hints:
         if exp.is_number and exp.is_negative:
             return "(1/" + self._paren(sympy.Pow(base, -exp), _ATOM) + ")"
         if exp == sympy.S.Half:
-            return f"SQRT({self._print(base)})"
+            return self._print_call(FUNCTIONS["sqrt"], (base,), "sqrt")
         return f"POWER({self._print(base)},{self._print(exp)})"
-
-    def _print_exp(self, expr: Any) -> str:
-        return f"EXP({self._print(expr.args[0])})"
-
-    def _print_log(self, expr: Any) -> str:
-        return f"LN({self._print(expr.args[0])})"
-
-    def _print_Abs(self, expr: Any) -> str:
-        return f"ABS({self._print(expr.args[0])})"
-
-    def _print_Max(self, expr: Any) -> str:
-        return f"MAX({self._args(expr.args)})"
-
-    def _print_Min(self, expr: Any) -> str:
-        return f"MIN({self._args(expr.args)})"
 
     def _print_Mod(self, expr: Any) -> str:
         return f"MOD({self._args(expr.args)})"
-
-    def _print_floor(self, expr: Any) -> str:
-        return f"_xlfn.FLOOR.MATH({snap_formula(self._print(expr.args[0]))},1)"
-
-    def _print_ceiling(self, expr: Any) -> str:
-        return f"_xlfn.CEILING.MATH({snap_formula(self._print(expr.args[0]))},1)"
 
     # -- logic ---------------------------------------------------------
     def _print_Piecewise(self, expr: sympy.Piecewise) -> str:
@@ -418,29 +421,8 @@ class ExcelPrinter(Printer):  # type: ignore[misc]  # sympy ships no type hints:
     def _print_Not(self, expr: Any) -> str:
         return f"NOT({self._print(expr.args[0])})"
 
-    # -- queueing ------------------------------------------------------
-    def _erlang_args(self, expr: Any) -> tuple[str, str]:
-        if len(expr.args) != 2:
-            raise UnprintableError(f"{type(expr).__name__} takes (servers, load), got {len(expr.args)} arguments")
-        return self._print(expr.args[0]), self._print(expr.args[1])
-
-    def _print_erlang_b(self, expr: Any) -> str:
-        c, a = self._erlang_args(expr)
-        return f"(_xlfn.POISSON.DIST({c},{a},FALSE)/_xlfn.POISSON.DIST({c},{a},TRUE))"
-
-    def _print_erlang_c(self, expr: Any) -> str:
-        c, a = self._erlang_args(expr)
-        p = f"_xlfn.POISSON.DIST({c},{a},FALSE)"
-        f = f"_xlfn.POISSON.DIST(({c})-1,{a},TRUE)"
-        return f"IF(({a})>=({c}),1,({c})*{p}/(({c})*{p}+(({c})-({a}))*{f}))"
-
     def _print_Function(self, expr: Any) -> str:
-        name = type(expr).__name__
-        if name == "erlang_b":
-            return self._print_erlang_b(expr)
-        if name == "erlang_c":
-            return self._print_erlang_c(expr)
-        return self.emptyPrinter(expr)
+        return self.emptyPrinter(expr)  # a function outside the table (sin, an undefined f)
 
 
 def excel_formula(expr: Any, names: Mapping[str, str]) -> str:

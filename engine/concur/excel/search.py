@@ -186,7 +186,12 @@ def _note(layout: Layout, d: Derived, found: Search) -> str:
     return text
 
 
+_PASSES_COL, _BEST_COL = 2, 3  # the verdict column, and the largest search's "best so far"
+
+
 def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> None:
+    """The search sheet of derived ``d``: title, note and check, then one row per candidate
+    (the model's columns, the verdict, the best so far, the loop iterations), sized to print."""
     x = d.var.name
     where = f"search for '{x}'"
     columns = _columns(layout, found)
@@ -199,6 +204,27 @@ def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> None:
         cells, solved[root.variable] = _iterations(layout, root, base, last_col + 2 + len(iterations), where)
         iterations += cells
     templates, _, names = column_templates(layout, x, columns, where, first=first_col, roots=solved)
+    body = _verdict(layout, d, found, names, columns, where)
+    note = _note(layout, d, found)
+    _write_head(ws, x, found, note)
+    labels = [f"{x} [{unit_label(d.var)}]" if unit_label(d.var) else x, "passes"]
+    if found.direction == "largest":
+        labels.append("best so far")
+    labels += [f"{c} [{unit_label(layout.vars[c])}]" if unit_label(layout.vars[c]) else c for c in columns]
+    for j, label in enumerate(labels, start=1):
+        put_text(ws, _HEAD, j, label)
+    style.style_header(ws, _HEAD, 1, last_col)
+    _write_rows(ws, found, templates, first_col, body, iterations)
+    _iteration_headers(ws, found.roots, iterations)
+    _size(ws, found, labels, note, first_col, last_col)
+    ws.freeze_panes = f"B{_HEAD + 1}"
+    ws.protection.sheet = True
+    style.page_setup(ws, last_col, _HEAD + 1 + found.high - found.low, title_rows=f"{_HEAD}:{_HEAD}")
+
+
+def _verdict(layout: Layout, d: Derived, found: Search, names: dict[str, str], columns: list[str], where: str) -> str:
+    """The verdict formula of one row (``ROW`` stands for its number): the target test, inside
+    the checks, inside a guard that every column it reads is a number; the skip text otherwise."""
     reads = {s.name for e in (found.test, *found.checks) for s in e.free_symbols}
     guards = [f"ISNUMBER({names[c]})" for c in columns if c in reads]
     skip = f'"{_SKIP}"' if found.skip else "FALSE"
@@ -208,12 +234,14 @@ def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> None:
         body = f"IF({_all(tests)},{body},{skip})"
     if guards:
         body = f"IF({_all(guards)},{body},{skip})"
-    passes_col, best_col = 2, 3
-    check, _ = _formulas(ws.title, found)
+    return body
 
+
+def _write_head(ws: Any, x: str, found: Search, note: str) -> None:
+    """Title, the note (row 2) and the sheet's check cell, red unless it says OK."""
+    check, _ = _formulas(ws.title, found)
     put_text(ws, 1, 1, f"{x}: the {found.direction} candidate that passes").font = style.TITLE_FONT
     ws.row_dimensions[1].height = 24
-    note = _note(layout, d, found)
     put_text(ws, 2, 1, note).alignment = style.WRAP
     ws.cell(2, 1).font = style.NOTE_FONT
     put_text(ws, _CHECK_ROW, 1, "check").font = style.BOLD
@@ -221,15 +249,20 @@ def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> None:
     cell.border = style.BOX
     style.alert_unless_ok(ws, f"B{_CHECK_ROW}")
 
-    labels = [f"{x} [{unit_label(d.var)}]" if unit_label(d.var) else x, "passes"]
-    if found.direction == "largest":
-        labels.append("best so far")
-    labels += [f"{c} [{unit_label(layout.vars[c])}]" if unit_label(layout.vars[c]) else c for c in columns]
-    for j, label in enumerate(labels, start=1):
-        put_text(ws, _HEAD, j, label)
-    style.style_header(ws, _HEAD, 1, last_col)
-    passes = get_column_letter(passes_col)
-    best = get_column_letter(best_col)
+
+def _write_rows(
+    ws: Any,
+    found: Search,
+    templates: list[tuple[str, str]],
+    first_col: int,
+    body: str,
+    iterations: list[tuple[int, str, str, str]],
+) -> None:
+    """One row per candidate from ``found.low`` to ``found.high``: the candidate, the model's
+    columns (a cell that cannot be evaluated does not fit), the verdict, the best so far, the
+    iterations."""
+    passes = get_column_letter(_PASSES_COL)
+    best = get_column_letter(_BEST_COL)
     first = _HEAD + 1
     same = _SameStyle()
     for i, n in enumerate(range(found.low, found.high + 1)):
@@ -239,26 +272,27 @@ def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> None:
             # a candidate where the model cannot be evaluated (x/0 at a loop's singular point) does not fit
             body_j = f'IFERROR({template.replace(ROW, str(row))},"{DOES_NOT_FIT}")'
             same(put_formula(ws, row, j, body_j), ("value", fmt), number_format=fmt, alignment=_RIGHT)
-        verdict = put_formula(ws, row, passes_col, body.replace(ROW, str(row)))
+        verdict = put_formula(ws, row, _PASSES_COL, body.replace(ROW, str(row)))
         same(verdict, ("verdict",), alignment=_RIGHT, number_format=_BOOLEAN)
         if found.direction == "largest":
             above = f"{best}{row - 1}" if i else '""'
-            same(put_formula(ws, row, best_col, f"IF({passes}{row}=TRUE,$A{row},{above})"), ("count",))
+            same(put_formula(ws, row, _BEST_COL, f"IF({passes}{row}=TRUE,$A{row},{above})"), ("count",))
         for col, _, formula, fmt in iterations:
             cell = put_formula(ws, row, col, formula.replace(ROW, str(row)))
             same(cell, ("iterate", fmt), number_format=fmt, font=style.NOTE_FONT)
-    last = first + found.high - found.low
-    _iteration_headers(ws, found.roots, iterations)
 
+
+def _size(ws: Any, found: Search, labels: list[str], note: str, first_col: int, last_col: int) -> None:
+    """Column widths that fit the labels and values; the note wraps inside the columns that fit
+    on the first page (a wide table prints on more); the header row as tall as its labels wrap."""
     widths = {1: style.fit_width([labels[0], "check", f"{found.high:,}"], minimum=12, maximum=22)}
-    widths[passes_col] = style.fit_width(["out of range", "none passes", "passes"], minimum=10)
+    widths[_PASSES_COL] = style.fit_width(["out of range", "none passes", "passes"], minimum=10)
     if found.direction == "largest":
-        widths[best_col] = style.fit_width(["best so far", f"{found.high:,}"], minimum=10)
+        widths[_BEST_COL] = style.fit_width(["best so far", f"{found.high:,}"], minimum=10)
     for j, label in enumerate(labels[first_col - 1 :], start=first_col):
         widths[j] = style.fit_width([DOES_NOT_FIT, "-" + "8" * 10] + label.split(), minimum=13, maximum=20)
     for col, width in widths.items():
         ws.column_dimensions[get_column_letter(col)].width = width
-    # The note wraps inside the columns that fit on the first page (a wide table prints on more).
     span, total = 1, widths[1]
     while span < last_col and total + widths[span + 1] <= style.PAGE_WIDTH:
         span += 1
@@ -268,9 +302,6 @@ def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> None:
     ws.row_dimensions[_HEAD].height = style.line_height(
         max(style.wrapped_lines(label, widths[j]) for j, label in enumerate(labels, start=1))
     )
-    ws.freeze_panes = f"B{first}"
-    ws.protection.sheet = True
-    style.page_setup(ws, last_col, last, title_rows=f"{_HEAD}:{_HEAD}")
 
 
 def _iterations(

@@ -47,6 +47,7 @@ Non-goals: sweeping a catalog preset id, two-dimensional sweeps.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import sympy
@@ -58,7 +59,7 @@ from ..errors import UsageError
 from . import style
 from .cells import put_formula, put_number, put_text
 from .layout import Layout, display_expr, print_formula, unit_label
-from .plan import Derived, Scenario, SheetVar, Sweep
+from .plan import Derived, Input, Scenario, SheetVar, Sweep
 from .printer import excel_formula
 
 __all__ = [
@@ -244,6 +245,8 @@ def column_templates(
 
 
 def _write_sweep(wb: Any, layout: Layout, sw: Sweep, derived: dict[str, Derived]) -> None:
+    """One sweep sheet: the swept values down column A, each needed column's formula across,
+    a note, and a chart of the outputs below the table."""
     movers = moving(layout, sw.over)
     columns = _needed(layout, sw.outputs, movers)
     col_of = {name: j for j, name in enumerate(columns, start=2)}
@@ -257,24 +260,7 @@ def _write_sweep(wb: Any, layout: Layout, sw: Sweep, derived: dict[str, Derived]
     title = put_text(ws, 1, 1, sw.title)
     title.font = style.TITLE_FONT
     ws.row_dimensions[1].height = 24
-    note = (
-        f"Column A replaces {sw.over}; every other input is read from the Inputs sheet, so the "
-        "table and the chart follow your edits. Columns in (parentheses) are intermediate values."
-    )
-    if may_fail & set(sw.outputs):
-        note += (
-            f' "{DOES_NOT_FIT}" marks a point concur refuses (a value outside its bounds); '
-            "the chart leaves a gap there."
-        )
-    held = sorted(d.var.name for d in layout.plan.derived if d.implicit)
-    if held:
-        note += " Held at the solved value (implicit, no closed form): " + ", ".join(held) + "."
-    searched = sorted(d.var.name for d in layout.plan.derived if d.search is not None)
-    if searched:
-        note += (
-            " Held at the answer on the Inputs sheet (a search over a candidate table, one per "
-            "workbook): " + ", ".join(searched) + "."
-        )
+    note = _sweep_note(layout, sw, bool(may_fail & set(sw.outputs)))
     put_text(ws, 2, 1, note).alignment = style.WRAP
     ws.cell(2, 1).font = style.NOTE_FONT
     if last_col > 1:
@@ -282,19 +268,9 @@ def _write_sweep(wb: Any, layout: Layout, sw: Sweep, derived: dict[str, Derived]
     for j, name in enumerate([sw.over, *columns], start=1):
         put_text(ws, _HEAD, j, labels[name])
     style.style_header(ws, _HEAD, 1, last_col)
-    over_fmt = style.number_format(over_var, max(sw.values, key=abs), typed=True)
-    if all(float(v).is_integer() for v in sw.values) and style.value_kind(over_var) != "fraction":
-        over_fmt = "#,##0" if over_var.integer or style.value_kind(over_var) == "count" else over_fmt
+    over_fmt = _over_format(over_var, sw.values)
     first = _HEAD + 1
-    for i, value in enumerate(sw.values):
-        row = first + i
-        cell = put_number(ws, row, 1, value)
-        cell.number_format = over_fmt
-        cell.font, cell.fill, cell.border = style.INPUT_FONT, style.INPUT_FILL, style.BOX
-        for j, (body, fmt) in enumerate(templates, start=2):
-            cell = put_formula(ws, row, j, body.replace(ROW, str(row)))
-            cell.number_format = fmt
-            cell.alignment = _RIGHT
+    _sweep_rows(ws, sw.values, templates, over_fmt, first)
     last = first + len(sw.values) - 1
     widths = {
         1: style.fit_width([labels[sw.over]] + [style.shown(v, over_fmt) for v in sw.values], minimum=12, maximum=26)
@@ -322,6 +298,53 @@ def _write_sweep(wb: Any, layout: Layout, sw: Sweep, derived: dict[str, Derived]
     chart_row = last + 2
     _chart(ws, sw, first, last, chart_cols, f"A{chart_row}", labels)
     style.page_setup(ws, printed, chart_row + _CHART_ROWS, title_rows=f"{_HEAD}:{_HEAD}")
+
+
+def _sweep_note(layout: Layout, sw: Sweep, may_fail: bool) -> str:
+    """The sweep sheet's note: what column A replaces, what "does not fit" means when an output
+    may fail, and which derived values stay held (implicit ones, searched ones)."""
+    note = (
+        f"Column A replaces {sw.over}; every other input is read from the Inputs sheet, so the "
+        "table and the chart follow your edits. Columns in (parentheses) are intermediate values."
+    )
+    if may_fail:
+        note += (
+            f' "{DOES_NOT_FIT}" marks a point concur refuses (a value outside its bounds); '
+            "the chart leaves a gap there."
+        )
+    held = sorted(d.var.name for d in layout.plan.derived if d.implicit)
+    if held:
+        note += " Held at the solved value (implicit, no closed form): " + ", ".join(held) + "."
+    searched = sorted(d.var.name for d in layout.plan.derived if d.search is not None)
+    if searched:
+        note += (
+            " Held at the answer on the Inputs sheet (a search over a candidate table, one per "
+            "workbook): " + ", ".join(searched) + "."
+        )
+    return note
+
+
+def _over_format(over_var: SheetVar, values: Sequence[float]) -> str:
+    """Number format of the swept column: the variable's, or whole numbers with separators for
+    a count swept over whole values."""
+    over_fmt = style.number_format(over_var, max(values, key=abs), typed=True)
+    if all(float(v).is_integer() for v in values) and style.value_kind(over_var) != "fraction":
+        over_fmt = "#,##0" if over_var.integer or style.value_kind(over_var) == "count" else over_fmt
+    return over_fmt
+
+
+def _sweep_rows(ws: Any, values: Sequence[float], templates: list[tuple[str, str]], over_fmt: str, first: int) -> None:
+    """One row per swept value from row ``first``: the value (an input cell), then each column's
+    formula with ``ROW`` replaced by the row's number."""
+    for i, value in enumerate(values):
+        row = first + i
+        cell = put_number(ws, row, 1, value)
+        cell.number_format = over_fmt
+        cell.font, cell.fill, cell.border = style.INPUT_FONT, style.INPUT_FILL, style.BOX
+        for j, (body, fmt) in enumerate(templates, start=2):
+            cell = put_formula(ws, row, j, body.replace(ROW, str(row)))
+            cell.number_format = fmt
+            cell.alignment = _RIGHT
 
 
 def _label(name: str, var: SheetVar) -> str:
@@ -384,6 +407,35 @@ def write_scenarios(wb: Any, layout: Layout) -> None:
     if not scenarios:
         return
     inputs = [inp for inp in layout.plan.inputs if not inp.var.choices]
+    _check_overrides(layout, scenarios)
+    ws = wb.create_sheet("Scenarios")
+    labels = ["Variable", "Unit", "Current inputs", *(sc.name for sc in scenarios)]
+    for col, label in enumerate(labels, start=1):
+        put_text(ws, 1, col, label)
+    style.style_header(ws, 1, 1, len(labels))
+    put_text(ws, 2, 1, "what changes").font = style.BOLD
+    put_text(ws, 2, 3, "as on the Inputs sheet").alignment = style.WRAP
+    names_in_order = [inp.var.name for inp in inputs] + [d.var.name for d in layout.plan.derived]
+    rows = {name: 3 + i for i, name in enumerate(names_in_order)}
+    texts: dict[int, list[str]] = {}
+    column: Scenario | None
+    for col, column in enumerate([None, *scenarios], start=3):
+        if column is not None:
+            what = column.doc or ", ".join(f"{k}={v:g}" for k, v in column.overrides.items())
+            put_text(ws, 2, col, what).alignment = style.WRAP
+        shown = texts.setdefault(col, [labels[col - 1]])
+        shown += _scenario_inputs(ws, layout, inputs, rows, col, column)
+        shown += _scenario_derived(ws, layout, rows, col, column)
+    for name, r in rows.items():
+        put_text(ws, r, 1, name)
+        put_text(ws, r, 2, unit_label(layout.vars[name]))
+    _size_scenarios(ws, layout, rows, texts, len(scenarios))
+    ws.freeze_panes = "D3"
+    style.page_setup(ws, len(labels), 2 + len(names_in_order), title_rows="1:1")
+
+
+def _check_overrides(layout: Layout, scenarios: list[Scenario]) -> None:
+    """Every scenario overrides Inputs sheet variables only."""
     input_names = {inp.var.name for inp in layout.plan.inputs}
     for sc in scenarios:
         bad = [k for k in sc.overrides if k not in input_names]
@@ -393,59 +445,54 @@ def write_scenarios(wb: Any, layout: Layout) -> None:
                 variable=bad[0],
                 hint="override Inputs sheet variables only",
             )
-    ws = wb.create_sheet("Scenarios")
-    labels = ["Variable", "Unit", "Current inputs", *(sc.name for sc in scenarios)]
-    for col, label in enumerate(labels, start=1):
-        put_text(ws, 1, col, label)
-    style.style_header(ws, 1, 1, len(labels))
-    put_text(ws, 2, 1, "what changes").font = style.BOLD
-    put_text(ws, 2, 3, "as on the Inputs sheet").alignment = style.WRAP
-    rows: dict[str, int] = {}
-    row = 3
+
+
+def _scenario_inputs(
+    ws: Any, layout: Layout, inputs: list[Input], rows: dict[str, int], col: int, column: Scenario | None
+) -> list[str]:
+    """The input cells of one column: the Inputs sheet's value (``column`` None), a typed
+    override, or the current column's value; returns each cell's text as shown."""
+    shown = []
     for inp in inputs:
-        rows[inp.var.name] = row
-        row += 1
+        var, r = inp.var, rows[inp.var.name]
+        fmt = layout.formats.get(var.name, "General")
+        if column is None:
+            cell = put_formula(ws, r, col, layout.names[var.name])
+            value = inp.value
+        elif var.name in column.overrides:
+            value = column.overrides[var.name]
+            cell = put_number(ws, r, col, value)
+            cell.protection = Protection(locked=False)
+            cell.font, cell.fill, cell.border = style.INPUT_FONT, style.INPUT_FILL, style.BOX
+            fmt = style.number_format(var, value, typed=True)
+        else:
+            cell = put_formula(ws, r, col, f"$C{r}")
+            value = inp.value
+        cell.number_format = fmt
+        shown.append(style.shown(value, fmt))
+    return shown
+
+
+def _scenario_derived(ws: Any, layout: Layout, rows: dict[str, int], col: int, column: Scenario | None) -> list[str]:
+    """The derived cells of one column: formulas over that column's inputs (implicit or
+    searched ones held at the Model value); returns each cell's text as shown."""
+    cells = {name: f"{get_column_letter(col)}{r}" for name, r in rows.items()}
+    names = {**layout.names, **cells}
+    shown = []
     for d in layout.plan.derived:
-        rows[d.var.name] = row
-        row += 1
-    texts: dict[int, list[str]] = {}
-    column: Scenario | None
-    for col, column in enumerate([None, *scenarios], start=3):
-        if column is not None:
-            what = column.doc or ", ".join(f"{k}={v:g}" for k, v in column.overrides.items())
-            put_text(ws, 2, col, what).alignment = style.WRAP
-        cells = {name: f"{get_column_letter(col)}{r}" for name, r in rows.items()}
-        names = {**layout.names, **cells}
-        shown = texts.setdefault(col, [labels[col - 1]])
-        for inp in inputs:
-            var, r = inp.var, rows[inp.var.name]
-            fmt = layout.formats.get(var.name, "General")
-            if column is None:
-                cell = put_formula(ws, r, col, layout.names[var.name])
-                value = inp.value
-            elif var.name in column.overrides:
-                value = column.overrides[var.name]
-                cell = put_number(ws, r, col, value)
-                cell.protection = Protection(locked=False)
-                cell.font, cell.fill, cell.border = style.INPUT_FONT, style.INPUT_FILL, style.BOX
-                fmt = style.number_format(var, value, typed=True)
-            else:
-                cell = put_formula(ws, r, col, f"$C{r}")
-                value = inp.value
-            cell.number_format = fmt
-            shown.append(style.shown(value, fmt))
-        for d in layout.plan.derived:
-            var, r = d.var, rows[d.var.name]
-            if column is None or d.expr is None:  # implicit or searched: held at the Model value
-                cell = put_formula(ws, r, col, layout.names[var.name])
-            else:
-                body = print_formula(layout, display_expr(layout, d), f"scenario '{column.name}', '{var.name}'", names)
-                cell = put_formula(ws, r, col, body)
-            cell.number_format = layout.formats.get(var.name, "General")
-            shown.append(style.shown(d.value, cell.number_format))
-    for name, r in rows.items():
-        put_text(ws, r, 1, name)
-        put_text(ws, r, 2, unit_label(layout.vars[name]))
+        var, r = d.var, rows[d.var.name]
+        if column is None or d.expr is None:  # implicit or searched: held at the Model value
+            cell = put_formula(ws, r, col, layout.names[var.name])
+        else:
+            body = print_formula(layout, display_expr(layout, d), f"scenario '{column.name}', '{var.name}'", names)
+            cell = put_formula(ws, r, col, body)
+        cell.number_format = layout.formats.get(var.name, "General")
+        shown.append(style.shown(d.value, cell.number_format))
+    return shown
+
+
+def _size_scenarios(ws: Any, layout: Layout, rows: dict[str, int], texts: dict[int, list[str]], count: int) -> None:
+    """Column widths that fit names, units and shown values; row 2 as tall as its notes wrap."""
     ws.column_dimensions["A"].width = style.fit_width(list(rows) + ["Variable"], minimum=12, maximum=28)
     ws.column_dimensions["B"].width = style.fit_width(
         [unit_label(layout.vars[n]) for n in rows] + ["Unit"], minimum=8, maximum=18
@@ -457,8 +504,6 @@ def write_scenarios(wb: Any, layout: Layout) -> None:
         )
     lines = max(
         style.wrapped_lines(str(ws.cell(2, c).value or ""), ws.column_dimensions[get_column_letter(c)].width or 14.0)
-        for c in range(3, 4 + len(scenarios))
+        for c in range(3, 4 + count)
     )
     ws.row_dimensions[2].height = style.line_height(lines)
-    ws.freeze_panes = "D3"
-    style.page_setup(ws, len(labels), row - 1, title_rows="1:1")

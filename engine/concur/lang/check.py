@@ -94,86 +94,104 @@ class _DimError(Exception):
     pass
 
 
+def _bin_dims(node: Bin, var_dims: dict[str, Dims]) -> Dims:
+    """``+ - %`` need one dimension (a literal 0 takes the other side's); ``* /`` combine;
+    ``**`` raises to a constant, or needs a dimensionless base and exponent."""
+    if node.op in ("+", "-", "%"):
+        a, b = infer_dims(node.left, var_dims), infer_dims(node.right, var_dims)
+        if a != b:
+            if isinstance(node.left, Num) and node.left.value == 0:
+                return b
+            if isinstance(node.right, Num) and node.right.value == 0:
+                return a
+            verb = {"+": "add", "-": "subtract", "%": "take the remainder of"}[node.op]
+            raise _DimError(f"cannot {verb} {_describe(node.left, a)} and {_describe(node.right, b)}")
+        return a
+    if node.op in ("*", "/"):
+        a, b = infer_dims(node.left, var_dims), infer_dims(node.right, var_dims)
+        return dims_mul(a, b, 1.0 if node.op == "*" else -1.0)
+    base = infer_dims(node.left, var_dims)
+    if isinstance(node.right, Num):
+        return dims_pow(base, node.right.value)
+    exp = infer_dims(node.right, var_dims)
+    if base or exp:
+        raise _DimError(
+            f"a variable exponent needs a dimensionless base and exponent: "
+            f"{_describe(node.left, base)} ** {_describe(node.right, exp)}"
+        )
+    return DIMENSIONLESS
+
+
+def _call_dims(node: Call, var_dims: dict[str, Dims]) -> Dims:
+    """A call's dimension by its function's rule (``dims`` in :mod:`concur.lang.functions`)."""
+    fn = FUNCTIONS[node.fn]
+    dims = [infer_dims(a, var_dims) for a in node.args]
+    if fn.dims == "dimensionless":
+        for arg, d in zip(node.args, dims):
+            if d:
+                raise _DimError(f"{node.fn}() needs a dimensionless argument, got {_describe(arg, d)}")
+        return DIMENSIONLESS
+    if fn.dims == "sqrt":
+        return dims_pow(dims[0], 0.5)
+    if fn.dims == "count":
+        bad = [d for d, _ in dims[0] if d not in COUNT_DIMENSIONS]
+        if bad:
+            raise _DimError(
+                f"{node.fn}() rounds a count; {_describe(node.args[0], dims[0])} is not one "
+                f"(divide by a unit first, e.g. {node.fn}(x / [GiB]))"
+            )
+        return dims[0]
+    first = dims[0]
+    for arg, d in zip(node.args[1:], dims[1:]):
+        if d != first:
+            raise _DimError(f"{node.fn}() arguments disagree: {_describe(node.args[0], first)} vs {_describe(arg, d)}")
+    return first
+
+
+def _cmp_dims(node: Cmp, var_dims: dict[str, Dims]) -> Dims:
+    """Both sides of a comparison share a dimension (a literal 0 matches any); the result is
+    dimensionless."""
+    a, b = infer_dims(node.left, var_dims), infer_dims(node.right, var_dims)
+    if (
+        a != b
+        and not (isinstance(node.right, Num) and node.right.value == 0)
+        and not (isinstance(node.left, Num) and node.left.value == 0)
+    ):
+        raise _DimError(f"cannot compare {_describe(node.left, a)} with {_describe(node.right, b)}")
+    return DIMENSIONLESS
+
+
+def _if_dims(node: If, var_dims: dict[str, Dims]) -> Dims:
+    """The condition is checked on its own; both branches share the result's dimension."""
+    infer_dims(node.cond, var_dims)
+    a, b = infer_dims(node.then, var_dims), infer_dims(node.other, var_dims)
+    if a != b:
+        raise _DimError(f"if_() branches disagree: {_describe(node.then, a)} vs {_describe(node.other, b)}")
+    return a
+
+
 def infer_dims(node: Node, var_dims: dict[str, Dims]) -> Dims:
     """Dimension of ``node``; raises ``_DimError`` (internal) with a readable message."""
-    if isinstance(node, Num):
+    if isinstance(node, (Num, Str)):
         return DIMENSIONLESS
     if isinstance(node, UnitLit):
         return node.dims
     if isinstance(node, Var):
         return var_dims[node.name]
-    if isinstance(node, Str):
-        return DIMENSIONLESS
     if isinstance(node, Neg):
         return infer_dims(node.arg, var_dims)
     if isinstance(node, Bin):
-        if node.op in ("+", "-", "%"):
-            a, b = infer_dims(node.left, var_dims), infer_dims(node.right, var_dims)
-            if a != b:
-                if isinstance(node.left, Num) and node.left.value == 0:
-                    return b
-                if isinstance(node.right, Num) and node.right.value == 0:
-                    return a
-                verb = {"+": "add", "-": "subtract", "%": "take the remainder of"}[node.op]
-                raise _DimError(f"cannot {verb} {_describe(node.left, a)} and {_describe(node.right, b)}")
-            return a
-        if node.op in ("*", "/"):
-            a, b = infer_dims(node.left, var_dims), infer_dims(node.right, var_dims)
-            return dims_mul(a, b, 1.0 if node.op == "*" else -1.0)
-        base = infer_dims(node.left, var_dims)
-        if isinstance(node.right, Num):
-            return dims_pow(base, node.right.value)
-        exp = infer_dims(node.right, var_dims)
-        if base or exp:
-            raise _DimError(
-                f"a variable exponent needs a dimensionless base and exponent: "
-                f"{_describe(node.left, base)} ** {_describe(node.right, exp)}"
-            )
-        return DIMENSIONLESS
+        return _bin_dims(node, var_dims)
     if isinstance(node, Call):
-        fn = FUNCTIONS[node.fn]
-        dims = [infer_dims(a, var_dims) for a in node.args]
-        if fn.dims == "dimensionless":
-            for arg, d in zip(node.args, dims):
-                if d:
-                    raise _DimError(f"{node.fn}() needs a dimensionless argument, got {_describe(arg, d)}")
-            return DIMENSIONLESS
-        if fn.dims == "sqrt":
-            return dims_pow(dims[0], 0.5)
-        if fn.dims == "count":
-            bad = [d for d, _ in dims[0] if d not in COUNT_DIMENSIONS]
-            if bad:
-                raise _DimError(
-                    f"{node.fn}() rounds a count; {_describe(node.args[0], dims[0])} is not one "
-                    f"(divide by a unit first, e.g. {node.fn}(x / [GiB]))"
-                )
-            return dims[0]
-        first = dims[0]
-        for arg, d in zip(node.args[1:], dims[1:]):
-            if d != first:
-                raise _DimError(
-                    f"{node.fn}() arguments disagree: {_describe(node.args[0], first)} vs {_describe(arg, d)}"
-                )
-        return first
+        return _call_dims(node, var_dims)
     if isinstance(node, Cmp):
-        a, b = infer_dims(node.left, var_dims), infer_dims(node.right, var_dims)
-        if (
-            a != b
-            and not (isinstance(node.right, Num) and node.right.value == 0)
-            and not (isinstance(node.left, Num) and node.left.value == 0)
-        ):
-            raise _DimError(f"cannot compare {_describe(node.left, a)} with {_describe(node.right, b)}")
-        return DIMENSIONLESS
+        return _cmp_dims(node, var_dims)
     if isinstance(node, Logic):
         for arg in node.args:
             infer_dims(arg, var_dims)
         return DIMENSIONLESS
     if isinstance(node, If):
-        infer_dims(node.cond, var_dims)
-        a, b = infer_dims(node.then, var_dims), infer_dims(node.other, var_dims)
-        if a != b:
-            raise _DimError(f"if_() branches disagree: {_describe(node.then, a)} vs {_describe(node.other, b)}")
-        return a
+        return _if_dims(node, var_dims)
     raise TypeError(node)
 
 
@@ -228,9 +246,8 @@ def range_problems(node: Node) -> list[str]:
     return out
 
 
-def check_model(model, only_pack: str | None = None, examples: bool = True) -> list[Diagnostic]:  # type: ignore[no-untyped-def]
-    """Check every equation and constraint (of ``only_pack`` if given) and every default/bound."""
-    var_dims = {name: v.unit.dims for name, v in model.variables.items()}
+def _equation_problems(model, var_dims: dict[str, Dims], only_pack: str | None) -> list[Diagnostic]:  # type: ignore[no-untyped-def]
+    """Unit mismatches and constant arguments out of range in the equations."""
     out: list[Diagnostic] = []
     for eq in model.equations:
         if only_pack and eq.pack != only_pack:
@@ -241,6 +258,12 @@ def check_model(model, only_pack: str | None = None, examples: bool = True) -> l
             out.append(Diagnostic(eq.where, f"unit mismatch in '{eq.text}': {msg} (units: {names})"))
         for problem in range_problems(eq.lhs) + range_problems(eq.rhs):
             out.append(Diagnostic(eq.where, f"{problem} in '{eq.text}'"))
+    return out
+
+
+def _constraint_problems(model, var_dims: dict[str, Dims], only_pack: str | None) -> list[Diagnostic]:  # type: ignore[no-untyped-def]
+    """Unit mismatches and constant arguments out of range in the checks (constraints)."""
+    out: list[Diagnostic] = []
     for con in model.constraints:
         if only_pack and con.pack != only_pack:
             continue
@@ -250,13 +273,24 @@ def check_model(model, only_pack: str | None = None, examples: bool = True) -> l
             out.append(Diagnostic(con.where, f"unit mismatch in check '{con.text}': {exc}"))
         for problem in range_problems(con.expr):
             out.append(Diagnostic(con.where, f"{problem} in check '{con.text}'"))
+    return out
+
+
+def _default_problems(model, only_pack: str | None) -> list[Diagnostic]:  # type: ignore[no-untyped-def]
+    """Defaults outside their variable's bounds."""
+    out: list[Diagnostic] = []
     for var in model.variables.values():
         if only_pack and var.pack != only_pack:
             continue
         lo, hi = var.bounds
         if var.default is not None and ((lo is not None and var.default < lo) or (hi is not None and var.default > hi)):
             out.append(Diagnostic(var.where, f"default of '{var.name}' ({var.default_text}) is outside its bounds"))
-    broken = {name for pack in model.packs for name in pack.broken}  # declarations already reported
+    return out
+
+
+def _preset_problems(model, broken: set[str]) -> list[Diagnostic]:  # type: ignore[no-untyped-def]
+    """Preset fields mapped to variables no pack declares (``broken``: declarations already reported)."""
+    out: list[Diagnostic] = []
     for key, chain in model.presets.items():
         for preset in chain:
             for field, target in preset.fields.items():
@@ -264,6 +298,16 @@ def check_model(model, only_pack: str | None = None, examples: bool = True) -> l
                     out.append(
                         Diagnostic(preset.where, f"preset '{key}' maps field '{field}' to undeclared '{target}'")
                     )
+    return out
+
+
+def check_model(model, only_pack: str | None = None, examples: bool = True) -> list[Diagnostic]:  # type: ignore[no-untyped-def]
+    """Check every equation and constraint (of ``only_pack`` if given) and every default/bound."""
+    var_dims = {name: v.unit.dims for name, v in model.variables.items()}
+    out = _equation_problems(model, var_dims, only_pack) + _constraint_problems(model, var_dims, only_pack)
+    out += _default_problems(model, only_pack)
+    broken = {name for pack in model.packs for name in pack.broken}  # declarations already reported
+    out += _preset_problems(model, broken)
     for pack in model.packs if examples else ():  # a pack's examples speak its own names, not a composition's
         if only_pack and pack.name != only_pack:
             continue

@@ -322,6 +322,8 @@ class _Parser:
         return UnitLit(body, number * info.factor, info.dims)
 
     def node(self, n: ast.AST, depth: int) -> Node:
+        """The tree of Python AST node ``n``, refusing anything the language does not allow and
+        any formula over :data:`MAX_NODES` parts or :data:`MAX_DEPTH` levels."""
         self.count += 1
         col = getattr(n, "col_offset", 0) + self.lead
         if self.count > MAX_NODES:
@@ -329,56 +331,17 @@ class _Parser:
         if depth > MAX_DEPTH:
             raise self.fail(f"formula is nested deeper than {MAX_DEPTH} levels", col)
         if isinstance(n, ast.Constant):
-            if isinstance(n.value, bool) or not isinstance(n.value, (int, float)):
-                if isinstance(n.value, str):
-                    return Str(n.value)
-                raise self.fail(f"constant {n.value!r} is not a number", col)
-            value = float(n.value) if abs(n.value) < 1e300 else math.inf
-            if not math.isfinite(value):
-                raise self.fail("number is too large", col)
-            return Num(value)
+            return self._constant(n, col)
         if isinstance(n, ast.Name):
-            if n.id in self.units:
-                return self.units[n.id]
-            problem = name_problem(n.id, "variable name")
-            if problem:
-                raise self.fail(problem, col)
-            if n.id in RESERVED_NAMES:
-                raise self.fail(
-                    f"'{n.id}' is reserved and cannot be used as a variable", col, hint="rename the variable"
-                )
-            return Var(n.id)
+            return self._name(n, col)
         if isinstance(n, ast.UnaryOp):
-            arg = self.node(n.operand, depth + 1)
-            if isinstance(n.op, ast.USub):
-                return Num(-arg.value) if isinstance(arg, Num) else Neg(arg)
-            if isinstance(n.op, ast.UAdd):
-                return arg
-            if isinstance(n.op, ast.Not) and self.allow_compare:
-                return Logic("not", (arg,))
-            raise self.fail(f"operator '{type(n.op).__name__}' is not allowed", col)
+            return self._unary(n, depth, col)
         if isinstance(n, ast.BinOp):
-            op = _BINOPS.get(type(n.op))
-            if op is None:
-                raise self.fail(
-                    f"operator '{type(n.op).__name__}' is not allowed",
-                    col,
-                    hint="use + - * / ** % and the listed functions",
-                )
-            if op == "**":
-                return self._power(n, depth, col)
-            return Bin(op, self.node(n.left, depth + 1), self.node(n.right, depth + 1))
+            return self._binary(n, depth, col)
         if isinstance(n, ast.Call):
             return self._call(n, depth, col)
         if isinstance(n, ast.Compare):
-            if not self.allow_compare:
-                raise self.fail("comparisons are allowed only inside if_(...) or a check", col)
-            if len(n.ops) != 1:
-                raise self.fail("chained comparisons are not allowed; write 'a < b and b < c'", col)
-            op = _CMPOPS.get(type(n.ops[0]))
-            if op is None:
-                raise self.fail(f"comparison '{type(n.ops[0]).__name__}' is not allowed", col)
-            return Cmp(op, self.node(n.left, depth + 1), self.node(n.comparators[0], depth + 1))
+            return self._compare(n, depth, col)
         if isinstance(n, ast.BoolOp) and self.allow_compare:
             op = "and" if isinstance(n.op, ast.And) else "or"
             return Logic(op, tuple(self.node(v, depth + 1) for v in n.values))
@@ -388,6 +351,63 @@ class _Parser:
             col,
             hint="formulas use arithmetic, numbers, variable names, [units] and the listed functions",
         )
+
+    def _constant(self, n: ast.Constant, col: int) -> Node:
+        """A finite number, or a string (a choice's value); anything else is refused."""
+        if isinstance(n.value, bool) or not isinstance(n.value, (int, float)):
+            if isinstance(n.value, str):
+                return Str(n.value)
+            raise self.fail(f"constant {n.value!r} is not a number", col)
+        value = float(n.value) if abs(n.value) < 1e300 else math.inf
+        if not math.isfinite(value):
+            raise self.fail("number is too large", col)
+        return Num(value)
+
+    def _name(self, n: ast.Name, col: int) -> Node:
+        """A unit literal's placeholder, or a variable whose name is allowed and not reserved."""
+        if n.id in self.units:
+            return self.units[n.id]
+        problem = name_problem(n.id, "variable name")
+        if problem:
+            raise self.fail(problem, col)
+        if n.id in RESERVED_NAMES:
+            raise self.fail(f"'{n.id}' is reserved and cannot be used as a variable", col, hint="rename the variable")
+        return Var(n.id)
+
+    def _unary(self, n: ast.UnaryOp, depth: int, col: int) -> Node:
+        """``-x`` (a negative number folds), ``+x``, and ``not`` where comparisons are allowed."""
+        arg = self.node(n.operand, depth + 1)
+        if isinstance(n.op, ast.USub):
+            return Num(-arg.value) if isinstance(arg, Num) else Neg(arg)
+        if isinstance(n.op, ast.UAdd):
+            return arg
+        if isinstance(n.op, ast.Not) and self.allow_compare:
+            return Logic("not", (arg,))
+        raise self.fail(f"operator '{type(n.op).__name__}' is not allowed", col)
+
+    def _binary(self, n: ast.BinOp, depth: int, col: int) -> Node:
+        """``+ - * / % **`` (powers checked by :meth:`_power`); any other operator is refused."""
+        op = _BINOPS.get(type(n.op))
+        if op is None:
+            raise self.fail(
+                f"operator '{type(n.op).__name__}' is not allowed",
+                col,
+                hint="use + - * / ** % and the listed functions",
+            )
+        if op == "**":
+            return self._power(n, depth, col)
+        return Bin(op, self.node(n.left, depth + 1), self.node(n.right, depth + 1))
+
+    def _compare(self, n: ast.Compare, depth: int, col: int) -> Node:
+        """One comparison, only where comparisons are allowed (an ``if_`` condition, a check)."""
+        if not self.allow_compare:
+            raise self.fail("comparisons are allowed only inside if_(...) or a check", col)
+        if len(n.ops) != 1:
+            raise self.fail("chained comparisons are not allowed; write 'a < b and b < c'", col)
+        op = _CMPOPS.get(type(n.ops[0]))
+        if op is None:
+            raise self.fail(f"comparison '{type(n.ops[0]).__name__}' is not allowed", col)
+        return Cmp(op, self.node(n.left, depth + 1), self.node(n.comparators[0], depth + 1))
 
     def _power(self, n: ast.BinOp, depth: int, col: int) -> Node:
         base = self.node(n.left, depth + 1)
@@ -589,6 +609,59 @@ def _np_cmp(op: str) -> Callable[[Any, Any], Any]:
     return run
 
 
+def _compile_call(node: Call, vector: bool) -> Compiled:
+    """A function call: the table's float (or numpy) form on the compiled arguments, with one-
+    and two-argument calls unrolled (most calls; no argument list is built per evaluation)."""
+    fn = FUNCTIONS[node.fn]
+    impl = fn.np if vector else fn.py
+    args = [compile_node(a, vector=vector) for a in node.args]
+    if len(args) == 1:
+        a0 = args[0]
+        return lambda env: impl(a0(env))
+    if len(args) == 2:
+        a0, a1 = args
+        return lambda env: impl(a0(env), a1(env))
+    return lambda env: impl(*[a(env) for a in args])
+
+
+def _compile_logic(node: Logic, vector: bool) -> Compiled:
+    """``not``/``and``/``or``: Python's short-circuit on floats, numpy's elementwise on arrays."""
+    parts = [compile_node(a, vector=vector) for a in node.args]
+    if vector:
+        import numpy as np
+
+        if node.op == "not":
+            return lambda env: np.logical_not(parts[0](env))
+        red = np.logical_and if node.op == "and" else np.logical_or
+        # parts may mix scalars (a choice) and arrays (a swept input): broadcast first
+        return lambda env: red.reduce(np.broadcast_arrays(*[np.asarray(p(env)) for p in parts]))
+    if node.op == "not":
+        return lambda env: not parts[0](env)
+    if node.op == "and":
+        return lambda env: all(p(env) for p in parts)
+    return lambda env: any(p(env) for p in parts)
+
+
+def _compile_if(node: If, vector: bool) -> Compiled:
+    """``if_``: one branch evaluated on floats, ``numpy.where`` over both on arrays."""
+    fc = compile_node(node.cond, vector=vector)
+    ft, fo = compile_node(node.then, vector=vector), compile_node(node.other, vector=vector)
+    if vector:
+        import numpy as np
+
+        return lambda env: np.where(fc(env), ft(env), fo(env))
+    return lambda env: ft(env) if fc(env) else fo(env)
+
+
+def _compile_bin(node: Bin, vector: bool) -> Compiled:
+    """A binary operator; ``%`` on arrays is ``numpy.mod`` (the sign of the divisor, as Python)."""
+    fl, fr = compile_node(node.left, vector=vector), compile_node(node.right, vector=vector)
+    op = _PY_BIN[node.op]
+    if vector and node.op == "%":
+        return lambda env: __import__("numpy").mod(fl(env), fr(env))
+    return lambda env: op(fl(env), fr(env))
+
+
 def compile_node(node: Node, *, vector: bool = False) -> Compiled:
     """Build a closure ``f(env) -> value`` once; ``vector=True`` works on numpy arrays.
 
@@ -610,47 +683,15 @@ def compile_node(node: Node, *, vector: bool = False) -> Compiled:
         f = compile_node(node.arg, vector=vector)
         return lambda env: -f(env)
     if isinstance(node, Bin):
-        fl, fr = compile_node(node.left, vector=vector), compile_node(node.right, vector=vector)
-        op = _PY_BIN[node.op]
-        if vector and node.op == "%":
-            return lambda env: __import__("numpy").mod(fl(env), fr(env))
-        return lambda env: op(fl(env), fr(env))
+        return _compile_bin(node, vector)
     if isinstance(node, Call):
-        fn = FUNCTIONS[node.fn]
-        impl = fn.np if vector else fn.py
-        args = [compile_node(a, vector=vector) for a in node.args]
-        if len(args) == 1:
-            a0 = args[0]
-            return lambda env: impl(a0(env))
-        if len(args) == 2:
-            a0, a1 = args
-            return lambda env: impl(a0(env), a1(env))
-        return lambda env: impl(*[a(env) for a in args])
+        return _compile_call(node, vector)
     if isinstance(node, Cmp):
         fl, fr = compile_node(node.left, vector=vector), compile_node(node.right, vector=vector)
         cmp = _np_cmp(node.op) if vector else _PY_CMP[node.op]
         return lambda env: cmp(fl(env), fr(env))
     if isinstance(node, Logic):
-        parts = [compile_node(a, vector=vector) for a in node.args]
-        if vector:
-            import numpy as np
-
-            if node.op == "not":
-                return lambda env: np.logical_not(parts[0](env))
-            red = np.logical_and if node.op == "and" else np.logical_or
-            # parts may mix scalars (a choice) and arrays (a swept input): broadcast first
-            return lambda env: red.reduce(np.broadcast_arrays(*[np.asarray(p(env)) for p in parts]))
-        if node.op == "not":
-            return lambda env: not parts[0](env)
-        if node.op == "and":
-            return lambda env: all(p(env) for p in parts)
-        return lambda env: any(p(env) for p in parts)
+        return _compile_logic(node, vector)
     if isinstance(node, If):
-        fc = compile_node(node.cond, vector=vector)
-        ft, fo = compile_node(node.then, vector=vector), compile_node(node.other, vector=vector)
-        if vector:
-            import numpy as np
-
-            return lambda env: np.where(fc(env), ft(env), fo(env))
-        return lambda env: ft(env) if fc(env) else fo(env)
+        return _compile_if(node, vector)
     raise TypeError(node)

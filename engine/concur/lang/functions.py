@@ -47,6 +47,7 @@ __all__ = [
     "SNAP_DIGITS",
     "Arg",
     "Function",
+    "by_sympy_class",
     "out_of_range",
     "snap",
 ]
@@ -110,37 +111,25 @@ def _np_erlang(name: str) -> Callable[..., Any]:
     return run
 
 
-def _sym(name: str) -> Callable[..., Any]:
-    """Build the sympy constructor for ``name`` lazily (sympy is imported only here)."""
+def _sym(build: Callable[..., Any]) -> Callable[..., Any]:
+    """The sympy constructor ``build(sympy, *args)``, importing sympy only when it is called."""
 
-    def build(*args: Any) -> Any:
-        import sympy as sp
+    def run(*args: Any) -> Any:
+        import sympy
 
-        if name == "min":
-            return sp.Min(*args)
-        if name == "max":
-            return sp.Max(*args)
-        if name == "floor":
-            return sp.floor(args[0])
-        if name == "ceil":
-            return sp.ceiling(args[0])
-        if name == "sqrt":
-            return sp.sqrt(args[0])
-        if name == "exp":
-            return sp.exp(args[0])
-        if name == "ln":
-            return sp.log(args[0])
-        if name == "log2":
-            return sp.log(args[0], 2)
-        if name == "log10":
-            return sp.log(args[0], 10)
-        if name == "abs":
-            return sp.Abs(args[0])
-        if name in ("erlang_b", "erlang_c"):
-            return erlang_function(name)(*args)
-        raise KeyError(name)
+        return build(sympy, *args)
 
-    return build
+    return run
+
+
+def _sym_class(class_name: str) -> Callable[..., Any]:
+    """The sympy constructor that is the sympy class ``class_name`` itself (``Min``, ``floor``)."""
+    return _sym(lambda sp, *args: getattr(sp, class_name)(*args))
+
+
+def _sym_erlang(name: str) -> Callable[..., Any]:
+    """The unevaluated sympy function of ``erlang_b``/``erlang_c`` (:mod:`concur.maths.symfuncs`)."""
+    return lambda *args: erlang_function(name)(*args)
 
 
 @record
@@ -178,6 +167,19 @@ class Function:
 
     ``py`` checks ``args`` (the admissible ranges) before computing; ``args`` is empty for
     functions defined on every real (min, max, abs, floor, ceil).
+
+    Translation, read by :func:`concur.solver.symbolic.from_sympy` and
+    :class:`concur.excel.printer.ExcelPrinter` (neither names a function itself):
+
+    * ``sympy_class``: the name of the sympy class a call stays as in a sympy expression
+      (``Min``, ``ceiling``, ``log``); None when sympy rewrites the call into other constructs
+      (``sqrt(x)`` is ``Pow(x, 1/2)``, ``log2(x)`` is ``log(x)/log(2)``), which translate back
+      through those constructs.
+    * ``excel``: the sheet formula, a :meth:`str.format` template of the printed arguments:
+      ``{0}``, ``{1}`` one argument, ``{args}`` all of them comma-separated. None with
+      ``sympy_class`` None, except ``sqrt``, whose template prints ``Pow(x, 1/2)``.
+    * ``snaps``: the argument is rounded to :data:`SNAP_DIGITS` significant digits first, in
+      Python (``py``/``np``) and in the sheet alike (floor, ceil).
     """
 
     name: str
@@ -190,6 +192,9 @@ class Function:
     smooth: bool = True  # False: the solver never inverts through it (floor, ceil)
     doc: str = ""
     args: tuple[Arg, ...] = ()
+    sympy_class: str | None = None
+    excel: str | None = None
+    snaps: bool = False
 
 
 def _guarded(name: str, impl: Callable[..., float], *args: Arg) -> Callable[..., float]:
@@ -244,11 +249,39 @@ _SERVERS = Arg("servers", 0.0, MAX_SERVERS)
 _LOAD = Arg("load", 0.0, MAX_LOAD)
 
 
+_ERLANG_B_XL = "(_xlfn.POISSON.DIST({0},{1},FALSE)/_xlfn.POISSON.DIST({0},{1},TRUE))"
+_POISSON_P = "_xlfn.POISSON.DIST({0},{1},FALSE)"
+_POISSON_F = "_xlfn.POISSON.DIST(({0})-1,{1},TRUE)"
+# erlang_c = c*P/(c*P + (c-A)*F(c-1)), 1 when A >= c (see concur.excel.printer)
+_ERLANG_C_XL = f"IF(({{1}})>=({{0}}),1,({{0}})*{_POISSON_P}/(({{0}})*{_POISSON_P}+(({{0}})-({{1}}))*{_POISSON_F}))"
+
 FUNCTIONS: dict[str, Function] = {
     f.name: f
     for f in [
-        Function("min", 2, 8, min, _np_minmax("minimum"), "same", _sym("min"), doc="smallest argument"),
-        Function("max", 2, 8, max, _np_minmax("maximum"), "same", _sym("max"), doc="largest argument"),
+        Function(
+            "min",
+            2,
+            8,
+            min,
+            _np_minmax("minimum"),
+            "same",
+            _sym_class("Min"),
+            doc="smallest argument",
+            sympy_class="Min",
+            excel="MIN({args})",
+        ),
+        Function(
+            "max",
+            2,
+            8,
+            max,
+            _np_minmax("maximum"),
+            "same",
+            _sym_class("Max"),
+            doc="largest argument",
+            sympy_class="Max",
+            excel="MAX({args})",
+        ),
         Function(
             "floor",
             1,
@@ -256,9 +289,12 @@ FUNCTIONS: dict[str, Function] = {
             _floor,
             lambda x: _np().floor(_np_snap(x)),
             "count",
-            _sym("floor"),
+            _sym_class("floor"),
             smooth=False,
             doc="round down (after snapping to 12 significant digits)",
+            sympy_class="floor",
+            excel="_xlfn.FLOOR.MATH({0},1)",
+            snaps=True,
         ),
         Function(
             "ceil",
@@ -267,9 +303,12 @@ FUNCTIONS: dict[str, Function] = {
             _ceil,
             lambda x: _np().ceil(_np_snap(x)),
             "count",
-            _sym("ceil"),
+            _sym_class("ceiling"),
             smooth=False,
             doc="round up (after snapping to 12 significant digits)",
+            sympy_class="ceiling",
+            excel="_xlfn.CEILING.MATH({0},1)",
+            snaps=True,
         ),
         Function(
             "sqrt",
@@ -278,9 +317,10 @@ FUNCTIONS: dict[str, Function] = {
             _guarded("sqrt", math.sqrt, Arg("x", 0.0)),
             _np_fn("sqrt"),
             "sqrt",
-            _sym("sqrt"),
+            _sym_class("sqrt"),
             doc="square root",
             args=(Arg("x", 0.0),),
+            excel="SQRT({0})",
         ),
         Function(
             "exp",
@@ -289,9 +329,11 @@ FUNCTIONS: dict[str, Function] = {
             _guarded("exp", math.exp, Arg("x", hi=MAX_EXP)),
             _np_fn("exp"),
             "dimensionless",
-            _sym("exp"),
+            _sym_class("exp"),
             doc="e to the power x",
             args=(Arg("x", hi=MAX_EXP),),
+            sympy_class="exp",
+            excel="EXP({0})",
         ),
         Function(
             "ln",
@@ -300,9 +342,11 @@ FUNCTIONS: dict[str, Function] = {
             _guarded("ln", math.log, _POSITIVE),
             _np_fn("log"),
             "dimensionless",
-            _sym("ln"),
+            _sym_class("log"),
             doc="natural logarithm",
             args=(_POSITIVE,),
+            sympy_class="log",
+            excel="LN({0})",
         ),
         Function(
             "log2",
@@ -311,7 +355,7 @@ FUNCTIONS: dict[str, Function] = {
             _guarded("log2", math.log2, _POSITIVE),
             _np_fn("log2"),
             "dimensionless",
-            _sym("log2"),
+            _sym(lambda sp, x: sp.log(x, 2)),
             doc="base-2 logarithm",
             args=(_POSITIVE,),
         ),
@@ -322,11 +366,22 @@ FUNCTIONS: dict[str, Function] = {
             _guarded("log10", math.log10, _POSITIVE),
             _np_fn("log10"),
             "dimensionless",
-            _sym("log10"),
+            _sym(lambda sp, x: sp.log(x, 10)),
             doc="base-10 logarithm",
             args=(_POSITIVE,),
         ),
-        Function("abs", 1, 1, abs, _np_fn("abs"), "same", _sym("abs"), doc="absolute value"),
+        Function(
+            "abs",
+            1,
+            1,
+            abs,
+            _np_fn("abs"),
+            "same",
+            _sym_class("Abs"),
+            doc="absolute value",
+            sympy_class="Abs",
+            excel="ABS({0})",
+        ),
         Function(
             "erlang_b",
             2,
@@ -334,10 +389,12 @@ FUNCTIONS: dict[str, Function] = {
             _guarded("erlang_b", erlang.erlang_b, _SERVERS, _LOAD),
             _np_erlang("erlang_b"),
             "dimensionless",
-            _sym("erlang_b"),
+            _sym_erlang("erlang_b"),
             smooth=False,
             doc="Erlang B blocking probability erlang_b(servers, load)",
             args=(_SERVERS, _LOAD),
+            sympy_class="erlang_b",
+            excel=_ERLANG_B_XL,
         ),
         Function(
             "erlang_c",
@@ -346,10 +403,22 @@ FUNCTIONS: dict[str, Function] = {
             _guarded("erlang_c", erlang.erlang_c, _SERVERS, _LOAD),
             _np_erlang("erlang_c"),
             "dimensionless",
-            _sym("erlang_c"),
+            _sym_erlang("erlang_c"),
             smooth=False,
             doc="Erlang C probability of waiting erlang_c(servers, load)",
             args=(_SERVERS, _LOAD),
+            sympy_class="erlang_c",
+            excel=_ERLANG_C_XL,
         ),
     ]
 }
+
+
+def by_sympy_class(expr: Any) -> Function | None:
+    """The row whose ``sympy_class`` ``expr`` is an instance of, by class name along its MRO
+    (the way sympy's printers dispatch); None for any other sympy object. Imports no sympy."""
+    for cls in type(expr).__mro__:
+        for row in FUNCTIONS.values():
+            if row.sympy_class == cls.__name__:
+                return row
+    return None

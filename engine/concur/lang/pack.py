@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..errors import ConcurError, Location, PackError, UnitError
 from ..records import record
@@ -305,7 +305,8 @@ def list_item_problem(item: Any) -> str | None:
     return None
 
 
-def _variable(name: str, spec: Any, pack: str, where: Location) -> Variable:
+def _variable_spec(name: str, spec: Any, where: Location) -> YMap:
+    """The variable's mapping (empty for ``name:`` alone), once its name is allowed and every key known."""
     _identifier(name, "variable name", where)
     _require(
         name not in RESERVED_NAMES,
@@ -324,20 +325,29 @@ def _variable(name: str, spec: Any, pack: str, where: Location) -> Variable:
         where,
         f"allowed: {', '.join(sorted(_VAR_KEYS))}",
     )
-    choices: tuple[str, ...] = ()
-    if "choices" in spec:
-        raw = spec["choices"]
-        _require(
-            isinstance(raw, YList) and len(raw) > 0 and all(isinstance(c, str) for c in raw),
-            f"choices of '{name}' must be a list of names",
-            spec.where("choices"),
-        )
-        for i, choice in enumerate(raw):
-            problem = list_item_problem(choice)
-            _require(problem is None, f"choice {i + 1} of '{name}' {problem}", raw.where(i))
-            _require(choice not in raw[:i], f"choice '{choice}' of '{name}' is listed twice", raw.where(i))
-        choices = tuple(raw)
-        _require("unit" not in spec, f"choice variable '{name}' cannot have a unit", spec.where("unit"))
+    return cast(YMap, spec)
+
+
+def _choices(name: str, spec: YMap) -> tuple[str, ...]:
+    """A choice variable's names: a non-empty list of distinct list-safe names, and no unit."""
+    if "choices" not in spec:
+        return ()
+    raw = spec["choices"]
+    _require(
+        isinstance(raw, YList) and len(raw) > 0 and all(isinstance(c, str) for c in raw),
+        f"choices of '{name}' must be a list of names",
+        spec.where("choices"),
+    )
+    for i, choice in enumerate(raw):
+        problem = list_item_problem(choice)
+        _require(problem is None, f"choice {i + 1} of '{name}' {problem}", raw.where(i))
+        _require(choice not in raw[:i], f"choice '{choice}' of '{name}' is listed twice", raw.where(i))
+    _require("unit" not in spec, f"choice variable '{name}' cannot have a unit", spec.where("unit"))
+    return tuple(raw)
+
+
+def _variable_units(name: str, spec: YMap) -> tuple[UnitInfo, UnitInfo]:
+    """The variable's unit and display unit (the unit unless given), which must share dimensions."""
     unit_text = spec.get("unit", "")
     unit_text = "" if unit_text is None else str(unit_text)
     unit = unit_info(unit_text, where=spec.where("unit"), variable=name)
@@ -348,6 +358,11 @@ def _variable(name: str, spec: Any, pack: str, where: Location) -> Variable:
             where=spec.where("display"),
             variable=name,
         )
+    return unit, display
+
+
+def _variable_flags(name: str, spec: YMap) -> tuple[str | None, bool, bool]:
+    """``limit`` (at_least, at_most or none), ``integer`` and ``stated`` (which needs a default)."""
     limit = spec.get("limit")
     _require(
         limit in (None, "at_least", "at_most"), f"limit of '{name}' must be at_least or at_most", spec.where("limit")
@@ -362,24 +377,38 @@ def _variable(name: str, spec: Any, pack: str, where: Location) -> Variable:
         spec.where("stated"),
         "stated: true makes answers mention the default they used; give the variable a default",
     )
+    return limit, integer, stated
+
+
+def _variable_bounds(name: str, spec: YMap, proto: Variable) -> tuple[float | None, float | None]:
+    """``bounds: [low, high]`` in base units (null for an open end; low <= high)."""
+    if "bounds" not in spec:
+        return (None, None)
+    raw = spec["bounds"]
+    _require(
+        isinstance(raw, YList) and len(raw) == 2,
+        f"bounds of '{name}' must be [low, high]",
+        spec.where("bounds"),
+        "use null for an open end",
+    )
+    lo, hi = (None if b is None else convert_value(b, proto, spec.where("bounds")) for b in raw)
+    _require(lo is None or hi is None or lo <= hi, f"bounds of '{name}' are reversed", spec.where("bounds"))
+    return (lo, hi)
+
+
+def _variable(name: str, spec: Any, pack: str, where: Location) -> Variable:
+    """One declared variable, every field checked in the order the keys are documented."""
+    spec = _variable_spec(name, spec, where)
+    choices = _choices(name, spec)
+    unit, display = _variable_units(name, spec)
+    limit, integer, stated = _variable_flags(name, spec)
     proto = Variable(name, unit, display, str(spec.get("doc", "") or ""), where, pack, choices=choices)
     default = None
     default_text = None
     if "default" in spec and spec["default"] is not None:
         default_text = str(spec["default"])
         default = convert_value(spec["default"], proto, spec.where("default"))
-    bounds: tuple[float | None, float | None] = (None, None)
-    if "bounds" in spec:
-        raw = spec["bounds"]
-        _require(
-            isinstance(raw, YList) and len(raw) == 2,
-            f"bounds of '{name}' must be [low, high]",
-            spec.where("bounds"),
-            "use null for an open end",
-        )
-        lo, hi = (None if b is None else convert_value(b, proto, spec.where("bounds")) for b in raw)
-        _require(lo is None or hi is None or lo <= hi, f"bounds of '{name}' are reversed", spec.where("bounds"))
-        bounds = (lo, hi)
+    bounds = _variable_bounds(name, spec, proto)
     violation = spec.get("violation")
     return Variable(
         name,
@@ -426,60 +455,14 @@ def load_pack(
         "not a concur pack: a pack is a YAML mapping that starts with 'pack: NAME'",
         top,
     )
-    name = data["pack"]
-    _require(name_problem(name) is None, "'pack:' must be an ASCII identifier", data.where("pack"))
     each = Problems(problems)
-    if text is None:
-        with each.item():
-            _require(
-                name == path.stem,
-                f"pack name '{name}' must equal the file name '{path.stem}'",
-                data.where("pack"),
-                f"rename the file to {name}.yaml or the pack to {path.stem}",
-            )
-    unknown = set(data) - _PACK_KEYS
-    with each.item():
-        _require(
-            not unknown,
-            f"unknown top-level key(s) {sorted(unknown)}",
-            data.where(sorted(unknown)[0]) if unknown else top,
-            f"allowed: {', '.join(sorted(_PACK_KEYS))}",
-        )
+    name = _pack_name(data, path if text is None else None, top, each)
     doc = str(data.get("doc", "") or "")
-
-    uses: list[tuple[str, dict[str, str]]] = []
-    uses_where: list[Location] = []
-    raw_uses = _section(each, _listing, data, "uses", "pack names")
-    for i, item in enumerate(raw_uses):
-        with each.item():
-            uses.append(_use(item, raw_uses.where(i)))
-            uses_where.append(raw_uses.where(i))
-
-    variables: dict[str, Variable] = {}
-    raw_vars = _section(each, _mapping, data, "variables", "name -> {unit, doc, ...}")
-    for vname, spec in raw_vars.items():
-        with each.item():
-            variables[vname] = _variable(vname, spec, name, raw_vars.where(vname))
-    broken = tuple(str(v) for v in raw_vars if v not in variables)
-
-    equations: list[Equation] = []
-    raw_eqs = _section(each, _listing, data, "equations", "equations")
-    for i, item in enumerate(raw_eqs):
-        with each.item():
-            equations.append(_equation(item, raw_eqs.where(i), name, i + 1))
-
-    constraints: list[Constraint] = []
-    raw_cons = _section(each, _listing, data, "constraints", "{check, doc} entries")
-    for i, item in enumerate(raw_cons):
-        with each.item():
-            constraints.append(_constraint(item, raw_cons.where(i), name))
-
-    presets: dict[str, Preset] = {}
-    raw_presets = _section(each, _mapping, data, "presets", "key -> {catalog: NAME}")
-    for key, spec in raw_presets.items():
-        with each.item():
-            presets[key] = _preset(key, spec, raw_presets.where(key))
-
+    uses, uses_where = _uses(data, each)
+    variables, broken = _variables(data, name, each)
+    equations = _equations(data, name, each)
+    constraints = _constraints(data, name, each)
+    presets = _presets(data, each)
     examples = tuple(_examples(data, name, each))
     scenario = dict(_section(each, _mapping, data, "scenario", "name -> value"))
     answers = data.get("answers") or []
@@ -504,6 +487,82 @@ def load_pack(
         broken,
         tuple(answers),
     )
+
+
+def _pack_name(data: YMap, path: Path | None, top: Location, each: Problems) -> str:
+    """The ``pack:`` name, an identifier equal to the file's name (``path``; None for a pack
+    given as text); every top-level key must be known."""
+    name: str = data["pack"]
+    _require(name_problem(name) is None, "'pack:' must be an ASCII identifier", data.where("pack"))
+    if path is not None:
+        with each.item():
+            _require(
+                name == path.stem,
+                f"pack name '{name}' must equal the file name '{path.stem}'",
+                data.where("pack"),
+                f"rename the file to {name}.yaml or the pack to {path.stem}",
+            )
+    unknown = set(data) - _PACK_KEYS
+    with each.item():
+        _require(
+            not unknown,
+            f"unknown top-level key(s) {sorted(unknown)}",
+            data.where(sorted(unknown)[0]) if unknown else top,
+            f"allowed: {', '.join(sorted(_PACK_KEYS))}",
+        )
+    return name
+
+
+def _uses(data: YMap, each: Problems) -> tuple[list[tuple[str, dict[str, str]]], list[Location]]:
+    """``uses:``: each used pack with its renames, and where each entry is written."""
+    uses: list[tuple[str, dict[str, str]]] = []
+    uses_where: list[Location] = []
+    raw_uses = _section(each, _listing, data, "uses", "pack names")
+    for i, item in enumerate(raw_uses):
+        with each.item():
+            uses.append(_use(item, raw_uses.where(i)))
+            uses_where.append(raw_uses.where(i))
+    return uses, uses_where
+
+
+def _variables(data: YMap, pack: str, each: Problems) -> tuple[dict[str, Variable], tuple[str, ...]]:
+    """``variables:``: the declared variables, and the names whose declaration failed (``broken``)."""
+    variables: dict[str, Variable] = {}
+    raw_vars = _section(each, _mapping, data, "variables", "name -> {unit, doc, ...}")
+    for vname, spec in raw_vars.items():
+        with each.item():
+            variables[vname] = _variable(vname, spec, pack, raw_vars.where(vname))
+    return variables, tuple(str(v) for v in raw_vars if v not in variables)
+
+
+def _equations(data: YMap, pack: str, each: Problems) -> list[Equation]:
+    """``equations:``, numbered from 1 in the order written."""
+    equations: list[Equation] = []
+    raw_eqs = _section(each, _listing, data, "equations", "equations")
+    for i, item in enumerate(raw_eqs):
+        with each.item():
+            equations.append(_equation(item, raw_eqs.where(i), pack, i + 1))
+    return equations
+
+
+def _constraints(data: YMap, pack: str, each: Problems) -> list[Constraint]:
+    """``constraints:``, the checks an answer must pass."""
+    constraints: list[Constraint] = []
+    raw_cons = _section(each, _listing, data, "constraints", "{check, doc} entries")
+    for i, item in enumerate(raw_cons):
+        with each.item():
+            constraints.append(_constraint(item, raw_cons.where(i), pack))
+    return constraints
+
+
+def _presets(data: YMap, each: Problems) -> dict[str, Preset]:
+    """``presets:``, each key naming a catalog."""
+    presets: dict[str, Preset] = {}
+    raw_presets = _section(each, _mapping, data, "presets", "key -> {catalog: NAME}")
+    for key, spec in raw_presets.items():
+        with each.item():
+            presets[key] = _preset(key, spec, raw_presets.where(key))
+    return presets
 
 
 def _section(each: Problems, kind: Any, data: YMap, key: str, what: str) -> Any:

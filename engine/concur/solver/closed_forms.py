@@ -189,52 +189,77 @@ def isolate(lhs: Node, rhs: Node, var: str) -> tuple[Node, ...] | None:
     side, other = (lhs, rhs) if _occurrences(lhs, var) else (rhs, lhs)
     targets: list[Node] = [other]
     while not (isinstance(side, Var) and side.name == var):
-        if isinstance(side, Neg):
-            side, targets = side.arg, [Neg(t) for t in targets]
-        elif isinstance(side, Bin) and side.op in "+-*/":
-            left_has = _occurrences(side.left, var) == 1
-            inner, rest = (side.left, side.right) if left_has else (side.right, side.left)
-            if side.op == "+":
-                targets = [Bin("-", t, rest) for t in targets]
-            elif side.op == "*":
-                targets = [Bin("/", t, rest) for t in targets]
-            elif side.op == "-":
-                targets = [Bin("+", t, rest) if left_has else Bin("-", rest, t) for t in targets]
-            else:  # "/"
-                targets = [Bin("*", t, rest) if left_has else Bin("/", rest, t) for t in targets]
-            side = inner
-        elif isinstance(side, Bin) and side.op == "**":
-            if _occurrences(side.left, var) == 1 and isinstance(side.right, Num) and side.right.value != 0:
-                p = side.right.value
-                root = [Bin("**", t, Num(1.0 / p)) for t in targets]
-                even = float(p).is_integer() and int(p) % 2 == 0
-                targets = root + ([Neg(r) for r in root] if even else [])
-                side = side.left
-            elif _occurrences(side.right, var) == 1:  # a ** x = t: x = ln(t) / ln(a)
-                targets = [Bin("/", Call("ln", (t,)), Call("ln", (side.left,))) for t in targets]
-                side = side.right
-            else:
-                return None
-        elif isinstance(side, Call) and len(side.args) == 1:
-            fn = side.fn
-            if fn == "exp":
-                targets = [Call("ln", (t,)) for t in targets]
-            elif fn == "ln":
-                targets = [Call("exp", (t,)) for t in targets]
-            elif fn == "log2":
-                targets = [Bin("**", Num(2.0), t) for t in targets]
-            elif fn == "log10":
-                targets = [Bin("**", Num(10.0), t) for t in targets]
-            elif fn == "sqrt":
-                targets = [Bin("**", t, Num(2.0)) for t in targets]
-            elif fn == "abs":
-                targets = targets + [Neg(t) for t in targets]
-            else:
-                return None
-            side = side.args[0]
-        else:
+        peeled = _peel(side, targets, var)
+        if peeled is None:
             return None
+        side, targets = peeled
     return tuple(targets)
+
+
+Peeled = tuple[Node, list[Node]]
+"""One step of :func:`isolate`: the inner side still holding the variable, and what it equals."""
+
+
+def _call_inverse(fn: str, t: Node) -> list[Node] | None:
+    """The argument of one-argument function ``fn`` whose value is ``t`` (``abs`` has two);
+    None when the variable cannot be peeled out of ``fn`` here."""
+    if fn == "exp":
+        return [Call("ln", (t,))]
+    if fn == "ln":
+        return [Call("exp", (t,))]
+    if fn == "log2":
+        return [Bin("**", Num(2.0), t)]
+    if fn == "log10":
+        return [Bin("**", Num(10.0), t)]
+    if fn == "sqrt":
+        return [Bin("**", t, Num(2.0))]
+    if fn == "abs":
+        return [t, Neg(t)]
+    return None
+
+
+def _peel(side: Node, targets: list[Node], var: str) -> Peeled | None:
+    """Undo the outermost operation of ``side`` (which holds ``var`` once) on every target; None
+    when it has no inverse here."""
+    if isinstance(side, Neg):
+        return side.arg, [Neg(t) for t in targets]
+    if isinstance(side, Bin) and side.op in "+-*/":
+        return _peel_arithmetic(side, targets, var)
+    if isinstance(side, Bin) and side.op == "**":
+        return _peel_power(side, targets, var)
+    if isinstance(side, Call) and len(side.args) == 1:
+        inverses = [_call_inverse(side.fn, t) for t in targets]
+        if any(i is None for i in inverses):
+            return None
+        if side.fn == "abs":  # every target, then every negated target (the order roots are tried)
+            return side.args[0], targets + [Neg(t) for t in targets]
+        return side.args[0], [r for i in inverses for r in i or ()]
+    return None
+
+
+def _peel_arithmetic(side: Bin, targets: list[Node], var: str) -> Peeled:
+    """``a + b``, ``a - b``, ``a * b``, ``a / b`` with ``var`` on one side: move the other across."""
+    left_has = _occurrences(side.left, var) == 1
+    inner, rest = (side.left, side.right) if left_has else (side.right, side.left)
+    if side.op == "+":
+        return inner, [Bin("-", t, rest) for t in targets]
+    if side.op == "*":
+        return inner, [Bin("/", t, rest) for t in targets]
+    if side.op == "-":
+        return inner, [Bin("+", t, rest) if left_has else Bin("-", rest, t) for t in targets]
+    return inner, [Bin("*", t, rest) if left_has else Bin("/", rest, t) for t in targets]  # "/"
+
+
+def _peel_power(side: Bin, targets: list[Node], var: str) -> Peeled | None:
+    """``x ** p`` (a constant p; an even p has two roots) or ``a ** x`` (x = ln(t) / ln(a))."""
+    if _occurrences(side.left, var) == 1 and isinstance(side.right, Num) and side.right.value != 0:
+        p = side.right.value
+        root = [Bin("**", t, Num(1.0 / p)) for t in targets]
+        even = float(p).is_integer() and int(p) % 2 == 0
+        return side.left, root + ([Neg(r) for r in root] if even else [])
+    if _occurrences(side.right, var) == 1:  # a ** x = t: x = ln(t) / ln(a)
+        return side.right, [Bin("/", Call("ln", (t,)), Call("ln", (side.left,))) for t in targets]
+    return None
 
 
 def _key(e: SpecialisedEq, var: str) -> str:
@@ -311,28 +336,35 @@ def _linear(node: Node, position: dict[str, int]) -> tuple[dict[int, Node], list
         return {k: Neg(c) for k, c in inner[0].items()}, [Neg(t) for t in inner[1]]
     if not isinstance(node, Bin) or node.op not in "+-*/":
         return None
-    if node.op in "+-":
-        left, right = _linear(node.left, position), _linear(node.right, position)
-        if left is None or right is None:
-            return None
-        coefficients = dict(left[0])
-        for k, c in right[0].items():
-            c = c if node.op == "+" else Neg(c)
-            coefficients[k] = Bin("+", coefficients[k], c) if k in coefficients else c
-        return coefficients, left[1] + (right[1] if node.op == "+" else [Neg(t) for t in right[1]])
-    # a product or a quotient is linear when the unknowns sit on one side and not in a divisor
     left, right = _linear(node.left, position), _linear(node.right, position)
     if left is None or right is None:
         return None
+    if node.op in "+-":
+        return _linear_sum(left, right, node.op)
+    # a product or a quotient is linear when the unknowns sit on one side and not in a divisor
     if node.op == "/":
-        if right[0]:
-            return None
-        scale = node.right
-        return {k: Bin("/", c, scale) for k, c in left[0].items()}, [Bin("/", t, scale) for t in left[1]]
+        return None if right[0] else _scaled(left, "/", node.right)
     if left[0] and right[0]:
         return None
-    (lin, scale) = (left, node.right) if left[0] else (right, node.left)
-    return {k: Bin("*", c, scale) for k, c in lin[0].items()}, [Bin("*", t, scale) for t in lin[1]]
+    return _scaled(left, "*", node.right) if left[0] else _scaled(right, "*", node.left)
+
+
+Linear = tuple[dict[int, Node], list[Node]]
+"""A linear form: unknown position -> coefficient, and the constant terms."""
+
+
+def _linear_sum(left: Linear, right: Linear, op: str) -> Linear:
+    """``left + right`` or ``left - right``, coefficients of one unknown added."""
+    coefficients = dict(left[0])
+    for k, c in right[0].items():
+        c = c if op == "+" else Neg(c)
+        coefficients[k] = Bin("+", coefficients[k], c) if k in coefficients else c
+    return coefficients, left[1] + (right[1] if op == "+" else [Neg(t) for t in right[1]])
+
+
+def _scaled(lin: Linear, op: str, scale: Node) -> Linear:
+    """Every coefficient and constant of ``lin`` multiplied (``*``) or divided (``/``) by ``scale``."""
+    return {k: Bin(op, c, scale) for k, c in lin[0].items()}, [Bin(op, t, scale) for t in lin[1]]
 
 
 def linear_rows(eqs: list[SpecialisedEq], variables: list[str]) -> tuple[LinearRow, ...] | None:
@@ -392,31 +424,41 @@ def degree(node: Node, unknowns: set[str]) -> int | None:
     if isinstance(node, Neg):
         return degree(node.arg, unknowns)
     if isinstance(node, Bin):
-        left, right = degree(node.left, unknowns), degree(node.right, unknowns)
-        if left is None or right is None:
-            return None
-        if node.op in "+-":
-            return max(left, right)
-        if node.op in "*/":
-            return left + right
-        if node.op == "**" and isinstance(node.right, Num) and right == 0:
-            from fractions import Fraction  # here: fractions loads decimal, which a forward plan never needs
-
-            p = Fraction(node.right.value).limit_denominator(16)
-            return left * max(abs(p.numerator), 1) * p.denominator
-        return None
+        return _degree_bin(node, unknowns)
     if isinstance(node, Call):
-        args = [degree(a, unknowns) for a in node.args]
-        if any(a is None for a in args):
-            return None
-        if node.fn == "sqrt":
-            return 2 * (args[0] or 0)
-        if node.fn in ("min", "max", "abs"):
-            return max(a or 0 for a in args)
-        return None
+        return _degree_call(node, unknowns)
     if isinstance(node, If):
         parts = [degree(node.then, unknowns), degree(node.other, unknowns)]
         return None if None in parts else max(p or 0 for p in parts)
+    return None
+
+
+def _degree_bin(node: Bin, unknowns: set[str]) -> int | None:
+    """A sum's largest degree, a product's or quotient's total, a constant power's multiple."""
+    left, right = degree(node.left, unknowns), degree(node.right, unknowns)
+    if left is None or right is None:
+        return None
+    if node.op in "+-":
+        return max(left, right)
+    if node.op in "*/":
+        return left + right
+    if node.op == "**" and isinstance(node.right, Num) and right == 0:
+        from fractions import Fraction  # here: fractions loads decimal, which a forward plan never needs
+
+        p = Fraction(node.right.value).limit_denominator(16)
+        return left * max(abs(p.numerator), 1) * p.denominator
+    return None
+
+
+def _degree_call(node: Call, unknowns: set[str]) -> int | None:
+    """``sqrt`` doubles, ``min``/``max``/``abs`` keep the largest; any other function: None."""
+    args = [degree(a, unknowns) for a in node.args]
+    if any(a is None for a in args):
+        return None
+    if node.fn == "sqrt":
+        return 2 * (args[0] or 0)
+    if node.fn in ("min", "max", "abs"):
+        return max(a or 0 for a in args)
     return None
 
 

@@ -8,56 +8,75 @@ disk and evaluated without sympy on the next run.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from ..lang.expr import Bin, Call, Cmp, If, Logic, Neg, Node, Num, UnitLit, Var
-from ..lang.functions import FUNCTIONS
+from ..lang.functions import FUNCTIONS, Function, by_sympy_class
 
 __all__ = ["from_sympy", "to_sympy"]
+
+
+def _sym_number(sp: Any, v: float, exact_below: float) -> Any:
+    """``v`` as a sympy Integer when it is a whole number under ``exact_below``, else a Float."""
+    return sp.Integer(int(v)) if v.is_integer() and abs(v) < exact_below else sp.Float(v, 17)
+
+
+def _sym_power(sp: Any, a: Any, b: Any) -> Any:
+    """``a ** b`` with a float exponent made exact (an integer, else a rational), so sympy can
+    simplify and invert through it."""
+    if isinstance(b, sp.Float) and float(b).is_integer():
+        b = sp.Integer(int(b))
+    elif isinstance(b, sp.Float):
+        b = sp.nsimplify(b, rational=True)
+    return a**b
+
+
+def _sym_bin(sp: Any, op: str, a: Any, b: Any) -> Any:
+    """The sympy form of the binary operator ``op`` (``%`` is ``Mod``)."""
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "/":
+        return a / b
+    if op == "**":
+        return _sym_power(sp, a, b)
+    return sp.Mod(a, b)
+
+
+def _sym_logic(sp: Any, op: str, parts: list[Any]) -> Any:
+    """The sympy form of ``not``/``and``/``or`` over converted ``parts``."""
+    if op == "not":
+        return sp.Not(parts[0])
+    return sp.And(*parts) if op == "and" else sp.Or(*parts)
 
 
 def to_sympy(node: Node, symbols: dict[str, Any]) -> Any:
     """Convert a tree to sympy using pre-made ``symbols`` (never ``sympify``)."""
     import sympy as sp
 
+    relations = {"<": sp.Lt, "<=": sp.Le, ">": sp.Gt, ">=": sp.Ge, "==": sp.Eq, "!=": sp.Ne}
+
     def conv(n: Node) -> Any:
         if isinstance(n, Num):
-            v = n.value
-            return sp.Integer(int(v)) if v.is_integer() and abs(v) < 1e15 else sp.Float(v, 17)
+            return _sym_number(sp, n.value, 1e15)
         if isinstance(n, UnitLit):
-            v = n.value
-            return sp.Integer(int(v)) if v.is_integer() and abs(v) < 1e18 else sp.Float(v, 17)
+            return _sym_number(sp, n.value, 1e18)
         if isinstance(n, Var):
             return symbols[n.name]
         if isinstance(n, Neg):
             return -conv(n.arg)
         if isinstance(n, Bin):
-            a, b = conv(n.left), conv(n.right)
-            if n.op == "+":
-                return a + b
-            if n.op == "-":
-                return a - b
-            if n.op == "*":
-                return a * b
-            if n.op == "/":
-                return a / b
-            if n.op == "**":
-                if isinstance(b, sp.Float) and float(b).is_integer():
-                    b = sp.Integer(int(b))
-                elif isinstance(b, sp.Float):
-                    b = sp.nsimplify(b, rational=True)
-                return a**b
-            return sp.Mod(a, b)
+            return _sym_bin(sp, n.op, conv(n.left), conv(n.right))
         if isinstance(n, Call):
             return FUNCTIONS[n.fn].sympy(*[conv(a) for a in n.args])
         if isinstance(n, Cmp):
-            a, b = conv(n.left), conv(n.right)
-            return {"<": sp.Lt, "<=": sp.Le, ">": sp.Gt, ">=": sp.Ge, "==": sp.Eq, "!=": sp.Ne}[n.op](a, b)
+            return relations[n.op](conv(n.left), conv(n.right))
         if isinstance(n, Logic):
-            parts = [conv(a) for a in n.args]
-            if n.op == "not":
-                return sp.Not(parts[0])
-            return sp.And(*parts) if n.op == "and" else sp.Or(*parts)
+            return _sym_logic(sp, n.op, [conv(a) for a in n.args])
         if isinstance(n, If):
             return sp.Piecewise((conv(n.then), conv(n.cond)), (conv(n.other), True))
         raise TypeError(n)
@@ -65,17 +84,67 @@ def to_sympy(node: Node, symbols: dict[str, Any]) -> Any:
     return conv(node)
 
 
-def from_sympy(expr: Any) -> Node:
-    """Convert a sympy expression (from the solver) back to a tree; raises TypeError if unsupported."""
-    import sympy as sp
+def _chain(op: str, parts: list[Node]) -> Node:
+    """``parts`` joined left to right by the binary operator ``op``: ``((a op b) op c)``."""
+    out = parts[0]
+    for p in parts[1:]:
+        out = Bin(op, out, p)
+    return out
 
-    def conv(e: Any) -> Node:
+
+def _table_call(fn: Function, args: list[Node]) -> Node:
+    """The call of table row ``fn`` on converted ``args``. A variadic function (min, max) nests
+    binary calls; a two-argument ``log(x, b)`` is ``ln(x) / ln(b)``."""
+    if fn.name == "ln" and len(args) == 2:
+        return Bin("/", Call("ln", (args[0],)), Call("ln", (args[1],)))
+    if fn.max_args > fn.min_args:
+        out = args[0]
+        for a in args[1:]:
+            out = Call(fn.name, (out, a))
+        return out
+    return Call(fn.name, tuple(args))
+
+
+class _FromSympy:
+    """One conversion from sympy to a tree: :meth:`conv` dispatches to one method per sympy
+    construct; every formula function goes through the function table (:func:`by_sympy_class`)."""
+
+    def __init__(self) -> None:
+        import sympy as sp
+
+        self.sp = sp
+        self.structural: list[tuple[Any, Callable[[Any], Node]]] = [
+            (sp.Add, self.add),
+            (sp.Mul, self.mul),
+            (sp.Pow, self.power),
+            (sp.Mod, lambda e: Bin("%", self.conv(e.args[0]), self.conv(e.args[1]))),
+            (sp.Piecewise, self.piecewise),
+            (sp.core.relational.Relational, lambda e: Cmp(e.rel_op, self.conv(e.lhs), self.conv(e.rhs))),
+            (sp.And, lambda e: Logic("and", tuple(self.conv(a) for a in e.args))),
+            (sp.Or, lambda e: Logic("or", tuple(self.conv(a) for a in e.args))),
+            (sp.Not, lambda e: Logic("not", (self.conv(e.args[0]),))),
+        ]
+
+    def conv(self, e: Any) -> Node:
+        """The tree of sympy expression ``e``; TypeError for what the language cannot say."""
+        leaf = self.leaf(e)
+        if leaf is not None:
+            return leaf
+        fn = by_sympy_class(e)
+        if fn is not None:
+            return _table_call(fn, [self.conv(a) for a in e.args])
+        for cls, method in self.structural:
+            if isinstance(e, cls):
+                return method(e)
+        raise TypeError(f"cannot convert {type(e).__name__} from sympy")
+
+    def leaf(self, e: Any) -> Node | None:
+        """A symbol, truth value or finite real constant as a tree; None for anything else."""
+        sp = self.sp
         if isinstance(e, sp.Symbol):
             return Var(e.name)
-        if e is sp.true:
-            return Cmp("==", Num(1.0), Num(1.0))
-        if e is sp.false:
-            return Cmp("==", Num(1.0), Num(0.0))
+        if e is sp.true or e is sp.false:
+            return Cmp("==", Num(1.0), Num(1.0 if e is sp.true else 0.0))
         if e.is_Number:
             if e.is_real is False or e in (sp.oo, -sp.oo, sp.nan, sp.zoo):
                 raise TypeError(f"non-finite or complex constant {e}")
@@ -84,73 +153,48 @@ def from_sympy(expr: Any) -> Node:
             return Num(math.e)
         if e is sp.pi:
             return Num(math.pi)
-        if isinstance(e, sp.Add):
-            args = [conv(a) for a in e.args]
-            out = args[0]
-            for a in args[1:]:
-                out = Bin("+", out, a)
-            return out
-        if isinstance(e, sp.Mul):
-            num, den = [], []
-            for a in e.args:
-                if isinstance(a, sp.Pow) and a.exp.is_Number and a.exp < 0:
-                    den.append(conv(a.base ** (-a.exp)))
-                elif isinstance(a, sp.Rational) and not a.is_Integer and a.p == 1:
-                    den.append(Num(float(a.q)))
-                else:
-                    num.append(conv(a))
-            out = num[0] if num else Num(1.0)
-            for a in num[1:]:
-                out = Bin("*", out, a)
-            for d in den:
-                out = Bin("/", out, d)
-            return out
-        if isinstance(e, sp.Pow):
-            if e.exp == sp.Rational(1, 2):
-                return Call("sqrt", (conv(e.base),))
-            if e.exp.is_Number and e.exp < 0:
-                return Bin("/", Num(1.0), conv(e.base ** (-e.exp)))
-            return Bin("**", conv(e.base), conv(e.exp))
-        if isinstance(e, sp.exp):
-            return Call("exp", (conv(e.args[0]),))
-        if isinstance(e, sp.log):
-            if len(e.args) == 1:
-                return Call("ln", (conv(e.args[0]),))
-            return Bin("/", Call("ln", (conv(e.args[0]),)), Call("ln", (conv(e.args[1]),)))
-        if isinstance(e, sp.Abs):
-            return Call("abs", (conv(e.args[0]),))
-        if isinstance(e, sp.floor):
-            return Call("floor", (conv(e.args[0]),))
-        if isinstance(e, sp.ceiling):
-            return Call("ceil", (conv(e.args[0]),))
-        if isinstance(e, (sp.Max, sp.Min)):
-            name = "max" if isinstance(e, sp.Max) else "min"
-            args = [conv(a) for a in e.args]
-            out = args[0]
-            for a in args[1:]:
-                out = Call(name, (out, a))
-            return out
-        if isinstance(e, sp.Mod):
-            return Bin("%", conv(e.args[0]), conv(e.args[1]))
-        if isinstance(e, sp.Piecewise):
-            tree: Node | None = None
-            for value, cond in reversed(list(e.args)):
-                if tree is None:
-                    tree = conv(value) if cond is sp.true else If(conv(cond), conv(value), Num(math.nan))
-                else:
-                    tree = If(conv(cond), conv(value), tree)
-            assert tree is not None
-            return tree
-        if isinstance(e, sp.core.relational.Relational):
-            op = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}[e.rel_op]
-            return Cmp(op, conv(e.lhs), conv(e.rhs))
-        if isinstance(e, (sp.And, sp.Or)):
-            return Logic("and" if isinstance(e, sp.And) else "or", tuple(conv(a) for a in e.args))
-        if isinstance(e, sp.Not):
-            return Logic("not", (conv(e.args[0]),))
-        name = type(e).__name__
-        if name in ("erlang_b", "erlang_c"):
-            return Call(name, tuple(conv(a) for a in e.args))
-        raise TypeError(f"cannot convert {name} from sympy")
+        return None
 
-    return conv(expr)
+    def add(self, e: Any) -> Node:
+        return _chain("+", [self.conv(a) for a in e.args])
+
+    def mul(self, e: Any) -> Node:
+        """A product as numerator factors times, then divided by, each denominator factor."""
+        sp = self.sp
+        num: list[Node] = []
+        den: list[Node] = []
+        for a in e.args:
+            if isinstance(a, sp.Pow) and a.exp.is_Number and a.exp < 0:
+                den.append(self.conv(a.base ** (-a.exp)))
+            elif isinstance(a, sp.Rational) and not a.is_Integer and a.p == 1:
+                den.append(Num(float(a.q)))
+            else:
+                num.append(self.conv(a))
+        out = _chain("*", num) if num else Num(1.0)
+        return _chain("/", [out, *den])
+
+    def power(self, e: Any) -> Node:
+        """``sqrt`` for a half power, ``1 / b ** n`` for a negative one, else ``**``."""
+        if e.exp == self.sp.Rational(1, 2):
+            return Call("sqrt", (self.conv(e.base),))
+        if e.exp.is_Number and e.exp < 0:
+            return Bin("/", Num(1.0), self.conv(e.base ** (-e.exp)))
+        return Bin("**", self.conv(e.base), self.conv(e.exp))
+
+    def piecewise(self, e: Any) -> Node:
+        """Nested ``if_`` from the last branch out; NaN where no branch applies."""
+        tree: Node | None = None
+        for value, cond in reversed(list(e.args)):
+            if tree is None:
+                tree = (
+                    self.conv(value) if cond is self.sp.true else If(self.conv(cond), self.conv(value), Num(math.nan))
+                )
+            else:
+                tree = If(self.conv(cond), self.conv(value), tree)
+        assert tree is not None
+        return tree
+
+
+def from_sympy(expr: Any) -> Node:
+    """Convert a sympy expression (from the solver) back to a tree; raises TypeError if unsupported."""
+    return _FromSympy().conv(expr)

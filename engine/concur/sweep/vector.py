@@ -175,6 +175,28 @@ def sweep(
     """
     import numpy as np
 
+    _check_question(model, over, given, outputs)
+    columns = {k: list(v) if not isinstance(v, np.ndarray) else v for k, v in over.items()}
+    lengths = [len(v) for v in columns.values()]
+    shape = _shape(lengths, grid)
+    cat = [k for k in columns if _categorical(model, k)]
+    num = [k for k in columns if k not in cat]
+    _numeric_columns(columns, num)
+    if base_units:  # base -> display at the door; results back to base below
+        return _sweep_base_units(model, columns, given, outputs, num, cat, grid, progress, validate)
+    out = SweepResult()
+    out.violations, out.messages, out.method, out.shape = {}, [], "vector", shape
+    if not cat:  # purely numeric: no index bookkeeping, one vectorised evaluation
+        _sweep_all_numeric(model, columns, num, given, outputs, out, grid, progress, validate)
+    else:
+        _sweep_categories(model, columns, cat, num, given, outputs, out, grid, progress, validate)
+    _summarise(out)
+    return out
+
+
+def _check_question(model: Model, over: Mapping[str, Any], given: Mapping[str, Any], outputs: Sequence[str]) -> None:
+    """Every swept and output variable exists, none is both swept and given, and the outputs
+    are determined by what is given or swept (the question is wrong at every point otherwise)."""
     if not over:
         raise UsageError("a sweep needs at least one variable to sweep over", kind="no_axis")
     for name in over:
@@ -190,19 +212,25 @@ def sweep(
     for name in outputs:
         model.variable(name)
     require_fixed(model, set(given) | set(over), outputs)
-    columns = {k: list(v) if not isinstance(v, np.ndarray) else v for k, v in over.items()}
-    lengths = [len(v) for v in columns.values()]
+
+
+def _shape(lengths: list[int], grid: bool) -> tuple[int, ...]:
+    """The result's shape: one axis per swept variable on a grid, one axis of equal-length
+    columns when zipped; a sweep with an empty column, or too many points, is refused."""
     if min(lengths) == 0:
         raise UsageError("a swept variable has no values")
     if grid:
-        shape = tuple(lengths)
         require_points(lengths)
-    else:
-        if len(set(lengths)) != 1:
-            raise UsageError(f"zipped sweeps need equal lengths, got {lengths}")
-        shape = (lengths[0],)
-    cat = [k for k in columns if _categorical(model, k)]
-    num = [k for k in columns if k not in cat]
+        return tuple(lengths)
+    if len(set(lengths)) != 1:
+        raise UsageError(f"zipped sweeps need equal lengths, got {lengths}")
+    return (lengths[0],)
+
+
+def _numeric_columns(columns: dict[str, Any], num: list[str]) -> None:
+    """Turn each numeric column (``num``) into a float array in place; text there is refused."""
+    import numpy as np
+
     for k in num:
         try:
             columns[k] = np.asarray(columns[k], dtype=float)
@@ -211,41 +239,85 @@ def sweep(
                 f"swept '{k}': values must be numbers ({k} is not a preset or choice)", variable=k
             ) from None
 
-    if base_units:  # base -> display at the door; results back to base below
-        for k in num:
-            columns[k] = np.asarray(columns[k], dtype=float) / model.variables[k].display.factor
-        result = sweep(model, columns, given, outputs, grid=grid, progress=progress, validate=validate)
-        for name in list(result):
-            var = model.variables.get(name)
-            if var is not None and not var.choices and name not in cat:
-                result[name] = np.asarray(result[name], dtype=float) * var.display.factor
-        return result
-    out = SweepResult()
-    out.violations, out.messages, out.method, out.shape = {}, [], "vector", shape
-    if not cat:  # purely numeric: no index bookkeeping, one vectorised evaluation
-        if grid and len(num) > 1:
-            mesh = np.meshgrid(*[columns[k] for k in num], indexing="ij")
-            arrays = {k: m.ravel() for k, m in zip(num, mesh)}
-        else:
-            arrays = {k: columns[k] for k in num}
-        res = _sweep_numeric(model, arrays, dict(given), list(outputs), out, progress, validate)
-        for k in num:
-            out[k] = arrays[k].reshape(shape)
-        for o in outputs:
-            if o not in columns:
-                out[o] = res[o].reshape(shape)
-        _summarise(out)
-        return out
-    # Points as index tuples: categorical combinations are looped, numeric ones vectorised.
+
+def _sweep_base_units(
+    model: Model,
+    columns: dict[str, Any],
+    given: Mapping[str, Any],
+    outputs: Sequence[str],
+    num: list[str],
+    cat: list[str],
+    grid: bool,
+    progress: Callable[[int, int], None] | None,
+    validate: bool,
+) -> SweepResult:
+    """:func:`sweep` with numeric columns and results in base units: converted to display
+    units at the door, and every numeric result back."""
+    import numpy as np
+
+    for k in num:
+        columns[k] = np.asarray(columns[k], dtype=float) / model.variables[k].display.factor
+    result = sweep(model, columns, given, outputs, grid=grid, progress=progress, validate=validate)
+    for name in list(result):
+        var = model.variables.get(name)
+        if var is not None and not var.choices and name not in cat:
+            result[name] = np.asarray(result[name], dtype=float) * var.display.factor
+    return result
+
+
+def _sweep_all_numeric(
+    model: Model,
+    columns: dict[str, Any],
+    num: list[str],
+    given: Mapping[str, Any],
+    outputs: Sequence[str],
+    out: SweepResult,
+    grid: bool,
+    progress: Callable[[int, int], None] | None,
+    validate: bool,
+) -> None:
+    """Fill ``out`` for numeric columns only: the grid (or zip) flattened, one vectorised
+    evaluation, every array reshaped to ``out.shape``."""
+    import numpy as np
+
+    if grid and len(num) > 1:
+        mesh = np.meshgrid(*[columns[k] for k in num], indexing="ij")
+        arrays = {k: m.ravel() for k, m in zip(num, mesh)}
+    else:
+        arrays = {k: columns[k] for k in num}
+    res = _sweep_numeric(model, arrays, dict(given), list(outputs), out, progress, validate)
+    for k in num:
+        out[k] = arrays[k].reshape(out.shape)
+    for o in outputs:
+        if o not in columns:
+            out[o] = res[o].reshape(out.shape)
+
+
+def _sweep_categories(
+    model: Model,
+    columns: dict[str, Any],
+    cat: list[str],
+    num: list[str],
+    given: Mapping[str, Any],
+    outputs: Sequence[str],
+    out: SweepResult,
+    grid: bool,
+    progress: Callable[[int, int], None] | None,
+    validate: bool,
+) -> None:
+    """Fill ``out`` when some columns are presets or choices: points as index tuples, each
+    combination of categories a given of its own, the numeric columns vectorised within it."""
+    import numpy as np
+
+    shape = out.shape
     if grid:
-        mesh = np.meshgrid(*[np.arange(n) for n in lengths], indexing="ij")
+        mesh = np.meshgrid(*[np.arange(len(v)) for v in columns.values()], indexing="ij")
         index = {k: m.ravel() for k, m in zip(columns, mesh)}
     else:
         index = {k: np.arange(shape[0]) for k in columns}
     total = int(np.prod(shape))
     flat: dict[str, Any] = {o: np.full(total, np.nan) for o in outputs}
-    cat_combos = sorted({tuple(int(index[k][i]) for k in cat) for i in range(total)}) if cat else [()]
-    for combo in cat_combos:
+    for combo in sorted({tuple(int(index[k][i]) for k in cat) for i in range(total)}):
         sel = np.ones(total, dtype=bool)
         point_given = dict(given)
         for k, ci in zip(cat, combo):
@@ -263,8 +335,6 @@ def sweep(
     for o in outputs:
         if o not in columns:
             out[o] = flat[o].reshape(shape)
-    _summarise(out)
-    return out
 
 
 def _summarise(out: SweepResult) -> None:
