@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ..compiled import table
 from ..errors import ConcurError, Location, PackError, UnitError, UnknownNameError
