@@ -28,7 +28,7 @@ from concur.solver.roots import (
     snap_integer_array,
 )
 
-ENGINE = Path(__file__).resolve().parents[1] / "engine" / "concur"
+ENGINE = Path(__file__).resolve().parents[2] / "engine" / "concur"
 POLICY = ENGINE / "solver" / "roots.py"
 
 
