@@ -80,7 +80,9 @@ class KVLink:
         for name, value, low in (("link_bandwidth", self.bandwidth, False), ("link_latency", self.latency, True)):
             ok = isinstance(value, (int, float)) and math.isfinite(value) and (value >= 0 if low else value > 0)
             if not ok:
-                raise UsageError(f"{name} must be a finite number {'>= 0' if low else '> 0'}, got {value!r}", variable=name)
+                raise UsageError(
+                    f"{name} must be a finite number {'>= 0' if low else '> 0'}, got {value!r}", variable=name
+                )
 
 
 @dataclass(frozen=True)
@@ -335,7 +337,11 @@ class _Disagg:
         self.push(self.now + duration, _PREFILL_END, w)
         if self.observe is not None:
             used = lim.kv_blocks - worker.free
-            self.observe(StepRecord(w, self.now, self.now + duration, (), tuple(chunks), tuple(new), used, len(worker.prefilling)))
+            self.observe(
+                StepRecord(
+                    w, self.now, self.now + duration, (), tuple(chunks), tuple(new), used, len(worker.prefilling)
+                )
+            )
 
     def end_prefill(self, w: int) -> None:
         worker, req = self.pw[w], self.req

@@ -154,6 +154,43 @@ def _fmt(x: float, digits: int = 4) -> str:
     help="engine: stop with an error past this many events (arrivals + steps).",
 )
 @click.option(
+    "--mode",
+    type=click.Choice(["agg", "disagg"]),
+    default="agg",
+    show_default=True,
+    help="engine: agg = replicas that prefill and decode; disagg = a prefill pool and a decode pool joined by a KV link.",
+)
+@click.option("--prefill-workers", type=click.IntRange(1), default=None, help="engine, disagg: prefill workers P.")
+@click.option("--decode-workers", type=click.IntRange(1), default=None, help="engine, disagg: decode workers D.")
+@click.option(
+    "--prefill-gpu", default=None, metavar="ID", help="engine, disagg: the prefill workers' GPU [default: --set gpu]."
+)
+@click.option(
+    "--prefill-tp",
+    type=click.IntRange(1),
+    default=None,
+    help="engine, disagg: GPUs per prefill worker [default: --set tp].",
+)
+@click.option(
+    "--decode-gpu", default=None, metavar="ID", help="engine, disagg: the decode workers' GPU [default: --set gpu]."
+)
+@click.option(
+    "--decode-tp",
+    type=click.IntRange(1),
+    default=None,
+    help="engine, disagg: GPUs per decode worker [default: --set tp].",
+)
+@click.option("--kv-link", default=None, metavar="ID", help="engine, disagg: the KV link, an id of the links catalog.")
+@click.option(
+    "--link-bandwidth",
+    default=None,
+    metavar="BW",
+    help="engine, disagg: KV link bandwidth per GPU and direction (bare: GB/s).",
+)
+@click.option(
+    "--link-latency", default=None, metavar="T", help="engine, disagg: KV link latency per transfer (bare: us)."
+)
+@click.option(
     "--batches", type=int, default=20, show_default=True, help="batch-means slices for the 95% confidence intervals."
 )
 @click.option(
@@ -190,6 +227,16 @@ def command(
     token_budget: int | None,
     max_num_seqs: int | None,
     max_events: int,
+    mode: str,
+    prefill_workers: int | None,
+    decode_workers: int | None,
+    prefill_gpu: str | None,
+    prefill_tp: int | None,
+    decode_gpu: str | None,
+    decode_tp: int | None,
+    kv_link: str | None,
+    link_bandwidth: str | None,
+    link_latency: str | None,
     batches: int,
     plot_path: str | None,
     as_json: bool,
@@ -200,16 +247,39 @@ def command(
 
     --model engine simulates an engine step by step instead (--set the configuration; --rate,
     --concurrency or --trace the load) and reports TTFT, ITL and inter-token gaps as mean and
-    p50/p90/p99, throughput, and whether the waiting queue is stable."""
+    p50/p90/p99, throughput, and whether the waiting queue is stable; --mode disagg simulates a
+    prefill pool and a decode pool joined by a KV link (--prefill-workers, --decode-workers,
+    --kv-link or --link-bandwidth/--link-latency); --set draft_tokens= and acceptance_rate= (or
+    spec_tokens_per_step=) simulate speculative decoding."""
     from ...analysis.simulate import LLMFleet, MMcQueue, fixed_point, plot_timeseries, simulate
     from ...errors import UsageError
     from ..progress import progress
     from ..streams import binary_output, is_stdio
 
+    layout = {
+        "prefill_workers": prefill_workers,
+        "decode_workers": decode_workers,
+        "prefill_gpu": prefill_gpu,
+        "prefill_tp": prefill_tp,
+        "decode_gpu": decode_gpu,
+        "decode_tp": decode_tp,
+        "kv_link": kv_link,
+        "link_bandwidth": link_bandwidth,
+        "link_latency": link_latency,
+    }
+    if kind != "engine" and (mode != "agg" or any(v is not None for v in layout.values())):
+        raise UsageError("--mode and the pools' options describe the engine model", hint="add --model engine")
     if kind == "engine":
         if plot_path:
             raise UsageError("--plot draws the llm and mmc models only", hint="drop --plot, or use --model llm")
+        from .simulate_disagg import check_layout, run_disagg
         from .simulate_engine import run_engine
+
+        check_layout(mode, layout, replicas, scheduler)
+        if mode == "disagg":
+            load_args = (rate, concurrency, trace, burstiness, requests, warmup_requests)
+            run_disagg(sets, load_args, layout, token_budget, max_num_seqs, max_events, seed, as_json)
+            return
 
         run_engine(
             sets,
