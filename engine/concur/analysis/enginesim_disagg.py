@@ -64,7 +64,16 @@ from .enginesim import DEFAULT_MAX_EVENTS, Stream, _halves, _Requests
 from .enginesim_result import DisaggStats, EngineSimResult, Percentiles, StepRecord
 from .step_model import EngineLimits, StepModel
 
-__all__ = ["KVLink", "Pool", "kv_bytes_per_token", "simulate_disagg", "solve_pools"]
+__all__ = [
+    "DEFAULT_LINK",
+    "KVLink",
+    "Pool",
+    "catalog_link",
+    "kv_bytes_per_token",
+    "question_link",
+    "simulate_disagg",
+    "solve_pools",
+]
 
 _ARRIVE, _PREFILL_END, _XFER_END, _DECODE_END = 0, 1, 2, 3
 
@@ -529,3 +538,65 @@ def solve_pools(
     p = Pool(replace(ps, spec=None), pl, pn, round(pv["tp"]))
     d = Pool(ds, dl, dn, round(dv["tp"]))
     return p, d, kv_bytes_per_token(pv, unit_info("B").factor), dv
+
+
+DEFAULT_LINK = "ib-ndr-400g"  # the link a disaggregated plan row assumes when the question names none
+
+
+def catalog_link(name: str) -> KVLink:
+    """The link ``name`` of the ``links`` catalog (``kv_link_bandwidth`` per GPU and direction,
+    ``kv_link_latency``) as a :class:`KVLink` in bytes/s and s."""
+    from ..errors import ConcurError
+    from ..lang.library import get_catalog
+    from ..lang.units import unit_info
+
+    try:
+        catalog = get_catalog("links")
+    except ConcurError:
+        raise UsageError(
+            "no links catalog is installed", variable="kv_link", hint="give kv_link_bandwidth and kv_link_latency"
+        ) from None
+    entry = catalog.entries.get(str(name))
+    if entry is None or not {"kv_link_bandwidth", "kv_link_latency"} <= set(entry.values):
+        raise UsageError(
+            f"unknown link '{name}'", variable="kv_link", hint=f"known: {', '.join(sorted(catalog.entries))}"
+        )
+    bw = float(entry.values["kv_link_bandwidth"][0]) * catalog.fields["kv_link_bandwidth"].unit.factor
+    lat = float(entry.values["kv_link_latency"][0]) * catalog.fields["kv_link_latency"].unit.factor
+    return KVLink(bw / unit_info("B/s").factor, lat)
+
+
+def _base(raw: Any, unit: str, name: str) -> float:
+    """``raw`` (a number in ``unit``, or a "number unit" text of the same dimension) in base units."""
+    from ..errors import ConcurError
+    from ..lang.units import parse_quantity, unit_info
+
+    want = unit_info(unit)
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        return float(raw) * want.factor
+    try:
+        number, info = parse_quantity(str(raw), variable=name)
+    except (ValueError, ConcurError) as exc:
+        raise UsageError(f"{name}: {exc}", variable=name) from None
+    if info.text and info.dims != want.dims:
+        raise UsageError(f"{name}: '{raw}' is not in {unit} or a unit like it", variable=name)
+    return number * (info.factor if info.text else want.factor)
+
+
+def question_link(question: Mapping[str, Any]) -> tuple[KVLink, str]:
+    """The KV link a question names -- ``kv_link_bandwidth`` (bare: GB/s per GPU and direction) with
+    ``kv_link_latency`` (bare: us), or ``kv_link`` (a catalog id), else :data:`DEFAULT_LINK` -- and
+    its name."""
+    bw, lat = question.get("kv_link_bandwidth"), question.get("kv_link_latency")
+    if bw is not None or lat is not None:
+        if bw is None or lat is None:
+            missing = "kv_link_latency" if lat is None else "kv_link_bandwidth"
+            raise UsageError(f"{missing} is missing: a link needs its bandwidth and its latency", variable=missing)
+        from ..lang.units import unit_info
+
+        per_byte = unit_info("B/s").factor
+        return KVLink(
+            _base(bw, "GB/s", "kv_link_bandwidth") / per_byte, _base(lat, "us", "kv_link_latency")
+        ), "as given"
+    name = str(question.get("kv_link") or DEFAULT_LINK)
+    return catalog_link(name), name

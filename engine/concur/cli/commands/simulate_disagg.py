@@ -98,9 +98,7 @@ def _quantity(text: str, unit: str, flag: str) -> float:
 
 def link_of(layout: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
     """The :class:`KVLink` (bytes/s per GPU, s) the layout names, and how to print it."""
-    from ...analysis.enginesim_disagg import KVLink
-    from ...errors import ConcurError, UsageError
-    from ...lang.library import get_catalog
+    from ...analysis.enginesim_disagg import KVLink, catalog_link
     from ...lang.units import unit_info
 
     per_byte = unit_info("B/s").factor
@@ -108,19 +106,10 @@ def link_of(layout: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
     if name is None:
         bw = _quantity(str(layout["link_bandwidth"]), "GB/s", "--link-bandwidth") / per_byte
         lat = _quantity(str(layout["link_latency"]), "us", "--link-latency")
+        link = KVLink(bw, lat)
     else:
-        try:
-            catalog = get_catalog("links")
-        except ConcurError:
-            raise UsageError("no links catalog is installed", hint="give --link-bandwidth and --link-latency") from None
-        entry = catalog.entries.get(str(name))
-        if entry is None or not {"kv_link_bandwidth", "kv_link_latency"} <= set(entry.values):
-            known = ", ".join(sorted(catalog.entries))
-            raise UsageError(f"unknown link '{name}'", variable="kv_link", hint=f"known: {known}")
-        raw_bw, raw_lat = entry.values["kv_link_bandwidth"][0], entry.values["kv_link_latency"][0]
-        bw = float(raw_bw) * catalog.fields["kv_link_bandwidth"].unit.factor / per_byte
-        lat = float(raw_lat) * catalog.fields["kv_link_latency"].unit.factor
-    link = KVLink(bw, lat)
+        link = catalog_link(str(name))
+        bw, lat = link.bandwidth, link.latency
     return link, {
         "id": name,
         "bandwidth": {"value": bw / 1e9, "unit": "GB/s"},
