@@ -7,6 +7,7 @@ constants; measured points (``tests/data/serving_modes_refs.yaml``) are replayed
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections import Counter
@@ -227,7 +228,7 @@ def test_disagg_ttft_is_prefill_plus_transfer_plus_first_decode_step() -> None:
 
 def test_more_decode_workers_are_never_worse() -> None:
     runs = [disagg(1, d, rate=6.0) for d in (1, 2, 4)]
-    for fewer, more in zip(runs, runs[1:]):
+    for fewer, more in itertools.pairwise(runs):
         assert more.tpot.mean <= fewer.tpot.mean * (1 + 1e-9)
         assert more.ttft.p90 <= fewer.ttft.p90 * (1 + 1e-9)
         assert more.mean_decode_batch < fewer.mean_decode_batch
@@ -432,3 +433,46 @@ def test_verify_plan_dispatches_disaggregated_rows() -> None:
     out = verify_plan(result, 2, {"ttft_p90_slo": 2.0}, requests=150)
     assert set(out) == {agg.config, dis.config}
     assert out[dis.config].scheduler == "disagg" and out[agg.config].scheduler == "mixed"
+
+
+# -- against measured speculative decoding ----------------------------------------------------------
+
+SPEC_REFS = YAML(typ="safe").load((DATA / "spec_decode_refs.yaml").read_text())
+SPEC_MEDIAN = 0.15  # median |simulated / measured TPOT - 1| over the speculative points
+SPEC_WORST = 1.35  # and no point (the baseline included) off by more than this factor
+
+
+def _measured_tpot(extra: dict[str, Any]) -> float:
+    common = SPEC_REFS["common"]
+    inp, out = common["input_tokens"], common["output_tokens"]
+    step, limits, _ = solve_engine({**common, **extra})
+    res = simulate_engine(step, limits, Synthetic(1.0, inp, out, seed=1), requests=30, warmup=2, concurrency=1)
+    return float(res.tpot.mean * 1e3)
+
+
+@pytest.fixture(scope="module")
+def spec_errors() -> dict[str, tuple[float, float]]:
+    """Per point: simulated / measured TPOT, and simulated / measured speedup over no speculation."""
+    base = _measured_tpot({"mtp_layers": 0})
+    out = {"baseline": (base / SPEC_REFS["baseline_tpot_ms"], 1.0)}
+    for ref in SPEC_REFS["points"]:
+        sim = _measured_tpot({"draft_tokens": ref["draft_tokens"], "spec_tokens_per_step": ref["acceptance_length"]})
+        speedup = (base / sim) / (SPEC_REFS["baseline_tpot_ms"] / ref["tpot_ms"])
+        out[ref["id"]] = (sim / ref["tpot_ms"], speedup)
+    return out
+
+
+def test_speculative_tpot_against_measured_points(spec_errors: dict[str, tuple[float, float]]) -> None:
+    """EAGLE 1 and 3 on Llama-3.1-8B at batch 1, k = 2..7, each at its measured acceptance length: the
+    simulated TPOT against the measured one (median within 15 %, none off by more than x1.35). The
+    speedup over no speculation is overstated (median about x1.45 of the measured): the pack's vanilla
+    batch-1 step is ~31 % slower than measured, and its draft cost leaves out the draft's LM-head read --
+    both the pack's constants, reported, not hidden by this test."""
+    assert len(SPEC_REFS["points"]) >= 12
+    ratios = {k: r for k, (r, _) in spec_errors.items() if k != "baseline"}
+    errors = sorted(abs(r - 1) for r in ratios.values())
+    assert errors[len(errors) // 2] <= SPEC_MEDIAN, spec_errors
+    worst = {k: round(r, 3) for k, (r, _) in spec_errors.items() if not 1 / SPEC_WORST <= r <= SPEC_WORST}
+    assert not worst, worst
+    # never pessimistic about what speculation buys at a measured acceptance length
+    assert all(s >= 1.0 for k, (_, s) in spec_errors.items() if k != "baseline"), spec_errors
