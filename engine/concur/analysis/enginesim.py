@@ -109,7 +109,7 @@ class Stream(Protocol):
     def next(self) -> tuple[float, int, int] | None: ...
 
 
-class _Requests:
+class RequestTable:
     """Per-request state in growable numpy arrays (ids are arrival order)."""
 
     _INT = ("inp", "out", "ctx", "pre", "gen", "blocks")
@@ -235,7 +235,7 @@ class _Sim:
         self.first_rec, self.end_rec = warmup, warmup + requests
         self.closed = concurrency
         self.max_events, self.observe = max_events, observe
-        self.req = _Requests()
+        self.req = RequestTable()
         self.reps = [_Replica(limits.kv_blocks) for _ in range(replicas)]
         self.heap: list[tuple[float, int, int, int]] = []
         self.seq = 0
@@ -686,7 +686,7 @@ class _Sim:
         ends = np.asarray(self.step_end)
         inside = (ends > t0) & (ends <= t_end)
         span = max(t_end - t0, 1e-12)
-        q1, q2 = _halves(np.asarray(self.queue_t), np.asarray(self.queue_n, dtype=float), t0, t1)
+        q1, q2 = queue_halves(np.asarray(self.queue_t), np.asarray(self.queue_n, dtype=float), t0, t1)
         served = float(np.asarray(self.step_done)[inside].sum()) / span
         grows = self.closed is None and q2 - q1 > max(1.0, 0.01 * len(rec))
         return EngineSimResult(
@@ -713,7 +713,7 @@ class _Sim:
         )
 
 
-def _halves(t: Any, q: Any, t0: float, t1: float) -> tuple[float, float]:
+def queue_halves(t: Any, q: Any, t0: float, t1: float) -> tuple[float, float]:
     """Time averages of the step function ``q`` (value ``q[k]`` from ``t[k]`` to ``t[k+1]``) over the
     two halves of ``[t0, t1]``; both the value at ``t0`` when the window is empty."""
     import numpy as np

@@ -56,13 +56,15 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import BudgetError, InfeasibleError, UsageError
-from .enginesim import DEFAULT_MAX_EVENTS, Stream, _halves, _Requests
+from ..errors import BudgetError, ConcurError, InfeasibleError, UsageError
+from ..lang.library import get_catalog
+from ..lang.units import parse_quantity, unit_info
+from .enginesim import DEFAULT_MAX_EVENTS, RequestTable, Stream, queue_halves
 from .enginesim_result import DisaggStats, EngineSimResult, Percentiles, StepRecord
-from .step_model import EngineLimits, StepModel
+from .step_model import EngineLimits, StepModel, solve_engine
 
 __all__ = [
     "DEFAULT_LINK",
@@ -198,7 +200,7 @@ class _Disagg:
         self.kv_bytes = kv_bytes
         self.first_rec, self.end_rec = warmup, warmup + requests
         self.closed, self.max_events, self.observe = concurrency, max_events, observe
-        self.req = _Requests()
+        self.req = RequestTable()
         self.pw = [_PWorker(prefill.limits.kv_blocks) for _ in range(prefill.workers)]
         self.dw = [_DWorker(decode.limits.kv_blocks) for _ in range(decode.workers)]
         self.where_p: list[int] = []  # per request: its prefill worker, decode worker, blocks held on each
@@ -479,7 +481,7 @@ class _Disagg:
         ends = np.asarray(self.step_end)
         inside = (ends > t0) & (ends <= t_end)
         span = max(t_end - t0, 1e-12)
-        q1, q2 = _halves(np.asarray(self.queue_t), np.asarray(self.queue_n, dtype=float), t0, t1)
+        q1, q2 = queue_halves(np.asarray(self.queue_t), np.asarray(self.queue_n, dtype=float), t0, t1)
         done_at, kv_in, took = (np.asarray(x)[rec] for x in (self.prompt_done, self.kv_in, self.xfer))
         stats = DisaggStats(
             prefill_workers=self.P.workers,
@@ -521,12 +523,7 @@ def solve_pools(
     lengths, speculation) and each pool's ``{"gpu", "tp", "workers"}`` (gpu and tp default to
     ``given``'s); also the KV bytes per prompt token and the decode pool's solved values. The prefill
     pool never speculates; ``override`` (max_num_seqs, token_budget, ...) applies to both pools."""
-    from dataclasses import replace
-
-    from ..lang.units import unit_info
-    from .step_model import solve_engine
-
-    solved = []
+    solved: list[tuple[StepModel, EngineLimits, dict[str, float], Any]] = []
     for side in (prefill, decode):
         cfg = dict(given)
         for key in ("gpu", "tp"):
@@ -546,10 +543,6 @@ DEFAULT_LINK = "ib-ndr-400g"  # the link a disaggregated plan row assumes when t
 def catalog_link(name: str) -> KVLink:
     """The link ``name`` of the ``links`` catalog (``kv_link_bandwidth`` per GPU and direction,
     ``kv_link_latency``) as a :class:`KVLink` in bytes/s and s."""
-    from ..errors import ConcurError
-    from ..lang.library import get_catalog
-    from ..lang.units import unit_info
-
     try:
         catalog = get_catalog("links")
     except ConcurError:
@@ -568,9 +561,6 @@ def catalog_link(name: str) -> KVLink:
 
 def _base(raw: Any, unit: str, name: str) -> float:
     """``raw`` (a number in ``unit``, or a "number unit" text of the same dimension) in base units."""
-    from ..errors import ConcurError
-    from ..lang.units import parse_quantity, unit_info
-
     want = unit_info(unit)
     if isinstance(raw, (int, float)) and not isinstance(raw, bool):
         return float(raw) * want.factor
@@ -592,8 +582,6 @@ def question_link(question: Mapping[str, Any]) -> tuple[KVLink, str]:
         if bw is None or lat is None:
             missing = "kv_link_latency" if lat is None else "kv_link_bandwidth"
             raise UsageError(f"{missing} is missing: a link needs its bandwidth and its latency", variable=missing)
-        from ..lang.units import unit_info
-
         per_byte = unit_info("B/s").factor
         return KVLink(
             _base(bw, "GB/s", "kv_link_bandwidth") / per_byte, _base(lat, "us", "kv_link_latency")

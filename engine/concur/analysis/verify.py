@@ -45,6 +45,7 @@ from ..lang.model import build_model
 from ..lang.values import convert_value
 from .arrivals import Synthetic
 from .enginesim import SLO_NAMES, EngineSimResult, simulate_engine, sla_misses
+from .enginesim_disagg import question_link, simulate_disagg, solve_pools
 from .fleet_plan import Candidate, Config, PlanResult
 from .step_model import solve_engine
 
@@ -258,8 +259,6 @@ def verify_disagg_row(
     max_events: int | None = None,
 ) -> Verified:
     """Simulate one disaggregated row (a JSON candidate or a :class:`Candidate`) at ``rate`` request/s."""
-    from .enginesim_disagg import question_link, simulate_disagg, solve_pools
-
     layout = disagg_layout(row)
     if layout is None:
         raise UsageError("verify_disagg_row takes a row whose mode is disagg", variable="mode")
