@@ -476,3 +476,41 @@ def test_speculative_tpot_against_measured_points(spec_errors: dict[str, tuple[f
     assert not worst, worst
     # never pessimistic about what speculation buys at a measured acceptance length
     assert all(s >= 1.0 for k, (_, s) in spec_errors.items() if k != "baseline"), spec_errors
+
+
+LINKS = """catalog: links
+doc: a test link
+fields:
+  kv_link_bandwidth: {unit: GB/s, doc: "bandwidth of one GPU's path to the other pool, per direction"}
+  kv_link_latency: {unit: us, doc: "fixed one-way latency of one transfer"}
+entries:
+  test-link:
+    name: a link for tests
+    kv_link_bandwidth: {value: 25, source: "a test value"}
+    kv_link_latency: {value: 4, source: "a test value"}
+"""
+
+
+def test_a_link_from_the_links_catalog(tmp_path: Path) -> None:
+    from concur.analysis.enginesim_disagg import catalog_link, question_link
+    from concur.lang.library import set_catalog_path
+
+    (tmp_path / "links.yaml").write_text(LINKS)
+    set_catalog_path([tmp_path])
+    try:
+        link = catalog_link("test-link")
+        assert (link.bandwidth, link.latency) == (pytest.approx(25e9), pytest.approx(4e-6))
+        assert question_link({"kv_link": "test-link"})[0] == link
+        got = CliRunner().invoke(
+            cli, [*DISAGG, *SETS, "--kv-link", "test-link", "--concurrency", "2", "--requests", "10", "--json"]
+        )
+        assert got.exit_code == 0, got.output
+        assert json.loads(got.output)["link"]["id"] == "test-link"
+        with pytest.raises(UsageError, match="unknown link 'nope'"):
+            catalog_link("nope")
+    finally:
+        set_catalog_path([])
+    given = question_link({"kv_link_bandwidth": "400 Gbit/s", "kv_link_latency": "2 us"})[0]
+    assert (given.bandwidth, given.latency) == (pytest.approx(50e9), pytest.approx(2e-6))
+    with pytest.raises(UsageError, match="kv_link_latency is missing"):
+        question_link({"kv_link_bandwidth": 50})
