@@ -195,6 +195,35 @@ def disagg(p: int = 1, d: int = 2, rate: float = 3.0, link: KVLink = LINK, **kw:
     )
 
 
+@pytest.mark.parametrize("layout", [(1, 1, None), (1, 2, None), (2, 3, None), (1, 2, 6)], ids=str)
+def test_coalesced_disagg_decode_steps_change_nothing_but_the_event_count(layout: tuple[int, int, Any]) -> None:
+    p, d, clients = layout
+    pre, dec = pools(p, d)
+
+    def go(coalesce: bool) -> Any:
+        return simulate_disagg(
+            pre, dec, LINK, Synthetic(2.0, 120, 80, seed=4), kv_bytes=1000.0, requests=150, warmup=20,
+            concurrency=clients, coalesce=coalesce,
+        )  # fmt: skip
+
+    one, many = go(False), go(True)
+    assert many.events < one.events / (2 if clients is None else 1)
+    a, b = one.as_dict(), many.as_dict()
+    a.pop("events"), b.pop("events")
+    assert a.keys() == b.keys()
+    for key in a:
+        assert json.dumps(a[key], sort_keys=True) == json.dumps(b[key], sort_keys=True) or _close(a[key], b[key]), key
+    assert one.finish_order == many.finish_order
+
+
+def _close(a: Any, b: Any) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, float):
+        return a == pytest.approx(b, rel=1e-9, abs=1e-12)
+    return bool(a == b)
+
+
 def test_disagg_conserves_requests_and_holds_its_pools() -> None:
     seen: list[StepRecord] = []
     limits = EngineLimits(kv_blocks=40, block_size=16, max_num_seqs=3, token_budget=256, mixed=False)

@@ -100,7 +100,7 @@ __all__ = [
 ]
 
 DEFAULT_MAX_EVENTS = 1_000_000
-_COALESCE = 4096  # most decode steps one event stands for
+COALESCE_MAX = 4096  # most decode steps one event stands for
 _COALESCE_WINDOW = 256  # ... when sliding windows make each step's context a sum over the batch
 _ARRIVE, _STEP_END = 0, 1
 
@@ -436,7 +436,7 @@ class _Sim:
         if self.lim.mixed and dec is not rep.dec:
             return None  # the budget cut the decodes
         ctx, n = req.ctx[dec], len(dec)
-        m = min(int((req.out[dec] - req.gen[dec]).min()), _COALESCE)
+        m = min(int((req.out[dec] - req.gen[dec]).min()), COALESCE_MAX)
         if self.step.window_share > 0:
             m = min(m, _COALESCE_WINDOW)
         if m < 2:

@@ -46,7 +46,10 @@ Worked example: Llama-3.1-70B bf16, 1P (tp 4) + 1D (tp 4) H100, 1,000-token prom
 1,000 x 320 KiB = 328 MB; over 4 lanes of a 50 GB/s link with 10 us latency the transfer is about
 1.6 ms, small beside the 70-ms-class prefill.
 
-Non-goals: decode steps that coalesce (each is an event), preemption on the decode side, routing
+Identical decode steps are **coalesced** into one event, as in the aggregated simulator (a group
+stops before anything could join it: see :meth:`_Disagg.coalesced`); speculative steps never are.
+
+Non-goals: preemption on the decode side, routing
 other than least-loaded, transfers that overlap with the prefill (layer-by-layer streaming).
 """
 
@@ -62,7 +65,7 @@ from typing import Any
 from ..errors import BudgetError, ConcurError, InfeasibleError, UsageError
 from ..lang.library import get_catalog
 from ..lang.units import parse_quantity, unit_info
-from .enginesim import DEFAULT_MAX_EVENTS, RequestTable, Stream, queue_halves
+from .enginesim import COALESCE_MAX, DEFAULT_MAX_EVENTS, RequestTable, Stream, queue_halves
 from .enginesim_result import DisaggStats, EngineSimResult, Percentiles, StepRecord
 from .step_model import EngineLimits, StepModel, solve_engine
 
@@ -142,7 +145,7 @@ class _DWorker:
     ready: list[int] = field(default_factory=list)  # KV arrived: join at the next step
     running: list[int] = field(default_factory=list)
     busy: bool = False
-    work: tuple[Any, float] | None = None
+    work: tuple[Any, float, Any, float] | None = None  # decode ids, duration, coalesced ends (or None), start
 
 
 def simulate_disagg(
@@ -158,11 +161,13 @@ def simulate_disagg(
     max_events: int = DEFAULT_MAX_EVENTS,
     seed: int = 1,
     observe: Callable[[StepRecord], None] | None = None,
+    coalesce: bool = True,
 ) -> EngineSimResult:
     """Run a disaggregated fleet until the ``requests`` after the first ``warmup`` have finished (see the
     module essay). ``kv_bytes``: bytes of KV per prompt token (:func:`kv_bytes_per_token`). Step records
     name prefill workers 0..P-1 and decode workers P..P+D-1. Raises :class:`UsageError`,
-    :class:`InfeasibleError` (a request a pool can never hold), :class:`BudgetError` (past ``max_events``)."""
+    :class:`InfeasibleError` (a request a pool can never hold), :class:`BudgetError` (past ``max_events``).
+    ``coalesce=False`` runs every decode step as its own event (the same results, more events)."""
     for name, value, low in (("requests", requests, 1), ("warmup", warmup, 0), ("max_events", max_events, 1)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise UsageError(f"{name} must be a whole number >= {low}, got {value!r}", variable=name)
@@ -172,6 +177,7 @@ def simulate_disagg(
         raise UsageError(f"kv_bytes must be a finite number >= 0, got {kv_bytes!r}", variable="kv_bytes")
     sim = _Disagg(prefill, decode, link, source, kv_bytes, requests, warmup, concurrency, max_events, observe)
     sim.rng = sim.np.random.default_rng(seed)
+    sim.coalesce = coalesce
     sim.run()
     return sim.result()
 
@@ -210,6 +216,7 @@ class _Disagg:
         self.prompt_done: list[float] = []
         self.kv_in: list[float] = []
         self.xfer: list[float] = []
+        self.min_prefill = prefill.step.time(0, 0.0, 1, 1.0, 1.0)  # no prefill step is quicker
         spec = decode.step.spec
         self.verify = 1 if spec is None else spec.verify
         self.rng: Any = None
@@ -224,7 +231,9 @@ class _Disagg:
         self.step_end: list[float] = []
         self.step_tokens: list[int] = []
         self.step_done: list[int] = []
-        self.gaps: list[Any] = []
+        self.gaps: list[Any] = []  # inter-token gaps of recorded requests (arrays) ...
+        self.gap_weights: list[Any] = []  # ... and how many tokens had each
+        self.coalesce = True
         self.batch_time = self.decode_time = 0.0
         self.prefill_tokens = self.prefill_steps = 0
         self.spec_emitted = self.spec_slots = 0
@@ -423,30 +432,70 @@ class _Disagg:
         duration = step.time(len(dec), context, 0, 0.0, 0.0, self.verify)
         if step.spec is not None:
             duration += step.spec.draft_time(len(dec), context)
-        worker.busy, worker.work = True, (dec, duration)
-        self.push(self.now + duration, _DECODE_END, d)
+        ends = self.coalesced(d, dec, context, duration) if self.coalesce else None
+        end = self.now + duration if ends is None else float(ends[-1])
+        worker.busy, worker.work = True, (dec, duration, ends, self.now)
+        self.push(end, _DECODE_END, d)
         if self.observe is not None:
             used = self.D.limits.kv_blocks - worker.free
             ids = tuple(int(i) for i in dec)
-            self.observe(StepRecord(self.P.workers + d, self.now, self.now + duration, ids, (), (), used, len(dec)))
+            repeat = 1 if ends is None else len(ends)
+            record = StepRecord(self.P.workers + d, self.now, end, ids, (), (), used, len(dec), repeat)
+            self.observe(record)
+
+    def coalesced(self, d: int, dec: Any, context: float, first: float) -> Any:
+        """End times of the identical decode steps from now on, or None for one step. Nothing but
+        their contexts changes until a sequence finishes or a request joins; a join needs a transfer
+        to end, so the steps up to the first ending at or after :meth:`horizon` are timed at once,
+        with the arithmetic of :meth:`StepModel.decode_times` (exactly the one-by-one steps' times)."""
+        np, req, step = self.np, self.req, self.D.step
+        if step.spec is not None or step.window_share > 0:
+            return None  # drawn acceptances, or contexts that are not a sum over the batch
+        m = min(int((req.out[dec] - req.gen[dec]).min()), COALESCE_MAX)
+        if m < 2:
+            return None
+        contexts = context + np.arange(m) * float(len(dec))
+        durations = step.decode_times(len(dec), contexts)
+        durations[0] = first
+        ends = np.cumsum(np.concatenate(([self.now], durations)))[1:]
+        m = min(m, int(np.searchsorted(ends, self.horizon(d), side="left")) + 1)
+        return ends[:m] if m >= 2 else None
+
+    def horizon(self, d: int) -> float:
+        """A time before which no request can join decode worker ``d``. A join is a transfer to ``d``
+        ending: one under way ends when the heap says; a new one starts when a prompt finishes (a
+        prefill step's end) and lasts at least the link's latency; a prompt not yet prefilling
+        needs a prefill step first, which something in the heap must start (an arrival, a transfer
+        freeing prefill blocks, a finish whose client sends its next request). In an open loop
+        another decode worker with nobody waiting for it starts nothing by its step ends."""
+        latency = self.link.latency
+        lag = latency + self.min_prefill
+        bound = math.inf
+        for t, _, kind, where in self.heap:
+            if kind == _XFER_END and self.where_d[where] == d:
+                bound = min(bound, t)
+            elif kind == _PREFILL_END:
+                bound = min(bound, t + latency)
+            elif kind == _DECODE_END and where != d and self.closed is None and not self.dw[where].waiting:
+                continue
+            else:
+                bound = min(bound, t + lag)
+        return bound
 
     def end_decode(self, d: int) -> None:
         worker, req, np, now = self.dw[d], self.req, self.np, self.now
         assert worker.work is not None
-        dec, duration = worker.work
-        self.steps += 1
-        self.batch_time += len(dec) * duration
-        self.decode_time += duration
-        adv: Any = np.ones(len(dec), dtype=np.int64)
+        dec, _, ends, start = worker.work
+        m = 1 if ends is None else len(ends)
+        self.steps += m
+        self.batch_time += len(dec) * (now - start)
+        self.decode_time += now - start
+        adv: Any = np.full(len(dec), m, dtype=np.int64)
         if self.D.step.spec is not None:
             adv = np.minimum(self.D.step.spec.draw(self.rng, len(dec)), req.out[dec] - req.gen[dec])
             self.spec_emitted += int(adv.sum())
             self.spec_slots += len(dec)
-        fresh = req.gen[dec] == 0
-        req.first[dec[fresh]] = now
-        later = dec[~fresh & req.rec[dec]]
-        if len(later):
-            self.gaps.append(now - req.last[later])
+        self.tokens_out(dec, ends)
         req.gen[dec] += adv
         req.ctx[dec] += adv
         req.last[dec] = now
@@ -461,8 +510,12 @@ class _Disagg:
                 self.finish_order.append(i)
                 if req.rec[i]:
                     self.pending -= 1
+        if ends is not None:
+            self.step_end.extend(ends[:-1].tolist())
+            self.step_tokens.extend([len(dec)] * (m - 1))
+            self.step_done.extend([0] * (m - 1))
         self.step_end.append(now)
-        self.step_tokens.append(int(adv.sum()))
+        self.step_tokens.append(int(adv.sum()) if ends is None else len(dec))
         self.step_done.append(len(done))
         worker.work = None
         if self.closed is not None and self.pending > 0:
@@ -471,8 +524,40 @@ class _Disagg:
         self.admit_decode(d)
         self.start_decode(d)
 
+    def tokens_out(self, dec: Any, ends: Any) -> None:
+        """First tokens of the sequences new to the batch, and the recorded sequences' gaps."""
+        req, np = self.req, self.np
+        first_end = self.now if ends is None else float(ends[0])
+        fresh = req.gen[dec] == 0
+        req.first[dec[fresh]] = first_end
+        rec = req.rec[dec]
+        later = dec[~fresh & rec]
+        if len(later):
+            self.gaps.append(first_end - req.last[later])
+            self.gap_weights.append(np.ones(len(later)))
+        if ends is not None and rec.any():
+            self.gaps.append(np.diff(ends))
+            self.gap_weights.append(np.full(len(ends) - 1, float(rec.sum())))
+
+    def unfinished_steps(self) -> None:
+        """Count the steps of coalesced groups still running that ended before the run stopped, as
+        one-by-one steps would have been."""
+        for worker in self.dw:
+            if worker.work is None or worker.work[2] is None:
+                continue
+            dec, _, ends, start = worker.work
+            done = ends[ends < self.now]
+            if len(done):
+                self.step_end.extend(done.tolist())
+                self.step_tokens.extend([len(dec)] * len(done))
+                self.step_done.extend([0] * len(done))
+                self.steps += len(done)
+                self.batch_time += len(dec) * (float(done[-1]) - start)
+                self.decode_time += float(done[-1]) - start
+
     # -- statistics -------------------------------------------------------------------------------
     def result(self) -> EngineSimResult:
+        self.unfinished_steps()
         np, req = self.np, self.req
         rec = np.flatnonzero(req.rec[: req.n])
         arrival, first, finish, out = req.arrival[rec], req.first[rec], req.finish[rec], req.out[rec]
@@ -497,7 +582,10 @@ class _Disagg:
             recorded=len(rec),
             ttft=Percentiles.of(first - arrival),
             tpot=Percentiles.of((finish[multi] - first[multi]) / (out[multi] - 1)),
-            itl_gap=Percentiles.of(np.concatenate(self.gaps) if self.gaps else np.zeros(0)),
+            itl_gap=Percentiles.of(
+                np.concatenate(self.gaps) if self.gaps else np.zeros(0),
+                np.concatenate(self.gap_weights) if self.gaps else np.zeros(0),
+            ),
             output_tokens_per_s=float(np.asarray(self.step_tokens)[inside].sum()) / span,
             requests_per_s=float(np.asarray(self.step_done)[inside].sum()) / span,
             queue_first_half=q1,
