@@ -93,7 +93,12 @@ TINY: dict[str, tuple[list[str], tuple[str, ...]]] = {
     ),
     "enginesim": (
         ["--runs", "1", "--requests", "60"],
-        ("baseline (issue budget)", "peer: the same simulator one step per event", "ratio one-by-one / coalesced"),
+        (
+            "baseline (issue budget)",
+            "peer: the same simulator one step per event",
+            "ratio one-by-one / coalesced",
+            "| disagg 1P1D |",
+        ),
     ),
 }
 

@@ -64,7 +64,14 @@ Worked example: Llama-3.1-8B on one H100 (vLLM constants, budget 8,192 tokens), 
 share, which is what a benchmark's TPOT measures (``tests/analysis/test_enginesim.py`` compares it with
 measured points).
 
-Non-goals: prefix caching, speculative decoding, CPU/GPU overlap of scheduling, preemption by
+**Speculative decoding** (``step.spec``, :mod:`~concur.analysis.speculation`): a decode step
+runs ``draft_tokens + 1`` tokens per sequence through the target (budget and KV blocks counted for
+all of them) after the draft's steps, and each sequence advances by its own drawn acceptance (one
+seeded generator per run). Such steps are never coalesced (each sequence advances differently);
+an inter-token gap is then the gap between a sequence's token-bearing steps, as a streaming client
+sees its chunks. ``concur.analysis.enginesim_disagg`` runs disaggregated prefill/decode pools.
+
+Non-goals: prefix caching, CPU/GPU overlap of scheduling, preemption by
 swapping, priorities other than FIFO, routing other than least-loaded, per-layer pipelining.
 """
 
@@ -93,7 +100,7 @@ __all__ = [
 ]
 
 DEFAULT_MAX_EVENTS = 1_000_000
-_COALESCE = 4096  # most decode steps one event stands for
+COALESCE_MAX = 4096  # most decode steps one event stands for
 _COALESCE_WINDOW = 256  # ... when sliding windows make each step's context a sum over the batch
 _ARRIVE, _STEP_END = 0, 1
 
@@ -102,7 +109,7 @@ class Stream(Protocol):
     def next(self) -> tuple[float, int, int] | None: ...
 
 
-class _Requests:
+class RequestTable:
     """Per-request state in growable numpy arrays (ids are arrival order)."""
 
     _INT = ("inp", "out", "ctx", "pre", "gen", "blocks")
@@ -173,12 +180,14 @@ def simulate_engine(
     max_events: int = DEFAULT_MAX_EVENTS,
     observe: Callable[[StepRecord], None] | None = None,
     coalesce: bool = True,
+    seed: int = 1,
 ) -> EngineSimResult:
     """Run until the ``requests`` requests after the first ``warmup`` have finished; see the module
     essay. ``concurrency`` makes it a closed loop (the stream's times are then ignored).
     Raises :class:`UsageError` for bad arguments, :class:`InfeasibleError` for a request the KV
     pool can never hold, :class:`BudgetError` past ``max_events``. ``coalesce=False`` runs every decode
-    step as its own event (the same results, more events: for tests).
+    step as its own event (the same results, more events: for tests). ``seed`` seeds the draws of
+    speculative decoding's accepted tokens (``step.spec``; unused without it).
 
     >>> from concur.analysis.arrivals import Synthetic
     >>> every_step_10_ms = StepModel(0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.01)
@@ -198,7 +207,8 @@ def simulate_engine(
     if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
         raise UsageError(f"concurrency must be a whole number >= 1, got {concurrency!r}", variable="concurrency")
     sim = _Sim(step, limits, source, requests, warmup, replicas, concurrency, max_events, observe)
-    sim.coalesce = coalesce
+    sim.coalesce = coalesce and step.spec is None  # drawn acceptances make every decode step its own
+    sim.rng = sim.np.random.default_rng(seed)
     sim.run()
     return sim.result()
 
@@ -225,7 +235,7 @@ class _Sim:
         self.first_rec, self.end_rec = warmup, warmup + requests
         self.closed = concurrency
         self.max_events, self.observe = max_events, observe
-        self.req = _Requests()
+        self.req = RequestTable()
         self.reps = [_Replica(limits.kv_blocks) for _ in range(replicas)]
         self.heap: list[tuple[float, int, int, int]] = []
         self.seq = 0
@@ -250,6 +260,10 @@ class _Sim:
         self.admitted: list[int] = []
         self.ever: set[int] = set()
         self.now = 0.0
+        self.verify = 1 if step.spec is None else step.spec.verify  # tokens per decoding sequence a step runs
+        self.rng: Any = None
+        self.spec_emitted = 0  # tokens decode steps emitted, and ...
+        self.spec_slots = 0  # ... sequence-steps that emitted them (speculation's measured acceptance length)
 
     # -- events -----------------------------------------------------------------------------
     def push(self, t: float, kind: int, where: int) -> None:
@@ -306,7 +320,7 @@ class _Sim:
         else:
             _, inp, out = self.pending_arrival
         i = self.req.n
-        need = -(-(inp + out - 1) // self.lim.block_size)
+        need = -(-(inp + out - 1 + self.verify - 1) // self.lim.block_size)
         if need > self.lim.kv_blocks:
             raise InfeasibleError(
                 f"request {i} needs {inp + out - 1:,} tokens of KV cache ({need:,} blocks); one replica's pool "
@@ -381,7 +395,9 @@ class _Sim:
             pairs += c * p + c * (c + 1) / 2
             pre_ctx += float(step.kv_tokens(p + c))
             pre_tokens += c
-        duration = step.time(len(dec), decode_context, pre_tokens, pairs, pre_ctx)
+        duration = step.time(len(dec), decode_context, pre_tokens, pairs, pre_ctx, self.verify)
+        if step.spec is not None:
+            duration += step.spec.draft_time(len(dec), decode_context)
         ends = None
         if self.coalesce and not chunks and len(dec) and not rep.prefilling:
             ends = self.coalesced(rep, dec, duration)
@@ -420,7 +436,7 @@ class _Sim:
         if self.lim.mixed and dec is not rep.dec:
             return None  # the budget cut the decodes
         ctx, n = req.ctx[dec], len(dec)
-        m = min(int((req.out[dec] - req.gen[dec]).min()), _COALESCE)
+        m = min(int((req.out[dec] - req.gen[dec]).min()), COALESCE_MAX)
         if self.step.window_share > 0:
             m = min(m, _COALESCE_WINDOW)
         if m < 2:
@@ -462,7 +478,7 @@ class _Sim:
         while rep.waiting and budget > 0 and len(rep.running) < self.lim.max_num_seqs:
             i = rep.waiting[0]
             c = min(int(req.pre[i]), budget)
-            need = self.blocks_for(int(req.inp[i] + req.out[i]) - 1) if whole else self.blocks_for(c)
+            need = self.blocks_for(int(req.inp[i] + req.out[i]) - 2 + self.verify) if whole else self.blocks_for(c)
             if need > rep.free:
                 break
             rep.waiting.popleft()
@@ -480,19 +496,26 @@ class _Sim:
         """Every decode (within the budget), then prefill chunks of the running, then admissions."""
         req, bs = self.req, self.lim.block_size
         budget = self.lim.token_budget
+        v = self.verify
         while True:
             dec = self.decoders(rep)
-            if len(dec) > budget:
-                dec = dec[:budget]
-            grow = (req.ctx[dec] % bs) == 0
+            if len(dec) * v > budget:
+                dec = dec[: budget // v]
+            if v == 1:
+                grow = (req.ctx[dec] % bs) == 0
+            else:  # room for the verified tokens' KV (the rejected ones' slots are reused next step)
+                grow = self.np.maximum(0, -(-(req.ctx[dec] + v) // bs) - req.blocks[dec])
             need = int(grow.sum())
             if need <= rep.free:
                 break
             self.preempt(rep)  # the newest running request, decoding or not; then look again
         if need:
             rep.free -= need
-            req.blocks[dec[grow]] += 1
-        budget -= len(dec)
+            if v == 1:
+                req.blocks[dec[grow]] += 1
+            else:
+                req.blocks[dec] += grow
+        budget -= len(dec) * v
         before = self.preemptions
         chunks: list[tuple[int, int]] = []
         for i in list(rep.prefilling):
@@ -543,37 +566,64 @@ class _Sim:
         rep = self.reps[r]
         assert rep.work is not None
         dec, chunks, ends, duration, _ = rep.work
-        req, np, now = self.req, self.np, self.now
-        done: list[int] = []
-        tokens = 0
         m = 1 if ends is None else len(ends)
         self.steps += m  # completed steps: one still running when the run ends is not counted
-        if len(dec):
-            self.batch_time += len(dec) * duration
-            self.decode_time += duration
-        if len(dec):
-            req.ctx[dec] += m
-            req.gen[dec] += m
-            if dec is rep.dec:
-                rep.dec_context += m * len(dec)
-            rec = req.rec[dec]
-            if rec.any():
-                first_end = now if ends is None else float(ends[0])
-                gaps = first_end - req.last[dec[rec]]
-                self.gaps.append(gaps)
-                self.gap_weights.append(np.ones(len(gaps)))
-                if ends is not None:
-                    self.gaps.append(np.diff(ends))
-                    self.gap_weights.append(np.full(m - 1, float(rec.sum())))
-            req.last[dec] = now
-            tokens += len(dec)
-            over = req.gen[dec] >= req.out[dec]
-            if over.any():
-                done.extend(int(i) for i in dec[over])
+        done: list[int] = []
+        tokens = self.end_decodes(rep, dec, ends, duration, done) if len(dec) else 0
         if ends is not None:
             self.step_end.extend(ends[:-1].tolist())
             self.step_tokens.extend([len(dec)] * (m - 1))
             self.step_done.extend([0] * (m - 1))
+        tokens += self.end_chunks(rep, chunks, done)
+        if done:
+            self.finish(rep, done)
+        self.step_end.append(self.now)
+        self.step_tokens.append(tokens)
+        self.step_done.append(len(done))
+        rep.work = None  # still busy: a closed loop's new arrivals must not start this replica twice
+        if self.closed is not None and self.pending > 0:
+            for _ in done:
+                self.arrive(self.now)
+        self.start_step(r)
+
+    def end_decodes(self, rep: _Replica, dec: Any, ends: Any, duration: float, done: list[int]) -> int:
+        """Advance the decoding sequences by the step's tokens (``m`` coalesced steps of one, or one
+        speculative step's draws), record their gaps, collect the finished into ``done``; the tokens."""
+        req, np, now = self.req, self.np, self.now
+        m = 1 if ends is None else len(ends)
+        self.batch_time += len(dec) * duration
+        self.decode_time += duration
+        if self.step.spec is None:
+            adv: Any = m
+            emitted = m * len(dec)
+        else:
+            adv = np.minimum(self.step.spec.draw(self.rng, len(dec)), req.out[dec] - req.gen[dec])
+            emitted = int(adv.sum())
+            self.spec_emitted += emitted
+            self.spec_slots += len(dec)
+        req.ctx[dec] += adv
+        req.gen[dec] += adv
+        if dec is rep.dec:
+            rep.dec_context += emitted
+        rec = req.rec[dec]
+        if rec.any():
+            first_end = now if ends is None else float(ends[0])
+            gaps = first_end - req.last[dec[rec]]
+            self.gaps.append(gaps)
+            self.gap_weights.append(np.ones(len(gaps)))
+            if ends is not None:
+                self.gaps.append(np.diff(ends))
+                self.gap_weights.append(np.full(m - 1, float(rec.sum())))
+        req.last[dec] = now
+        over = req.gen[dec] >= req.out[dec]
+        if over.any():
+            done.extend(int(i) for i in dec[over])
+        return emitted if self.step.spec is not None else len(dec)
+
+    def end_chunks(self, rep: _Replica, chunks: list[tuple[int, int]], done: list[int]) -> int:
+        """Advance the prompt chunks; a finished prompt emits its first token. Returns the tokens emitted."""
+        req, np, now = self.req, self.np, self.now
+        tokens = 0
         for i, c in chunks:
             req.ctx[i] += c
             if req.ctx[i] >= req.pre[i]:
@@ -589,24 +639,20 @@ class _Sim:
                 req.last[i] = now
                 if req.gen[i] >= req.out[i]:
                     done.append(i)
-        if done:
-            gone = set(done)
-            rep.running = [i for i in rep.running if i not in gone]
-            rep.dec = None
-            for i in done:
-                req.finish[i] = now
-                self.release(rep, i)
-                self.finish_order.append(i)
-                if req.rec[i]:
-                    self.pending -= 1
-        self.step_end.append(now)
-        self.step_tokens.append(tokens)
-        self.step_done.append(len(done))
-        rep.work = None  # still busy: a closed loop's new arrivals must not start this replica twice
-        if self.closed is not None and self.pending > 0:
-            for _ in done:
-                self.arrive(now)
-        self.start_step(r)
+        return tokens
+
+    def finish(self, rep: _Replica, done: list[int]) -> None:
+        """Retire the finished requests: out of the batch, their blocks freed, recorded ones counted."""
+        req = self.req
+        gone = set(done)
+        rep.running = [i for i in rep.running if i not in gone]
+        rep.dec = None
+        for i in done:
+            req.finish[i] = self.now
+            self.release(rep, i)
+            self.finish_order.append(i)
+            if req.rec[i]:
+                self.pending -= 1
 
     # -- statistics -------------------------------------------------------------------------------
     def unfinished_steps(self) -> None:
@@ -640,7 +686,7 @@ class _Sim:
         ends = np.asarray(self.step_end)
         inside = (ends > t0) & (ends <= t_end)
         span = max(t_end - t0, 1e-12)
-        q1, q2 = _halves(np.asarray(self.queue_t), np.asarray(self.queue_n, dtype=float), t0, t1)
+        q1, q2 = queue_halves(np.asarray(self.queue_t), np.asarray(self.queue_n, dtype=float), t0, t1)
         served = float(np.asarray(self.step_done)[inside].sum()) / span
         grows = self.closed is None and q2 - q1 > max(1.0, 0.01 * len(rec))
         return EngineSimResult(
@@ -663,10 +709,11 @@ class _Sim:
             simulated_time=self.now,
             finish_order=tuple(self.finish_order),
             first_admission=tuple(self.admitted),
+            spec_tokens_per_step=self.spec_emitted / self.spec_slots if self.spec_slots else math.nan,
         )
 
 
-def _halves(t: Any, q: Any, t0: float, t1: float) -> tuple[float, float]:
+def queue_halves(t: Any, q: Any, t0: float, t1: float) -> tuple[float, float]:
     """Time averages of the step function ``q`` (value ``q[k]`` from ``t[k]`` to ``t[k+1]``) over the
     two halves of ``[t0, t1]``; both the value at ``t0`` when the window is empty."""
     import numpy as np

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import UsageError
 
-__all__ = ["SLO_NAMES", "EngineSimResult", "Percentiles", "StepRecord", "seconds_text", "sla_misses"]
+__all__ = ["SLO_NAMES", "DisaggStats", "EngineSimResult", "Percentiles", "StepRecord", "seconds_text", "sla_misses"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,28 @@ class StepRecord:
 
 
 @dataclass(frozen=True)
+class DisaggStats:
+    """What a disaggregated run adds: the pools' sizes, the KV hand-off and the links' load."""
+
+    prefill_workers: int
+    decode_workers: int
+    handoff: Percentiles  # prompt done on a prefill worker -> its KV on the decode worker (s)
+    transfer: Percentiles  # the transfer itself: link latency + bytes / bandwidth (s)
+    link_utilization: float  # busiest prefill worker's link: share of the recorded window it was sending
+    prefill_batch: float  # mean prompt tokens per prefill step
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "prefill_workers": self.prefill_workers,
+            "decode_workers": self.decode_workers,
+            "handoff": self.handoff.as_dict(),
+            "transfer": self.transfer.as_dict(),
+            "link_utilization": self.link_utilization,
+            "prefill_batch": self.prefill_batch,
+        }
+
+
+@dataclass(frozen=True)
 class EngineSimResult:
     """What one run measured (seconds, requests, tokens)."""
 
@@ -100,6 +122,8 @@ class EngineSimResult:
     simulated_time: float
     finish_order: tuple[int, ...] = field(repr=False)  # request ids as they finished (each once)
     first_admission: tuple[int, ...] = field(repr=False)  # request ids in order of first admission
+    spec_tokens_per_step: float = math.nan  # speculative decoding: mean tokens one sequence's decode step emitted
+    disagg: DisaggStats | None = None  # a disaggregated fleet's pools and KV transfers
 
     @property
     def queue_growth(self) -> float:
@@ -128,6 +152,8 @@ class EngineSimResult:
             "events": self.events,
             "preemptions": self.preemptions,
             "simulated_time": self.simulated_time,
+            **({} if math.isnan(self.spec_tokens_per_step) else {"spec_tokens_per_step": self.spec_tokens_per_step}),
+            **({} if self.disagg is None else {"disagg": self.disagg.as_dict()}),
         }
 
 

@@ -31,7 +31,8 @@ read per step, each context token 0.0245 us; a decode step of 100 sequences at c
 reads 13.5 ms and costs about 25 ms with the fixed and all-reduce costs.
 
 Non-goals: pipeline parallelism's bubbles (layers are divided by ``pp``, nothing more),
-MLA's different prefill form, speculative decoding, CPU scheduling overlap.
+MLA's different prefill form, CPU scheduling overlap. Speculative decoding: ``spec``
+(:mod:`concur.analysis.speculation`) when the question sets ``draft_tokens``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from ..errors import UsageError
 from ..lang.model import build_model
 from ..solver.givens import resolve_givens
 from ..solver.run import run_question
+from .speculation import Speculation
 
 __all__ = ["EngineLimits", "StepModel", "engine_from_values", "solve_engine"]
 
@@ -66,6 +68,7 @@ class StepModel:
     t_fixed: float
     window_share: float = 0.0  # share of layers with sliding-window attention
     window: float = math.inf  # their window, tokens
+    spec: Speculation | None = None  # speculative decoding (None: one token per sequence and step)
 
     def weights(self, tokens: float) -> float:
         """Time to read the weights a step of ``tokens`` tokens touches."""
@@ -89,13 +92,16 @@ class StepModel:
         prefill_tokens: int,
         prefill_pairs: float,
         prefill_context: float,
+        verify: int = 1,
     ) -> float:
         """One step: ``decode_tokens`` sequences whose contexts sum to ``decode_context`` (KV read, keys
         attended), ``prefill_tokens`` prompt tokens in chunks with ``prefill_pairs`` causal (query, key)
-        pairs and ``prefill_context`` tokens of KV read (prior context plus the chunk)."""
-        n = decode_tokens + prefill_tokens
+        pairs and ``prefill_context`` tokens of KV read (prior context plus the chunk). ``verify`` tokens
+        per decoding sequence run through the target (speculative verification: their FLOPs and
+        all-reduces, the KV read once); the draft's time is not included (:meth:`Speculation.draft_time`)."""
+        n = decode_tokens * verify + prefill_tokens
         memory = self.weights(n) + self.kv_time_per_token * (decode_context + prefill_context)
-        decode = decode_tokens * self.token_time + self.attn_time * decode_context
+        decode = decode_tokens * verify * self.token_time + self.attn_time * verify * decode_context
         prefill = prefill_tokens * self.token_time + self.attn_time * prefill_pairs
         compute = decode + prefill * self.efficiency / self.efficiency_prefill
         comm = self.comm_fixed + self.comm_per_token * n if self.comm_fixed or self.comm_per_token else 0.0
@@ -146,6 +152,11 @@ _FALLBACK = {
     "pp": 1.0,
     "sliding_window_layers": 0.0,
     "prefill_overlap": 1.0,
+    "draft_tokens": 0.0,
+    "acceptance_rate": 0.0,
+    "draft_params": 0.0,
+    "draft_layers": 0.0,
+    "mtp_layers": 0.0,
     "block_size": 16.0,
     "batch_cap": 256.0,
     "token_budget": 8192.0,
@@ -213,6 +224,7 @@ def engine_from_values(values: Mapping[str, float], **override: Any) -> tuple[St
         t_fixed=values["t_fixed"],
         window_share=sliding / values["layers"] if sliding > 0 else 0.0,
         window=values.get("sliding_window", math.inf) if sliding > 0 else math.inf,
+        spec=_speculation(values, get),
     )
     limits = EngineLimits(
         kv_blocks=int(override.get("kv_blocks") or values["kv_blocks"]),
@@ -222,6 +234,32 @@ def engine_from_values(values: Mapping[str, float], **override: Any) -> tuple[St
         mixed=bool(override["mixed"]) if override.get("mixed") is not None else get("prefill_overlap") >= 0.5,
     )
     return step, limits
+
+
+def _speculation(values: Mapping[str, float], get: Any) -> Speculation | None:
+    """The draft's costs from the pack's speculation inputs (``draft_tokens`` 0: None), as the pack's
+    ``t_draft_step`` charges them: its weights at the target's precision split over tp x pp, its layers'
+    share of the KV read, 2 flop per draft parameter per token, and per draft layer the target's fixed
+    cost per layer plus two all-reduce latencies when tp > 1."""
+    k = round(get("draft_tokens"))
+    if k < 1:
+        return None
+    shards = values["tp"] * get("pp")
+    draft_params = get("draft_params") + get("mtp_layers") * values.get("active_params", 0.0) / values["layers"]
+    draft_layers = get("draft_layers") + get("mtp_layers")
+    bw = values["hbm_bandwidth"]
+    per_layer = values["t_fixed"] / values["layers"]
+    if values["tp"] > 1:
+        per_layer += 2 * values.get("allreduce_latency", 0.0)
+    return Speculation(
+        draft_tokens=k,
+        acceptance_rate=get("acceptance_rate"),
+        weights_time=draft_params * values.get("weight_bytes", 0.0) / shards / bw,
+        kv_time_per_token=draft_layers / values["layers"] * values["kv_per_token"] / bw,
+        token_time=2 * draft_params / shards / (values["peak_flops"] * values["flops_fraction"]),
+        fixed=draft_layers * per_layer,
+        efficiency=values["efficiency"],
+    )
 
 
 _FLEET_ONLY = ("arrival_rate", "request_rate", "replicas", "concurrency", "batch", "in_flight", "fleet_gpus")
@@ -256,6 +294,8 @@ def solve_engine(given: Mapping[str, Any], **override: Any) -> tuple[StepModel, 
         question.setdefault("kv_fit", "ignore")  # the simulator holds requests to the pool itself, per request
     givens = resolve_givens(model, question)
     targets = tuple(t for t in _TARGETS if t in model.variables and t not in givens.values)
+    if "spec_tokens_per_step" in givens.values and "acceptance_rate" not in givens.values:
+        targets += ("acceptance_rate",)  # a measured mean acceptance length: the pack finds the rate
     _plan, env, _ = run_question(model, dict(givens.values), targets, givens.sources, trace=False)
     step, limits = engine_from_values(env, **override)
     return step, limits, dict(env)

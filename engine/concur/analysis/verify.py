@@ -20,6 +20,15 @@ A row's run records ``requests`` requests after a warm-up of twice the row's req
 (its batch x replicas: two residence times of arrivals), at least 200, so the statistics come
 from a loaded fleet, not from one filling up. Deterministic for a seed.
 
+**Disaggregated rows** (``"mode": "disagg"`` with ``"prefill"`` and ``"decode"``, each
+``{"gpu", "tp", "workers"}``) run in :func:`~concur.analysis.enginesim_disagg.simulate_disagg`:
+the two pools, the KV link the question names (``kv_link``, or ``kv_link_bandwidth`` with
+``kv_link_latency``; the plan's assumed link otherwise), Poisson arrivals at the question's rate,
+a warm-up of twice the requests a decode pool holds over a residence at its single-sequence step
+(at least 200). **Speculative rows** need nothing of their own: the question's (or the row's
+``"spec"``) ``draft_tokens`` and ``acceptance_rate`` / ``spec_tokens_per_step`` reach the step
+model, and the decode steps draw their acceptances.
+
 Non-goals: re-sizing a row that misses (the plan's formula does the sizing; the simulator only
 checks it), fleets of mixed configurations.
 """
@@ -36,10 +45,20 @@ from ..lang.model import build_model
 from ..lang.values import convert_value
 from .arrivals import Synthetic
 from .enginesim import SLO_NAMES, EngineSimResult, simulate_engine, sla_misses
+from .enginesim_disagg import question_link, simulate_disagg, solve_pools
 from .fleet_plan import Candidate, Config, PlanResult
 from .step_model import solve_engine
 
-__all__ = ["PERCENTILE_SLOS", "Verified", "slo_values", "split_percentile_slos", "verify_plan", "verify_row"]
+__all__ = [
+    "PERCENTILE_SLOS",
+    "Verified",
+    "disagg_layout",
+    "slo_values",
+    "split_percentile_slos",
+    "verify_disagg_row",
+    "verify_plan",
+    "verify_row",
+]
 
 PERCENTILE_SLOS = tuple(n for n in SLO_NAMES if n not in ("ttft_slo", "itl_slo"))
 
@@ -148,6 +167,7 @@ def verify_row(
             requests=requests,
             warmup=warmup,
             replicas=replicas,
+            seed=seed,
             **kw,
         )
     except BudgetError as exc:  # a queue so unstable that the run never ends within its budget
@@ -168,8 +188,13 @@ def verify_plan(
     if not isinstance(count, int) or count < 0:
         raise UsageError(f"--verify takes a whole number >= 0, got {count!r}", variable="verify")
     out: dict[Config, Verified] = {}
-    rows: list[Candidate] = [c for c in result.feasible if c.replicas][:count]
+    rows: list[Candidate] = [c for c in result.feasible if c.replicas or disagg_layout(c)][:count]
     for cand in rows:
+        if disagg_layout(cand) is not None:
+            out[cand.config] = verify_disagg_row(
+                result.question, cand, result.arrival_rate, slo, requests=requests, seed=seed, max_events=max_events
+            )
+            continue
         assert cand.replicas is not None
         out[cand.config] = verify_row(
             result.question,
@@ -183,3 +208,86 @@ def verify_plan(
             max_events=max_events,
         )
     return out
+
+
+def _field(row: Any, key: str) -> Any:
+    """``row[key]`` of a JSON row, or the attribute of a :class:`Candidate` (its config's when it has none)."""
+    if isinstance(row, Mapping):
+        return row.get(key)
+    value = getattr(row, key, None)
+    return value if value is not None else getattr(getattr(row, "config", None), key, None)
+
+
+def disagg_layout(row: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """A disaggregated plan row's pools, ``(prefill, decode)`` each ``{"gpu", "tp", "workers"}``, or None
+    for an aggregated row. ``row``: a ``concur plan --json`` candidate or a :class:`Candidate` (whose
+    config or itself carries ``mode``, and which carries ``prefill`` and ``decode``)."""
+    if (_field(row, "mode") or "agg") != "disagg":
+        return None
+    pools = []
+    for side in ("prefill", "decode"):
+        pool = _field(row, side)
+        if not isinstance(pool, Mapping):
+            pool = {k: getattr(pool, k, None) for k in ("gpu", "tp", "workers")} if pool is not None else {}
+        workers = pool.get("workers")
+        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+            raise UsageError(
+                f"a disaggregated row needs its {side} pool's workers (a whole number >= 1), got {workers!r}",
+                variable=f"{side}_workers",
+            )
+        pools.append({k: pool.get(k) for k in ("gpu", "tp", "workers")})
+    return pools[0], pools[1]
+
+
+def _row_given(question: Mapping[str, Any], row: Any) -> dict[str, Any]:
+    """The question with the row's configuration (dtypes, engine, gpu, tp) and speculation over it."""
+    config = getattr(row, "config", None)
+    if config is not None and hasattr(config, "given"):
+        mine = dict(config.given())
+    else:
+        mine = {k: row[k] for k in ("gpu", "tp", "weight_dtype", "kv_dtype", "engine") if row.get(k) is not None}
+    spec = _field(row, "spec")
+    return {**question, **mine, **(dict(spec) if isinstance(spec, Mapping) else {})}
+
+
+def verify_disagg_row(
+    question: Mapping[str, Any],
+    row: Any,
+    rate: float,
+    slo: Mapping[str, float],
+    *,
+    requests: int = 2000,
+    seed: int = 1,
+    max_events: int | None = None,
+) -> Verified:
+    """Simulate one disaggregated row (a JSON candidate or a :class:`Candidate`) at ``rate`` request/s."""
+    layout = disagg_layout(row)
+    if layout is None:
+        raise UsageError("verify_disagg_row takes a row whose mode is disagg", variable="mode")
+    given = _row_given(question, row)
+    prefill, decode, kv_bytes, values = solve_pools(given, *layout)
+    link, _ = question_link(
+        {
+            **question,
+            **({"kv_link": row["link"]} if isinstance(row, Mapping) and isinstance(row.get("link"), str) else {}),
+        }
+    )
+    inp, out = round(values["input_tokens"]), round(values["output_tokens"])
+    residence = max(out, 1) * float(values.get("t_step", 0.0))
+    warmup = max(200, math.ceil(2 * rate * residence))
+    kw: dict[str, Any] = {} if max_events is None else {"max_events": max_events}
+    try:
+        result = simulate_disagg(
+            prefill,
+            decode,
+            link,
+            Synthetic(rate, max(inp, 1), max(out, 1), seed=seed),
+            kv_bytes=kv_bytes,
+            requests=requests,
+            warmup=warmup,
+            seed=seed,
+            **kw,
+        )
+    except BudgetError as exc:
+        return Verified(None, (f"{exc.message}: the queue grows without bound",), requests, warmup, seed, "disagg")
+    return Verified(result, tuple(sla_misses(result, slo)), requests, warmup, seed, "disagg")

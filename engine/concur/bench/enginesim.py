@@ -12,6 +12,10 @@ Two references, measured in the same run:
 * the same simulator with coalescing off (``coalesce=False``: every decode step its own event,
   the results identical), printed as ``one-by-one seconds / coalesced seconds``.
 
+A third row times the disaggregated simulator (:mod:`concur.analysis.enginesim_disagg`) on the same
+traffic: one prefill and one decode worker of the same GPU, KV over a 50 GB/s, 10 us link, with
+its own one-by-one peer (``coalesce=False``).
+
 Every figure is the median of ``--runs`` interleaved runs (one-by-one, coalesced, ...) in this
 process; the step model is solved once, untimed.
 """
@@ -21,11 +25,13 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import replace
+from typing import Any
 
 import click
 
 from ..analysis.arrivals import Synthetic
 from ..analysis.enginesim import EngineSimResult, simulate_engine
+from ..analysis.enginesim_disagg import KVLink, simulate_disagg, solve_pools
 from ..analysis.step_model import solve_engine
 from ..cli.progress import progress
 from .counter import core_count
@@ -55,7 +61,7 @@ def command(requests: int, rate: float, runs: int, budget: float, seed: int) -> 
         "ratio one-by-one / coalesced | ratio budget / median |"
     )
     click.echo("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    with progress("simulating", total=2 * runs * 2, eager=True) as bar:
+    with progress("simulating", total=2 * runs * 2 + 2 * runs, eager=True) as bar:
         for mixed in (True, False):
             lim = replace(limits, mixed=mixed)
             times: dict[bool, list[float]] = {True: [], False: []}
@@ -80,4 +86,30 @@ def command(requests: int, rate: float, runs: int, budget: float, seed: int) -> 
                 f"| {res.steps / fast:,.0f} | {slow:.3f} | {res.events:,} / {last[False].events:,} | {slow / fast:.2f}x "
                 f"| {budget / fast:.2f}x |"
             )
+        click.echo(_disagg_row(requests, warmup, rate, runs, budget, seed, bar.advance))
     click.echo("\nevents: arrivals and step ends (coalesced / one by one); steps/s: simulated engine steps per second")
+
+
+def _disagg_row(requests: int, warmup: int, rate: float, runs: int, budget: float, seed: int, advance: Any) -> str:
+    """The disaggregated simulator on the same traffic (1 prefill + 1 decode worker), coalesced and one
+    by one, interleaved: one table row."""
+    prefill, decode, kv_bytes, _ = solve_pools(CONFIG, {"workers": 1}, {"workers": 1})
+    link = KVLink(50e9, 10e-6)
+    times: dict[bool, list[float]] = {True: [], False: []}
+    last: dict[bool, EngineSimResult] = {}
+    for _ in range(runs):
+        for coalesce in (False, True):
+            t0 = time.perf_counter()
+            last[coalesce] = simulate_disagg(
+                prefill, decode, link, Synthetic(rate, 1000, 400, seed=seed), kv_bytes=kv_bytes,
+                requests=requests, warmup=warmup, seed=seed, coalesce=coalesce,
+            )  # fmt: skip
+            times[coalesce].append(time.perf_counter() - t0)
+            advance()
+    fast, slow = statistics.median(times[True]), statistics.median(times[False])
+    res = last[True]
+    return (
+        f"| disagg 1P1D | {fast:.3f} ({min(times[True]):.3f}-{max(times[True]):.3f}) | {res.events / fast:,.0f} | "
+        f"{res.steps / fast:,.0f} | {slow:.3f} | {res.events:,} / {last[False].events:,} | {slow / fast:.2f}x | "
+        f"{budget / fast:.2f}x |"
+    )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import click
 
@@ -154,6 +155,43 @@ def _fmt(x: float, digits: int = 4) -> str:
     help="engine: stop with an error past this many events (arrivals + steps).",
 )
 @click.option(
+    "--mode",
+    type=click.Choice(["agg", "disagg"]),
+    default="agg",
+    show_default=True,
+    help="engine: agg = replicas that prefill and decode; disagg = a prefill pool and a decode pool joined by a KV link.",
+)
+@click.option("--prefill-workers", type=click.IntRange(1), default=None, help="engine, disagg: prefill workers P.")
+@click.option("--decode-workers", type=click.IntRange(1), default=None, help="engine, disagg: decode workers D.")
+@click.option(
+    "--prefill-gpu", default=None, metavar="ID", help="engine, disagg: the prefill workers' GPU [default: --set gpu]."
+)
+@click.option(
+    "--prefill-tp",
+    type=click.IntRange(1),
+    default=None,
+    help="engine, disagg: GPUs per prefill worker [default: --set tp].",
+)
+@click.option(
+    "--decode-gpu", default=None, metavar="ID", help="engine, disagg: the decode workers' GPU [default: --set gpu]."
+)
+@click.option(
+    "--decode-tp",
+    type=click.IntRange(1),
+    default=None,
+    help="engine, disagg: GPUs per decode worker [default: --set tp].",
+)
+@click.option("--kv-link", default=None, metavar="ID", help="engine, disagg: the KV link, an id of the links catalog.")
+@click.option(
+    "--link-bandwidth",
+    default=None,
+    metavar="BW",
+    help="engine, disagg: KV link bandwidth per GPU and direction (bare: GB/s).",
+)
+@click.option(
+    "--link-latency", default=None, metavar="T", help="engine, disagg: KV link latency per transfer (bare: us)."
+)
+@click.option(
     "--batches", type=int, default=20, show_default=True, help="batch-means slices for the 95% confidence intervals."
 )
 @click.option(
@@ -165,7 +203,70 @@ def _fmt(x: float, digits: int = 4) -> str:
     help="write a PNG of queue length and in-flight requests over time ('-': stdout, not a terminal).",
 )
 @json_option
-def command(
+def command(**opts: Any) -> None:
+    """Simulate Poisson arrivals into a serving fleet (or an M/M/c queue) and report
+    latency, in-flight requests and queue length with 95% confidence intervals,
+    next to the analytic answer (Little's-law fixed point or Erlang C).
+
+    --model engine simulates an engine step by step instead (--set the configuration; --rate,
+    --concurrency or --trace the load) and reports TTFT, ITL and inter-token gaps as mean and
+    p50/p90/p99, throughput, and whether the waiting queue is stable; --mode disagg simulates a
+    prefill pool and a decode pool joined by a KV link (--prefill-workers, --decode-workers,
+    --kv-link or --link-bandwidth/--link-latency); --set draft_tokens= and acceptance_rate= (or
+    spec_tokens_per_step=) simulate speculative decoding."""
+    from ...errors import UsageError
+    from .simulate_disagg import DISAGG_FLAGS
+
+    layout = {k: opts.pop(k) for k in DISAGG_FLAGS}
+    mode = opts.pop("mode")
+    if opts["kind"] == "engine":
+        _engine_model(mode, layout, **opts)
+        return
+    if mode != "agg" or any(v is not None for v in layout.values()):
+        raise UsageError("--mode and the pools' options describe the engine model", hint="add --model engine")
+    _queue_model(**opts)
+
+
+def _engine_model(
+    mode: str,
+    layout: dict[str, Any],
+    *,
+    rate: float | None,
+    replicas: int,
+    sets: tuple[str, ...],
+    concurrency: int | None,
+    trace: str | None,
+    burstiness: float,
+    requests: int | None,
+    warmup_requests: int | None,
+    scheduler: str | None,
+    token_budget: int | None,
+    max_num_seqs: int | None,
+    max_events: int,
+    seed: int,
+    plot_path: str | None,
+    as_json: bool,
+    **_: Any,
+) -> None:
+    """``--model engine``: an aggregated fleet (:func:`run_engine`) or a disaggregated one (:func:`run_disagg`)."""
+    from ...errors import UsageError
+    from .simulate_disagg import check_layout, run_disagg
+    from .simulate_engine import run_engine
+
+    if plot_path:
+        raise UsageError("--plot draws the llm and mmc models only", hint="drop --plot, or use --model llm")
+    check_layout(mode, layout, replicas, scheduler)
+    load_args = (rate, concurrency, trace, burstiness, requests, warmup_requests)
+    if mode == "disagg":
+        run_disagg(sets, load_args, layout, token_budget, max_num_seqs, max_events, seed, as_json)
+        return
+    run_engine(
+        sets, *load_args, replicas, scheduler, token_budget, max_num_seqs, max_events, seed, as_json
+    )  # fmt: skip
+
+
+def _queue_model(
+    *,
     kind: str,
     rate: float | None,
     replicas: int,
@@ -180,54 +281,17 @@ def command(
     duration: float,
     warmup: float | None,
     seed: int,
-    sets: tuple[str, ...],
-    concurrency: int | None,
-    trace: str | None,
-    burstiness: float,
-    requests: int | None,
-    warmup_requests: int | None,
-    scheduler: str | None,
-    token_budget: int | None,
-    max_num_seqs: int | None,
-    max_events: int,
     batches: int,
     plot_path: str | None,
     as_json: bool,
+    **_: Any,
 ) -> None:
-    """Simulate Poisson arrivals into a serving fleet (or an M/M/c queue) and report
-    latency, in-flight requests and queue length with 95% confidence intervals,
-    next to the analytic answer (Little's-law fixed point or Erlang C).
-
-    --model engine simulates an engine step by step instead (--set the configuration; --rate,
-    --concurrency or --trace the load) and reports TTFT, ITL and inter-token gaps as mean and
-    p50/p90/p99, throughput, and whether the waiting queue is stable."""
+    """``--model llm`` / ``--model mmc``: the fluid fleet or the M/M/c queue, against the analytic answer."""
     from ...analysis.simulate import LLMFleet, MMcQueue, fixed_point, plot_timeseries, simulate
     from ...errors import UsageError
     from ..progress import progress
     from ..streams import binary_output, is_stdio
 
-    if kind == "engine":
-        if plot_path:
-            raise UsageError("--plot draws the llm and mmc models only", hint="drop --plot, or use --model llm")
-        from .simulate_engine import run_engine
-
-        run_engine(
-            sets,
-            rate,
-            concurrency,
-            trace,
-            burstiness,
-            requests,
-            warmup_requests,
-            replicas,
-            scheduler,
-            token_budget,
-            max_num_seqs,
-            max_events,
-            seed,
-            as_json,
-        )
-        return
     if rate is None:
         raise UsageError(f"--model {kind} needs --rate", hint="e.g. --rate 30")
     if as_json and is_stdio(plot_path):
@@ -271,6 +335,10 @@ def command(
             out["plot"] = plot_path
         click.echo(json.dumps(out, indent=2, default=float))
         return
+    _print_queue(res, analytic, kind, rate, plot_path)
+
+
+def _print_queue(res: Any, analytic: dict[str, float], kind: str, rate: float, plot_path: str | None) -> None:
     unit = "s" if kind == "llm" else ""
     rows = [
         ("latency mean", res.latency, analytic.get("latency"), unit),

@@ -12,11 +12,12 @@ below 1 for clumps), ``--concurrency`` (closed loop) or ``--trace FILE`` (CSV or
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import click
 
-__all__ = ["run_engine"]
+__all__ = ["engine_load", "engine_question", "limits_dict", "run_engine", "with_slo"]
 
 
 def run_engine(
@@ -36,13 +37,49 @@ def run_engine(
     as_json: bool,
 ) -> None:
     """Solve the configuration, run the engine simulation and print it (see the module docstring)."""
-    from ...analysis.arrivals import Synthetic, Trace, read_trace
-    from ...analysis.enginesim import SLO_NAMES, simulate_engine, sla_misses
+    from ...analysis.enginesim import simulate_engine, sla_misses
     from ...analysis.step_model import solve_engine
+    from ..progress import progress
+
+    config, slo, recorded = engine_question(sets, rate, concurrency, trace)
+    mixed = None if scheduler is None else scheduler == "mixed"
+    step, limits, values = solve_engine(config, mixed=mixed, token_budget=token_budget, max_num_seqs=max_num_seqs)
+    inp, out = round(values["input_tokens"]), round(values["output_tokens"])
+    source, count, warm, load = engine_load(
+        recorded, trace, rate, concurrency, burstiness, requests, warmup, seed, inp, out
+    )
+    with progress("simulating"):
+        res = simulate_engine(
+            step,
+            limits,
+            source,
+            requests=count,
+            warmup=warm,
+            replicas=replicas,
+            concurrency=concurrency,
+            max_events=max_events,
+            seed=seed,
+        )
+    misses = sla_misses(res, slo) if slo else []
+    if as_json:
+        doc = res.as_dict()
+        doc.update(load=load, seed=seed, warmup=warm, limits=limits_dict(limits))
+        click.echo(json.dumps(with_slo(doc, slo, misses), indent=2))
+        return
+    for line in _table(res, limits, load, count, warm, seed, inp, out, slo, misses):
+        click.echo(line)
+
+
+def engine_question(
+    sets: tuple[str, ...], rate: float | None, concurrency: int | None, trace: str | None
+) -> tuple[dict[str, Any], dict[str, float], Any]:
+    """The configuration and SLOs of ``--set`` (lengths defaulting to a trace's longest), and the trace;
+    exactly one load must be given."""
+    from ...analysis.arrivals import read_trace
+    from ...analysis.enginesim import SLO_NAMES
     from ...analysis.verify import slo_values
     from ...errors import UsageError
     from ..givens import parse_sets
-    from ..progress import progress
 
     loads = [
         name for name, v in (("--rate", rate), ("--concurrency", concurrency), ("--trace", trace)) if v is not None
@@ -55,16 +92,30 @@ def run_engine(
     given = parse_sets(sets)
     slo = slo_values({k: v for k, v in given.items() if k in SLO_NAMES})
     config = {k: v for k, v in given.items() if k not in SLO_NAMES}
-    mixed = None if scheduler is None else scheduler == "mixed"
-    recorded: Trace | None = read_trace(trace) if trace is not None else None
+    recorded = read_trace(trace) if trace is not None else None
     if recorded is not None:
         config.setdefault("input_tokens", max(recorded.inputs))
         config.setdefault("output_tokens", max(recorded.outputs))
-    step, limits, values = solve_engine(config, mixed=mixed, token_budget=token_budget, max_num_seqs=max_num_seqs)
-    inp, out = round(values["input_tokens"]), round(values["output_tokens"])
-    source: Any
+    return config, slo, recorded
+
+
+def engine_load(
+    recorded: Any,
+    trace: str | None,
+    rate: float | None,
+    concurrency: int | None,
+    burstiness: float,
+    requests: int | None,
+    warmup: int | None,
+    seed: int,
+    inp: int,
+    out: int,
+) -> tuple[Any, int, int, str]:
+    """The request stream, the recorded and warm-up counts, and the load in words."""
+    from ...analysis.arrivals import Synthetic
+    from ...errors import UsageError
+
     if recorded is not None:
-        source = recorded
         warm = 0 if warmup is None else warmup
         count = len(recorded) - warm if requests is None else requests
         if count < 1 or warm + count > len(recorded):
@@ -73,49 +124,31 @@ def run_engine(
                 f"{count:,}",
                 hint="ask for fewer requests",
             )
-        load = f"trace {trace}: {len(recorded):,} requests"
-    else:
-        count = 2000 if requests is None else requests
-        warm = count // 4 if warmup is None else warmup
-        source = Synthetic(rate or 1.0, max(inp, 1), max(out, 1), burstiness=burstiness, seed=seed)
-        if concurrency is not None:
-            load = f"closed loop, {concurrency} clients"
-        else:
-            kind = "Poisson" if burstiness == 1 else f"Gamma gaps, burstiness {burstiness:g}"
-            load = f"open loop, {kind}, {rate:g} request/s"
-    with progress("simulating"):
-        res = simulate_engine(
-            step,
-            limits,
-            source,
-            requests=count,
-            warmup=warm,
-            replicas=replicas,
-            concurrency=concurrency,
-            max_events=max_events,
-        )
-    misses = sla_misses(res, slo) if slo else []
-    if as_json:
-        doc = res.as_dict()
-        doc.update(
-            load=load,
-            seed=seed,
-            warmup=warm,
-            limits={
-                "kv_blocks": limits.kv_blocks,
-                "block_size": limits.block_size,
-                "max_num_seqs": limits.max_num_seqs,
-                "token_budget": limits.token_budget,
-            },
-        )
-        if slo:
-            doc["slo"] = {k: {"value": v * 1e3, "unit": "ms"} for k, v in slo.items()}
-            doc["meets_sla"] = not misses
-            doc["misses"] = misses
-        click.echo(json.dumps(doc, indent=2))
-        return
-    for line in _table(res, limits, load, count, warm, seed, inp, out, slo, misses):
-        click.echo(line)
+        return recorded, count, warm, f"trace {trace}: {len(recorded):,} requests"
+    count = 2000 if requests is None else requests
+    warm = count // 4 if warmup is None else warmup
+    source = Synthetic(rate or 1.0, max(inp, 1), max(out, 1), burstiness=burstiness, seed=seed)
+    if concurrency is not None:
+        return source, count, warm, f"closed loop, {concurrency} clients"
+    kind = "Poisson" if burstiness == 1 else f"Gamma gaps, burstiness {burstiness:g}"
+    return source, count, warm, f"open loop, {kind}, {rate:g} request/s"
+
+
+def limits_dict(limits: Any) -> dict[str, int]:
+    return {
+        "kv_blocks": limits.kv_blocks,
+        "block_size": limits.block_size,
+        "max_num_seqs": limits.max_num_seqs,
+        "token_budget": limits.token_budget,
+    }
+
+
+def with_slo(doc: dict[str, Any], slo: dict[str, float], misses: list[str]) -> dict[str, Any]:
+    if slo:
+        doc["slo"] = {k: {"value": v * 1e3, "unit": "ms"} for k, v in slo.items()}
+        doc["meets_sla"] = not misses
+        doc["misses"] = misses
+    return doc
 
 
 def _table(
@@ -144,6 +177,8 @@ def _table(
     lines.append(
         f"throughput        {res.output_tokens_per_s:,.0f} output token/s, {res.requests_per_s:,.3g} request/s"
     )
+    if not math.isnan(res.spec_tokens_per_step):
+        lines.append(f"speculation       {res.spec_tokens_per_step:.3g} tokens per sequence and decode step (drawn)")
     verdict = "stable" if res.stable else "UNSTABLE: the queue grows"
     lines.append(
         f"waiting queue     {res.queue_first_half:,.1f} then {res.queue_second_half:,.1f} requests (time averages "
