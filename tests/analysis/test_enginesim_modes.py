@@ -2,7 +2,7 @@
 
 Every assertion counts or compares simulated quantities (no wall clock). Physical properties are
 checked on hand-made step models (a 10 ms step plus 0.1 ms per prompt token) and on the packs'
-constants; measured points (``tests/data/serving_modes_refs.yaml``) are replayed at the end.
+constants; measured points (``tests/data/spec_decode_refs.yaml``) are replayed at the end.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from concur.analysis.step_model import EngineLimits, StepModel, solve_engine
 from concur.cli import cli
 from concur.errors import BudgetError, InfeasibleError, UsageError
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 STEP = StepModel(
     weights_time=0.0,
