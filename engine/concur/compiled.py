@@ -26,13 +26,15 @@ Invariants:
   reused while its entry lives). They share the same bound and the same :func:`forget`.
 
 Entries are immutable or owned by the table; a race that computes one twice is harmless, so no
-lock guards them (as before, every table here was a plain dict).
+lock guards them (as before, when every table was a plain dict): a lookup racing an eviction in
+another thread is a hit or a miss, never an error.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from contextlib import suppress
 from typing import Any, Generic, TypeVar, cast
 
 __all__ = ["LOOP_LIMIT", "MODEL_LIMIT", "TABLE_LIMIT", "Compiled", "Table", "closure", "compiled", "forget", "table"]
@@ -62,7 +64,8 @@ class Table(Generic[K, V]):
         items = self._items
         hit = items.get(key)
         if hit is not None:
-            items.move_to_end(key)
+            with suppress(KeyError):  # another thread dropped it meanwhile: still a hit
+                items.move_to_end(key)
         return hit
 
     def __contains__(self, key: object) -> bool:
@@ -75,9 +78,10 @@ class Table(Generic[K, V]):
         """Keep ``value`` under ``key``, dropping the least recently used entry when full."""
         items = self._items
         items[key] = value
-        items.move_to_end(key)
-        if len(items) > self.limit:
-            items.popitem(last=False)
+        with suppress(KeyError):  # another thread's put may have moved or dropped entries meanwhile
+            items.move_to_end(key)
+            while len(items) > self.limit:
+                items.popitem(last=False)
         return value
 
     def get_or(self, key: K, build: Callable[[], V]) -> V:
@@ -150,7 +154,7 @@ def closure(node: N, build: Callable[[N], T]) -> T:
         if len(made) >= CLOSURE_LIMIT:
             made.clear()
         hit = made[id(node)] = (node, build(node))
-    return cast(T, hit[1])
+    return hit[1]  # hit is typed Any: no cast() call on the hottest path of a search
 
 
 def forget() -> None:

@@ -95,3 +95,17 @@ def test_a_failed_unit_check_is_never_remembered(counts, monkeypatch, tmp_path):
         assert err.value.exit_code == 1
     assert counts["unit checks"] == 2
     assert not (tmp_path / "cache" / "unit-checks").exists()
+
+
+def test_main_called_in_process_leaves_the_collector_alone(monkeypatch, tmp_path):
+    """Only concur's own process freezes the GC's objects before it exits (so exit skips a full
+    collection); ``main(argv)`` called in-process, as a test or an embedding program does, does not."""
+    import gc
+
+    from concur.cli import main
+
+    monkeypatch.setenv("CONCUR_CACHE_DIR", str(tmp_path / "cache"))
+    before = gc.get_freeze_count()
+    with pytest.raises(SystemExit) as done:
+        main(["solve", "--find", "arrival_rate", "queueing", *(f"--set={k}={v}" for k, v in GIVEN.items())])
+    assert done.value.code == 0 and gc.get_freeze_count() == before

@@ -18,6 +18,7 @@ quietly with 0. A traceback means a bug in concur.
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import sys
 from collections.abc import Iterator
@@ -124,12 +125,23 @@ def _terminate_like_interrupt() -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI; map concur errors to one line (or one JSON object) and an exit code."""
-    from ..errors import ConcurError
     from . import report
     from .context import Invocation
 
     args = list(sys.argv[1:] if argv is None else argv)
     run = Invocation()  # this run's ctx.obj: what --json and --pack-path asked
+    try:
+        _run(args)
+    finally:
+        if argv is None:  # the process's own command, about to exit: not main() called in-process
+            gc.freeze()  # interpreter exit then skips a full collection over every object (~10 % of a warm solve)
+
+
+def _run(args: list[str]) -> None:
+    """The command ``args``; exits (:class:`SystemExit`) with its code."""
+    from ..errors import ConcurError
+    from . import report
+
     try:
         with _terminate_like_interrupt():
             code = cli.main(args=args, prog_name="concur", standalone_mode=False, obj=run)  # ctx.exit(n), or None

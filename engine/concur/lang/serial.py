@@ -206,7 +206,7 @@ def _dataclass_decoder(kind: Any) -> Decoder:
     def run(data: Any, depth: int) -> Any:
         if not isinstance(data, dict) or data.keys() != names:
             raise Malformed(f"expected the fields of {kind.__name__}")
-        return kind(**{name: f(data[name], depth + 1) for name, f in fields})
+        return kind(*[f(data[name], depth + 1) for name, f in fields])  # by position: the fields' order
 
     return run
 

@@ -62,10 +62,10 @@ caller's business: ``load`` is in erlang (dimensionless), times share one unit.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+from ..records import record
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import numpy as np
@@ -188,7 +188,7 @@ def erlang_c(servers: float, load: float) -> float:
 # --------------------------------------------------------------------------- M/M/c metrics
 
 
-@dataclass(frozen=True)
+@record
 class MMc:
     """Steady-state metrics of an M/M/c queue (FIFO, infinite waiting room).
 

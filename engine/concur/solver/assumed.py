@@ -29,7 +29,7 @@ prints under ``"assumed"`` and workbooks list on their Notes sheet.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..compiled import compiled, table
@@ -37,6 +37,7 @@ from ..lang.library import get_catalog
 from ..lang.model import Model
 from ..lang.pack import Catalog, CatalogEntry, Preset
 from ..lang.versions import current_version, fitted_versions
+from ..records import record
 from .roots import SAME_REL, close
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["Assumption", "assumptions"]
 
 
-@dataclass(frozen=True)
+@record
 class Assumption:
     """One thing an answer assumed: a variable or preset ``name``, its ``value`` in the display
     unit (a number, or an id/choice text), that ``unit``, where it came from, and the printed line."""

@@ -37,7 +37,6 @@ does that).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,7 @@ from ..cache import cache_dir, read_json, write_json
 from ..lang.expr import Bin, Call, If, Neg, Node, Num, Var, to_text, walk
 from ..lang.model import Model
 from ..lang.serial import Malformed, decode, encode
+from ..records import record
 from .budget import Interrupted, interruptible, timed_out
 from .problem import SpecialisedEq, smooth_in
 from .symbolic import from_sympy, to_sympy
@@ -80,7 +80,7 @@ largest is 11): linear ones are solved as a matrix on the values (:func:`linear_
 are torn or left to the budget."""
 
 
-@dataclass(frozen=True)
+@record
 class Inversion:
     """Closed forms of one variable from one equation. ``complete``: these are all the roots
     (so an empty tuple proves there is none); False when sympy gave up."""
@@ -89,7 +89,7 @@ class Inversion:
     complete: bool
 
 
-@dataclass(frozen=True)
+@record
 class LoopForm:
     """A loop solved for ``variables``: each branch is one closed form per variable, in order.
 
@@ -103,7 +103,7 @@ class LoopForm:
     free: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class _Table:
     """The closed forms known for one model, keyed by equation text and variable."""
 
@@ -310,7 +310,7 @@ def _sympy_inverse(e: SpecialisedEq, var: str) -> Inversion:
         return Inversion((), False)
 
 
-@dataclass(frozen=True)
+@record
 class LinearRow:
     """One equation of a linear loop as ``sum(coefficient * unknown) + constant = 0``:
     ``coefficients`` pairs an unknown's position in the loop with an expression of the knowns."""

@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import ConcurError, UnknownNameError, UsageError
 from ..lang.library import get_catalog
 from ..lang.model import Model
-from ..lang.pack import Catalog
+from ..lang.pack import Catalog, Variable
 from ..lang.pick import listed_by, picked_field
 from ..lang.values import convert_value, count_factor, prefix_note
 from ..lang.versions import resolve_version, split_id
@@ -126,28 +126,7 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
         if key in model.presets:
             continue
         var = model.variable(key)
-        try:
-            values[key] = convert_value(raw, var)
-        except UsageError:
-            raise
-        except Exception as exc:  # PackError/UnitError from conversion: the user's input
-            if isinstance(exc, ConcurError):
-                raise UsageError(exc.render_body(), variable=key) from None
-            raise
-        if not var.choices and not in_bounds(var, values[key], slack=0.0):
-            lo, hi = var.bounds
-            rng = (
-                f"[{'-inf' if lo is None else f'{lo / var.display.factor:g}'}, "
-                f"{'inf' if hi is None else f'{hi / var.display.factor:g}'}] {var.display.text}".rstrip()
-            )
-            what = (
-                f"is below its lower bound {lo / var.display.factor:g} {var.display.text}".rstrip()
-                if lo is not None and values[key] < lo
-                else f"is outside its admissible range {rng}"
-            )
-            raise UsageError(f"{key}={raw} {what}", variable=key, hint=var.doc or None)
-        if var.integer and not is_whole(values[key] / var.unit.factor):
-            raise UsageError(f"{key}={raw} must be a whole number", variable=key)
+        values[key] = _given_value(key, raw, var)
         sources[key] = "given"
         texts[key] = str(raw)
         note = prefix_note(raw, var, values[key])
@@ -173,6 +152,35 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
         assumed=assumed,
         versions=versions,
     )
+
+
+def _given_value(key: str, raw: Any, var: Variable) -> float:
+    """``raw`` given for ``var`` in base units, refused (:class:`UsageError`) when it does not convert,
+    lies outside the variable's bounds (no slack: the user typed it) or is not whole for a count
+    (by the numeric policy's :func:`~concur.solver.roots.is_whole`)."""
+    try:
+        value = convert_value(raw, var)
+    except UsageError:
+        raise
+    except Exception as exc:  # PackError/UnitError from conversion: the user's input
+        if isinstance(exc, ConcurError):
+            raise UsageError(exc.render_body(), variable=key) from None
+        raise
+    if not var.choices and not in_bounds(var, value, slack=0.0):
+        lo, hi = var.bounds
+        rng = (
+            f"[{'-inf' if lo is None else f'{lo / var.display.factor:g}'}, "
+            f"{'inf' if hi is None else f'{hi / var.display.factor:g}'}] {var.display.text}".rstrip()
+        )
+        what = (
+            f"is below its lower bound {lo / var.display.factor:g} {var.display.text}".rstrip()
+            if lo is not None and value < lo
+            else f"is outside its admissible range {rng}"
+        )
+        raise UsageError(f"{key}={raw} {what}", variable=key, hint=var.doc or None)
+    if var.integer and not is_whole(value / var.unit.factor):
+        raise UsageError(f"{key}={raw} must be a whole number", variable=key)
+    return value
 
 
 def _note_pick(

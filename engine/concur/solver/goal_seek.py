@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BudgetError, ConcurError, InfeasibleError, UsageError
 from ..lang.expr import Call, Var, compile_node, names_in, to_text, walk
 from ..lang.model import Model
+from ..records import record
 from . import integers as frontier
 from .budget import spend
 from .givens import Givens
@@ -40,7 +40,7 @@ from .solution import Solution, show_value
 __all__ = ["Goal", "goal_sense", "goals_for", "search", "search_via"]
 
 
-@dataclass(frozen=True)
+@record
 class Goal:
     """One thing the searched value must achieve: ``name`` reaches ``target`` in ``sense``
     (at_least, at_most, equal); or, when ``equation`` is set, the searched integer's own
