@@ -36,7 +36,7 @@ from ..lang.model import build_model
 from ..lang.values import convert_value
 from .arrivals import Synthetic
 from .enginesim import SLO_NAMES, EngineSimResult, simulate_engine, sla_misses
-from .fleet_plan import Candidate, Config, PlanResult
+from .fleet_plan import Candidate, Config, FleetPlan
 from .step_model import solve_engine
 
 __all__ = ["PERCENTILE_SLOS", "Verified", "slo_values", "split_percentile_slos", "verify_plan", "verify_row"]
@@ -156,7 +156,7 @@ def verify_row(
 
 
 def verify_plan(
-    result: PlanResult,
+    result: FleetPlan,
     count: int,
     slo: Mapping[str, float],
     *,

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 
 import click
 
+from ..errors import ConcurError
 from .lazy import LazyGroup
 
 __all__ = ["COMMANDS", "cli", "main"]
@@ -51,11 +52,18 @@ COMMANDS = {
 
 
 class _Group(LazyGroup):
-    """The root group: a closed stdout pipe ends the command quietly (click alone would exit 1)."""
+    """The root group: a closed stdout pipe ends the command quietly (click alone would exit 1), and
+    an engine error leaves with its remedy in the command line's words (:mod:`concur.cli.hints`),
+    however the group was invoked (``main``, or click's test runner)."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
+        except ConcurError as exc:  # before OSError: a BudgetError is a TimeoutError
+            from .hints import for_cli
+
+            for_cli(exc)
+            raise
         except OSError as exc:
             if exc.errno != errno.EPIPE:
                 raise
@@ -124,7 +132,6 @@ def _terminate_like_interrupt() -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI; map concur errors to one line (or one JSON object) and an exit code."""
-    from ..errors import ConcurError
     from . import report
     from .context import Invocation
 
