@@ -265,12 +265,14 @@ def fleet_plan_of(defn: WorkbookDefinition) -> FleetPlan | None:
     return plan_fleet_once({k: v for k, v in defn.given.items() if k not in AXES}, axes)
 
 
-def export_definition(path: str | Path, out: str | Path | None = None, search_up_to: int | None = None) -> Path:
-    """Solve a workbook definition and write its workbook (default: beside it, ``.xlsx``);
-    ``search_up_to`` overrides the definition's."""
+def export_definition(
+    path: str | Path | WorkbookDefinition, out: str | Path | None = None, search_up_to: int | None = None
+) -> Path:
+    """Solve a workbook definition (its file, or one :func:`load_definition` read) and write its
+    workbook (default: beside it, ``.xlsx``); ``search_up_to`` overrides the definition's."""
     from .writer import write_workbook  # sympy and openpyxl: only when a workbook is written
 
-    defn = load_definition(path)
+    defn = path if isinstance(path, WorkbookDefinition) else load_definition(path)
     model, sol = solve_definition(defn)
     up_to = search_up_to if search_up_to is not None else defn.search_up_to
     plan = plan_for(model, sol, defn.title, defn.sweeps, defn.scenarios, doc=defn.doc, search_up_to=up_to)
