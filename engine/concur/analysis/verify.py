@@ -36,7 +36,7 @@ from ..lang.model import build_model
 from ..lang.values import convert_value
 from .arrivals import Synthetic
 from .enginesim import SLO_NAMES, EngineSimResult, simulate_engine, sla_misses
-from .fleet_plan import Candidate, Config, FleetPlan
+from .fleet_plan import Candidate, Config, PlanResult
 from .step_model import solve_engine
 
 __all__ = ["PERCENTILE_SLOS", "Verified", "slo_values", "split_percentile_slos", "verify_plan", "verify_row"]
@@ -113,9 +113,7 @@ def slo_values(raw: Mapping[str, Any]) -> dict[str, float]:
         try:
             seconds = convert_value(value, var)
         except ConcurError as exc:
-            raise UsageError(
-                f"{name}: {exc.message}", variable=name, hint=f"e.g. {name}='2 s'", kind="set_example"
-            ) from None
+            raise UsageError(f"{name}: {exc.message}", variable=name, hint=f"e.g. --set {name}='2 s'") from None
         if not seconds > 0:
             raise UsageError(f"{name} must be a time > 0, got {value!r}", variable=name)
         out[name] = seconds
@@ -156,7 +154,7 @@ def verify_row(
 
 
 def verify_plan(
-    result: FleetPlan,
+    result: PlanResult,
     count: int,
     slo: Mapping[str, float],
     *,
