@@ -113,7 +113,9 @@ def slo_values(raw: Mapping[str, Any]) -> dict[str, float]:
         try:
             seconds = convert_value(value, var)
         except ConcurError as exc:
-            raise UsageError(f"{name}: {exc.message}", variable=name, hint=f"e.g. --set {name}='2 s'") from None
+            raise UsageError(
+                f"{name}: {exc.message}", variable=name, hint=f"e.g. {name}='2 s'", kind="set_example"
+            ) from None
         if not seconds > 0:
             raise UsageError(f"{name} must be a time > 0, got {value!r}", variable=name)
         out[name] = seconds
