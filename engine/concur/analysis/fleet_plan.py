@@ -75,7 +75,7 @@ __all__ = [
     "UTILIZATION_CEILING",
     "Candidate",
     "Config",
-    "PlanResult",
+    "FleetPlan",
     "default_axes",
     "plan_fleet",
     "rows",
@@ -156,7 +156,7 @@ class Candidate:
 
 
 @dataclass
-class PlanResult:
+class FleetPlan:
     """The question as given, every candidate (feasible cheapest first, then rejected) and notes."""
 
     question: dict[str, Any]
@@ -200,6 +200,11 @@ class PlanResult:
         return [c for c in self.candidates if c.feasible]
 
 
+PlanResult = FleetPlan
+"""The former name of :class:`FleetPlan` ("plan" alone is the solver's compiled question), kept
+while callers written against it are moved over."""
+
+
 def default_axes(model: Model, question: Mapping[str, Any]) -> dict[str, list[Any]]:
     """The default grid: every catalog GPU; TP 1, 2, 4, 8 dividing the attention heads; (bf16, bf16),
     (bf16, fp8), (fp8, fp8) weights/KV; every engine of the engines catalog; the price catalog's
@@ -230,7 +235,7 @@ def plan_fleet(
     *,
     confirm: int = 3,
     progress: Callable[[int, int], None] | None = None,
-) -> PlanResult:
+) -> FleetPlan:
     """Evaluate every configuration of ``axes`` for ``question`` (model, traffic, SLAs; the fleet
     pack's names and values); see the module essay. Raises UsageError for a question that is wrong
     whatever the configuration (a missing traffic value, an unknown model)."""
@@ -288,7 +293,7 @@ def plan_fleet(
     releases = engine_releases_note(sorted({c.engine for c in configs}))
     if releases:
         notes.append(releases)
-    return PlanResult(question, candidates, notes, rate, osl)
+    return FleetPlan(question, candidates, notes, rate, osl)
 
 
 def engine_releases_note(engines: Sequence[str]) -> str:
@@ -587,7 +592,7 @@ def _confirm(model: Model, question: Mapping[str, Any], cand: Candidate, rate: f
     _cost(cand, price, rate, osl)
 
 
-def why_none(result: PlanResult) -> str:
+def why_none(result: FleetPlan) -> str:
     """One line saying why no configuration serves the question: the reasons counted, the nearest miss."""
     kinds: dict[str, int] = {}
     nearest: dict[str, tuple[float, str]] = {}
@@ -613,7 +618,7 @@ def why_none(result: PlanResult) -> str:
     return f"no configuration of {len(result.candidates)} serves the question: " + ", ".join(parts)
 
 
-def rows(result: PlanResult) -> Iterable[dict[str, Any]]:
+def rows(result: FleetPlan) -> Iterable[dict[str, Any]]:
     """Each candidate as plain JSON-ready fields (the shape of ``concur plan --json``)."""
     for c in result.candidates:
         yield {

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 
 import click
 
+from ..errors import ConcurError
 from .lazy import LazyGroup
 
 __all__ = ["COMMANDS", "cli", "main"]
@@ -52,11 +53,18 @@ COMMANDS = {
 
 
 class _Group(LazyGroup):
-    """The root group: a closed stdout pipe ends the command quietly (click alone would exit 1)."""
+    """The root group: a closed stdout pipe ends the command quietly (click alone would exit 1), and
+    an engine error leaves with its remedy in the command line's words (:mod:`concur.cli.hints`),
+    however the group was invoked (``main``, or click's test runner)."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
+        except ConcurError as exc:  # before OSError: a BudgetError is a TimeoutError
+            from .hints import for_cli
+
+            for_cli(exc)
+            raise
         except OSError as exc:
             if exc.errno != errno.EPIPE:
                 raise

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.fleet_axes import narrow_axes
-from ..analysis.fleet_plan import AXES, PlanResult, plan_fleet
+from ..analysis.fleet_memo import plan_fleet_once
+from ..analysis.fleet_plan import AXES, FleetPlan
 from ..errors import ConcurError, PackError, UsageError
 from ..lang.library import find_used_pack
 from ..lang.model import build_model
@@ -242,10 +243,11 @@ def solve_definition(defn: WorkbookDefinition) -> tuple[Any, Any]:
     return model, solve_model(model, defn.find, defn.given)
 
 
-def fleet_plan_of(defn: WorkbookDefinition) -> PlanResult | None:
+def fleet_plan_of(defn: WorkbookDefinition) -> FleetPlan | None:
     """The fleet plan a definition's ``plan:`` entry asks for (None without one): its question is
     the definition's, less the axes the plan compares (GPU, TP, dtypes, engine); the entry narrows
-    them (:func:`concur.analysis.fleet_axes.narrow_axes`). Errors name ``FILE: plan.KEY``."""
+    them (:func:`concur.analysis.fleet_axes.narrow_axes`). Computed once for the same inputs
+    (:func:`concur.analysis.fleet_memo.plan_fleet_once`). Errors name ``FILE: plan.KEY``."""
     if defn.plan is None:
         return None
     where = f"{defn.path}: plan"
@@ -260,15 +262,17 @@ def fleet_plan_of(defn: WorkbookDefinition) -> PlanResult | None:
     except ConcurError as exc:
         field = f".{exc.field}" if exc.field else ""
         raise UsageError(f"{where}{field}: {exc.message}", hint=exc.hint) from None
-    return plan_fleet({k: v for k, v in defn.given.items() if k not in AXES}, axes)
+    return plan_fleet_once({k: v for k, v in defn.given.items() if k not in AXES}, axes)
 
 
-def export_definition(path: str | Path, out: str | Path | None = None, search_up_to: int | None = None) -> Path:
-    """Solve a workbook definition and write its workbook (default: beside it, ``.xlsx``);
-    ``search_up_to`` overrides the definition's."""
+def export_definition(
+    path: str | Path | WorkbookDefinition, out: str | Path | None = None, search_up_to: int | None = None
+) -> Path:
+    """Solve a workbook definition (its file, or one :func:`load_definition` read) and write its
+    workbook (default: beside it, ``.xlsx``); ``search_up_to`` overrides the definition's."""
     from .writer import write_workbook  # sympy and openpyxl: only when a workbook is written
 
-    defn = load_definition(path)
+    defn = path if isinstance(path, WorkbookDefinition) else load_definition(path)
     model, sol = solve_definition(defn)
     up_to = search_up_to if search_up_to is not None else defn.search_up_to
     plan = plan_for(model, sol, defn.title, defn.sweeps, defn.scenarios, doc=defn.doc, search_up_to=up_to)

@@ -244,7 +244,7 @@ class WorkbookPlan:
     the text the user typed (``"8192 token"``), shown on the Notes sheet.
     ``found`` names the variables the question asked for: the summary block at the
     top of the first sheet shows them in large type (the last derived row when empty).
-    ``comparison`` is a fleet plan (:class:`concur.analysis.fleet_plan.PlanResult`) shown on
+    ``comparison`` is a fleet plan (:class:`concur.analysis.fleet_plan.FleetPlan`) shown on
     a *Plan* sheet of its own (:mod:`concur.excel.plan_sheet`), or None.
     """
 

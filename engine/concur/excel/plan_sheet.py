@@ -16,7 +16,7 @@ Two uses:
   the plan once, :func:`write_plan_sheet` adds the sheet): the fleet workbook's *Plan* sheet, whose
   hours per month follow the Inputs sheet, so both sheets price a month alike.
 
-Either way this module writes a finished :class:`concur.analysis.fleet_plan.PlanResult`: it never
+Either way this module writes a finished :class:`concur.analysis.fleet_plan.FleetPlan`: it never
 runs the planner.
 
 Worked example: Llama-3.1-70B at 50 request/s of 1,000 in / 400 out, ITL <= 50 ms: the row
@@ -65,7 +65,7 @@ _SERVED = "$H$4"
 
 
 def export_plan(result: Any, path: str | Path) -> Path:
-    """Write the comparison workbook for a :class:`concur.analysis.fleet_plan.PlanResult`."""
+    """Write the comparison workbook for a :class:`concur.analysis.fleet_plan.FleetPlan`."""
     need("openpyxl", "writing a workbook")
     from openpyxl import Workbook
 
@@ -78,7 +78,7 @@ def export_plan(result: Any, path: str | Path) -> Path:
 
 
 def write_plan_sheet(wb: Any, ws: Any, result: Any, hours: str | None = None) -> None:
-    """Fill ``ws`` with the comparison of ``result`` (a PlanResult).
+    """Fill ``ws`` with the comparison of ``result`` (a FleetPlan).
 
     ``hours`` is a formula for the billed hours in a month (the Inputs sheet's ``hours_per_month``
     in a fleet workbook); None makes it an input cell of this sheet, named ``hours_per_month``.

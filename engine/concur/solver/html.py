@@ -1,4 +1,4 @@
-"""HTML tables for notebooks: what ``Solution._repr_html_`` and ``PlanResult._repr_html_`` return.
+"""HTML tables for notebooks: what ``Solution._repr_html_`` and ``FleetPlan._repr_html_`` return.
 
 Jupyter shows an object's ``_repr_html_()``; concur's answers render as a plain table with a
 caption and notes. Every piece of text -- names, units, equations and notes come from packs --

@@ -102,7 +102,7 @@ def command(
             defn = load_definition(path)
             target = output or str(defn.path.with_suffix(".xlsx"))
             with binary_output(target, ".xlsx") as staged:
-                export_definition(path, staged, search_up_to)
+                export_definition(defn, staged, search_up_to)
             _save_caches(None)
             _report(as_json, target, defn.title, list(defn.packs), list(defn.find))
             return
