@@ -23,11 +23,15 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
 
 from ..errors import ConcurError
 from .lazy import LazyGroup
+
+if TYPE_CHECKING:
+    from .context import Invocation
 
 __all__ = ["COMMANDS", "cli", "main"]
 
@@ -133,20 +137,18 @@ def _terminate_like_interrupt() -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI; map concur errors to one line (or one JSON object) and an exit code."""
-    from . import report
     from .context import Invocation
 
     args = list(sys.argv[1:] if argv is None else argv)
-    run = Invocation()  # this run's ctx.obj: what --json and --pack-path asked
     try:
-        _run(args)
+        _run(args, Invocation())  # this run's ctx.obj: what --json and --pack-path asked
     finally:
         if argv is None:  # the process's own command, about to exit: not main() called in-process
             gc.freeze()  # interpreter exit then skips a full collection over every object (~10 % of a warm solve)
 
 
-def _run(args: list[str]) -> None:
-    """The command ``args``; exits (:class:`SystemExit`) with its code."""
+def _run(args: list[str], run: Invocation) -> None:
+    """The command ``args`` under the invocation context ``run``; exits (:class:`SystemExit`) with its code."""
     from ..errors import ConcurError
     from . import report
 
