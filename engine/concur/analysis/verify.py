@@ -166,7 +166,8 @@ def verify_plan(
     if not isinstance(count, int) or count < 0:
         raise UsageError(f"--verify takes a whole number >= 0, got {count!r}", variable="verify")
     out: dict[Config, Verified] = {}
-    rows: list[Candidate] = [c for c in result.feasible if c.replicas][:count]
+    # disaggregated rows (two pools) are not simulated here: the engine simulation runs one aggregated replica
+    rows: list[Candidate] = [c for c in result.feasible if c.replicas and c.config.mode == "agg"][:count]
     for cand in rows:
         assert cand.replicas is not None
         out[cand.config] = verify_row(

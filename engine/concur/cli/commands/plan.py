@@ -93,7 +93,9 @@ def table(result: Any, top: int | None, show_rejected: bool = False, verified: A
     verified = verified or {}
 
     feasible = result.feasible
+    modes = any(c.mode == "disagg" for c in result.candidates)
     head = [
+        *(["mode"] if modes else []),
         "gpu",
         "tp",
         "w/kv",
@@ -115,12 +117,13 @@ def table(result: Any, top: int | None, show_rejected: bool = False, verified: A
     for c in feasible[:top] if top else feasible:
         rows.append(
             [
+                *([c.mode] if modes else []),
                 c.config.gpu,
-                str(c.config.tp),
+                _tp_cell(c),
                 f"{c.config.weight_dtype}/{c.config.kv_dtype}",
                 c.config.engine,
                 c.config.provider or "-",
-                str(c.replicas),
+                _workers_cell(c),
                 str(c.fleet_gpus),
                 "-" if c.gpu_hour_price is None else f"${c.gpu_hour_price:,.2f}",
                 _money(c.cost_per_month),
@@ -134,11 +137,13 @@ def table(result: Any, top: int | None, show_rejected: bool = False, verified: A
         if verified:
             rows[-1].append(_verified_cell(verified.get(c.config)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    left = {0, 2, 3, 4, 13, 14}
+    left = {i + (1 if modes else 0) for i in (0, 2, 3, 4, 13, 14)} | ({0} if modes else set())
     lines = [
         ("  ".join(x.ljust(w) if i in left else x.rjust(w) for i, (x, w) in enumerate(zip(r, widths)))).rstrip()
         for r in rows
     ]
+    if modes and feasible:
+        lines[:0] = [*side_by_side(result), ""]
     if not feasible:
         lines = ["no configuration meets the question"]
     elif top and len(feasible) > top:
@@ -167,6 +172,41 @@ def table(result: Any, top: int | None, show_rejected: bool = False, verified: A
         lines.append(f"note: {note}")
     lines.extend(_verified_notes(verified))
     return [printable(line) for line in lines]
+
+
+def _tp_cell(c: Any) -> str:
+    return f"P{c.prefill_tp}/D{c.config.tp}" if c.mode == "disagg" else str(c.config.tp)
+
+
+def _workers_cell(c: Any) -> str:
+    return f"{c.prefill_workers}P+{c.replicas}D" if c.mode == "disagg" else str(c.replicas)
+
+
+def side_by_side(result: Any) -> list[str]:
+    """The cheapest feasible row of each serving mode, one column per mode (the xPyD split for disagg)."""
+    best: dict[str, Any] = {}
+    for c in result.feasible:
+        best.setdefault(c.mode, c)
+    fields: list[tuple[str, Any]] = [
+        ("configuration", lambda c: f"{c.config.gpu} {c.config.weight_dtype}/{c.config.kv_dtype} {c.config.engine}"),
+        (
+            "layout",
+            lambda c: (
+                f"{c.prefill_workers}P{c.replicas}D: prefill {c.prefill_workers} x TP{c.prefill_tp}, "
+                f"decode {c.replicas} x TP{c.config.tp}"
+                if c.mode == "disagg"
+                else f"{c.replicas} x TP{c.config.tp}"
+            ),
+        ),
+        ("GPUs", lambda c: str(c.fleet_gpus)),
+        ("$/month", lambda c: _money(c.cost_per_month)),
+        ("TTFT", lambda c: _ms(c.ttft)),
+        ("ITL", lambda c: _ms(c.itl)),
+    ]
+    modes = [m for m in ("agg", "disagg") if m in best]
+    table = [["cheapest per mode", *modes]] + [[name, *(cell(best[m]) for m in modes)] for name, cell in fields]
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    return ["  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip() for r in table]
 
 
 def _verified_cell(v: Any) -> str:
@@ -306,6 +346,14 @@ def question_from(sets: tuple[str, ...], scenario: str | None) -> tuple[dict[str
     help="whose on-demand list prices to compare at (default: the price catalog's default, aws); "
     "'all' compares across providers, one row per provider",
 )
+@click.option(
+    "--modes",
+    default="agg",
+    show_default=True,
+    metavar="agg[,disagg]",
+    help="serving modes to compare: agg (one replica serves prompts and decodes), disagg (a prefill pool and a "
+    "decode pool joined by a KV link: --set kv_link=ID, default ib-ndr-400g; --set prefill_tp=N fixes its TP)",
+)
 @click.option("--top", type=int, default=15, show_default=True, help="feasible rows shown in the table (0: all)")
 @click.option("--rejected", "show_rejected", is_flag=True, help="list every rejected configuration and why")
 @click.option("--csv", "csv_path", metavar="FILE|-", help="one row per candidate ('-': stdout)")
@@ -337,6 +385,7 @@ def command(
     export_path: str | None,
     verify: int,
     as_json: bool,
+    modes: str = "agg",
 ) -> None:
     """The cheapest GPU, TP, precision and engine for a model, its traffic and its SLAs.
 
@@ -352,7 +401,7 @@ def command(
     question, percentile_slos = _percentile_slos(question, verify)
     axes = _axes(gpus, tps, weights, kvs, engines, provider)
     with progress("sizing configurations") as bar:
-        result = plan_fleet(question, axes, progress=bar.update)
+        result = plan_fleet(question, axes, progress=bar.update, modes=tuple(_names((modes,))))
     result.notes[:0] = notes
     if csv_path:
         _csv(result, csv_path)
