@@ -44,6 +44,7 @@ __all__ = ["DEFAULT_LINK", "LINK_NAMES", "Prefill", "link_values", "pick_prefill
 DEFAULT_LINK = "ib-ndr-400g"
 """The link a plan assumes when the question names none: one 400 Gb/s NIC per GPU (DGX/HGX reference)."""
 LINK_NAMES = ("kv_link", "kv_link_bandwidth", "kv_link_latency", "kv_link_domain", "prefill_tp")
+_UNBOUNDED = 1e6  # kv_link_domain's default: a scale-out network joins every GPU
 _LINK_VALUES = ("kv_link_bandwidth", "kv_link_latency", "kv_link_domain")
 _OUT = (
     "prefill_service",
@@ -113,7 +114,8 @@ def prefill_options(
             if heads and int(heads) % tp:
                 continue
             known = {n: v for n, v in values.items() if n in model.variables}
-            points.append((key, tp, {**known, **link, "prefill_tp": float(tp)}))
+            # the link's domain is checked by the caller, per pair of workers, with a reason of its own
+            points.append((key, tp, {**known, **link, "kv_link_domain": _UNBOUNDED, "prefill_tp": float(tp)}))
     groups: dict[Any, list[int]] = {}
     for i, (_key, _tp, known) in enumerate(points):
         pk = plan_key(model, known, _OUT)
