@@ -218,7 +218,7 @@ def test_agg_plan_unchanged_by_default() -> None:
     agg = json.loads(runner.invoke(cli, ["plan", *PLAN[3:], "--json"], catch_exceptions=False).output)["candidates"]
     assert {r["mode"] for r in agg} == {"agg"}
     both = json.loads(runner.invoke(cli, [*PLAN, "--json"]).output)["candidates"]
-    key = lambda r: (r["gpu"], r["tp"], r["engine"])  # noqa: E731
+    key = lambda r: (r["gpu"], r["tp"], r["engine"])
     same = {key(r): (r["replicas"], r["fleet_gpus"]) for r in both if r["mode"] == "agg"}
     assert same == {key(r): (r["replicas"], r["fleet_gpus"]) for r in agg}
     # the README's aggregated answer: 7 x TP4 = 28 H100
