@@ -269,3 +269,29 @@ def test_spec_decoding_at_acceptance_zero_is_never_faster() -> None:
                     )
                     assert float(spec.values["itl"]) >= plain
                     assert float(spec.values["spec_speedup"]) <= 1
+
+
+def test_spec_axis_doubles_the_rows_and_only_on_rows_carry_speculation() -> None:
+    res = CliRunner().invoke(cli, [*PLAN, "--json", "--spec", "off,on", "--tp", "4"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)["candidates"]
+    assert sorted(r["spec"] for r in rows) == ["off", "off", "on", "on"]
+    by = {(r["mode"], r["spec"]): r for r in rows}
+    # one draft token accepted 85% of the time: the decode pool runs each step longer but emits more
+    # tokens per step, so at the same ITL target it needs no more decode workers
+    assert by[("disagg", "on")]["decode"]["workers"] <= by[("disagg", "off")]["decode"]["workers"]
+    assert by[("disagg", "on")]["prefill"] == by[("disagg", "off")]["prefill"]
+
+
+def test_spec_axis_refuses_speculation_given_by_hand() -> None:
+    res = _concur("plan", *PLAN[1:], "--spec", "off,on", "--set", "acceptance_rate=0.6")
+    assert res.returncode == 2 and "acceptance_rate" in _one_error_line(res)
+
+
+def test_spec_preset_is_sourced_and_matches_the_pack() -> None:
+    from concur.analysis.fleet_plan import SPEC_PRESET, spec_given
+    from concur.lang.library import get_catalog
+
+    entry = get_catalog("speculators").entries[SPEC_PRESET]
+    assert all("arXiv:2412.19437" in src for _v, src, _w in entry.values.values())
+    assert spec_given() == {"draft_tokens": 1, "mtp_layers": 1, "acceptance_rate": 0.85}

@@ -86,6 +86,17 @@ HOURS_PER_MONTH = 730.0  # the cost pack's default (8,760 h / 12)
 UTILIZATION_CEILING = 1.0
 """The most of the GPUs' dense peak FLOP/s (or HBM bandwidth) a row may need: beyond it, physics says no."""
 _TRAFFIC = ("arrival_rate", "input_tokens", "output_tokens")
+SPEC_PRESET = "mtp-1"
+"""The speculation ``--spec on`` plans with: one MTP/EAGLE-style draft token (catalogs/speculators.yaml, sourced)."""
+SPEC_NAMES = ("draft_tokens", "acceptance_rate", "mtp_layers", "draft_params", "draft_layers", "spec_tokens_per_step")
+
+
+def spec_given() -> dict[str, Any]:
+    """The givens of :data:`SPEC_PRESET` (draft_tokens, mtp_layers, acceptance_rate), numbers in their units."""
+    entry = get_catalog("speculators").entries[SPEC_PRESET]
+    return {name: value for name, (value, _source, _where) in entry.values.items()}
+
+
 AXES = ("gpu", "tp", "weight_dtype", "kv_dtype", "engine", "provider")  # what the plan searches: never a given
 
 
@@ -100,6 +111,7 @@ class Config:
     engine: str
     provider: str = ""  # whose list price (analysis.providers); "" = the price catalog's default
     mode: str = "agg"  # "agg": one replica serves prompts and decodes; "disagg": a prefill and a decode pool
+    spec: str = "off"  # "on": speculative decoding as catalogs/speculators.yaml's SPEC_PRESET sets it
 
     def given(self) -> dict[str, Any]:
         """The configuration as givens of any pack that takes a gpu (the provider is not one)."""
@@ -109,6 +121,7 @@ class Config:
             "weight_dtype": self.weight_dtype,
             "kv_dtype": self.kv_dtype,
             "engine": self.engine,
+            **(spec_given() if self.spec == "on" else {}),
         }
 
     def priced(self) -> dict[str, Any]:
@@ -228,12 +241,13 @@ def default_axes(model: Model, question: Mapping[str, Any]) -> dict[str, list[An
 
 def _grid(axes: Mapping[str, Sequence[Any]]) -> list[Config]:
     return [
-        Config(g, int(tp), w, k, e, p)
+        Config(g, int(tp), w, k, e, p, spec=s)
         for g in axes["gpu"]
         for tp in axes["tp"]
         for w, k in axes["dtypes"]
         for e in axes["engine"]
         for p in (axes["provider"] if "provider" in axes else plan_providers(None))
+        for s in axes.get("spec", ("off",))
     ]
 
 
@@ -272,6 +286,7 @@ def plan_fleet(
             hint="narrow the axis instead: --gpus, --tp, --weight-dtypes, --kv-dtypes, --engines, --provider",
         )
     axes = dict(axes or default_axes(model, question))
+    _check_spec_axis(axes, question)
     if "gpu_hour_price" in question:  # the user's own price: no provider's list is in play
         axes["provider"] = [""]
     configs = _grid(axes)
@@ -422,6 +437,22 @@ def _size_disagg(
             return
     cand.feasible = True
     _cost(cand, cap.price, rate, osl)
+
+
+def _check_spec_axis(axes: Mapping[str, Sequence[Any]], question: Mapping[str, Any]) -> None:
+    """``spec`` values are off/on; speculation given by hand (draft_tokens=...) and the axis's "on" would
+    contradict each other, so they are refused together."""
+    spec = list(axes.get("spec", ("off",)))
+    bad = [s for s in spec if s not in ("off", "on")]
+    if bad or not spec:
+        raise UsageError(f"unknown speculative decoding setting '{bad[0] if bad else ''}'", hint="spec: off, on")
+    given = [n for n in SPEC_NAMES if n in question]
+    if "on" in spec and given:
+        raise UsageError(
+            f"{given[0]} is given, and the plan's spec axis would set it too",
+            variable=given[0],
+            hint="plan your own speculation with --set alone (spec off), or drop it and let --spec on use the catalog's",
+        )
 
 
 def engine_releases_note(engines: Sequence[str]) -> str:
@@ -689,6 +720,7 @@ def _confirm_cheapest(
 
 def _label(c: Config) -> str:
     mode = " disagg" if c.mode == "disagg" else ""
+    mode = (" spec" if c.spec == "on" else "") + mode
     return f"{c.gpu} tp{c.tp} {c.weight_dtype}/{c.kv_dtype} {c.engine}{mode}" + (
         f" at {c.provider}" if c.provider else ""
     )
@@ -767,6 +799,7 @@ def rows(result: PlanResult) -> Iterable[dict[str, Any]]:
 def _row(c: Candidate) -> dict[str, Any]:
     return {
         "mode": c.mode,
+        "spec": c.config.spec,
         "gpu": c.config.gpu,
         "tp": c.config.tp,
         "weight_dtype": c.config.weight_dtype,

@@ -121,7 +121,7 @@ def table(result: Any, top: int | None, show_rejected: bool = False, verified: A
                 c.config.gpu,
                 _tp_cell(c),
                 f"{c.config.weight_dtype}/{c.config.kv_dtype}",
-                c.config.engine,
+                c.config.engine + ("+spec" if c.config.spec == "on" else ""),
                 c.config.provider or "-",
                 _workers_cell(c),
                 str(c.fleet_gpus),
@@ -188,7 +188,11 @@ def side_by_side(result: Any) -> list[str]:
     for c in result.feasible:
         best.setdefault(c.mode, c)
     fields: list[tuple[str, Any]] = [
-        ("configuration", lambda c: f"{c.config.gpu} {c.config.weight_dtype}/{c.config.kv_dtype} {c.config.engine}"),
+        (
+            "configuration",
+            lambda c: f"{c.config.gpu} {c.config.weight_dtype}/{c.config.kv_dtype} {c.config.engine}"
+            + (" +spec" if c.config.spec == "on" else ""),
+        ),
         (
             "layout",
             lambda c: (
@@ -354,6 +358,14 @@ def question_from(sets: tuple[str, ...], scenario: str | None) -> tuple[dict[str
     help="serving modes to compare: agg (one replica serves prompts and decodes), disagg (a prefill pool and a "
     "decode pool joined by a KV link: --set kv_link=ID, default ib-ndr-400g; --set prefill_tp=N fixes its TP)",
 )
+@click.option(
+    "--spec",
+    default="off",
+    show_default=True,
+    metavar="off[,on]",
+    help="speculative decoding as a plan axis: on = one MTP/EAGLE-style draft token per step at the acceptance "
+    "catalogs/speculators.yaml cites (--set acceptance_rate=... is refused with it: plan your own with --set alone)",
+)
 @click.option("--top", type=int, default=15, show_default=True, help="feasible rows shown in the table (0: all)")
 @click.option("--rejected", "show_rejected", is_flag=True, help="list every rejected configuration and why")
 @click.option("--csv", "csv_path", metavar="FILE|-", help="one row per candidate ('-': stdout)")
@@ -386,6 +398,7 @@ def command(
     verify: int,
     as_json: bool,
     modes: str = "agg",
+    spec: str = "off",
 ) -> None:
     """The cheapest GPU, TP, precision and engine for a model, its traffic and its SLAs.
 
@@ -400,6 +413,12 @@ def command(
     question, notes = question_from(sets, scenario)
     question, percentile_slos = _percentile_slos(question, verify)
     axes = _axes(gpus, tps, weights, kvs, engines, provider)
+    if _names((spec,)) != ["off"]:
+        from ...analysis.fleet_plan import default_axes
+        from ...lang.model import build_model
+
+        axes = axes or default_axes(build_model(["llm_fleet"]), question)
+        axes["spec"] = _names((spec,))
     with progress("sizing configurations") as bar:
         result = plan_fleet(question, axes, progress=bar.update, modes=tuple(_names((modes,))))
     result.notes[:0] = notes
