@@ -45,8 +45,12 @@ as data: ``kind``, ``variable``, ``value``, ``limit``): it does not fit ("the mo
 prices at ("no list price at aws": :mod:`concur.analysis.providers`). Priced at a given
 ``gpu_hour_price``, every configuration is priced alike.
 
-Non-goals: mixed fleets, pipeline parallelism in the grid (give ``--set pp=N``), queueing delay
-before admission (the ``queueing`` pack), prefill/decode disaggregation.
+``modes=("agg", "disagg")`` adds a disaggregated row (a prefill and a decode pool, the KV link
+between them) per configuration, sized by :mod:`concur.analysis.disagg_plan` from the same sweeps;
+an ``axes["spec"]`` of ``("off", "on")`` adds speculative decoding (:data:`SPEC_PRESET`).
+
+Non-goals: mixed fleets (a prefill pool of another GPU type included), pipeline parallelism in the
+grid (give ``--set pp=N``), queueing delay before admission (the ``queueing`` pack).
 """
 
 from __future__ import annotations

@@ -190,8 +190,10 @@ def side_by_side(result: Any) -> list[str]:
     fields: list[tuple[str, Any]] = [
         (
             "configuration",
-            lambda c: f"{c.config.gpu} {c.config.weight_dtype}/{c.config.kv_dtype} {c.config.engine}"
-            + (" +spec" if c.config.spec == "on" else ""),
+            lambda c: (
+                f"{c.config.gpu} {c.config.weight_dtype}/{c.config.kv_dtype} {c.config.engine}"
+                + (" +spec" if c.config.spec == "on" else "")
+            ),
         ),
         (
             "layout",
