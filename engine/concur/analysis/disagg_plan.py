@@ -7,7 +7,7 @@ traffic and the KV link, so each is sized on its own and the plan stays forward:
 
 * the **decode pool** is the aggregated replica of the same configuration with ``prefill_share``
   0 (its steps carry no prompt): its ``itl(b)`` comes from the same vectorised sweep as the
-  aggregated rows (one per plan shape), and :func:`concur.analysis.fleet_plan.size_curve` sizes it
+  aggregated rows (one per plan shape), and the aggregated rows' sizing (``fleet_plan._size``) sizes it
   with a residence of ``output_tokens x itl(b)`` (no prefill in it) against the KV pool, the
   engine's batch cap and ``itl_slo``;
 * the **prefill pool** is, for each prefill TP of the grid's TP axis, ``prefill_service`` per prompt
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConcurError, UsageError
@@ -205,8 +205,3 @@ def pick_prefill(
             rejection={"kind": "slo", "variable": "ttft_slo", "value": floor, "limit": ttft_slo},
         )
     return best
-
-
-def with_mode(config: Any) -> Any:
-    """The configuration as a disaggregated row's (same GPU, dtypes, engine; the decode pool's TP)."""
-    return replace(config, mode="disagg")

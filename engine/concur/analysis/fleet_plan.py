@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import BudgetError, ConcurError, UsageError
@@ -71,6 +71,7 @@ from ..solver.plan import plan_key
 from ..solver.question import solve_model
 from ..solver.run import run_question
 from ..sweep import sweep
+from .disagg_plan import LINK_NAMES, link_values, pick_prefill, prefill_options
 from .providers import plan_providers, provider_note
 
 __all__ = [
@@ -268,27 +269,9 @@ def plan_fleet(
     and decodes), ``disagg`` (a prefill and a decode pool, :mod:`concur.analysis.disagg_plan`), or
     both. Raises UsageError for a question that is wrong whatever the configuration (a missing
     traffic value, an unknown model)."""
-    from .disagg_plan import LINK_NAMES
-
     model = build_model(["llm_fleet"])
     require_checked(model)
-    question = dict(question)
-    bad = [m for m in modes if m not in ("agg", "disagg")]
-    if bad or not modes:
-        raise UsageError(f"unknown serving mode '{bad[0] if bad else ''}'", hint="modes: agg, disagg")
-    link_question = {k: question.pop(k) for k in LINK_NAMES if k in question}
-    missing = [n for n in ("model", *_TRAFFIC) if n not in question]
-    if missing:
-        raise UsageError(
-            f"a plan needs the model and the traffic: missing {', '.join(missing)}",
-            hint="give " + " ".join(f"--set {n}=..." for n in missing),
-        )
-    fixed = [a for a in AXES if a in question]
-    if fixed:
-        raise UsageError(
-            f"{', '.join(fixed)} is an axis of the plan, not a given",
-            hint="narrow the axis instead: --gpus, --tp, --weight-dtypes, --kv-dtypes, --engines, --provider",
-        )
+    question, link_question = _split_question(question, modes)
     axes = dict(axes or default_axes(model, question))
     _check_spec_axis(axes, question)
     if "gpu_hour_price" in question:  # the user's own price: no provider's list is in play
@@ -326,6 +309,35 @@ def plan_fleet(
     if "disagg" in modes:
         candidates.extend(disagg)
         candidates.sort(key=Candidate.sort_key)
+    return PlanResult(question, candidates, notes + _notes(question, candidates, configs), rate, osl)
+
+
+def _split_question(question: Mapping[str, Any], modes: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The fleet question and, apart, the disaggregated rows' link and prefill TP; refuses unknown modes,
+    a question without the model or the traffic, and an axis given as a value."""
+    question = dict(question)
+    bad = [m for m in modes if m not in ("agg", "disagg")]
+    if bad or not modes:
+        raise UsageError(f"unknown serving mode '{bad[0] if bad else ''}'", hint="modes: agg, disagg")
+    link_question = {k: question.pop(k) for k in LINK_NAMES if k in question}
+    missing = [n for n in ("model", *_TRAFFIC) if n not in question]
+    if missing:
+        raise UsageError(
+            f"a plan needs the model and the traffic: missing {', '.join(missing)}",
+            hint="give " + " ".join(f"--set {n}=..." for n in missing),
+        )
+    fixed = [a for a in AXES if a in question]
+    if fixed:
+        raise UsageError(
+            f"{', '.join(fixed)} is an axis of the plan, not a given",
+            hint="narrow the axis instead: --gpus, --tp, --weight-dtypes, --kv-dtypes, --engines, --provider",
+        )
+    return question, link_question
+
+
+def _notes(question: Mapping[str, Any], candidates: Sequence[Candidate], configs: Sequence[Config]) -> list[str]:
+    """What the plan assumed: unpriced rows, the default utilization, the provider, the engines' releases."""
+    notes = []
     unpriced = sum(1 for c in candidates if c.feasible and c.cost_per_month is None)
     if unpriced:
         notes.append(
@@ -338,7 +350,7 @@ def plan_fleet(
     releases = engine_releases_note(sorted({c.engine for c in configs}))
     if releases:
         notes.append(releases)
-    return PlanResult(question, candidates, notes, rate, osl)
+    return notes
 
 
 def _disagg(
@@ -353,19 +365,15 @@ def _disagg(
     slo: Mapping[str, float],
 ) -> tuple[list[Candidate], str]:
     """The disaggregated row of every configuration that runs (see :mod:`concur.analysis.disagg_plan`)."""
-    from dataclasses import replace as _replace
-
-    from .disagg_plan import link_values, prefill_options
-
     link, note = link_values(link_question)
     tps = [int(link_question["prefill_tp"])] if "prefill_tp" in link_question else [int(t) for t in axes["tp"]]
     runs = [c.config for c in agg if c.config in curves]
-    decode_cap = {c: _replace(capacity[c], values={**capacity[c].values, "prefill_share": 0.0}) for c in runs}
+    decode_cap = {c: replace(capacity[c], values={**capacity[c].values, "prefill_share": 0.0}) for c in runs}
     decode = _curves(model, question, [Candidate(c) for c in runs], decode_cap)
     options = prefill_options([(c, capacity[c].values) for c in runs], tps, link, question)
     out = []
     for config in runs:
-        cand = Candidate(_replace(config, mode="disagg"))
+        cand = Candidate(replace(config, mode="disagg"))
         if config not in decode:
             cand.reason = "the throughput model has no answer for this configuration's decode pool"
         else:
@@ -387,8 +395,6 @@ def _size_disagg(
     residence is the output alone), the prefill pool by :func:`concur.analysis.disagg_plan.pick_prefill`;
     then the link, the physics guard of the prefill pool, and the cost."""
     import numpy as np
-
-    from .disagg_plan import pick_prefill
 
     rate, osl, most = traffic
     batch, itl, _ttft, cu, bu = curve

@@ -148,12 +148,23 @@ def table(result: Any, top: int | None, show_rejected: bool = False, verified: A
         lines = ["no configuration meets the question"]
     elif top and len(feasible) > top:
         lines.append(f"... {len(feasible) - top} more feasible (--top 0 shows all)")
+    lines.extend(_rejected_lines(result, show_rejected))
+    for note in result.notes:
+        lines.append(f"note: {note}")
+    lines.extend(_verified_notes(verified))
+    return [printable(line) for line in lines]
+
+
+def _rejected_lines(result: Any, show_rejected: bool) -> list[str]:
+    """The rejected configurations grouped by GPU, TP and dtypes, each with its reasons (12 groups unless all)."""
+    lines: list[str] = []
     rejected = [c for c in result.candidates if not c.feasible]
     if rejected:
         groups: dict[str, dict[str, list[str]]] = {}  # "gpu tpN w/kv" -> reason -> engines
         many = len({c.config.provider for c in result.candidates}) > 1
         for c in rejected:
             label = f"{c.config.gpu} tp{c.config.tp} {c.config.weight_dtype}/{c.config.kv_dtype}"
+            label += (" spec" if c.config.spec == "on" else "") + (" disagg" if c.mode == "disagg" else "")
             label += f" at {c.config.provider}" if many else ""
             groups.setdefault(label, {}).setdefault(c.reason, []).append(c.config.engine)
         lines.append("")
@@ -168,10 +179,7 @@ def table(result: Any, top: int | None, show_rejected: bool = False, verified: A
                 )
         if len(shown) < len(groups):
             lines.append(f"  ... {len(groups) - len(shown)} more (--rejected lists them all; --json has every reason)")
-    for note in result.notes:
-        lines.append(f"note: {note}")
-    lines.extend(_verified_notes(verified))
-    return [printable(line) for line in lines]
+    return lines
 
 
 def _tp_cell(c: Any) -> str:
@@ -274,6 +282,10 @@ def csv_text(result: Any) -> str:
         "bandwidth_utilization",
         "binds",
         "reason",
+        "mode",
+        "spec",
+        "prefill_tp",
+        "prefill_workers",
     ]
     out = csv.writer(buf, lineterminator="\n")
     out.writerow(fields)
@@ -301,6 +313,10 @@ def csv_text(result: Any) -> str:
             "" if r["bandwidth_utilization"] is None else f"{r['bandwidth_utilization']:.4g}",
             r["binds"] or "",
             r["reason"],
+            r["mode"],
+            r["spec"],
+            r["prefill"]["tp"] if "prefill" in r else "",
+            r["prefill"]["workers"] if "prefill" in r else "",
         ]
         out.writerow([text(c) for c in cells])
     return buf.getvalue()
