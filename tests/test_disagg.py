@@ -295,3 +295,26 @@ def test_spec_preset_is_sourced_and_matches_the_pack() -> None:
     entry = get_catalog("speculators").entries[SPEC_PRESET]
     assert all("arXiv:2412.19437" in src for _v, src, _w in entry.values.values())
     assert spec_given() == {"draft_tokens": 1, "mtp_layers": 1, "acceptance_rate": 0.85}
+
+
+def test_plan_prefill_pool_matches_the_solver_when_the_ttft_target_binds() -> None:
+    from concur.analysis.fleet_plan import default_axes, plan_fleet
+    from concur.lang.model import build_model
+
+    question = {
+        "model": "llama-3.1-70b",
+        "arrival_rate": 50,
+        "input_tokens": 1000,
+        "output_tokens": 400,
+        "ttft_slo": "100 ms",
+        "prefill_tp": 4,
+        "kv_link": "ib-ndr-400g",
+    }
+    axes = default_axes(build_model(["llm_fleet"]), question)
+    axes.update(gpu=["h100-sxm-80gb"], tp=[4], dtypes=[("bf16", "bf16")], engine=["vllm"])
+    result = plan_fleet(question, axes, modes=("disagg",))
+    (row,) = result.candidates
+    assert row.feasible and row.mode == "disagg" and row.ttft is not None and row.ttft <= 0.1
+    solver = _values(["prefill_workers", "ttft"], arrival_rate="50 request/s", ttft_slo="100 ms")
+    assert row.prefill_workers == solver["prefill_workers"] > 5  # the target, not the compute, binds
+    assert row.ttft == pytest.approx(solver["ttft"], rel=1e-6)

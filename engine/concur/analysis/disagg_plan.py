@@ -164,14 +164,24 @@ def _workers(
     option: Prefill, rate: float, utilization: float, ttft_slo: float | None, most: float
 ) -> tuple[int, float]:
     """The fewest workers that compute ``rate`` prompts a second at ``utilization`` and meet ``ttft_slo``
-    (M/D/1 wait + service + transfer), with the TTFT they give; (0, inf) when none up to ``most`` does."""
+    (M/D/1 wait + service + transfer), with the TTFT they give; (0, inf) when none up to ``most`` does.
+
+    The TTFT target is met where ``rho / (2 (1 - rho)) <= x = (ttft_slo - transfer) / service - 1``,
+    i.e. ``rho <= 2x / (1 + 2x)``: the workers follow in closed form (then checked, one more at most)."""
     workers = max(1, math.ceil(rate * option.service / utilization * (1 - 1e-12)))
-    while workers <= most:
-        rho = min(rate * option.service / workers, 0.999)
+    if ttft_slo is not None:
+        x = (ttft_slo - option.transfer) / option.service - 1
+        if x <= 0:
+            return 0, math.inf
+        rho_max = min(2 * x / (1 + 2 * x), 0.999)
+        workers = max(workers, math.ceil(rate * option.service / rho_max * (1 - 1e-12)))
+    for n in (workers, workers + 1):
+        if n > most:
+            break
+        rho = min(rate * option.service / n, 0.999)
         ttft = option.service * (1 + rho / (2 * (1 - rho))) + option.transfer
         if ttft_slo is None or ttft <= ttft_slo * (1 + 1e-12):
-            return workers, ttft
-        workers += 1
+            return n, ttft
     return 0, math.inf
 
 
