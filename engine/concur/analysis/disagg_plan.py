@@ -110,9 +110,12 @@ def prefill_options(
     points: list[tuple[Any, int, dict[str, float]]] = []
     for key, values in rows:
         heads = values.get("attention_heads")
+        weights = values.get("params", 0.0) * values.get("weight_bytes", 0.0)
         for tp in tps:
             if heads and int(heads) % tp:
                 continue
+            if weights / tp > values.get("gpu_memory", math.inf):
+                continue  # the weights alone exceed the GPU: no need to sweep what cannot fit
             known = {n: v for n, v in values.items() if n in model.variables}
             # the link's domain is checked by the caller, per pair of workers, with a reason of its own
             points.append((key, tp, {**known, **link, "kv_link_domain": _UNBOUNDED, "prefill_tp": float(tp)}))
