@@ -126,6 +126,11 @@ def test_solver_answers_both_directions() -> None:
     fwd = _values(["prefill_workers", "decode_workers", "fleet_gpus", "xpyd_ratio"], arrival_rate="50 request/s")
     assert (fwd["prefill_workers"], fwd["decode_workers"], fwd["fleet_gpus"]) == (5, 3, 32)
     assert fwd["xpyd_ratio"] == pytest.approx(5 / 3)
+    # one pool given: the largest rate it carries; a little more needs another worker
+    for pool, workers in (("prefill_workers", 5), ("decode_workers", 3)):
+        top = _values(["arrival_rate"], **{pool: workers})["arrival_rate"]
+        assert _values([pool], arrival_rate=f"{top * 0.999} request/s")[pool] == workers
+        assert _values([pool], arrival_rate=f"{top * 1.01} request/s")[pool] == workers + 1
     back = _values(["arrival_rate"], prefill_workers=5, decode_workers=3)["arrival_rate"]
     # a rate these pools carry: asked forward, it sizes the same pools (the solver finds a root of the
     # rounding equations, not necessarily the largest rate: see the pack's example)
