@@ -323,3 +323,30 @@ def test_plan_prefill_pool_matches_the_solver_when_the_ttft_target_binds() -> No
     solver = _values(["prefill_workers", "ttft"], arrival_rate="50 request/s", ttft_slo="100 ms")
     assert row.prefill_workers == solver["prefill_workers"] > 5  # the target, not the compute, binds
     assert row.ttft == pytest.approx(solver["ttft"], rel=1e-6)
+
+
+def test_prefill_service_against_measured_idle_ttfts() -> None:
+    """A prefill worker's time for one prompt is what a concurrency-1 TTFT measures (plus half a decode
+    step and the client's round trip): tests/data/prefill_points.yaml's published points, each within
+    x1.5 and none above its measurement."""
+    from pathlib import Path
+
+    from concur.lang.yamlsafe import load_yaml
+
+    points = load_yaml(Path(__file__).parent / "data" / "prefill_points.yaml")["points"]
+    assert points
+    for p in points:
+        given = {
+            "model": p["model"],
+            "gpu": p["gpu"],
+            "engine": p["engine"],
+            "prefill_tp": p["tp"],
+            "tp": p["tp"],
+            "weight_dtype": p["weight_dtype"],
+            "kv_dtype": p["kv_dtype"],
+            "input_tokens": f"{p['input_tokens']} token/request",
+            "output_tokens": f"{p['output_tokens']} token/request",
+        }
+        service = solve(find=["prefill_service"], given=given, packs="llm_disagg")["prefill_service"]
+        ratio = float(service.to("ms").magnitude) / p["ttft_ms"]
+        assert 1 / 1.5 <= ratio <= 1.0, (p["id"], ratio)
