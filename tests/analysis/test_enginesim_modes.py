@@ -453,12 +453,12 @@ def test_verify_a_disaggregated_row_as_json_and_as_candidate() -> None:
 
 
 def test_verify_plan_dispatches_disaggregated_rows() -> None:
-    from concur.analysis.fleet_plan import Candidate, Config, PlanResult
+    from concur.analysis.fleet_plan import Candidate, Config, FleetPlan
     from concur.analysis.verify import verify_plan
 
     agg = Candidate(Config("h100-sxm-80gb", 4, "bf16", "bf16", "vllm"), feasible=True, replicas=2, batch=30.0)
     dis = _Candidate(_Config("h100-sxm-80gb", 4, "bf16", "bf16", "vllm"), ROW["prefill"], ROW["decode"])
-    result = PlanResult(QUESTION, [agg, dis], arrival_rate=8.0)  # type: ignore[list-item]
+    result = FleetPlan(QUESTION, [agg, dis], arrival_rate=8.0)  # type: ignore[list-item]
     out = verify_plan(result, 2, {"ttft_p90_slo": 2.0}, requests=150)
     assert set(out) == {agg.config, dis.config}
     assert out[dis.config].scheduler == "disagg" and out[agg.config].scheduler == "mixed"

@@ -45,15 +45,19 @@ as data: ``kind``, ``variable``, ``value``, ``limit``): it does not fit ("the mo
 prices at ("no list price at aws": :mod:`concur.analysis.providers`). Priced at a given
 ``gpu_hour_price``, every configuration is priced alike.
 
-Non-goals: mixed fleets, pipeline parallelism in the grid (give ``--set pp=N``), queueing delay
-before admission (the ``queueing`` pack), prefill/decode disaggregation.
+``modes=("agg", "disagg")`` adds a disaggregated row (a prefill and a decode pool, the KV link
+between them) per configuration, sized by :mod:`concur.analysis.disagg_plan` from the same sweeps;
+an ``axes["spec"]`` of ``("off", "on")`` adds speculative decoding (:data:`SPEC_PRESET`).
+
+Non-goals: mixed fleets (a prefill pool of another GPU type included), pipeline parallelism in the
+grid (give ``--set pp=N``), queueing delay before admission (the ``queueing`` pack).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import BudgetError, ConcurError, UnderdeterminedError, UsageError
@@ -67,6 +71,7 @@ from ..solver.plan import plan_key
 from ..solver.question import solve_model
 from ..solver.run import run_question
 from ..sweep import sweep
+from .disagg_plan import LINK_NAMES, link_values, pick_prefill, prefill_options
 from .providers import plan_providers, provider_note
 
 __all__ = [
@@ -86,6 +91,17 @@ HOURS_PER_MONTH = 730.0  # the cost pack's default (8,760 h / 12)
 UTILIZATION_CEILING = 1.0
 """The most of the GPUs' dense peak FLOP/s (or HBM bandwidth) a row may need: beyond it, physics says no."""
 _TRAFFIC = ("arrival_rate", "input_tokens", "output_tokens")
+SPEC_PRESET = "mtp-1"
+"""The speculation ``--spec on`` plans with: one MTP/EAGLE-style draft token (catalogs/speculators.yaml, sourced)."""
+SPEC_NAMES = ("draft_tokens", "acceptance_rate", "mtp_layers", "draft_params", "draft_layers", "spec_tokens_per_step")
+
+
+def spec_given() -> dict[str, Any]:
+    """The givens of :data:`SPEC_PRESET` (draft_tokens, mtp_layers, acceptance_rate), numbers in their units."""
+    entry = get_catalog("speculators").entries[SPEC_PRESET]
+    return {name: value for name, (value, _source, _where) in entry.values.items()}
+
+
 AXES = ("gpu", "tp", "weight_dtype", "kv_dtype", "engine", "provider")  # what the plan searches: never a given
 
 
@@ -99,6 +115,8 @@ class Config:
     kv_dtype: str
     engine: str
     provider: str = ""  # whose list price (analysis.providers); "" = the price catalog's default
+    mode: str = "agg"  # "agg": one replica serves prompts and decodes; "disagg": a prefill and a decode pool
+    spec: str = "off"  # "on": speculative decoding as catalogs/speculators.yaml's SPEC_PRESET sets it
 
     def given(self) -> dict[str, Any]:
         """The configuration as givens of any pack that takes a gpu (the provider is not one)."""
@@ -108,6 +126,7 @@ class Config:
             "weight_dtype": self.weight_dtype,
             "kv_dtype": self.kv_dtype,
             "engine": self.engine,
+            **(spec_given() if self.spec == "on" else {}),
         }
 
     def priced(self) -> dict[str, Any]:
@@ -136,10 +155,22 @@ class Candidate:
     compute_utilization: float | None = None  # FLOP/s needed over the fleet's dense peak
     bandwidth_utilization: float | None = None  # HBM bytes/s needed over bandwidth
     rejection: dict[str, Any] | None = None  # the reason as data: kind, variable, value, limit
+    # disaggregated rows: replicas / gpus_per_replica are the decode pool's; the prefill pool's here
+    prefill_tp: int | None = None
+    prefill_workers: int | None = None
+    prefill_compute_utilization: float | None = None
+    prefill_bandwidth_utilization: float | None = None
+    kv_link_load: float | None = None
+
+    @property
+    def mode(self) -> str:
+        return self.config.mode
 
     @property
     def fleet_gpus(self) -> int | None:
-        return None if self.replicas is None or self.gpus_per_replica is None else self.replicas * self.gpus_per_replica
+        if self.replicas is None or self.gpus_per_replica is None:
+            return None
+        return self.replicas * self.gpus_per_replica + (self.prefill_workers or 0) * (self.prefill_tp or 0)
 
     def sort_key(self) -> tuple[Any, ...]:
         """Feasible first; then cheapest, fewest GPUs, quickest tokens (ITL), first token (TTFT)."""
@@ -200,9 +231,6 @@ class FleetPlan:
         return [c for c in self.candidates if c.feasible]
 
 
-PlanResult = FleetPlan
-"""The former name of :class:`FleetPlan` ("plan" alone is the solver's compiled question), kept
-while callers written against it are moved over."""
 
 
 def default_axes(model: Model, question: Mapping[str, Any]) -> dict[str, list[Any]]:
@@ -220,12 +248,13 @@ def default_axes(model: Model, question: Mapping[str, Any]) -> dict[str, list[An
 
 def _grid(axes: Mapping[str, Sequence[Any]]) -> list[Config]:
     return [
-        Config(g, int(tp), w, k, e, p)
+        Config(g, int(tp), w, k, e, p, spec=s)
         for g in axes["gpu"]
         for tp in axes["tp"]
         for w, k in axes["dtypes"]
         for e in axes["engine"]
         for p in (axes["provider"] if "provider" in axes else plan_providers(None))
+        for s in axes.get("spec", ("off",))
     ]
 
 
@@ -235,29 +264,18 @@ def plan_fleet(
     *,
     confirm: int = 3,
     progress: Callable[[int, int], None] | None = None,
+    modes: Sequence[str] = ("agg",),
 ) -> FleetPlan:
     """Evaluate every configuration of ``axes`` for ``question`` (model, traffic, SLAs; the fleet
-    pack's names and values); see the module essay. Raises UsageError for a question that is wrong
-    whatever the configuration (a missing traffic value, an unknown model)."""
+    pack's names and values); see the module essay. ``modes``: ``agg`` (one replica serves prompts
+    and decodes), ``disagg`` (a prefill and a decode pool, :mod:`concur.analysis.disagg_plan`), or
+    both. Raises UsageError for a question that is wrong whatever the configuration (a missing
+    traffic value, an unknown model)."""
     model = build_model(["llm_fleet"])
     require_checked(model)
-    question = dict(question)
-    missing = [n for n in ("model", *_TRAFFIC) if n not in question]
-    if missing:
-        raise UnderdeterminedError(
-            f"a plan needs the model and the traffic: missing {', '.join(missing)}",
-            missing=tuple(missing),
-            hint=f"give {', '.join(missing)}",
-            kind="missing",
-        )
-    fixed = [a for a in AXES if a in question]
-    if fixed:
-        raise UsageError(
-            f"{', '.join(fixed)} is an axis of the plan, not a given",
-            hint="narrow the axis instead",
-            kind="axis_given",
-        )
+    question, link_question = _split_question(question, modes)
     axes = dict(axes or default_axes(model, question))
+    _check_spec_axis(axes, question)
     if "gpu_hour_price" in question:  # the user's own price: no provider's list is in play
         axes["provider"] = [""]
     configs = _grid(axes)
@@ -281,7 +299,50 @@ def plan_fleet(
             variable="arrival_rate",
             hint="plan a share of the traffic (a region, a tenant) at a time",
         )
-    notes = _confirm_cheapest(model, question, candidates, confirm, rate, osl)
+    notes: list[str] = []
+    if "disagg" in modes:
+        disagg, note = _disagg(
+            model, question, link_question, candidates, capacity, curves, axes, (rate, osl, most), slo
+        )
+        notes.append(note)
+    if "agg" not in modes:
+        candidates = []
+    notes[:0] = _confirm_cheapest(model, question, candidates, confirm, rate, osl)
+    if "disagg" in modes:
+        candidates.extend(disagg)
+        candidates.sort(key=Candidate.sort_key)
+    return FleetPlan(question, candidates, notes + _notes(question, candidates, configs), rate, osl)
+
+
+def _split_question(question: Mapping[str, Any], modes: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The fleet question and, apart, the disaggregated rows' link and prefill TP; refuses unknown modes,
+    a question without the model or the traffic, and an axis given as a value."""
+    question = dict(question)
+    bad = [m for m in modes if m not in ("agg", "disagg")]
+    if bad or not modes:
+        raise UsageError(f"unknown serving mode '{bad[0] if bad else ''}'", hint="modes: agg, disagg")
+    link_question = {k: question.pop(k) for k in LINK_NAMES if k in question}
+    missing = [n for n in ("model", *_TRAFFIC) if n not in question]
+    if missing:
+        raise UnderdeterminedError(
+            f"a plan needs the model and the traffic: missing {', '.join(missing)}",
+            missing=tuple(missing),
+            hint=f"give {', '.join(missing)}",
+            kind="missing",
+        )
+    fixed = [a for a in AXES if a in question]
+    if fixed:
+        raise UsageError(
+            f"{', '.join(fixed)} is an axis of the plan, not a given",
+            hint="narrow the axis instead",
+            kind="axis_given",
+        )
+    return question, link_question
+
+
+def _notes(question: Mapping[str, Any], candidates: Sequence[Candidate], configs: Sequence[Config]) -> list[str]:
+    """What the plan assumed: unpriced rows, the default utilization, the provider, the engines' releases."""
+    notes = []
     unpriced = sum(1 for c in candidates if c.feasible and c.cost_per_month is None)
     if unpriced:
         notes.append(
@@ -293,7 +354,119 @@ def plan_fleet(
     releases = engine_releases_note(sorted({c.engine for c in configs}))
     if releases:
         notes.append(releases)
-    return FleetPlan(question, candidates, notes, rate, osl)
+    return notes
+
+
+def _disagg(
+    model: Model,
+    question: Mapping[str, Any],
+    link_question: Mapping[str, Any],
+    agg: Sequence[Candidate],
+    capacity: Mapping[Config, _Capacity],
+    curves: Mapping[Config, tuple[Any, ...]],
+    axes: Mapping[str, Sequence[Any]],
+    traffic: tuple[float, float, float],
+    slo: Mapping[str, float],
+) -> tuple[list[Candidate], str]:
+    """The disaggregated row of every configuration that runs (see :mod:`concur.analysis.disagg_plan`)."""
+    link, note = link_values(link_question)
+    tps = [int(link_question["prefill_tp"])] if "prefill_tp" in link_question else [int(t) for t in axes["tp"]]
+    runs = [c.config for c in agg if c.config in curves]
+    decode_cap = {c: replace(capacity[c], values={**capacity[c].values, "prefill_share": 0.0}) for c in runs}
+    decode = _curves(model, question, [Candidate(c) for c in runs], decode_cap)
+    options = prefill_options([(c, capacity[c].values) for c in runs], tps, link, question)
+    out = []
+    for config in runs:
+        cand = Candidate(replace(config, mode="disagg"))
+        if config not in decode:
+            cand.reason = "the throughput model has no answer for this configuration's decode pool"
+        else:
+            _size_disagg(cand, capacity[config], decode[config], options.get(config, []), link, traffic, slo)
+        out.append(cand)
+    return out, note
+
+
+def _size_disagg(
+    cand: Candidate,
+    cap: _Capacity,
+    curve: tuple[Any, ...],
+    options: Sequence[Any],
+    link: Mapping[str, float],
+    traffic: tuple[float, float, float],
+    slo: Mapping[str, float],
+) -> None:
+    """Both pools of one disaggregated row: the decode pool by :func:`_size` on its prefill-free curve (the
+    residence is the output alone), the prefill pool by :func:`concur.analysis.disagg_plan.pick_prefill`;
+    then the link, the physics guard of the prefill pool, and the cost."""
+    import numpy as np
+
+    rate, osl, most = traffic
+    batch, itl, _ttft, cu, bu = curve
+    _size(
+        cand,
+        cap,
+        (batch, itl, np.zeros_like(itl), cu, bu),
+        rate,
+        osl,
+        {k: v for k, v in slo.items() if k == "itl_slo"},
+        most,
+    )
+    if not cand.feasible:
+        cand.reason = f"decode pool: {cand.reason}"
+        return
+    cand.feasible = False
+    pick = pick_prefill(options, rate, cap.utilization, slo.get("ttft_slo"), most)
+    if pick.option is None:
+        cand.reason, cand.rejection = pick.reason, pick.rejection
+        return
+    option = pick.option
+    cand.prefill_tp, cand.prefill_workers, cand.ttft = option.tp, pick.workers, pick.ttft
+    cand.binds = f"{cand.binds} / {'ttft_slo' if pick.workers > math.ceil(rate * option.service / cap.utilization * (1 - 1e-12)) else 'prefill compute'}"
+    decode_gpus = (cand.replicas or 0) * (cand.gpus_per_replica or 0)
+    load = rate * option.kv_bytes / (link["kv_link_bandwidth"] * min(pick.workers * option.tp, decode_gpus))
+    cand.kv_link_load = load
+    if load > 1:
+        cand.reason = (
+            f"the KV link carries {100 * load:.0f}% of what it can: arrival_rate x kv_transfer_bytes exceeds it"
+        )
+        cand.rejection = {"kind": "link", "variable": "kv_link_load", "value": load, "limit": 1.0}
+        return
+    if option.tp + (cand.gpus_per_replica or 0) > link["kv_link_domain"]:
+        cand.reason = f"prefill TP{option.tp} + decode TP{cand.gpus_per_replica} do not fit the link's {link['kv_link_domain']:.0f}-GPU domain"
+        cand.rejection = {
+            "kind": "link",
+            "variable": "kv_link_domain",
+            "value": option.tp + (cand.gpus_per_replica or 0),
+            "limit": link["kv_link_domain"],
+        }
+        return
+    per_worker = rate / pick.workers
+    cand.prefill_compute_utilization = per_worker * option.peak_time
+    cand.prefill_bandwidth_utilization = per_worker * option.weights_per_gpu / cap.values["hbm_bandwidth"]
+    for name in ("prefill_compute_utilization", "prefill_bandwidth_utilization"):
+        value = getattr(cand, name)
+        if value > UTILIZATION_CEILING:
+            cand.reason = f"beyond physics: the prefill pool needs {100 * value:.0f}% of its GPUs' {'dense peak FLOP/s' if 'compute' in name else 'HBM bandwidth'}"
+            cand.rejection = {"kind": "physics", "variable": name, "value": value, "limit": UTILIZATION_CEILING}
+            return
+    cand.feasible = True
+    _cost(cand, cap.price, rate, osl)
+
+
+def _check_spec_axis(axes: Mapping[str, Sequence[Any]], question: Mapping[str, Any]) -> None:
+    """``spec`` values are off/on; speculation given by hand (draft_tokens=...) and the axis's "on" would
+    contradict each other, so they are refused together."""
+    spec = list(axes.get("spec", ("off",)))
+    bad = [s for s in spec if s not in ("off", "on")]
+    if bad or not spec:
+        raise UsageError(f"unknown speculative decoding setting '{bad[0] if bad else ''}'", hint="spec: off, on")
+    given = [n for n in SPEC_NAMES if n in question]
+    if "on" in spec and given:
+        raise UsageError(
+            f"{given[0]} is given, and the plan's spec axis would set it too",
+            variable=given[0],
+            hint="plan your own speculation with --set alone (spec off), or drop it and let --spec on use the catalog's",
+        )
 
 
 def engine_releases_note(engines: Sequence[str]) -> str:
@@ -560,7 +733,11 @@ def _confirm_cheapest(
 
 
 def _label(c: Config) -> str:
-    return f"{c.gpu} tp{c.tp} {c.weight_dtype}/{c.kv_dtype} {c.engine}" + (f" at {c.provider}" if c.provider else "")
+    mode = " disagg" if c.mode == "disagg" else ""
+    mode = (" spec" if c.spec == "on" else "") + mode
+    return f"{c.gpu} tp{c.tp} {c.weight_dtype}/{c.kv_dtype} {c.engine}{mode}" + (
+        f" at {c.provider}" if c.provider else ""
+    )
 
 
 def _confirm(model: Model, question: Mapping[str, Any], cand: Candidate, rate: float, osl: float) -> None:
@@ -619,31 +796,46 @@ def why_none(result: FleetPlan) -> str:
 
 
 def rows(result: FleetPlan) -> Iterable[dict[str, Any]]:
-    """Each candidate as plain JSON-ready fields (the shape of ``concur plan --json``)."""
+    """Each candidate as plain JSON-ready fields (the shape of ``concur plan --json``): ``mode`` is
+    ``agg`` or ``disagg``; a disaggregated row adds ``prefill`` and ``decode`` (``gpu``, ``tp``,
+    ``workers``; ``replicas`` and ``tp`` are the decode pool's, ``fleet_gpus`` both pools')."""
     for c in result.candidates:
-        yield {
-            "gpu": c.config.gpu,
-            "tp": c.config.tp,
-            "weight_dtype": c.config.weight_dtype,
-            "kv_dtype": c.config.kv_dtype,
-            "engine": c.config.engine,
-            "provider": c.config.provider or None,
-            "replicas": c.replicas,
-            "fleet_gpus": c.fleet_gpus,
-            "cost_per_month": None if c.cost_per_month is None else {"value": c.cost_per_month, "unit": "usd/month"},
-            "cost_per_million_tokens": None
-            if c.cost_per_million_tokens is None
-            else {"value": c.cost_per_million_tokens, "unit": "usd"},
-            "gpu_hour_price": None if c.gpu_hour_price is None else {"value": c.gpu_hour_price, "unit": "usd/gpu/hour"},
-            "ttft": None if c.ttft is None else {"value": c.ttft * 1e3, "unit": "ms"},
-            "itl": None if c.itl is None else {"value": c.itl * 1e3, "unit": "ms"},
-            "batch_per_replica": c.batch,
-            "per_replica_concurrency": c.per_replica_concurrency,
-            "binds": c.binds or None,
-            "compute_utilization": c.compute_utilization,
-            "bandwidth_utilization": c.bandwidth_utilization,
-            "feasible": c.feasible,
-            "reason": c.reason,
-            "rejection": c.rejection,
-            "confirmed_by_solver": c.confirmed,
-        }
+        row = _row(c)
+        if c.mode == "disagg":
+            row["prefill"] = {"gpu": c.config.gpu, "tp": c.prefill_tp, "workers": c.prefill_workers}
+            row["decode"] = {"gpu": c.config.gpu, "tp": c.config.tp, "workers": c.replicas}
+            row["prefill_compute_utilization"] = c.prefill_compute_utilization
+            row["prefill_bandwidth_utilization"] = c.prefill_bandwidth_utilization
+            row["kv_link_load"] = c.kv_link_load
+        yield row
+
+
+def _row(c: Candidate) -> dict[str, Any]:
+    return {
+        "mode": c.mode,
+        "spec": c.config.spec,
+        "gpu": c.config.gpu,
+        "tp": c.config.tp,
+        "weight_dtype": c.config.weight_dtype,
+        "kv_dtype": c.config.kv_dtype,
+        "engine": c.config.engine,
+        "provider": c.config.provider or None,
+        "replicas": c.replicas,
+        "fleet_gpus": c.fleet_gpus,
+        "cost_per_month": None if c.cost_per_month is None else {"value": c.cost_per_month, "unit": "usd/month"},
+        "cost_per_million_tokens": None
+        if c.cost_per_million_tokens is None
+        else {"value": c.cost_per_million_tokens, "unit": "usd"},
+        "gpu_hour_price": None if c.gpu_hour_price is None else {"value": c.gpu_hour_price, "unit": "usd/gpu/hour"},
+        "ttft": None if c.ttft is None else {"value": c.ttft * 1e3, "unit": "ms"},
+        "itl": None if c.itl is None else {"value": c.itl * 1e3, "unit": "ms"},
+        "batch_per_replica": c.batch,
+        "per_replica_concurrency": c.per_replica_concurrency,
+        "binds": c.binds or None,
+        "compute_utilization": c.compute_utilization,
+        "bandwidth_utilization": c.bandwidth_utilization,
+        "feasible": c.feasible,
+        "reason": c.reason,
+        "rejection": c.rejection,
+        "confirmed_by_solver": c.confirmed,
+    }

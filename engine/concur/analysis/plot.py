@@ -316,13 +316,25 @@ def pareto_plan(result: Any, path: str | Path) -> Path:
     if not feasible:
         raise UsageError("no feasible configuration to plot", hint="relax the SLAs or widen the grid")
     fig, ax = plt.subplots(figsize=(8.5, 5.5))
-    ax.scatter(per_user[~front], per_gpu[~front], s=14, color="0.7", label="dominated")
+    disagg = np.array([getattr(c.config, "mode", "agg") == "disagg" for c in feasible], dtype=bool)
+    ax.scatter(per_user[~front & ~disagg], per_gpu[~front & ~disagg], s=14, color="0.7", label="dominated")
+    if disagg.any():  # --modes agg,disagg: the disaggregated rows marked apart
+        ax.scatter(
+            per_user[disagg],
+            per_gpu[disagg],
+            s=22,
+            marker="s",
+            facecolors="none",
+            edgecolors="C1",
+            label="disaggregated (xPyD)",
+        )
     order = np.argsort(per_user[front])
     ax.plot(per_user[front][order], per_gpu[front][order], "o-", color="C0", label="Pareto front")
     for i in np.flatnonzero(front):
         c = feasible[i]
+        split = f" {c.prefill_workers}P{c.replicas}D" if disagg[i] else ""
         ax.annotate(
-            f"{c.config.gpu} tp{c.config.tp} {c.config.weight_dtype}/{c.config.kv_dtype} {c.config.engine}",
+            f"{c.config.gpu} tp{c.config.tp} {c.config.weight_dtype}/{c.config.kv_dtype} {c.config.engine}{split}",
             (per_user[i], per_gpu[i]),
             fontsize=7,
             xytext=(4, 4),

@@ -46,7 +46,7 @@ from ..lang.values import convert_value
 from .arrivals import Synthetic
 from .enginesim import SLO_NAMES, EngineSimResult, simulate_engine, sla_misses
 from .enginesim_disagg import question_link, simulate_disagg, solve_pools
-from .fleet_plan import Candidate, Config, PlanResult
+from .fleet_plan import Candidate, Config, FleetPlan
 from .step_model import solve_engine
 
 __all__ = [
@@ -176,7 +176,7 @@ def verify_row(
 
 
 def verify_plan(
-    result: PlanResult,
+    result: FleetPlan,
     count: int,
     slo: Mapping[str, float],
     *,

@@ -69,8 +69,16 @@ def _once(args: list[str], env: dict[str, str]) -> tuple[float, str]:
 @click.option(
     "--runs", default=5, show_default=True, type=click.IntRange(1, 100), help="interleaved rounds (median of each)"
 )
-def command(runs: int) -> None:
+@click.option(
+    "--modes",
+    default="agg",
+    show_default=True,
+    metavar="agg[,disagg]",
+    help="the plan's serving modes (concur plan --modes): agg,disagg times the disaggregated rows too",
+)
+def command(runs: int, modes: str = "agg") -> None:
     """`concur plan` over the default grid vs one warm `concur solve --find replicas` (target <= 10x)."""
+    plan_args = [*PLAN, "--modes", modes]
     cache = tempfile.mkdtemp(prefix="concur-bench-")
     # bytecode caching on, as for an installed tool (see concur bench solve)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -79,10 +87,10 @@ def command(runs: int) -> None:
     plans: list[float] = []
     try:
         _once(SOLVE, env)  # fill the cache folder and the OS file cache, untimed
-        _, out = _once(PLAN, env)
+        _, out = _once(plan_args, env)
         for _ in range(runs):
             solves.append(_once(SOLVE, env)[0])
-            plans.append(_once(PLAN, env)[0])
+            plans.append(_once(plan_args, env)[0])
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     candidates = json.loads(out)["candidates"]
@@ -98,7 +106,7 @@ def command(runs: int) -> None:
         f"{max(solves) * 1000:.0f})"
     )
     click.echo(
-        f"  concur plan ({len(candidates)} configurations, {gpus} GPUs, {feasible} feasible)"
+        f"  concur plan --modes {modes} ({len(candidates)} rows, {gpus} GPUs, {feasible} feasible)"
         f"   {plan * 1000:8.1f} ms ({min(plans) * 1000:.0f}-{max(plans) * 1000:.0f})"
     )
     ratio = plan / solve

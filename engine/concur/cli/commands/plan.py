@@ -71,7 +71,9 @@ def table(result: Any, top: int | None, show_rejected: bool = False, verified: A
     verified = verified or {}
 
     feasible = result.feasible
+    modes = any(c.mode == "disagg" for c in result.candidates)
     head = [
+        *(["mode"] if modes else []),
         "gpu",
         "tp",
         "w/kv",
@@ -93,12 +95,13 @@ def table(result: Any, top: int | None, show_rejected: bool = False, verified: A
     for c in feasible[:top] if top else feasible:
         rows.append(
             [
+                *([c.mode] if modes else []),
                 c.config.gpu,
-                str(c.config.tp),
+                _tp_cell(c),
                 f"{c.config.weight_dtype}/{c.config.kv_dtype}",
-                c.config.engine,
+                c.config.engine + ("+spec" if c.config.spec == "on" else ""),
                 c.config.provider or "-",
-                str(c.replicas),
+                _workers_cell(c),
                 str(c.fleet_gpus),
                 "-" if c.gpu_hour_price is None else f"${c.gpu_hour_price:,.2f}",
                 _money(c.cost_per_month),
@@ -112,21 +115,34 @@ def table(result: Any, top: int | None, show_rejected: bool = False, verified: A
         if verified:
             rows[-1].append(_verified_cell(verified.get(c.config)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    left = {0, 2, 3, 4, 13, 14}
+    left = {i + (1 if modes else 0) for i in (0, 2, 3, 4, 13, 14)} | ({0} if modes else set())
     lines = [
         ("  ".join(x.ljust(w) if i in left else x.rjust(w) for i, (x, w) in enumerate(zip(r, widths)))).rstrip()
         for r in rows
     ]
+    if modes and feasible:
+        lines[:0] = [*side_by_side(result), ""]
     if not feasible:
         lines = ["no configuration meets the question"]
     elif top and len(feasible) > top:
         lines.append(f"... {len(feasible) - top} more feasible (--top 0 shows all)")
+    lines.extend(_rejected_lines(result, show_rejected))
+    for note in result.notes:
+        lines.append(f"note: {note}")
+    lines.extend(_verified_notes(verified))
+    return [printable(line) for line in lines]
+
+
+def _rejected_lines(result: Any, show_rejected: bool) -> list[str]:
+    """The rejected configurations grouped by GPU, TP and dtypes, each with its reasons (12 groups unless all)."""
+    lines: list[str] = []
     rejected = [c for c in result.candidates if not c.feasible]
     if rejected:
         groups: dict[str, dict[str, list[str]]] = {}  # "gpu tpN w/kv" -> reason -> engines
         many = len({c.config.provider for c in result.candidates}) > 1
         for c in rejected:
             label = f"{c.config.gpu} tp{c.config.tp} {c.config.weight_dtype}/{c.config.kv_dtype}"
+            label += (" spec" if c.config.spec == "on" else "") + (" disagg" if c.mode == "disagg" else "")
             label += f" at {c.config.provider}" if many else ""
             groups.setdefault(label, {}).setdefault(c.reason, []).append(c.config.engine)
         lines.append("")
@@ -141,10 +157,48 @@ def table(result: Any, top: int | None, show_rejected: bool = False, verified: A
                 )
         if len(shown) < len(groups):
             lines.append(f"  ... {len(groups) - len(shown)} more (--rejected lists them all; --json has every reason)")
-    for note in result.notes:
-        lines.append(f"note: {note}")
-    lines.extend(_verified_notes(verified))
-    return [printable(line) for line in lines]
+    return lines
+
+
+def _tp_cell(c: Any) -> str:
+    return f"P{c.prefill_tp}/D{c.config.tp}" if c.mode == "disagg" else str(c.config.tp)
+
+
+def _workers_cell(c: Any) -> str:
+    return f"{c.prefill_workers}P+{c.replicas}D" if c.mode == "disagg" else str(c.replicas)
+
+
+def side_by_side(result: Any) -> list[str]:
+    """The cheapest feasible row of each serving mode, one column per mode (the xPyD split for disagg)."""
+    best: dict[str, Any] = {}
+    for c in result.feasible:
+        best.setdefault(c.mode, c)
+    fields: list[tuple[str, Any]] = [
+        (
+            "configuration",
+            lambda c: (
+                f"{c.config.gpu} {c.config.weight_dtype}/{c.config.kv_dtype} {c.config.engine}"
+                + (" +spec" if c.config.spec == "on" else "")
+            ),
+        ),
+        (
+            "layout",
+            lambda c: (
+                f"{c.prefill_workers}P{c.replicas}D: prefill {c.prefill_workers} x TP{c.prefill_tp}, "
+                f"decode {c.replicas} x TP{c.config.tp}"
+                if c.mode == "disagg"
+                else f"{c.replicas} x TP{c.config.tp}"
+            ),
+        ),
+        ("GPUs", lambda c: str(c.fleet_gpus)),
+        ("$/month", lambda c: _money(c.cost_per_month)),
+        ("TTFT", lambda c: _ms(c.ttft)),
+        ("ITL", lambda c: _ms(c.itl)),
+    ]
+    modes = [m for m in ("agg", "disagg") if m in best]
+    table = [["cheapest per mode", *modes]] + [[name, *(cell(best[m]) for m in modes)] for name, cell in fields]
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    return ["  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip() for r in table]
 
 
 def _verified_cell(v: Any) -> str:
@@ -206,6 +260,10 @@ def csv_text(result: Any) -> str:
         "bandwidth_utilization",
         "binds",
         "reason",
+        "mode",
+        "spec",
+        "prefill_tp",
+        "prefill_workers",
     ]
     out = csv.writer(buf, lineterminator="\n")
     out.writerow(fields)
@@ -233,6 +291,10 @@ def csv_text(result: Any) -> str:
             "" if r["bandwidth_utilization"] is None else f"{r['bandwidth_utilization']:.4g}",
             r["binds"] or "",
             r["reason"],
+            r["mode"],
+            r["spec"],
+            r["prefill"]["tp"] if "prefill" in r else "",
+            r["prefill"]["workers"] if "prefill" in r else "",
         ]
         out.writerow([text(c) for c in cells])
     return buf.getvalue()
@@ -284,6 +346,22 @@ def question_from(sets: tuple[str, ...], scenario: str | None) -> tuple[dict[str
     help="whose on-demand list prices to compare at (default: the price catalog's default, aws); "
     "'all' compares across providers, one row per provider",
 )
+@click.option(
+    "--modes",
+    default="agg",
+    show_default=True,
+    metavar="agg[,disagg]",
+    help="serving modes to compare: agg (one replica serves prompts and decodes), disagg (a prefill pool and a "
+    "decode pool joined by a KV link: --set kv_link=ID, default ib-ndr-400g; --set prefill_tp=N fixes its TP)",
+)
+@click.option(
+    "--spec",
+    default="off",
+    show_default=True,
+    metavar="off[,on]",
+    help="speculative decoding as a plan axis: on = one MTP/EAGLE-style draft token per step at the acceptance "
+    "catalogs/speculators.yaml cites (--set acceptance_rate=... is refused with it: plan your own with --set alone)",
+)
 @click.option("--top", type=int, default=15, show_default=True, help="feasible rows shown in the table (0: all)")
 @click.option("--rejected", "show_rejected", is_flag=True, help="list every rejected configuration and why")
 @click.option("--csv", "csv_path", metavar="FILE|-", help="one row per candidate ('-': stdout)")
@@ -315,6 +393,8 @@ def command(
     export_path: str | None,
     verify: int,
     as_json: bool,
+    modes: str = "agg",
+    spec: str = "off",
 ) -> None:
     """The cheapest GPU, TP, precision and engine for a model, its traffic and its SLAs.
 
@@ -329,8 +409,14 @@ def command(
     question, notes = question_from(sets, scenario)
     question, percentile_slos = _percentile_slos(question, verify)
     axes = _axes(gpus, tps, weights, kvs, engines, provider)
+    if _names((spec,)) != ["off"]:
+        from ...analysis.fleet_plan import default_axes
+        from ...lang.model import build_model
+
+        axes = axes or default_axes(build_model(["llm_fleet"]), question)
+        axes["spec"] = _names((spec,))
     with progress("sizing configurations") as bar:
-        result = plan_fleet(question, axes, progress=bar.update)
+        result = plan_fleet(question, axes, progress=bar.update, modes=tuple(_names((modes,))))
     result.notes[:0] = notes
     if csv_path:
         _csv(result, csv_path)

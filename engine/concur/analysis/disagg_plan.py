@@ -1,0 +1,220 @@
+"""``concur plan --modes disagg``: disaggregated rows, a prefill pool and a decode pool per configuration.
+
+How it is designed, and why
+---------------------------
+A disaggregated fleet (``formulas/llm_disagg.yaml``) is two pools that meet only through the
+traffic and the KV link, so each is sized on its own and the plan stays forward:
+
+* the **decode pool** is the aggregated replica of the same configuration with ``prefill_share``
+  0 (its steps carry no prompt): its ``itl(b)`` comes from the same vectorised sweep as the
+  aggregated rows (one per plan shape), and the aggregated rows' sizing (``fleet_plan._size``) sizes it
+  with a residence of ``output_tokens x itl(b)`` (no prefill in it) against the KV pool, the
+  engine's batch cap and ``itl_slo``;
+* the **prefill pool** is, for each prefill TP of the grid's TP axis, ``prefill_service`` per prompt
+  (one vectorised sweep of the llm_disagg pack over every configuration x prefill TP);
+  ``workers = ceil(rate x service / utilization)``, raised until the M/D/1 wait plus the service
+  plus the KV transfer meet ``ttft_slo``; the prefill TP with the fewest GPUs wins (then the
+  smaller TP);
+* the **link** must carry ``rate x kv_transfer_bytes`` over one path per GPU of the smaller pool
+  (``kv_link_load <= 1``), and a prefill worker and its decode worker must fit the link's domain
+  (NVLink: one 8-GPU board).
+
+Invariants: a feasible disaggregated row has both pools' compute and bandwidth utilization at most
+:data:`concur.analysis.fleet_plan.UTILIZATION_CEILING` (else it is rejected with a ``rejection``
+of kind ``physics``), ``kv_link_load <= 1`` (else kind ``link``), and its TTFT, ITL within the
+question's targets. The rows are sized from the sweeps; the scalar solver
+(``concur solve llm_disagg``) gives the same pools for the same givens (tests/test_disagg.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConcurError, UsageError
+from ..lang.model import Model, build_model
+from ..solver.givens import resolve_givens
+from ..solver.plan import plan_key
+from ..sweep import sweep
+
+__all__ = ["DEFAULT_LINK", "LINK_NAMES", "Prefill", "link_values", "pick_prefill", "prefill_options"]
+
+DEFAULT_LINK = "ib-ndr-400g"
+"""The link a plan assumes when the question names none: one 400 Gb/s NIC per GPU (DGX/HGX reference)."""
+LINK_NAMES = ("kv_link", "kv_link_bandwidth", "kv_link_latency", "kv_link_domain", "prefill_tp")
+_UNBOUNDED = 1e6  # kv_link_domain's default: a scale-out network joins every GPU
+_LINK_VALUES = ("kv_link_bandwidth", "kv_link_latency", "kv_link_domain")
+_OUT = (
+    "prefill_service",
+    "prefill_kv_room",
+    "kv_transfer_bytes",
+    "kv_transfer_time",
+    "prefill_weights_per_gpu",
+    "prefill_peak_time",
+)
+
+
+@dataclass(frozen=True)
+class Prefill:
+    """One prefill TP's figures for one configuration (base units: s, B)."""
+
+    tp: int
+    service: float  # s per prompt on one worker
+    room: float  # B per GPU left after weights and overhead (< 0: does not fit)
+    kv_bytes: float  # B per request moved to the decode pool
+    transfer: float  # s per request over the link
+    weights_per_gpu: float  # B
+    peak_time: float  # s: one prompt's FLOPs on one GPU at the dense peak
+
+
+def disagg_model() -> Model:
+    return build_model(["llm_disagg"])
+
+
+def link_values(question: Mapping[str, Any]) -> tuple[dict[str, float], str]:
+    """The link as base-unit values (bandwidth B/s, latency s, domain) and a note saying which link."""
+    model = disagg_model()
+    given = {k: v for k, v in question.items() if k in _LINK_VALUES or k == "kv_link"}
+    assumed = not given
+    if assumed:
+        given = {"kv_link": DEFAULT_LINK}
+    values = resolve_givens(model, given).values
+    missing = [n for n in ("kv_link_bandwidth", "kv_link_latency") if n not in values]
+    if missing:
+        raise UsageError(f"a disaggregated plan needs the KV link: missing {', '.join(missing)}", variable=missing[0])
+    out = {n: float(values[n]) for n in _LINK_VALUES if n in values}
+    out.setdefault("kv_link_domain", float(model.variables["kv_link_domain"].default or 1e6))
+    word = f"kv_link = {given.get('kv_link', 'as given')}"
+    note = (
+        f"disaggregated rows move the KV cache over {DEFAULT_LINK} (assumed; --set kv_link=ID names another)"
+        if assumed
+        else f"disaggregated rows move the KV cache over {word}"
+    )
+    return out, note
+
+
+def prefill_options(
+    rows: Sequence[tuple[Any, Mapping[str, float]]],
+    tps: Sequence[int],
+    link: Mapping[str, float],
+    question: Mapping[str, Any],
+) -> dict[Any, list[Prefill]]:
+    """Per key of ``rows`` (key, resolved base-unit givens of its configuration): a :class:`Prefill` for
+    each prefill TP of ``tps`` dividing the attention heads, from one vectorised sweep of llm_disagg per
+    plan shape."""
+    import numpy as np
+
+    model = disagg_model()
+    points: list[tuple[Any, int, dict[str, float]]] = []
+    for key, values in rows:
+        heads = values.get("attention_heads")
+        weights = values.get("params", 0.0) * values.get("weight_bytes", 0.0)
+        for tp in tps:
+            if heads and int(heads) % tp:
+                continue
+            if weights / tp > values.get("gpu_memory", math.inf):
+                continue  # the weights alone exceed the GPU: no need to sweep what cannot fit
+            known = {n: v for n, v in values.items() if n in model.variables}
+            # the link's domain is checked by the caller, per pair of workers, with a reason of its own
+            points.append((key, tp, {**known, **link, "kv_link_domain": _UNBOUNDED, "prefill_tp": float(tp)}))
+    groups: dict[Any, list[int]] = {}
+    for i, (_key, _tp, known) in enumerate(points):
+        pk = plan_key(model, known, _OUT)
+        groups.setdefault((pk[1], pk[3]), []).append(i)
+    out: dict[Any, list[Prefill]] = {}
+    for members in groups.values():
+        names = sorted(set.intersection(*(set(points[i][2]) for i in members)))
+        choice = [n for n in names if model.variables[n].choices]
+        over: dict[str, Any] = {
+            n: np.array([points[i][2][n] for i in members], dtype=float) for n in names if n not in choice
+        }
+        given = {n: model.variables[n].choices[int(points[members[0]][2][n])] for n in choice}
+        try:
+            result = sweep(model, over, given, list(_OUT), grid=False, validate=False, base_units=True)
+        except ConcurError:
+            continue  # the configurations' own (aggregated) rows already say why
+        series = {n: np.asarray(result[n], dtype=float) for n in _OUT}
+        for j, i in enumerate(members):
+            key, tp, _ = points[i]
+            out.setdefault(key, []).append(
+                Prefill(
+                    tp,
+                    float(series["prefill_service"][j]),
+                    float(series["prefill_kv_room"][j]),
+                    float(series["kv_transfer_bytes"][j]),
+                    float(series["kv_transfer_time"][j]),
+                    float(series["prefill_weights_per_gpu"][j]),
+                    float(series["prefill_peak_time"][j]),
+                )
+            )
+    return out
+
+
+@dataclass(frozen=True)
+class PrefillPick:
+    """The chosen prefill pool, or why none serves (``reason``, ``rejection``)."""
+
+    option: Prefill | None
+    workers: int = 0
+    ttft: float = math.nan
+    reason: str = ""
+    rejection: dict[str, Any] | None = None
+
+
+def _workers(
+    option: Prefill, rate: float, utilization: float, ttft_slo: float | None, most: float
+) -> tuple[int, float]:
+    """The fewest workers that compute ``rate`` prompts a second at ``utilization`` and meet ``ttft_slo``
+    (M/D/1 wait + service + transfer), with the TTFT they give; (0, inf) when none up to ``most`` does.
+
+    The TTFT target is met where ``rho / (2 (1 - rho)) <= x = (ttft_slo - transfer) / service - 1``,
+    i.e. ``rho <= 2x / (1 + 2x)``: the workers follow in closed form (then checked, one more at most)."""
+    workers = max(1, math.ceil(rate * option.service / utilization * (1 - 1e-12)))
+    if ttft_slo is not None:
+        x = (ttft_slo - option.transfer) / option.service - 1
+        if x <= 0:
+            return 0, math.inf
+        rho_max = min(2 * x / (1 + 2 * x), 0.999)
+        workers = max(workers, math.ceil(rate * option.service / rho_max * (1 - 1e-12)))
+    for n in (workers, workers + 1):
+        if n > most:
+            break
+        rho = min(rate * option.service / n, 0.999)
+        ttft = option.service * (1 + rho / (2 * (1 - rho))) + option.transfer
+        if ttft_slo is None or ttft <= ttft_slo * (1 + 1e-12):
+            return n, ttft
+    return 0, math.inf
+
+
+def pick_prefill(
+    options: Sequence[Prefill], rate: float, utilization: float, ttft_slo: float | None, most: float = 100_000
+) -> PrefillPick:
+    """The prefill TP needing the fewest GPUs (then the smaller TP); a reason when none fits or meets the TTFT."""
+    fits = [o for o in options if o.room * o.tp >= o.kv_bytes and math.isfinite(o.service) and o.service > 0]
+    if not fits:
+        return PrefillPick(
+            None,
+            reason="prefill pool: the model and one prompt's KV cache do not fit a prefill worker at any TP of the grid",
+        )
+    best: PrefillPick | None = None
+    nearest = min(fits, key=lambda o: o.service + o.transfer)
+    for option in fits:
+        workers, ttft = _workers(option, rate, utilization, ttft_slo, most)
+        if not workers:
+            continue
+        if (
+            best is None
+            or best.option is None
+            or (workers * option.tp, option.tp) < (best.workers * best.option.tp, best.option.tp)
+        ):
+            best = PrefillPick(option, workers, ttft)
+    if best is None:
+        floor = nearest.service + nearest.transfer
+        return PrefillPick(
+            None,
+            reason=f"prefill pool: TTFT {floor * 1e3:.3g} ms > {(ttft_slo or 0) * 1e3:.3g} ms even with no queue",
+            rejection={"kind": "slo", "variable": "ttft_slo", "value": floor, "limit": ttft_slo},
+        )
+    return best

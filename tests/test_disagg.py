@@ -1,0 +1,352 @@
+"""Disaggregated prefill/decode serving: the llm_disagg pack, the links catalog and ``plan --modes``.
+
+Each test can fail: the link bound is a real constraint, TTFT must include the transfer, the decode
+pool's steps must carry no prompt, the solver must answer both directions, the plan JSON must have
+the documented shape, and the aggregated answers must not move.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from concur.api import solve
+from concur.cli import cli
+from concur.errors import InfeasibleError
+
+BASE = {
+    "model": "llama-3.1-70b",
+    "gpu": "h100-sxm-80gb",
+    "engine": "vllm",
+    "prefill_tp": 4,
+    "tp": 4,
+    "weight_dtype": "bf16",
+    "kv_dtype": "bf16",
+    "kv_link": "ib-ndr-400g",
+    "input_tokens": "1000 token/request",
+    "output_tokens": "400 token/request",
+}
+
+
+_UNITS = {
+    "kv_transfer_bytes": "B/request",
+    "kv_transfer_time": "s",
+    "ttft": "s",
+    "itl": "s",
+    "t_step": "s",
+    "prefill_service": "s",
+}
+
+
+def _values(find: list[str], **given: object) -> dict[str, float]:
+    """The answers as plain numbers: bytes, seconds, counts."""
+    sol = solve(find=find, given={**BASE, **given}, packs="llm_disagg")
+    return {n: float(sol[n].to(_UNITS[n]).magnitude) if n in _UNITS else float(sol.values[n]) for n in find}
+
+
+def test_kv_transfer_is_the_whole_prompts_cache_over_the_link() -> None:
+    # Llama-3.1-70B: 2 x 80 layers x 8 KV heads x 128 x 2 B = 327,680 B per token, whatever the TP
+    v = _values(["kv_transfer_bytes", "kv_transfer_time"], arrival_rate="50 request/s")
+    assert v["kv_transfer_bytes"] == pytest.approx(1000 * 327_680)
+    # 50 GB/s per GPU over min(4, 4) paths, after 2.26 us
+    assert v["kv_transfer_time"] == pytest.approx(2.26e-6 + 327.68e6 / (4 * 50e9))
+
+
+def test_ttft_includes_the_transfer() -> None:
+    fast = _values(["ttft", "kv_transfer_time"], arrival_rate="50 request/s", prefill_workers=5)
+    slow = _values(["ttft", "kv_transfer_time"], arrival_rate="50 request/s", prefill_workers=5, kv_link="pcie-gen5")
+    assert slow["ttft"] - fast["ttft"] == pytest.approx(slow["kv_transfer_time"] - fast["kv_transfer_time"], rel=1e-9)
+    slower = _values(
+        ["ttft", "kv_transfer_time"], arrival_rate="50 request/s", prefill_workers=5, kv_link_bandwidth="2 GB/s"
+    )
+    assert slower["kv_transfer_time"] > 0.04  # 327.68 MB over 4 x 2 GB/s
+    assert slower["ttft"] - fast["ttft"] == pytest.approx(slower["kv_transfer_time"] - fast["kv_transfer_time"])
+
+
+def test_a_link_that_cannot_carry_the_rate_is_impossible() -> None:
+    # 50 request/s x 327.68 MB = 16.4 GB/s, over 0.05 GB/s x 12 decode GPUs: no fleet of this shape serves it
+    with pytest.raises(InfeasibleError, match="kv_link_load <= 1"):
+        _values(
+            ["prefill_workers", "decode_workers", "kv_link_load"],
+            arrival_rate="50 request/s",
+            kv_link_bandwidth="0.05 GB/s",
+        )
+    ok = _values(["kv_link_load"], arrival_rate="50 request/s", prefill_workers=5, decode_workers=3)
+    assert ok["kv_link_load"] == pytest.approx(50 * 327.68e6 / (50e9 * 12))
+
+
+def _concur(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "concur", *args], capture_output=True, text=True, timeout=300)
+
+
+def _one_error_line(res: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and res.stdout == "", res.stderr
+    return lines[0]
+
+
+def test_the_cli_says_so_in_one_line_with_exit_3() -> None:
+    sets = [f"--set={k}={v}" for k, v in BASE.items()]
+    res = _concur(
+        "solve",
+        "llm_disagg",
+        "--find",
+        "decode_workers",
+        "--set",
+        "arrival_rate=50",
+        "--set",
+        "kv_link_bandwidth=0.05",
+        *sets,
+    )
+    assert res.returncode == 3 and "kv_link_load" in _one_error_line(res)
+
+
+def test_unknown_link_and_missing_link_name_the_variable() -> None:
+    sets = [f"--set={k}={v}" for k, v in BASE.items() if k != "kv_link"]
+    bad = _concur("solve", "llm_disagg", "--find", "ttft", "--set", "kv_link=ib-xdr", "--set", "arrival_rate=50", *sets)
+    assert bad.returncode == 2 and "kv_link 'ib-xdr'" in _one_error_line(bad)
+    none = _concur("solve", "llm_disagg", "--find", "ttft", "--set", "arrival_rate=50", *sets)
+    assert none.returncode == 2 and "kv_link_bandwidth" in _one_error_line(none)
+
+
+def test_decode_pool_carries_no_prefill() -> None:
+    v = _values(
+        ["prefill_tokens_per_step", "itl", "t_step", "spec_tokens_per_step", "prefill_load"],
+        arrival_rate="50 request/s",
+    )
+    assert v["prefill_tokens_per_step"] == 0 and v["prefill_load"] == 0
+    assert v["itl"] == pytest.approx(v["t_step"] / v["spec_tokens_per_step"], rel=1e-12)
+
+
+def test_solver_answers_both_directions() -> None:
+    fwd = _values(["prefill_workers", "decode_workers", "fleet_gpus", "xpyd_ratio"], arrival_rate="50 request/s")
+    assert (fwd["prefill_workers"], fwd["decode_workers"], fwd["fleet_gpus"]) == (5, 3, 32)
+    assert fwd["xpyd_ratio"] == pytest.approx(5 / 3)
+    # one pool given: the largest rate it carries; a little more needs another worker
+    for pool, workers in (("prefill_workers", 5), ("decode_workers", 3)):
+        top = _values(["arrival_rate"], **{pool: workers})["arrival_rate"]
+        assert _values([pool], arrival_rate=f"{top * 0.999} request/s")[pool] == workers
+        assert _values([pool], arrival_rate=f"{top * 1.01} request/s")[pool] == workers + 1
+    back = _values(["arrival_rate"], prefill_workers=5, decode_workers=3)["arrival_rate"]
+    # a rate these pools carry: asked forward, it sizes the same pools (the solver finds a root of the
+    # rounding equations, not necessarily the largest rate: see the pack's example)
+    at = _values(["prefill_workers", "decode_workers"], arrival_rate=f"{back} request/s")
+    assert (at["prefill_workers"], at["decode_workers"]) == (5, 3)
+    assert back > 4 * 0.8 / _values(["prefill_service"], arrival_rate="1 request/s")["prefill_service"]
+
+
+def test_ttft_target_raises_the_prefill_pool() -> None:
+    loose = _values(["prefill_workers", "ttft"], arrival_rate="50 request/s", ttft_slo="2 s")
+    tight = _values(["prefill_workers", "ttft"], arrival_rate="50 request/s", ttft_slo="100 ms")
+    assert tight["prefill_workers"] > loose["prefill_workers"] and tight["ttft"] <= 0.1
+
+
+PLAN = [
+    "plan",
+    "--modes",
+    "agg,disagg",
+    "--set",
+    "model=llama-3.1-70b",
+    "--set",
+    "arrival_rate=50",
+    "--set",
+    "input_tokens=1000",
+    "--set",
+    "output_tokens=400",
+    "--set",
+    "ttft_slo=2s",
+    "--set",
+    "itl_slo=50ms",
+    "--gpus",
+    "h100-sxm-80gb",
+    "--weight-dtypes",
+    "bf16",
+    "--kv-dtypes",
+    "bf16",
+    "--engines",
+    "vllm",
+]
+
+
+@pytest.fixture(scope="module")
+def plan_json() -> list[dict[str, object]]:
+    res = CliRunner().invoke(cli, [*PLAN, "--json"])
+    assert res.exit_code == 0, res.output
+    return list(json.loads(res.output)["candidates"])
+
+
+def test_plan_json_shape(plan_json: list[dict[str, object]]) -> None:
+    modes = {r["mode"] for r in plan_json}
+    assert modes == {"agg", "disagg"}
+    for row in plan_json:
+        if row["mode"] == "agg":
+            assert "prefill" not in row and "decode" not in row
+            continue
+        pre, dec = row["prefill"], row["decode"]
+        assert isinstance(pre, dict) and isinstance(dec, dict)
+        assert set(pre) == set(dec) == {"gpu", "tp", "workers"}
+        if row["feasible"]:
+            assert dec["workers"] == row["replicas"] and dec["tp"] == row["tp"]
+            assert row["fleet_gpus"] == pre["workers"] * pre["tp"] + dec["workers"] * dec["tp"]
+            for name in (
+                "compute_utilization",
+                "bandwidth_utilization",
+                "prefill_compute_utilization",
+                "prefill_bandwidth_utilization",
+            ):
+                assert 0 < row[name] <= 1, name  # type: ignore[operator]
+            assert 0 < row["kv_link_load"] <= 1  # type: ignore[operator]
+
+
+def test_plan_disagg_agrees_with_the_solver() -> None:
+    res = CliRunner().invoke(cli, [*PLAN, "--json", "--set", "prefill_tp=4", "--tp", "4"])
+    rows = json.loads(res.output)["candidates"]
+    row = next(r for r in rows if r["mode"] == "disagg" and r["feasible"])
+    v = _values(["prefill_workers", "decode_workers"], arrival_rate="50 request/s", itl_slo="50 ms", ttft_slo="2 s")
+    assert (row["prefill"]["workers"], row["decode"]["workers"]) == (v["prefill_workers"], v["decode_workers"])  # type: ignore[index]
+
+
+def test_plan_text_shows_cheapest_per_mode_with_the_split() -> None:
+    res = CliRunner().invoke(cli, PLAN)
+    assert res.exit_code == 0, res.output
+    head = res.output.splitlines()[:7]
+    assert head[0].split() == ["cheapest", "per", "mode", "agg", "disagg"]
+    assert any("P" in line and "D:" in line and "prefill" in line for line in head)
+
+
+def test_agg_plan_unchanged_by_default() -> None:
+    runner = CliRunner()
+    agg = json.loads(runner.invoke(cli, ["plan", *PLAN[3:], "--json"], catch_exceptions=False).output)["candidates"]
+    assert {r["mode"] for r in agg} == {"agg"}
+    both = json.loads(runner.invoke(cli, [*PLAN, "--json"]).output)["candidates"]
+    key = lambda r: (r["gpu"], r["tp"], r["engine"])
+    same = {key(r): (r["replicas"], r["fleet_gpus"]) for r in both if r["mode"] == "agg"}
+    assert same == {key(r): (r["replicas"], r["fleet_gpus"]) for r in agg}
+    # the README's aggregated answer: 7 x TP4 = 28 H100
+    readme = {
+        **{k: BASE[k] for k in ("model", "gpu", "tp", "weight_dtype", "kv_dtype", "input_tokens", "output_tokens")}
+    }
+    sol = solve(find=["replicas", "fleet_gpus"], given={**readme, "arrival_rate": "50 request/s"}, packs="llm_fleet")
+    assert (float(sol.values["replicas"]), float(sol.values["fleet_gpus"])) == (7, 28)
+
+
+def test_a_slow_link_rejects_disagg_rows_with_a_structured_reason() -> None:
+    res = CliRunner().invoke(cli, [*PLAN, "--json", "--set", "kv_link_bandwidth=0.5", "--set", "kv_link_latency=1"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)["candidates"]
+    disagg = [r for r in rows if r["mode"] == "disagg"]
+    assert disagg and not any(r["feasible"] for r in disagg)
+    assert {r["rejection"]["kind"] for r in disagg if r["rejection"]} == {"link"}
+
+
+def test_nvlink_domain_rejects_workers_that_do_not_share_a_board() -> None:
+    res = CliRunner().invoke(cli, [*PLAN, "--json", "--set", "kv_link=nvlink-4", "--tp", "8"])
+    rows = json.loads(res.output)["candidates"]
+    disagg = [r for r in rows if r["mode"] == "disagg"]
+    # decode TP8 + any prefill TP exceeds the 8 GPUs of one NVLink board
+    assert disagg and all(r["rejection"] and r["rejection"]["variable"] == "kv_link_domain" for r in disagg)
+
+
+def test_spec_decoding_at_acceptance_zero_is_never_faster() -> None:
+    for model, tp in (("llama-3.1-8b", 1), ("llama-3.1-70b", 4)):
+        for batch in (1, 8, 64, 256):
+            given = {
+                "model": model,
+                "gpu": "h100-sxm-80gb",
+                "tp": tp,
+                "engine": "vllm",
+                "input_tokens": "1000 token/request",
+                "output_tokens": "400 token/request",
+                "concurrency": f"{batch} request",
+                "kv_fit": "ignore",
+            }
+            plain = float(solve(find=["itl"], given=given, packs="llm_throughput").values["itl"])  # base units, both
+            for k in (1, 3, 5):
+                for draft in ({"mtp_layers": 1}, {"draft_params": "1.24e9 parameter", "draft_layers": 16}):
+                    spec = solve(
+                        find=["itl", "spec_speedup"],
+                        given={**given, "draft_tokens": k, "acceptance_rate": 0, **draft},
+                        packs="llm_throughput",
+                    )
+                    assert float(spec.values["itl"]) >= plain
+                    assert float(spec.values["spec_speedup"]) <= 1
+
+
+def test_spec_axis_doubles_the_rows_and_only_on_rows_carry_speculation() -> None:
+    res = CliRunner().invoke(cli, [*PLAN, "--json", "--spec", "off,on", "--tp", "4"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)["candidates"]
+    assert sorted(r["spec"] for r in rows) == ["off", "off", "on", "on"]
+    by = {(r["mode"], r["spec"]): r for r in rows}
+    # one draft token accepted 85% of the time: the decode pool runs each step longer but emits more
+    # tokens per step, so at the same ITL target it needs no more decode workers
+    assert by[("disagg", "on")]["decode"]["workers"] <= by[("disagg", "off")]["decode"]["workers"]
+    assert by[("disagg", "on")]["prefill"] == by[("disagg", "off")]["prefill"]
+
+
+def test_spec_axis_refuses_speculation_given_by_hand() -> None:
+    res = _concur("plan", *PLAN[1:], "--spec", "off,on", "--set", "acceptance_rate=0.6")
+    assert res.returncode == 2 and "acceptance_rate" in _one_error_line(res)
+
+
+def test_spec_preset_is_sourced_and_matches_the_pack() -> None:
+    from concur.analysis.fleet_plan import SPEC_PRESET, spec_given
+    from concur.lang.library import get_catalog
+
+    entry = get_catalog("speculators").entries[SPEC_PRESET]
+    assert all("arXiv:2412.19437" in src for _v, src, _w in entry.values.values())
+    assert spec_given() == {"draft_tokens": 1, "mtp_layers": 1, "acceptance_rate": 0.85}
+
+
+def test_plan_prefill_pool_matches_the_solver_when_the_ttft_target_binds() -> None:
+    from concur.analysis.fleet_plan import default_axes, plan_fleet
+    from concur.lang.model import build_model
+
+    question = {
+        "model": "llama-3.1-70b",
+        "arrival_rate": 50,
+        "input_tokens": 1000,
+        "output_tokens": 400,
+        "ttft_slo": "100 ms",
+        "prefill_tp": 4,
+        "kv_link": "ib-ndr-400g",
+    }
+    axes = default_axes(build_model(["llm_fleet"]), question)
+    axes.update(gpu=["h100-sxm-80gb"], tp=[4], dtypes=[("bf16", "bf16")], engine=["vllm"])
+    result = plan_fleet(question, axes, modes=("disagg",))
+    (row,) = result.candidates
+    assert row.feasible and row.mode == "disagg" and row.ttft is not None and row.ttft <= 0.1
+    solver = _values(["prefill_workers", "ttft"], arrival_rate="50 request/s", ttft_slo="100 ms")
+    assert row.prefill_workers == solver["prefill_workers"] > 5  # the target, not the compute, binds
+    assert row.ttft == pytest.approx(solver["ttft"], rel=1e-6)
+
+
+def test_prefill_service_against_measured_idle_ttfts() -> None:
+    """A prefill worker's time for one prompt is what a concurrency-1 TTFT measures (plus half a decode
+    step and the client's round trip): tests/data/prefill_points.yaml's published points, each within
+    x1.5 and none above its measurement."""
+    from pathlib import Path
+
+    from concur.lang.yamlsafe import load_yaml
+
+    points = load_yaml(Path(__file__).parent / "data" / "prefill_points.yaml")["points"]
+    assert points
+    for p in points:
+        given = {
+            "model": p["model"],
+            "gpu": p["gpu"],
+            "engine": p["engine"],
+            "prefill_tp": p["tp"],
+            "tp": p["tp"],
+            "weight_dtype": p["weight_dtype"],
+            "kv_dtype": p["kv_dtype"],
+            "input_tokens": f"{p['input_tokens']} token/request",
+            "output_tokens": f"{p['output_tokens']} token/request",
+        }
+        service = solve(find=["prefill_service"], given=given, packs="llm_disagg")["prefill_service"]
+        ratio = float(service.to("ms").magnitude) / p["ttft_ms"]
+        assert 1 / 1.5 <= ratio <= 1.0, (p["id"], ratio)
