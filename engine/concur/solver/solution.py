@@ -19,15 +19,11 @@ from ..lang.pack import Equation
 from ..lang.units import registry, unit_info
 from .assumed import Assumption, assumptions
 from .html import html_number, html_table
-from .roots import CHECK_REL
 
 if TYPE_CHECKING:  # plan imports this module; the type checker alone reads the annotation
     from .plan import Plan
 
-__all__ = ["REL_TOL", "Givens", "Method", "Solution", "Step", "describe_var", "list_names", "show_value"]
-
-REL_TOL = CHECK_REL
-"""How closely over-determined givens must agree with the model (the numeric policy's CHECK_REL)."""
+__all__ = ["Givens", "Method", "Solution", "Step", "describe_var", "list_names", "show_value"]
 
 
 class Method(StrEnum):
