@@ -59,11 +59,11 @@ class Table(Generic[K, V]):
         self.limit = limit
         self._items: OrderedDict[K, V] = OrderedDict()
 
-    def get(self, key: K) -> V | None:
-        """The entry under ``key`` (now the most recently used), or None."""
+    def get(self, key: K, default: V | None = None) -> V | None:
+        """The entry under ``key`` (now the most recently used), or ``default``."""
         items = self._items
-        hit = items.get(key)
-        if hit is not None:
+        hit = items.get(key, default)
+        if hit is not default:
             with suppress(KeyError):  # another thread dropped it meanwhile: still a hit
                 items.move_to_end(key)
         return hit

@@ -104,13 +104,17 @@ PAGE_WIDTH = 98.0
 MIN_SCALE = 75
 
 
+_MISS = object()  # a unit not judged yet (None is a judgement: not a unit)
+
+
 def _dims(unit: str) -> tuple[tuple[str, float], ...] | None:
     """The unit's dimensions, or None when the text is not a unit concur knows (each text judged
     once per process: the process table "unit dims" of :mod:`concur.compiled`)."""
     known = table("unit dims", 512)
-    if unit in known:
-        hit: tuple[tuple[str, float], ...] | None = known[unit]
-        return hit
+    hit = known.get(unit, _MISS)
+    if hit is not _MISS:
+        dims: tuple[tuple[str, float], ...] | None = hit
+        return dims
     dims = _unit_dims(unit)
     known.put(unit, dims)
     return dims

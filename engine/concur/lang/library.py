@@ -244,8 +244,9 @@ def _cached(kind: str, path: Path, load: Callable[[str, bytes], Any], decode: Ca
     except OSError:
         seen_key = None
     files = table("loaded files")
-    if seen_key is not None and seen_key in files:
-        seen, sha = files[seen_key]
+    known = files.get(seen_key) if seen_key is not None else None
+    if known is not None:
+        seen, sha = known
         _note(path, sha)
         return seen
     label = _label(path)

@@ -65,9 +65,10 @@ def needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float]
         tuple(sorted(k for k, s in givens.sources.items() if s == "given")),
     )
     seeks = compiled(model.key).seeks
-    if key in seeks:
-        hit: Seek | None = seeks[key]
-        return hit
+    hit = seeks.get(key, _MISS)
+    if hit is not _MISS:
+        decided: Seek | None = hit
+        return decided
     file = _disk_entry(model.key, key)
     kept = None if file is None else read_json(file, _KIND, _decode_seek)
     answer = kept[0] if kept is not None else _needs_search(model, find, known, givens)
@@ -80,6 +81,7 @@ def needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float]
 
 
 _KIND = "seek"
+_MISS = object()  # a decision not made yet (None is a decision: no search)
 MAX_WRITES = 64  # decisions one process writes at most (a fuzz run asks thousands of shapes)
 _WRITES = 0
 

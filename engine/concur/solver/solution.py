@@ -20,12 +20,8 @@ from .assumed import Assumption, assumptions
 from .givens import Givens
 from .html import html_number, html_table
 from .plan import Method, Plan, Step
-from .roots import CHECK_REL
 
-__all__ = ["REL_TOL", "Solution", "list_names", "show_value"]
-
-REL_TOL = CHECK_REL
-"""How closely over-determined givens must agree with the model (the numeric policy's CHECK_REL)."""
+__all__ = ["Solution", "list_names", "show_value"]
 
 
 @dataclass
