@@ -53,6 +53,7 @@ def narrow_axes(model: Model, narrow: Mapping[str, Sequence[Any]], provider: str
             raise UsageError(
                 f"TP values are whole numbers of at least 1, got {', '.join(map(str, tps))}",
                 hint="e.g. 1, 2, 4, 8",
+                kind="tp_values",
                 field="tp",
             )
         axes["tp"] = tps

@@ -57,6 +57,8 @@ HINTS: dict[str, Callable[[ConcurError], str | None]] = {
     "give": lambda e: f"--set {(e.hint or '').removeprefix('give ')}",
     # a simulator question without its configuration (analysis.step_model)
     "give_config": lambda e: "give the model, gpu, tp, dtypes and engine (--set model=... gpu=...)",
+    # TP values under 1 (analysis.fleet_axes)
+    "tp_values": lambda e: "e.g. --tp 1,2,4,8",
     # an axis of the fleet plan given as a value (analysis.fleet_plan)
     "axis_given": lambda e: (
         "narrow the axis instead: --gpus, --tp, --weight-dtypes, --kv-dtypes, --engines, --provider"
