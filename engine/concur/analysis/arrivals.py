@@ -134,47 +134,61 @@ def read_trace(path: str | Path) -> Trace:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise _error(name, 1, "the trace is not UTF-8 text", "give a CSV or JSONL file") from None
-    rows: list[tuple[int, dict[str, Any]]] = []
-    first = text.lstrip()[:1]
-    if first == "{":
-        for n, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
-                raise _error(name, n, f"not a JSON object: {msg}", "one object per line") from None
-            if not isinstance(obj, dict):
-                raise _error(name, n, "not a JSON object", "one object per line")
-            rows.append((n, obj))
-            if len(rows) > TRACE_MAX_ROWS:
-                raise _error(name, n, f"the trace has more than {TRACE_MAX_ROWS:,} requests", "cut it")
-    else:
-        reader = csv.reader(io.StringIO(text))
-        try:
-            header = [h.strip() for h in next(reader)]
-        except StopIteration:
-            raise _error(name, 1, "the trace is empty", f"a header {','.join(_KEYS)} and one row per request") from None
-        except csv.Error as exc:
-            raise _error(name, 1, f"not CSV: {exc}") from None
-        absent = [k for k in _KEYS if k not in header]
-        if absent:
-            raise _error(name, 1, f"the header lacks {', '.join(absent)}", f"a header {','.join(_KEYS)}")
-        try:
-            for cells in reader:
-                if not any(c.strip() for c in cells):
-                    continue
-                n = reader.line_num
-                if len(cells) != len(header):
-                    raise _error(name, n, f"{len(cells)} fields where the header has {len(header)}")
-                rows.append((n, dict(zip(header, cells))))
-                if len(rows) > TRACE_MAX_ROWS:
-                    raise _error(name, n, f"the trace has more than {TRACE_MAX_ROWS:,} requests", "cut it")
-        except csv.Error as exc:
-            raise _error(name, reader.line_num, f"not CSV: {exc}") from None
+    rows = _jsonl_rows(name, text) if text.lstrip()[:1] == "{" else _csv_rows(name, text)
     if not rows:
         raise _error(name, 1, "the trace holds no request", f"one row per request with {', '.join(_KEYS)}")
+    return _trace(name, rows)
+
+
+def _jsonl_rows(name: str, text: str) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, object) per non-blank line of a JSONL trace; each line must be an object."""
+    rows: list[tuple[int, dict[str, Any]]] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            raise _error(name, n, f"not a JSON object: {msg}", "one object per line") from None
+        if not isinstance(obj, dict):
+            raise _error(name, n, "not a JSON object", "one object per line")
+        rows.append((n, obj))
+        if len(rows) > TRACE_MAX_ROWS:
+            raise _error(name, n, f"the trace has more than {TRACE_MAX_ROWS:,} requests", "cut it")
+    return rows
+
+
+def _csv_rows(name: str, text: str) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, header -> cell) per non-blank row of a CSV trace whose header names every key."""
+    rows: list[tuple[int, dict[str, Any]]] = []
+    reader = csv.reader(io.StringIO(text))
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise _error(name, 1, "the trace is empty", f"a header {','.join(_KEYS)} and one row per request") from None
+    except csv.Error as exc:
+        raise _error(name, 1, f"not CSV: {exc}") from None
+    absent = [k for k in _KEYS if k not in header]
+    if absent:
+        raise _error(name, 1, f"the header lacks {', '.join(absent)}", f"a header {','.join(_KEYS)}")
+    try:
+        for cells in reader:
+            if not any(c.strip() for c in cells):
+                continue
+            n = reader.line_num
+            if len(cells) != len(header):
+                raise _error(name, n, f"{len(cells)} fields where the header has {len(header)}")
+            rows.append((n, dict(zip(header, cells))))
+            if len(rows) > TRACE_MAX_ROWS:
+                raise _error(name, n, f"the trace has more than {TRACE_MAX_ROWS:,} requests", "cut it")
+    except csv.Error as exc:
+        raise _error(name, reader.line_num, f"not CSV: {exc}") from None
+    return rows
+
+
+def _trace(name: str, rows: list[tuple[int, dict[str, Any]]]) -> Trace:
+    """The trace of ``rows``: every key present, timestamps sorted, token counts whole."""
     times: list[float] = []
     inputs: list[int] = []
     outputs: list[int] = []
