@@ -1,9 +1,7 @@
-"""Helpers shared by the test folders: where the repository's files are, and the system tools a test needs.
+"""Helpers shared by the test folders: the system tools a test needs.
 
-The test folders mirror concur's packages, so a test's own ``__file__`` says little about where
-``docs/`` or ``tests/data/`` are: every path is taken from here. A missing system tool (LibreOffice,
-poppler, redis-server, openssl, Chromium) skips the test locally and fails it under ``CI=true``
-(CI installs them all: ``.ci/run``).
+A missing system tool (LibreOffice, poppler, redis-server, openssl) skips the test locally and
+fails it under ``CI=true`` (CI installs them all: ``.ci/run``).
 
 Importable as ``helpers`` from every test module: ``tests/`` is on ``sys.path`` because
 ``tests/conftest.py`` lives there (pytest's default import mode).
@@ -13,17 +11,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
 
 import pytest
-
-#: The repository's root (pyproject.toml, README.md, docs/, workbooks/, formulas/, engine/).
-ROOT = Path(__file__).resolve().parents[1]
-#: The measured data the tests compare against, each point with its source (tests/data/README.md).
-DATA = ROOT / "tests" / "data"
-DOCS = ROOT / "docs"
-ENGINE = ROOT / "engine"
-WORKBOOKS = ROOT / "workbooks"
 
 
 def ci_enabled() -> bool:
