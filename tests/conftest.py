@@ -3,7 +3,9 @@ private redis-servers on loopback (one per session and worker, private ones per 
 
 Parallel workers (pytest-xdist, ``-n 2``) share nothing: temporary paths come from ``tmp_path``
 (one base folder per worker), the cache key from ``own_cache_key``, and every redis-server a worker
-starts listens on a port of that worker's own block (:class:`WorkerPorts`).
+starts listens on a port of that worker's own block (:class:`WorkerPorts`). The tests of a module
+that share a module-scoped fixture (a LibreOffice batch, a built wheel, a browser) run on one
+worker, so the fixture is built once (:func:`pytest_collection_modifyitems`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,34 @@ from typing import Any
 
 import pytest
 from helpers import require_tool
+
+#: Modules whose tests take longest together (LibreOffice batches, mypy, a wheel, a browser),
+#: handed to the parallel workers first so that no worker is left running one alone at the end.
+LONGEST_FIRST = (
+    "tests/excel/test_fleet_workbook.py",
+    "tests/excel/test_export.py",
+    "tests/test_typecheck.py",
+    "tests/cli/test_serve_browser.py",
+    "tests/test_packaging.py",
+    "tests/excel/test_live_workbooks.py",
+    "tests/excel/test_recalc.py",
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under parallel workers (``-n``, ``--dist loadgroup``): a test that uses a module-scoped
+    fixture joins its module's group (one worker builds the fixture once, not every worker), and
+    the :data:`LONGEST_FIRST` modules come first. A serial run keeps pytest's order."""
+    if not hasattr(config, "workerinput"):
+        return
+    for item in items:
+        fixturedefs = getattr(item, "_fixtureinfo", None)
+        defs = fixturedefs.name2fixturedefs.values() if fixturedefs else ()
+        if any(d[-1].scope == "module" for d in defs if d):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
 
 
 @pytest.fixture

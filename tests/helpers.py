@@ -1,9 +1,7 @@
-"""Helpers shared by the test folders: where the repository's files are, and the system tools a test needs.
+"""Helpers shared by the test folders: the system tools a test needs, and the published queueing cases.
 
-The test folders mirror concur's packages, so a test's own ``__file__`` says little about where
-``docs/`` or ``tests/data/`` are: every path is taken from here. A missing system tool (LibreOffice,
-poppler, redis-server, openssl, Chromium) skips the test locally and fails it under ``CI=true``
-(CI installs them all: ``.ci/run``).
+A missing system tool (LibreOffice, poppler, redis-server, openssl) skips the test locally and
+fails it under ``CI=true`` (CI installs them all: ``.ci/run``).
 
 Importable as ``helpers`` from every test module: ``tests/`` is on ``sys.path`` because
 ``tests/conftest.py`` lives there (pytest's default import mode).
@@ -13,17 +11,15 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
+from ruamel.yaml import YAML
 
-#: The repository's root (pyproject.toml, README.md, docs/, workbooks/, formulas/, engine/).
-ROOT = Path(__file__).resolve().parents[1]
-#: The measured data the tests compare against, each point with its source (tests/data/README.md).
-DATA = ROOT / "tests" / "data"
-DOCS = ROOT / "docs"
-ENGINE = ROOT / "engine"
-WORKBOOKS = ROOT / "workbooks"
+#: The measured and published data the tests compare against, each with its source.
+DATA = Path(__file__).resolve().parent / "data"
 
 
 def ci_enabled() -> bool:
@@ -57,3 +53,55 @@ def require_poppler() -> None:
     """Skip (locally) or fail (CI=true) when pdftotext/pdftoppm (poppler-utils) are missing."""
     if not (shutil.which("pdftotext") and shutil.which("pdftoppm")):
         missing("pdftotext/pdftoppm (poppler-utils) are not on PATH", "poppler-utils")
+
+
+# --------------------------------------------------------------------------- published queueing cases
+# tests/data/queueing_cases.yaml is checked twice: through concur.maths.erlang (tests/maths) and
+# through the packs as a user asks (tests/formulas). Each test file has its own evaluators (one per
+# case id, returning {expected key: value}); the reading, the tolerance rule and the bookkeeping
+# that no entry of the file is silently ignored live here, once.
+
+QUEUEING_CASES: dict[str, dict[str, Any]] = {
+    c["id"]: c for c in YAML(typ="safe").load((DATA / "queueing_cases.yaml").read_text(encoding="utf-8"))["cases"]
+}
+
+
+def case_input(case: dict[str, Any], name: str) -> float:
+    """The number of input ``name`` of a queueing case."""
+    return float(case["inputs"][name]["value"])
+
+
+def check_tolerance(got: float, expected: dict[str, Any]) -> None:
+    """``got`` is within the case's stated tolerance of ``expected`` (abs, or rel; rel 1e-9 when none)."""
+    want, tol = float(expected["value"]), expected.get("tol", {})
+    if "abs" in tol:
+        assert abs(got - want) <= float(tol["abs"]) + 1e-15, (got, want, tol)
+    else:
+        rel = float(tol.get("rel", 1e-9))
+        assert abs(got - want) <= rel * abs(want) + 1e-15, (got, want, tol)
+
+
+def covered_cases(evaluators: Mapping[str, object], excluded: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Every (case id, expected key) an evaluator runs, less the ``case/key`` entries excluded."""
+    return [
+        (cid, key) for cid in evaluators for key in QUEUEING_CASES[cid]["expected"] if f"{cid}/{key}" not in excluded
+    ]
+
+
+def assert_every_case_accounted_for(
+    evaluate: Callable[[str], dict[str, float]], evaluators: Mapping[str, object], excluded: Mapping[str, str]
+) -> None:
+    """Every case is evaluated or excluded whole (never both); every expected entry of an evaluated
+    case is produced or excluded (never both); every exclusion names an entry of the file."""
+    for cid, case in QUEUEING_CASES.items():
+        if cid in excluded:
+            assert cid not in evaluators, f"{cid} is both evaluated and excluded"
+            continue
+        assert cid in evaluators, f"{cid}: neither evaluated nor excluded"
+        produced = evaluate(cid)
+        for key in case["expected"]:
+            listed = f"{cid}/{key}" in excluded
+            assert (key in produced) != listed, f"{cid}/{key}: produced {key in produced}, excluded {listed}"
+    for entry in excluded:
+        cid, _, key = entry.partition("/")
+        assert cid in QUEUEING_CASES and (not key or key in QUEUEING_CASES[cid]["expected"]), f"stale entry {entry}"

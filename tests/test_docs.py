@@ -64,7 +64,10 @@ def test_readme_starts_with_the_two_setup_commands_and_the_first_answers_the_fle
     commands = first.group(1).strip().splitlines()
     assert len(commands) == 2
     assert commands[0].startswith("python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/concur ")
-    assert commands[1] == "python3 -m venv .venv && .venv/bin/pip install '.[test]' && .venv/bin/python -m pytest -q"
+    assert (
+        commands[1]
+        == "python3 -m venv .venv && .venv/bin/pip install '.[test]' && .venv/bin/python -m pytest -q -n auto"
+    )
     job = shlex.split(commands[0].split("&& .venv/bin/concur ", 1)[1])
     out = subprocess.run(
         [sys.executable, "-m", "concur.cli", *job, "--json"],
@@ -79,6 +82,18 @@ def test_readme_starts_with_the_two_setup_commands_and_the_first_answers_the_fle
     results = json.loads(out.stdout)["results"]
     assert results["replicas"]["value"] == 7 and results["fleet_gpus"]["value"] == 28
     assert f"${results['cost_per_month']['value']:,.0f} a month" in text.replace("\n", " ")
+
+
+def test_ci_runs_the_readme_test_command():
+    """.ci/run runs README's test command (pip quieter, nothing else changed), so CI measures and
+    passes what a reader runs; nothing in it deselects tests."""
+    readme = re.match(r"# concur\n\n```bash\n(.*?)```", (DOCS.parent / "README.md").read_text(), re.S)
+    assert readme is not None
+    command = readme.group(1).strip().splitlines()[1]
+    ci = (DOCS.parent / ".ci" / "run").read_text().splitlines()
+    assert command.replace("pip install ", "pip install -q ", 1) in ci
+    pytest_args = [line.split(" pytest", 1)[1] for line in ci if " pytest" in line]
+    assert pytest_args and not [a for a in pytest_args if " -m " in a or " -k " in a or "--deselect" in a]
 
 
 @pytest.mark.parametrize("command, expected", list(_examples()))

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow_check  # a minute of mypy: left out while iterating with -m "not slow_check"
 
 
 def test_mypy_strict_is_clean() -> None:

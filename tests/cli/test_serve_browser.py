@@ -27,6 +27,7 @@ from concur.cli.web.server import running
 
 FLEET = ["llm_fleet"]
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+pytestmark = pytest.mark.slow_check  # a browser per worker: its own step while iterating (-m "not slow_check")
 WAIT_S = 120  # bounds a page that never answers; an answering page is waited for by its state
 
 

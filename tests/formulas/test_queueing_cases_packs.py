@@ -20,24 +20,21 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-from ruamel.yaml import YAML
+from helpers import QUEUEING_CASES, assert_every_case_accounted_for, case_input, check_tolerance, covered_cases
 
 import concur
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "queueing_cases.yaml"
-CASES: dict[str, dict[str, Any]] = {c["id"]: c for c in YAML(typ="safe").load(DATA.read_text())["cases"]}
+CASES = QUEUEING_CASES
 
 #: A connection so fast that streaming takes no time (the cases' link is not the limit):
 #: 8 MB at 1e30 MB/s is 8e-30 s, far below the 1e-12 relative tolerance of the cases.
 UNLIMITED = "1e30 MB/s"
 
 
-def _v(case: dict[str, Any], name: str) -> float:
-    return float(case["inputs"][name]["value"])
+_v = case_input
 
 
 def _solve(packs: str, find: list[str], **given: Any) -> Any:
@@ -367,50 +364,27 @@ def _evaluate(case_id: str) -> dict[str, float]:
     return EVALUATORS[case_id](CASES[case_id])
 
 
-def _covered() -> list[tuple[str, str]]:
-    return [(cid, key) for cid in EVALUATORS for key in CASES[cid]["expected"] if f"{cid}/{key}" not in NOT_COVERED]
-
-
-def _check_tol(got: float, exp: dict[str, Any]) -> None:
-    want, tol = float(exp["value"]), exp.get("tol", {})
-    if "abs" in tol:
-        assert abs(got - want) <= float(tol["abs"]) + 1e-15, (got, want, tol)
-    else:
-        rel = float(tol.get("rel", 1e-9))
-        assert abs(got - want) <= rel * abs(want) + 1e-15, (got, want, tol)
-
-
-@pytest.mark.parametrize(("case_id", "key"), _covered(), ids=lambda x: x)
+@pytest.mark.parametrize(("case_id", "key"), covered_cases(EVALUATORS, NOT_COVERED), ids=lambda x: x)
 def test_published_case_through_packs(case_id: str, key: str) -> None:
     got = _evaluate(case_id)
     assert key in got, f"{case_id}: the evaluator does not produce {key}"
-    _check_tol(got[key], CASES[case_id]["expected"][key])
+    check_tolerance(got[key], CASES[case_id]["expected"][key])
 
 
 def test_every_case_is_run_or_listed() -> None:
-    for cid, case in CASES.items():
-        if cid in NOT_COVERED:
-            assert cid not in EVALUATORS, f"{cid} is both run and listed as not covered"
-            continue
-        assert cid in EVALUATORS, f"{cid}: neither run through a pack nor listed in NOT_COVERED"
-        produced = _evaluate(cid)
-        for key in case["expected"]:
-            listed = f"{cid}/{key}" in NOT_COVERED
-            assert (key in produced) != listed, f"{cid}/{key}: run {key in produced}, listed {listed}"
-    for entry in NOT_COVERED:
-        cid, _, key = entry.partition("/")
-        assert cid in CASES and (not key or key in CASES[cid]["expected"]), f"stale entry {entry}"
+    assert_every_case_accounted_for(_evaluate, EVALUATORS, NOT_COVERED)
 
 
 def test_coverage_counts() -> None:
     values = sum(len(c["expected"]) for c in CASES.values())
     complete = [cid for cid in EVALUATORS if not any(k.startswith(f"{cid}/") for k in NOT_COVERED)]
+    covered = covered_cases(EVALUATORS, NOT_COVERED)
     summary = (
         f"{len(EVALUATORS)} of {len(CASES)} cases covered through the packs "
-        f"({len(complete)} completely), {len(_covered())} of {values} expected values"
+        f"({len(complete)} completely), {len(covered)} of {values} expected values"
     )
     print(summary)
-    assert (len(EVALUATORS), len(CASES), len(complete), len(_covered()), values) == (17, 19, 11, 56, 71), summary
+    assert (len(EVALUATORS), len(CASES), len(complete), len(covered), values) == (17, 19, 11, 56, 71), summary
 
 
 # --------------------------------------------------------------------------- staffing: the smallest n

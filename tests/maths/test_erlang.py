@@ -13,19 +13,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers import QUEUEING_CASES, assert_every_case_accounted_for, case_input, check_tolerance, covered_cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ruamel.yaml import YAML
 
 from concur.errors import UsageError
 from concur.maths import erlang
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "queueing_cases.yaml"
-CASES = {c["id"]: c for c in YAML(typ="safe").load(DATA.read_text())["cases"]}
-
-
-def _v(case: dict, name: str) -> float:
-    return float(case["inputs"][name]["value"])
+CASES = QUEUEING_CASES
+_v = case_input
 
 
 def _cch(c: dict) -> dict[str, float]:
@@ -158,33 +154,14 @@ OUT_OF_SCOPE = {
 }
 
 
-def _covered() -> list[tuple[str, str]]:
-    return [(cid, key) for cid in EVALUATORS for key in CASES[cid]["expected"] if f"{cid}/{key}" not in OUT_OF_SCOPE]
-
-
-def _check_tol(got: float, exp: dict) -> None:
-    want, tol = float(exp["value"]), exp.get("tol", {})
-    if "abs" in tol:
-        assert abs(got - want) <= float(tol["abs"]) + 1e-15, (got, want, tol)
-    else:
-        rel = float(tol.get("rel", 1e-9))
-        assert abs(got - want) <= rel * abs(want) + 1e-15, (got, want, tol)
-
-
-@pytest.mark.parametrize(("case_id", "key"), _covered(), ids=lambda x: x)
+@pytest.mark.parametrize(("case_id", "key"), covered_cases(EVALUATORS, OUT_OF_SCOPE), ids=lambda x: x)
 def test_published_case(case_id: str, key: str) -> None:
     got = EVALUATORS[case_id](CASES[case_id])
-    _check_tol(got[key], CASES[case_id]["expected"][key])
+    check_tolerance(got[key], CASES[case_id]["expected"][key])
 
 
 def test_every_case_is_accounted_for() -> None:
-    for cid, case in CASES.items():
-        if cid in OUT_OF_SCOPE:
-            continue
-        assert cid in EVALUATORS, f"{cid}: neither evaluated nor listed out of scope"
-        produced = EVALUATORS[cid](case)
-        for key in case["expected"]:
-            assert key in produced or f"{cid}/{key}" in OUT_OF_SCOPE, f"{cid}/{key} unaccounted"
+    assert_every_case_accounted_for(lambda cid: EVALUATORS[cid](CASES[cid]), EVALUATORS, OUT_OF_SCOPE)
 
 
 # --------------------------------------------------------------------------- the issue numbers
