@@ -333,7 +333,7 @@ def test_prefill_service_against_measured_idle_ttfts() -> None:
 
     from concur.lang.yamlsafe import load_yaml
 
-    points = load_yaml(Path(__file__).parent / "data" / "prefill_points.yaml")["points"]
+    points = load_yaml(Path(__file__).resolve().parents[1] / "data" / "prefill_points.yaml")["points"]
     assert points
     for p in points:
         given = {
