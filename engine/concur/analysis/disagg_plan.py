@@ -88,7 +88,7 @@ def link_values(question: Mapping[str, Any]) -> tuple[dict[str, float], str]:
     out.setdefault("kv_link_domain", float(model.variables["kv_link_domain"].default or 1e6))
     word = f"kv_link = {given.get('kv_link', 'as given')}"
     note = (
-        f"disaggregated rows move the KV cache over {DEFAULT_LINK} (assumed; --set kv_link=ID names another)"
+        f"disaggregated rows move the KV cache over {DEFAULT_LINK} (assumed; give kv_link=ID for another)"
         if assumed
         else f"disaggregated rows move the KV cache over {word}"
     )

@@ -465,7 +465,8 @@ def _check_spec_axis(axes: Mapping[str, Sequence[Any]], question: Mapping[str, A
         raise UsageError(
             f"{given[0]} is given, and the plan's spec axis would set it too",
             variable=given[0],
-            hint="plan your own speculation with --set alone (spec off), or drop it and let --spec on use the catalog's",
+            hint="give your own speculation with the spec axis off, or drop it and let the axis's 'on' use the catalog's",
+            kind="spec_given",
         )
 
 

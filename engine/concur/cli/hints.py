@@ -63,6 +63,10 @@ HINTS: dict[str, Callable[[ConcurError], str | None]] = {
     "axis_given": lambda e: (
         "narrow the axis instead: --gpus, --tp, --weight-dtypes, --kv-dtypes, --engines, --provider"
     ),
+    # speculation given by hand while the plan's spec axis would set it too (analysis.fleet_plan)
+    "spec_given": lambda e: (
+        "plan your own speculation with --set alone (--spec off), or drop it and let --spec on use the catalog's"
+    ),
     # a variable both swept and given (sweep.vector)
     "swept_and_given": lambda e: f"drop --set {e.variable}=...",
     # a sweep with no axis (sweep.vector)
