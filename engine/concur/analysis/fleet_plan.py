@@ -167,6 +167,20 @@ class Candidate:
         return self.config.mode
 
     @property
+    def prefill(self) -> dict[str, Any] | None:
+        """A disaggregated row's prefill pool, ``{"gpu", "tp", "workers"}`` (None for an aggregated row)."""
+        if self.mode != "disagg":
+            return None
+        return {"gpu": self.config.gpu, "tp": self.prefill_tp, "workers": self.prefill_workers}
+
+    @property
+    def decode(self) -> dict[str, Any] | None:
+        """A disaggregated row's decode pool, ``{"gpu", "tp", "workers"}`` (None for an aggregated row)."""
+        if self.mode != "disagg":
+            return None
+        return {"gpu": self.config.gpu, "tp": self.config.tp, "workers": self.replicas}
+
+    @property
     def fleet_gpus(self) -> int | None:
         if self.replicas is None or self.gpus_per_replica is None:
             return None
@@ -803,8 +817,7 @@ def rows(result: FleetPlan) -> Iterable[dict[str, Any]]:
     for c in result.candidates:
         row = _row(c)
         if c.mode == "disagg":
-            row["prefill"] = {"gpu": c.config.gpu, "tp": c.prefill_tp, "workers": c.prefill_workers}
-            row["decode"] = {"gpu": c.config.gpu, "tp": c.config.tp, "workers": c.replicas}
+            row["prefill"], row["decode"] = c.prefill, c.decode
             row["prefill_compute_utilization"] = c.prefill_compute_utilization
             row["prefill_bandwidth_utilization"] = c.prefill_bandwidth_utilization
             row["kv_link_load"] = c.kv_link_load
