@@ -45,6 +45,13 @@ as data: ``kind``, ``variable``, ``value``, ``limit``): it does not fit ("the mo
 prices at ("no list price at aws": :mod:`concur.analysis.providers`). Priced at a given
 ``gpu_hour_price``, every configuration is priced alike.
 
+MoE layouts: for a model with routed experts the grid also has expert-parallel layouts
+(:data:`LAYOUTS`): ``ep`` (ep = tp, whole experts per GPU, the MoE layers' all-reduce replaced by
+an all-to-all) and ``ep+dp`` (the same with data-parallel attention, dp_attention = tp), and TP 16
+(two 8-GPU nodes: wide EP over the scale-out link). Dense models keep ``tp`` alone. A layout whose
+ep does not divide the routed experts is rejected with that reason; each row reports ``ep``,
+``dp_attention`` and the ``nodes`` its replica spans (GPUs per node from the gpus catalog).
+
 Non-goals: mixed fleets, pipeline parallelism in the grid (give ``--set pp=N``), queueing delay
 before admission (the ``queueing`` pack), prefill/decode disaggregation.
 """
@@ -86,7 +93,10 @@ HOURS_PER_MONTH = 730.0  # the cost pack's default (8,760 h / 12)
 UTILIZATION_CEILING = 1.0
 """The most of the GPUs' dense peak FLOP/s (or HBM bandwidth) a row may need: beyond it, physics says no."""
 _TRAFFIC = ("arrival_rate", "input_tokens", "output_tokens")
-AXES = ("gpu", "tp", "weight_dtype", "kv_dtype", "engine", "provider")  # what the plan searches: never a given
+AXES = ("gpu", "tp", "weight_dtype", "kv_dtype", "engine", "provider", "ep", "dp_attention")  # never a given
+LAYOUTS = ("tp", "ep", "ep+dp")
+"""MoE layouts per TP degree: tensor-parallel experts (ep 1), expert parallelism (ep = tp), and
+expert parallelism with data-parallel attention (ep = dp_attention = tp). Dense models: ``tp`` only."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,8 @@ class Config:
     kv_dtype: str
     engine: str
     provider: str = ""  # whose list price (analysis.providers); "" = the price catalog's default
+    ep: int = 1  # expert-parallel degree (1, or tp for an MoE layout)
+    dp_attention: int = 1  # data-parallel attention ranks (1, or tp)
 
     def given(self) -> dict[str, Any]:
         """The configuration as givens of any pack that takes a gpu (the provider is not one)."""
@@ -108,7 +120,18 @@ class Config:
             "weight_dtype": self.weight_dtype,
             "kv_dtype": self.kv_dtype,
             "engine": self.engine,
+            "ep": self.ep,
+            "dp_attention": self.dp_attention,
         }
+
+    @property
+    def layout(self) -> str:
+        """``tp8``, ``tp8 ep8`` or ``tp8 ep8 dpa8``: how one stage's GPUs split the model."""
+        return (
+            f"tp{self.tp}"
+            + (f" ep{self.ep}" if self.ep > 1 else "")
+            + (f" dpa{self.dp_attention}" if self.dp_attention > 1 else "")
+        )
 
     def priced(self) -> dict[str, Any]:
         """``given()`` plus the provider whose list price the fleet question uses."""
@@ -136,6 +159,7 @@ class Candidate:
     compute_utilization: float | None = None  # FLOP/s needed over the fleet's dense peak
     bandwidth_utilization: float | None = None  # HBM bytes/s needed over bandwidth
     rejection: dict[str, Any] | None = None  # the reason as data: kind, variable, value, limit
+    nodes: int | None = None  # servers one replica spans (gpus_per_replica / the GPU's gpus_per_node)
 
     @property
     def fleet_gpus(self) -> int | None:
@@ -203,21 +227,39 @@ class PlanResult:
 def default_axes(model: Model, question: Mapping[str, Any]) -> dict[str, list[Any]]:
     """The default grid: every catalog GPU; TP 1, 2, 4, 8 dividing the attention heads; (bf16, bf16),
     (bf16, fp8), (fp8, fp8) weights/KV; every engine of the engines catalog; the price catalog's
-    default provider."""
+    default provider. An MoE model (routed experts in the models catalog) also gets TP 16 (two
+    8-GPU nodes) and the expert-parallel layouts of :data:`LAYOUTS`."""
+    moe = is_moe(question.get("model"))
     return {
         "gpu": list(get_catalog("gpus").entries),
-        "tp": [1, 2, 4, 8],
+        "tp": [1, 2, 4, 8, 16] if moe else [1, 2, 4, 8],
         "dtypes": [("bf16", "bf16"), ("bf16", "fp8"), ("fp8", "fp8")],
         "engine": list(get_catalog("engines").entries),
         "provider": plan_providers(None),
+        "layouts": list(LAYOUTS) if moe else ["tp"],
     }
+
+
+def is_moe(model_id: Any) -> bool:
+    """Whether the models catalog gives ``model_id`` routed experts (False for an unknown or no id)."""
+    entry = get_catalog("models").entries.get(model_id) if isinstance(model_id, str) else None
+    experts = entry.values.get("experts") if entry is not None else None
+    return experts is not None and isinstance(experts[0], (int, float)) and experts[0] > 0
+
+
+def _layouts(tp: int, names: Sequence[str]) -> list[tuple[int, int]]:
+    """(ep, dp_attention) pairs of the named layouts at one TP degree; the EP ones need tp > 1."""
+    pairs = {"tp": (1, 1), "ep": (tp, 1), "ep+dp": (tp, tp)}
+    out = [pairs[n] for n in names if n == "tp" or tp > 1]
+    return list(dict.fromkeys(out))
 
 
 def _grid(axes: Mapping[str, Sequence[Any]]) -> list[Config]:
     return [
-        Config(g, int(tp), w, k, e, p)
+        Config(g, int(tp), w, k, e, p, ep, dp)
         for g in axes["gpu"]
         for tp in axes["tp"]
+        for ep, dp in _layouts(int(tp), axes.get("layouts", ["tp"]))
         for w, k in axes["dtypes"]
         for e in axes["engine"]
         for p in (axes["provider"] if "provider" in axes else plan_providers(None))
@@ -247,7 +289,7 @@ def plan_fleet(
     if fixed:
         raise UsageError(
             f"{', '.join(fixed)} is an axis of the plan, not a given",
-            hint="narrow the axis instead: --gpus, --tp, --weight-dtypes, --kv-dtypes, --engines, --provider",
+            hint="narrow the axis instead: --gpus, --tp, --layouts, --weight-dtypes, --kv-dtypes, --engines, --provider",
         )
     axes = dict(axes or default_axes(model, question))
     if "gpu_hour_price" in question:  # the user's own price: no provider's list is in play
@@ -346,9 +388,9 @@ def _capacities(
             cand.reason = exc.message
             continue
         values = dict(givens.values)
-        heads = values.get("attention_heads")
-        if heads and int(heads) % cand.config.tp:
-            cand.reason = f"tp {cand.config.tp} does not divide the {int(heads)} attention heads"
+        reason = _layout_reason(cand.config, values)
+        if reason:
+            cand.reason = reason
             continue
         try:
             _plan, env, _ = run_question(model, values, targets, givens.sources, trace=False)
@@ -356,6 +398,7 @@ def _capacities(
             cand.reason = exc.message
             continue
         util = env["utilization"]
+        cand.nodes = math.ceil(round(env["gpus_per_replica"]) / max(1.0, values.get("gpus_per_node", 8.0)))
         out[cand.config] = _Capacity(
             values,
             env["per_replica_concurrency"] * util,
@@ -368,6 +411,19 @@ def _capacities(
     if progress is not None:
         progress(len(candidates), len(candidates))
     return out
+
+
+def _layout_reason(config: Config, values: Mapping[str, float]) -> str:
+    """Why a layout cannot run this model ("" when it can): TP (of the attention) must divide the
+    attention heads, and EP the routed experts."""
+    heads = values.get("attention_heads")
+    attention_tp = config.tp // max(1, config.dp_attention)
+    if heads and int(heads) % attention_tp:
+        return f"tp {attention_tp} does not divide the {int(heads)} attention heads"
+    experts = int(values.get("experts", 0) or 0)
+    if config.ep > 1 and (experts == 0 or experts % config.ep):
+        return f"ep {config.ep} does not divide the {experts} routed experts"
+    return ""
 
 
 _POINTS = 256  # batch grid points per configuration (geometric from 1 to the cap, plus the cap)
@@ -553,7 +609,7 @@ def _confirm_cheapest(
 
 
 def _label(c: Config) -> str:
-    return f"{c.gpu} tp{c.tp} {c.weight_dtype}/{c.kv_dtype} {c.engine}" + (f" at {c.provider}" if c.provider else "")
+    return f"{c.gpu} {c.layout} {c.weight_dtype}/{c.kv_dtype} {c.engine}" + (f" at {c.provider}" if c.provider else "")
 
 
 def _confirm(model: Model, question: Mapping[str, Any], cand: Candidate, rate: float, osl: float) -> None:
@@ -598,6 +654,8 @@ def why_none(result: PlanResult) -> str:
             excess = float(c.reason.split()[1]) / float(c.reason.split()[4])
             if kind not in nearest or excess < nearest[kind][0]:
                 nearest[kind] = (excess, f"{_label(c.config)}: {c.reason.split(' at the')[0]}")
+        elif "routed experts" in c.reason:
+            kind = "have an EP that does not divide the routed experts"
         elif "does not divide" in c.reason:
             kind = "have a TP that does not divide the attention heads"
         elif c.reason.startswith("no list price at "):
@@ -617,6 +675,9 @@ def rows(result: PlanResult) -> Iterable[dict[str, Any]]:
         yield {
             "gpu": c.config.gpu,
             "tp": c.config.tp,
+            "ep": c.config.ep,
+            "dp_attention": c.config.dp_attention,
+            "nodes": c.nodes,
             "weight_dtype": c.config.weight_dtype,
             "kv_dtype": c.config.kv_dtype,
             "engine": c.config.engine,

@@ -4,7 +4,8 @@
         --set output_tokens=400 --set ttft_slo="2 s" --set itl_slo="50 ms"
 
 Evaluates every catalog GPU x TP x (weight, KV) dtype x engine (:mod:`concur.analysis.fleet_plan`;
-``--gpus``, ``--tp``, ``--weight-dtypes``, ``--kv-dtypes``, ``--engines`` narrow the axes) priced at one
+``--gpus``, ``--tp``, ``--layouts``, ``--weight-dtypes``, ``--kv-dtypes``, ``--engines`` narrow the axes;
+an MoE model also gets expert-parallel layouts, shown in a ``layout`` column) priced at one
 provider's list (``--provider NAME``, default the price catalog's; ``all`` compares providers) and prints
 the feasible configurations cheapest first, then the rejected ones with their reason. ``--json``
 prints ``{"candidates": [{"gpu", "tp", "weight_dtype", "kv_dtype", "engine", "provider", "replicas", "fleet_gpus",
@@ -37,6 +38,8 @@ def _axes(
     kvs: tuple[str, ...],
     engines: tuple[str, ...],
     provider: str | None = None,
+    layouts: tuple[str, ...] = (),
+    model: Any = None,
 ) -> dict[str, list[Any]] | None:
     from ...analysis.fleet_plan import default_axes
     from ...analysis.providers import plan_providers
@@ -45,9 +48,10 @@ def _axes(
     from ...lang.model import build_model
     from ...lang.versions import resolve_version, split_id
 
-    if not (gpus or tps or weights or kvs or engines or provider):
+    if not (gpus or tps or weights or kvs or engines or provider or layouts):
         return None
-    axes = default_axes(build_model(["llm_fleet"]), {})
+    axes = default_axes(build_model(["llm_fleet"]), {"model": model})
+    _layout_axis(axes, layouts)
     axes["provider"] = plan_providers(provider)
     for values, catalog, key in ((gpus, "gpus", "gpu"), (engines, "engines", "engine")):
         names = _names(values)
@@ -77,6 +81,19 @@ def _axes(
     return axes
 
 
+def _layout_axis(axes: dict[str, list[Any]], layouts: tuple[str, ...]) -> None:
+    """``--layouts tp,ep,ep+dp`` narrows (or, for a dense model, widens) the MoE layouts."""
+    from ...analysis.fleet_plan import LAYOUTS
+    from ...errors import UnknownNameError
+
+    names = _names(layouts)
+    bad = [n for n in names if n not in LAYOUTS]
+    if bad:
+        raise UnknownNameError(f"unknown layout '{bad[0]}'", hint=f"known: {', '.join(LAYOUTS)}")
+    if names:
+        axes["layouts"] = names
+
+
 def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:,.1f} ms"
 
@@ -93,9 +110,11 @@ def table(result: Any, top: int | None, show_rejected: bool = False, verified: A
     verified = verified or {}
 
     feasible = result.feasible
+    shown = feasible[:top] if top else feasible
+    layout = any(c.config.ep > 1 or c.config.dp_attention > 1 or (c.nodes or 1) > 1 for c in shown)
     head = [
         "gpu",
-        "tp",
+        "layout" if layout else "tp",
         "w/kv",
         "engine",
         "provider",
@@ -112,11 +131,11 @@ def table(result: Any, top: int | None, show_rejected: bool = False, verified: A
     if verified:
         head.append("simulated p90 TTFT/ITL")
     rows = [head]
-    for c in feasible[:top] if top else feasible:
+    for c in shown:
         rows.append(
             [
                 c.config.gpu,
-                str(c.config.tp),
+                _layout_cell(c) if layout else str(c.config.tp),
                 f"{c.config.weight_dtype}/{c.config.kv_dtype}",
                 c.config.engine,
                 c.config.provider or "-",
@@ -148,7 +167,7 @@ def table(result: Any, top: int | None, show_rejected: bool = False, verified: A
         groups: dict[str, dict[str, list[str]]] = {}  # "gpu tpN w/kv" -> reason -> engines
         many = len({c.config.provider for c in result.candidates}) > 1
         for c in rejected:
-            label = f"{c.config.gpu} tp{c.config.tp} {c.config.weight_dtype}/{c.config.kv_dtype}"
+            label = f"{c.config.gpu} {c.config.layout} {c.config.weight_dtype}/{c.config.kv_dtype}"
             label += f" at {c.config.provider}" if many else ""
             groups.setdefault(label, {}).setdefault(c.reason, []).append(c.config.engine)
         lines.append("")
@@ -169,6 +188,12 @@ def table(result: Any, top: int | None, show_rejected: bool = False, verified: A
     return [printable(line) for line in lines]
 
 
+def _layout_cell(c: Any) -> str:
+    """``tp8 ep8 dpa8`` and, for a replica over more than one server, its nodes."""
+    nodes = c.nodes or 1
+    return c.config.layout + (f" {nodes} nodes" if nodes > 1 else "")
+
+
 def _verified_cell(v: Any) -> str:
     if v is None:
         return "-"
@@ -183,7 +208,7 @@ def _verified_cell(v: Any) -> str:
 def _verified_notes(verified: Any) -> list[str]:
     lines = []
     for config, v in verified.items():
-        label = f"{config.gpu} tp{config.tp} {config.weight_dtype}/{config.kv_dtype} {config.engine}"
+        label = f"{config.gpu} {config.layout} {config.weight_dtype}/{config.kv_dtype} {config.engine}"
         what = "meets the SLAs" if v.meets_sla else "MISSES: " + "; ".join(v.misses)
         lines.append(
             f"verified {label}: {what} (engine simulation, {v.scheduler} scheduler, {v.requests:,} requests "
@@ -210,6 +235,9 @@ def csv_text(result: Any) -> str:
     fields = [
         "gpu",
         "tp",
+        "ep",
+        "dp_attention",
+        "nodes",
         "weight_dtype",
         "kv_dtype",
         "engine",
@@ -237,6 +265,9 @@ def csv_text(result: Any) -> str:
         cells = [
             r["gpu"],
             r["tp"],
+            r["ep"],
+            r["dp_attention"],
+            r["nodes"] or "",
             r["weight_dtype"],
             r["kv_dtype"],
             r["engine"],
@@ -296,7 +327,16 @@ def question_from(sets: tuple[str, ...], scenario: str | None) -> tuple[dict[str
     "--set is given); its gpu, tp and dtypes are dropped: they are the plan's axes",
 )
 @click.option("--gpus", multiple=True, metavar="ID[,ID]", help="GPUs to try (default: every catalog GPU)")
-@click.option("--tp", "tps", multiple=True, metavar="N[,N]", help="tensor-parallel degrees (default: 1,2,4,8)")
+@click.option(
+    "--tp", "tps", multiple=True, metavar="N[,N]", help="tensor-parallel degrees (default: 1,2,4,8; MoE models also 16)"
+)
+@click.option(
+    "--layouts",
+    multiple=True,
+    metavar="L[,L]",
+    help="MoE layouts per TP: tp (experts tensor-parallel), ep (expert parallel, ep = tp), ep+dp (and "
+    "data-parallel attention); default all three for an MoE model, tp for a dense one",
+)
 @click.option("--weight-dtypes", "weights", multiple=True, metavar="DT[,DT]", help="weight dtypes (default: bf16,fp8)")
 @click.option("--kv-dtypes", "kvs", multiple=True, metavar="DT[,DT]", help="KV-cache dtypes (default: bf16,fp8)")
 @click.option("--engines", multiple=True, metavar="ID[,ID]", help="engine presets (default: every engines entry)")
@@ -326,6 +366,7 @@ def command(
     scenario: str | None,
     gpus: tuple[str, ...],
     tps: tuple[str, ...],
+    layouts: tuple[str, ...],
     weights: tuple[str, ...],
     kvs: tuple[str, ...],
     engines: tuple[str, ...],
@@ -350,7 +391,7 @@ def command(
 
     question, notes = question_from(sets, scenario)
     question, percentile_slos = _percentile_slos(question, verify)
-    axes = _axes(gpus, tps, weights, kvs, engines, provider)
+    axes = _axes(gpus, tps, weights, kvs, engines, provider, layouts, question.get("model"))
     with progress("sizing configurations") as bar:
         result = plan_fleet(question, axes, progress=bar.update)
     result.notes[:0] = notes
