@@ -322,7 +322,7 @@ def pareto_plan(result: Any, path: str | Path) -> Path:
     for i in np.flatnonzero(front):
         c = feasible[i]
         ax.annotate(
-            f"{c.config.gpu} tp{c.config.tp} {c.config.weight_dtype}/{c.config.kv_dtype} {c.config.engine}",
+            f"{c.config.gpu} {c.config.layout} {c.config.weight_dtype}/{c.config.kv_dtype} {c.config.engine}",
             (per_user[i], per_gpu[i]),
             fontsize=7,
             xytext=(4, 4),

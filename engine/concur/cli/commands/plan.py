@@ -112,24 +112,7 @@ def table(result: Any, top: int | None, show_rejected: bool = False, verified: A
     feasible = result.feasible
     shown = feasible[:top] if top else feasible
     layout = any(c.config.ep > 1 or c.config.dp_attention > 1 or (c.nodes or 1) > 1 for c in shown)
-    head = [
-        "gpu",
-        "layout" if layout else "tp",
-        "w/kv",
-        "engine",
-        "provider",
-        "replicas",
-        "GPUs",
-        "$/GPU-h",
-        "$/month",
-        "$/M tok",
-        "TTFT",
-        "ITL",
-        "batch",
-        "binds",
-    ]
-    if verified:
-        head.append("simulated p90 TTFT/ITL")
+    head = _head(layout, bool(verified))
     rows = [head]
     for c in shown:
         rows.append(
@@ -186,6 +169,13 @@ def table(result: Any, top: int | None, show_rejected: bool = False, verified: A
         lines.append(f"note: {note}")
     lines.extend(_verified_notes(verified))
     return [printable(line) for line in lines]
+
+
+def _head(layout: bool, verified: bool) -> list[str]:
+    """The table's column titles: ``layout`` instead of ``tp`` when a row has an MoE layout or spans nodes."""
+    head = ["gpu", "layout" if layout else "tp", "w/kv", "engine", "provider", "replicas", "GPUs", "$/GPU-h"]
+    head += ["$/month", "$/M tok", "TTFT", "ITL", "batch", "binds"]
+    return head + (["simulated p90 TTFT/ITL"] if verified else [])
 
 
 def _layout_cell(c: Any) -> str:
