@@ -181,7 +181,7 @@ def _head(layout: bool, verified: bool) -> list[str]:
 def _layout_cell(c: Any) -> str:
     """``tp8 ep8 dpa8`` and, for a replica over more than one server, its nodes."""
     nodes = c.nodes or 1
-    return c.config.layout + (f" {nodes} nodes" if nodes > 1 else "")
+    return str(c.config.layout) + (f" {nodes} nodes" if nodes > 1 else "")
 
 
 def _verified_cell(v: Any) -> str:
