@@ -225,9 +225,6 @@ def csv_text(result: Any) -> str:
     fields = [
         "gpu",
         "tp",
-        "ep",
-        "dp_attention",
-        "nodes",
         "weight_dtype",
         "kv_dtype",
         "engine",
@@ -246,6 +243,9 @@ def csv_text(result: Any) -> str:
         "bandwidth_utilization",
         "binds",
         "reason",
+        "ep",  # MoE layout columns last: a reader of the older columns is unaffected
+        "dp_attention",
+        "nodes",
     ]
     out = csv.writer(buf, lineterminator="\n")
     out.writerow(fields)
@@ -255,9 +255,6 @@ def csv_text(result: Any) -> str:
         cells = [
             r["gpu"],
             r["tp"],
-            r["ep"],
-            r["dp_attention"],
-            r["nodes"] or "",
             r["weight_dtype"],
             r["kv_dtype"],
             r["engine"],
@@ -276,6 +273,9 @@ def csv_text(result: Any) -> str:
             "" if r["bandwidth_utilization"] is None else f"{r['bandwidth_utilization']:.4g}",
             r["binds"] or "",
             r["reason"],
+            r["ep"],
+            r["dp_attention"],
+            r["nodes"] or "",
         ]
         out.writerow([text(c) for c in cells])
     return buf.getvalue()
