@@ -210,7 +210,7 @@ def test_plan_with_no_set_starts_from_the_embedded_scenario() -> None:
         (
             ["--set", "model=deepseek-v3", "--gpus", "l4,rtx-4090", "--engines", "vllm"],
             3,
-            "no configuration of 24 serves the question: 24 do not fit in GPU memory",
+            "no configuration of 78 serves the question: 78 do not fit in GPU memory",  # MoE: + EP layouts, TP16
         ),
         (["--set", "itl_slo=5 ms", "--gpus", "l40s", "--engines", "vllm"], 3, "miss the ITL target"),
     ],

@@ -374,7 +374,10 @@ def test_plan_has_closed_forms_and_live_choice() -> None:
     assert inputs["attention"].var.choices == ("gqa", "mla") and inputs["attention"].value == "gqa"
     derived = {d.var.name: d for d in plan.derived}
     assert [d.var.name for d in plan.derived][-1] == "users"
-    assert str(derived["users"].expr) == "floor((kv_tokens - prefix_held)/(effective_context - prefix_held))"
+    # dp_attention: data-parallel attention ranks each hold their own users (1 unless given)
+    assert (
+        str(derived["users"].expr) == "dp_attention*floor((kv_tokens - prefix_held)/(effective_context - prefix_held))"
+    )
     assert "mla" in str(derived["kv_per_token"].expr)  # if_ on the choice stays live
     gpu = next(p for p in plan.presets if p.key == "gpu")
     assert "h200-sxm-141gb" in gpu.ids and gpu.table["gpu_memory"]["h100-sxm-80gb"] == pytest.approx(79.18)
@@ -409,7 +412,10 @@ def test_searched_integer_is_a_live_candidate_table() -> None:
     assert (found.low, found.high, found.direction, found.skip) == (1, 32, "smallest", True)
     assert {s.name for s in found.test.free_symbols} == {"users", "users_target"}
     assert "users" in found.columns and "kv_pool" in found.columns and "gpu_memory" not in found.columns
-    assert [str(c) for c in found.checks] == ["Eq(Mod(attention_heads, tp), 0)"]
+    assert [str(c) for c in found.checks] == [
+        "Eq(Mod(tp, dp_attention), 0)",
+        "Eq(Mod(attention_heads*dp_attention, tp), 0)",  # the attention's TP, tp / dp_attention, divides the heads
+    ]
     inputs = {i.var.name: i for i in plan.inputs}
     assert inputs["users_target"].value == 100 and inputs["users_target"].source == "given (target)"
     assert plan.givens_text["users_target"] == "100" and "users" not in plan.givens_text

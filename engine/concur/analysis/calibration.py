@@ -162,6 +162,10 @@ class Point:
     prefill_token_time: float = 0.0  # s per prompt token per GPU at efficiency_prefill 1
     t_comm_latency: float = 0.0  # s: the all-reduces' fixed cost of one forward pass
     weights_time: float = 0.0  # s: one read of the weights at full bandwidth
+    served_extra_time: float = 0.0  # s: MoE experts a mean mixed step's prompt chunks add to the decodes' read
+    pass_weights_time: float | None = (
+        None  # s: a separate prefill pass's read (MoE: the experts it touches); None = weights_time
+    )
     token_budget: float = 8192.0  # tokens one engine step may carry
     static: bool = False  # a static batch: every prompt is there at the start, prefilled in full passes
     prefill_overlap: float = 0.0
@@ -313,6 +317,8 @@ _TERMS = (
     "t_comm_per_token",
     "kv_per_token",
     "weights_read",
+    "prefill_weights_read",
+    "pass_weights_read",
 )
 
 
@@ -336,6 +342,12 @@ def _terms(given: dict[str, Any]) -> dict[str, Any]:
         "t_comm_latency": sol.value("t_comm_latency", "s"),
         "weights_time": sol.value("weights_read", "B") / sol.value("hbm_bandwidth", "B/s"),
         "weights_read": sol.value("weights_read", "B"),
+        "prefill_weights_read": sol.value("prefill_weights_read", "B"),
+        "pass_weights_read": sol.value("pass_weights_read", "B"),
+        # MoE: the experts a mixed step's prompt chunks add to the decodes' read, and a prefill pass's read
+        "served_extra_time": (sol.value("prefill_weights_read", "B") - sol.value("weights_read", "B"))
+        / sol.value("hbm_bandwidth", "B/s"),
+        "pass_weights_time": sol.value("pass_weights_read", "B") / sol.value("hbm_bandwidth", "B/s"),
         "kv_per_token": sol.value("kv_per_token", "B/token"),
         "flops_fraction": float(sol.values.get("flops_fraction", 1.0)),
         "family": family,
@@ -374,7 +386,10 @@ def load_terms(given: Mapping[str, Any], loads: Sequence[tuple[float, float, flo
             continue
         terms = {**first, **{n: first[n] if n in given else row[n] for n in _TERMS}}
         # the weights' read grows with the batch for MoE models: its time at this load, at the first's bandwidth
-        terms["weights_time"] = first["weights_time"] * terms["weights_read"] / first["weights_read"]
+        per_byte = first["weights_time"] / first["weights_read"]
+        terms["weights_time"] = per_byte * terms["weights_read"]
+        terms["served_extra_time"] = per_byte * (terms["prefill_weights_read"] - terms["weights_read"])
+        terms["pass_weights_time"] = per_byte * terms["pass_weights_read"]
         by_load[load] = terms
     for n in names:  # the sweep's units are the solve's: checked on the first load
         if not math.isclose(by_load[distinct[0]][n], first[n], rel_tol=1e-9, abs_tol=1e-15):
@@ -394,6 +409,8 @@ _TERM_UNITS = {
     "t_comm_per_token": "s/token",
     "kv_per_token": "B/token",
     "weights_read": "B",
+    "prefill_weights_read": "B",
+    "pass_weights_read": "B",
 }
 
 
@@ -481,6 +498,8 @@ def point_from(
         prefill_token_time=terms["prefill_token_time"],
         t_comm_latency=terms["t_comm_latency"],
         weights_time=terms["weights_time"],
+        served_extra_time=terms.get("served_extra_time", 0.0),
+        pass_weights_time=terms.get("pass_weights_time"),
         static=static,
         prefill_overlap=prefill_overlap,
         layers=terms["layers"],
@@ -601,15 +620,16 @@ def evaluate(point: Point, efficiency: Any = 1.0, t_fixed: Any = 0.0, efficiency
         waiting = c * p.input_tokens if p.static else max(p.input_tokens, c_p)
         pass_tokens = min(waiting, p.token_budget)
         passes = (1.0 - ov) * c_p / pass_tokens
+        pass_read = p.weights_time if p.pass_weights_time is None else p.pass_weights_time
         pass_overhead = (
             tf
             + p.t_comm_latency
-            + np.maximum(0.0, p.weights_time / eff - pass_tokens * ptt / np.asarray(efficiency_prefill))
+            + np.maximum(0.0, pass_read / eff - pass_tokens * ptt / np.asarray(efficiency_prefill))
         )
         slack = np.maximum(0.0, p.weights_time / eff - compute)  # only the weights' read hides a chunk
         tpot = (
             t_step
-            + ov * np.maximum(0.0, per_step - slack)
+            + ov * np.maximum(p.served_extra_time / eff, per_step - slack)
             + (1.0 - ov) * per_step
             + passes * pass_overhead
             + c_p * p.t_comm_per_token
@@ -711,6 +731,8 @@ def _columns(points: Sequence[Point], scales: Sequence[float] | None) -> dict[st
         "passes": (1.0 - overlap) * c_p / pass_tokens,
         "pass_tokens": pass_tokens,
         "weights": col(p.weights_time for p in points),
+        "pass_weights": col(p.weights_time if p.pass_weights_time is None else p.pass_weights_time for p in points),
+        "served_extra": col(p.served_extra_time for p in points),
         "comm_latency": col(p.t_comm_latency for p in points),
         "comm_per_token": col(p.t_comm_per_token for p in points),
         "overlap": overlap,
@@ -748,11 +770,12 @@ def _loss_grid(cols: Mapping[str, Any], e: Any, t: Any, q: Any, *, per_point: bo
         per_step = cols["c_p"] * cols["ptt"] / qq
         ov = cols["overlap"]
         weights = cols["weights"] / ee
-        pass_overhead = tf + cols["comm_latency"] + np.maximum(0.0, weights - cols["pass_tokens"] * cols["ptt"] / qq)
+        pass_read = cols["pass_weights"] / ee
+        pass_overhead = tf + cols["comm_latency"] + np.maximum(0.0, pass_read - cols["pass_tokens"] * cols["ptt"] / qq)
         slack = np.maximum(0.0, weights - compute)  # only the weights' read hides a chunk
         tpot = (
             t_step
-            + ov * np.maximum(0.0, per_step - slack)
+            + ov * np.maximum(cols["served_extra"] / ee, per_step - slack)
             + (1.0 - ov) * per_step
             + cols["passes"] * pass_overhead
             + cols["c_p"] * cols["comm_per_token"]

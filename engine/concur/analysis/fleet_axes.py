@@ -21,18 +21,22 @@ from ..errors import ConcurError, UnknownNameError, UsageError
 from ..lang.library import get_catalog
 from ..lang.model import Model
 from ..lang.versions import resolve_version, split_id
-from .fleet_plan import default_axes
+from .fleet_plan import LAYOUTS, default_axes
 from .providers import plan_providers
 
 __all__ = ["AXIS_KEYS", "narrow_axes"]
 
-AXIS_KEYS = ("gpus", "tp", "weight_dtypes", "kv_dtypes", "engines")
+AXIS_KEYS = ("gpus", "tp", "weight_dtypes", "kv_dtypes", "engines", "layouts")
 """What a question may narrow, by the names ``concur plan``'s options and a ``plan:`` entry use."""
 
 
-def narrow_axes(model: Model, narrow: Mapping[str, Sequence[Any]], provider: str | None = None) -> dict[str, list[Any]]:
-    """The default grid of the fleet pack ``model`` with each axis ``narrow`` names replaced by its
-    values (keys :data:`AXIS_KEYS`); ``provider`` picks whose list prices (``all``: every provider's).
+def narrow_axes(
+    model: Model, narrow: Mapping[str, Sequence[Any]], provider: str | None = None, model_id: Any = None
+) -> dict[str, list[Any]]:
+    """The default grid of the fleet pack ``model`` for the served model ``model_id`` (an MoE model's
+    grid has TP 16 and the expert-parallel layouts) with each axis ``narrow`` names replaced by its
+    values (keys :data:`AXIS_KEYS`; ``layouts`` may also widen a dense model's); ``provider`` picks
+    whose list prices (``all``: every provider's).
 
     Raises :class:`UnknownNameError` for an id no catalog lists and :class:`UsageError` for an
     unknown key or a TP under 1, each with ``field`` set to the key concerned.
@@ -40,7 +44,15 @@ def narrow_axes(model: Model, narrow: Mapping[str, Sequence[Any]], provider: str
     bad = sorted(set(narrow) - set(AXIS_KEYS))
     if bad:
         raise UsageError(f"unknown key '{bad[0]}'", hint=f"allowed: {', '.join(AXIS_KEYS)}", field=bad[0])
-    axes = default_axes(model, {})
+    axes = default_axes(model, {"model": model_id})
+    layouts = [str(n) for n in narrow.get("layouts", ())]
+    unknown_layouts = [n for n in layouts if n not in LAYOUTS]
+    if unknown_layouts:
+        raise UnknownNameError(
+            f"unknown layout '{unknown_layouts[0]}'", hint=f"known: {', '.join(LAYOUTS)}", field="layouts"
+        )
+    if layouts:
+        axes["layouts"] = layouts
     if provider:
         axes["provider"] = plan_providers(provider)
     for key, axis, catalog in (("gpus", "gpu", "gpus"), ("engines", "engine", "engines")):

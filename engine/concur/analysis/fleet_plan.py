@@ -45,6 +45,13 @@ as data: ``kind``, ``variable``, ``value``, ``limit``): it does not fit ("the mo
 prices at ("no list price at aws": :mod:`concur.analysis.providers`). Priced at a given
 ``gpu_hour_price``, every configuration is priced alike.
 
+MoE layouts: for a model with routed experts the grid also has expert-parallel layouts
+(:data:`LAYOUTS`): ``ep`` (ep = tp, whole experts per GPU, the MoE layers' all-reduce replaced by
+an all-to-all) and ``ep+dp`` (the same with data-parallel attention, dp_attention = tp), and TP 16
+(two 8-GPU nodes: wide EP over the scale-out link). Dense models keep ``tp`` alone. A layout whose
+ep does not divide the routed experts is rejected with that reason; each row reports ``ep``,
+``dp_attention`` and the ``nodes`` its replica spans (GPUs per node from the gpus catalog).
+
 ``modes=("agg", "disagg")`` adds a disaggregated row (a prefill and a decode pool, the KV link
 between them) per configuration, sized by :mod:`concur.analysis.disagg_plan` from the same sweeps;
 an ``axes["spec"]`` of ``("off", "on")`` adds speculative decoding (:data:`SPEC_PRESET`).
@@ -102,7 +109,10 @@ def spec_given() -> dict[str, Any]:
     return {name: value for name, (value, _source, _where) in entry.values.items()}
 
 
-AXES = ("gpu", "tp", "weight_dtype", "kv_dtype", "engine", "provider")  # what the plan searches: never a given
+AXES = ("gpu", "tp", "weight_dtype", "kv_dtype", "engine", "provider", "ep", "dp_attention")  # never a given
+LAYOUTS = ("tp", "ep", "ep+dp")
+"""MoE layouts per TP degree: tensor-parallel experts (ep 1), expert parallelism (ep = tp), and
+expert parallelism with data-parallel attention (ep = dp_attention = tp). Dense models: ``tp`` only."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +127,8 @@ class Config:
     provider: str = ""  # whose list price (analysis.providers); "" = the price catalog's default
     mode: str = "agg"  # "agg": one replica serves prompts and decodes; "disagg": a prefill and a decode pool
     spec: str = "off"  # "on": speculative decoding as catalogs/speculators.yaml's SPEC_PRESET sets it
+    ep: int = 1  # expert-parallel degree (1, or tp for an MoE layout)
+    dp_attention: int = 1  # data-parallel attention ranks (1, or tp)
 
     def given(self) -> dict[str, Any]:
         """The configuration as givens of any pack that takes a gpu (the provider is not one)."""
@@ -126,8 +138,19 @@ class Config:
             "weight_dtype": self.weight_dtype,
             "kv_dtype": self.kv_dtype,
             "engine": self.engine,
+            "ep": self.ep,
+            "dp_attention": self.dp_attention,
             **(spec_given() if self.spec == "on" else {}),
         }
+
+    @property
+    def layout(self) -> str:
+        """``tp8``, ``tp8 ep8`` or ``tp8 ep8 dpa8``: how one stage's GPUs split the model."""
+        return (
+            f"tp{self.tp}"
+            + (f" ep{self.ep}" if self.ep > 1 else "")
+            + (f" dpa{self.dp_attention}" if self.dp_attention > 1 else "")
+        )
 
     def priced(self) -> dict[str, Any]:
         """``given()`` plus the provider whose list price the fleet question uses."""
@@ -155,6 +178,7 @@ class Candidate:
     compute_utilization: float | None = None  # FLOP/s needed over the fleet's dense peak
     bandwidth_utilization: float | None = None  # HBM bytes/s needed over bandwidth
     rejection: dict[str, Any] | None = None  # the reason as data: kind, variable, value, limit
+    nodes: int | None = None  # servers one replica spans (gpus_per_replica / the GPU's gpus_per_node)
     # disaggregated rows: replicas / gpus_per_replica are the decode pool's; the prefill pool's here
     prefill_tp: int | None = None
     prefill_workers: int | None = None
@@ -245,26 +269,42 @@ class FleetPlan:
         return [c for c in self.candidates if c.feasible]
 
 
-
-
 def default_axes(model: Model, question: Mapping[str, Any]) -> dict[str, list[Any]]:
     """The default grid: every catalog GPU; TP 1, 2, 4, 8 dividing the attention heads; (bf16, bf16),
     (bf16, fp8), (fp8, fp8) weights/KV; every engine of the engines catalog; the price catalog's
-    default provider."""
+    default provider. An MoE model (routed experts in the models catalog) also gets TP 16 (two
+    8-GPU nodes) and the expert-parallel layouts of :data:`LAYOUTS`."""
+    moe = is_moe(question.get("model"))
     return {
         "gpu": list(get_catalog("gpus").entries),
-        "tp": [1, 2, 4, 8],
+        "tp": [1, 2, 4, 8, 16] if moe else [1, 2, 4, 8],
         "dtypes": [("bf16", "bf16"), ("bf16", "fp8"), ("fp8", "fp8")],
         "engine": list(get_catalog("engines").entries),
         "provider": plan_providers(None),
+        "layouts": list(LAYOUTS) if moe else ["tp"],
     }
+
+
+def is_moe(model_id: Any) -> bool:
+    """Whether the models catalog gives ``model_id`` routed experts (False for an unknown or no id)."""
+    entry = get_catalog("models").entries.get(model_id) if isinstance(model_id, str) else None
+    experts = entry.values.get("experts") if entry is not None else None
+    return experts is not None and isinstance(experts[0], (int, float)) and experts[0] > 0
+
+
+def _layouts(tp: int, names: Sequence[str]) -> list[tuple[int, int]]:
+    """(ep, dp_attention) pairs of the named layouts at one TP degree; the EP ones need tp > 1."""
+    pairs = {"tp": (1, 1), "ep": (tp, 1), "ep+dp": (tp, tp)}
+    out = [pairs[n] for n in names if n == "tp" or tp > 1]
+    return list(dict.fromkeys(out))
 
 
 def _grid(axes: Mapping[str, Sequence[Any]]) -> list[Config]:
     return [
-        Config(g, int(tp), w, k, e, p, spec=s)
+        Config(g, int(tp), w, k, e, p, spec=s, ep=ep, dp_attention=dp)
         for g in axes["gpu"]
         for tp in axes["tp"]
+        for ep, dp in _layouts(int(tp), axes.get("layouts", ["tp"]))
         for w, k in axes["dtypes"]
         for e in axes["engine"]
         for p in (axes["provider"] if "provider" in axes else plan_providers(None))
@@ -541,9 +581,9 @@ def _capacities(
             cand.reason = exc.message
             continue
         values = dict(givens.values)
-        heads = values.get("attention_heads")
-        if heads and int(heads) % cand.config.tp:
-            cand.reason = f"tp {cand.config.tp} does not divide the {int(heads)} attention heads"
+        reason = _layout_reason(cand.config, values)
+        if reason:
+            cand.reason = reason
             continue
         try:
             _plan, env, _ = run_question(model, values, targets, givens.sources, trace=False)
@@ -551,6 +591,7 @@ def _capacities(
             cand.reason = exc.message
             continue
         util = env["utilization"]
+        cand.nodes = math.ceil(round(env["gpus_per_replica"]) / max(1.0, values.get("gpus_per_node", 8.0)))
         out[cand.config] = _Capacity(
             values,
             env["per_replica_concurrency"] * util,
@@ -563,6 +604,19 @@ def _capacities(
     if progress is not None:
         progress(len(candidates), len(candidates))
     return out
+
+
+def _layout_reason(config: Config, values: Mapping[str, float]) -> str:
+    """Why a layout cannot run this model ("" when it can): TP (of the attention) must divide the
+    attention heads, and EP the routed experts."""
+    heads = values.get("attention_heads")
+    attention_tp = config.tp // max(1, config.dp_attention)
+    if heads and int(heads) % attention_tp:
+        return f"tp {attention_tp} does not divide the {int(heads)} attention heads"
+    experts = int(values.get("experts", 0) or 0)
+    if config.ep > 1 and (experts == 0 or experts % config.ep):
+        return f"ep {config.ep} does not divide the {experts} routed experts"
+    return ""
 
 
 _POINTS = 256  # batch grid points per configuration (geometric from 1 to the cap, plus the cap)
@@ -750,7 +804,7 @@ def _confirm_cheapest(
 def _label(c: Config) -> str:
     mode = " disagg" if c.mode == "disagg" else ""
     mode = (" spec" if c.spec == "on" else "") + mode
-    return f"{c.gpu} tp{c.tp} {c.weight_dtype}/{c.kv_dtype} {c.engine}{mode}" + (
+    return f"{c.gpu} {c.layout} {c.weight_dtype}/{c.kv_dtype} {c.engine}{mode}" + (
         f" at {c.provider}" if c.provider else ""
     )
 
@@ -797,6 +851,8 @@ def why_none(result: FleetPlan) -> str:
             excess = float(c.reason.split()[1]) / float(c.reason.split()[4])
             if kind not in nearest or excess < nearest[kind][0]:
                 nearest[kind] = (excess, f"{_label(c.config)}: {c.reason.split(' at the')[0]}")
+        elif "routed experts" in c.reason:
+            kind = "have an EP that does not divide the routed experts"
         elif "does not divide" in c.reason:
             kind = "have a TP that does not divide the attention heads"
         elif c.reason.startswith("no list price at "):
@@ -830,6 +886,9 @@ def _row(c: Candidate) -> dict[str, Any]:
         "spec": c.config.spec,
         "gpu": c.config.gpu,
         "tp": c.config.tp,
+        "ep": c.config.ep,
+        "dp_attention": c.config.dp_attention,
+        "nodes": c.nodes,
         "weight_dtype": c.config.weight_dtype,
         "kv_dtype": c.config.kv_dtype,
         "engine": c.config.engine,

@@ -334,7 +334,7 @@ def pareto_plan(result: Any, path: str | Path) -> Path:
         c = feasible[i]
         split = f" {c.prefill_workers}P{c.replicas}D" if disagg[i] else ""
         ax.annotate(
-            f"{c.config.gpu} tp{c.config.tp} {c.config.weight_dtype}/{c.config.kv_dtype} {c.config.engine}{split}",
+            f"{c.config.gpu} {c.config.layout} {c.config.weight_dtype}/{c.config.kv_dtype} {c.config.engine}{split}",
             (per_user[i], per_gpu[i]),
             fontsize=7,
             xytext=(4, 4),

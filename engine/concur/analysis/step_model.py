@@ -69,9 +69,15 @@ class StepModel:
     window_share: float = 0.0  # share of layers with sliding-window attention
     window: float = math.inf  # their window, tokens
     spec: Speculation | None = None  # speculative decoding (None: one token per sequence and step)
+    expert_read_time: float | None = None  # MoE: the pack's expert_read_scale at full bandwidth (None: older form)
 
     def weights(self, tokens: float) -> float:
-        """Time to read the weights a step of ``tokens`` tokens touches."""
+        """Time to read the weights a step of ``tokens`` tokens touches: all but the routed experts
+        none of them routes to (the pack's weights_read and chunk_weights_read)."""
+        if self.expert_read_time is not None:
+            if self.expert_read_time <= 0:
+                return self.weights_time
+            return self.weights_time - self.expert_read_time * math.exp(-min(self.expert_decay * tokens, 600.0))
         if self.active_fraction >= 1 or tokens <= 0:
             return self.weights_time
         unread = (1 - self.active_fraction) * math.exp(-self.expert_decay * (tokens - 1))
@@ -150,6 +156,8 @@ _FALLBACK = {
     "active_fraction": 1.0,
     "expert_decay": 1.0,
     "pp": 1.0,
+    "ep": 1.0,
+    "dp_attention": 1.0,
     "sliding_window_layers": 0.0,
     "prefill_overlap": 1.0,
     "draft_tokens": 0.0,
@@ -203,7 +211,9 @@ def engine_from_values(values: Mapping[str, float], **override: Any) -> tuple[St
     layers = math.ceil(values["layers"] / get("pp"))
     tp = values["tp"]
     comm_fixed = comm_per_token = 0.0
-    if tp > 1 and "interconnect_bandwidth" in values:
+    if get("ep") > 1 or get("dp_attention") > 1:  # an MoE layout's collectives (all-to-all, DP-attention all-reduces)
+        comm_fixed, comm_per_token = values["layout_comm_latency"], values["layout_comm_per_token"]
+    elif tp > 1 and "interconnect_bandwidth" in values:
         comm_fixed = 2 * layers * values.get("allreduce_latency", 0.0)
         link = values.get("tp_link_bandwidth", values["interconnect_bandwidth"])  # the link tp crosses
         per_token = values.get("hidden", 0.0) * values.get("activation_bytes", 0.0) / link
@@ -225,6 +235,7 @@ def engine_from_values(values: Mapping[str, float], **override: Any) -> tuple[St
         window_share=sliding / values["layers"] if sliding > 0 else 0.0,
         window=values.get("sliding_window", math.inf) if sliding > 0 else math.inf,
         spec=_speculation(values, get),
+        expert_read_time=values["expert_read_scale"] / bw if "expert_read_scale" in values else None,
     )
     limits = EngineLimits(
         kv_blocks=int(override.get("kv_blocks") or values["kv_blocks"]),
@@ -273,6 +284,9 @@ _TARGETS = (
     "t_comm",
     "tp_link_bandwidth",
     "token_budget",
+    "expert_read_scale",
+    "layout_comm_latency",
+    "layout_comm_per_token",
 )
 
 

@@ -61,7 +61,7 @@ HINTS: dict[str, Callable[[ConcurError], str | None]] = {
     "tp_values": lambda e: "e.g. --tp 1,2,4,8",
     # an axis of the fleet plan given as a value (analysis.fleet_plan)
     "axis_given": lambda e: (
-        "narrow the axis instead: --gpus, --tp, --weight-dtypes, --kv-dtypes, --engines, --provider"
+        "narrow the axis instead: --gpus, --tp, --layouts, --weight-dtypes, --kv-dtypes, --engines, --provider"
     ),
     # speculation given by hand while the plan's spec axis would set it too (analysis.fleet_plan)
     "spec_given": lambda e: (

@@ -258,7 +258,7 @@ def fleet_plan_of(defn: WorkbookDefinition) -> FleetPlan | None:
             raise UsageError(f"{where}.{key}: an empty list", hint="name at least one value, or leave the key out")
         narrow[str(key)] = items
     try:
-        axes = narrow_axes(build_model(["llm_fleet"]), narrow)
+        axes = narrow_axes(build_model(["llm_fleet"]), narrow, model_id=defn.given.get("model"))
     except ConcurError as exc:
         field = f".{exc.field}" if exc.field else ""
         raise UsageError(f"{where}{field}: {exc.message}", hint=exc.hint) from None

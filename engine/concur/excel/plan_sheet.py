@@ -129,7 +129,8 @@ def write_plan_sheet(wb: Any, ws: Any, result: Any, hours: str | None = None) ->
         row += 1
         cfg = c.config
         gpu = f"{cfg.gpu} at {cfg.provider}" if len(providers) > 1 else cfg.gpu  # --provider all: whose price
-        for j, text in enumerate((gpu, str(cfg.tp), cfg.weight_dtype, cfg.kv_dtype, cfg.engine), start=1):
+        tp = cfg.layout if cfg.ep > 1 or cfg.dp_attention > 1 else str(cfg.tp)  # an MoE layout: "tp8 ep8 dpa8"
+        for j, text in enumerate((gpu, tp, cfg.weight_dtype, cfg.kv_dtype, cfg.engine), start=1):
             put_text(ws, row, j, text)
         if c.feasible:
             put_number(ws, row, 6, c.replicas).number_format = "#,##0"

@@ -116,13 +116,16 @@ class Equation:
 
 @record
 class Constraint:
-    """A condition a solution must satisfy (``attention_heads % tp == 0``)."""
+    """A condition a solution must satisfy (``attention_heads % tp == 0``). ``input``: a failure means
+    the givens describe something that cannot exist (a layout), an input error, not a scenario
+    that saturates or does not fit."""
 
     text: str
     expr: Node
     doc: str
     where: Location
     pack: str
+    input: bool = False
 
 
 @record
@@ -624,7 +627,9 @@ def _constraint(item: Any, loc: Location, pack: str) -> Constraint:
         item.where("check"),
         "write a comparison such as 'a <= b' (combine with and / or / not)",
     )
-    return Constraint(item["check"], node, str(item.get("doc", "") or ""), item.where("check"), pack)
+    flag = item.get("input", False)
+    _require(isinstance(flag, bool), "a constraint's input is true or false", item.where("check"))
+    return Constraint(item["check"], node, str(item.get("doc", "") or ""), item.where("check"), pack, flag)
 
 
 def _preset(key: str, spec: Any, loc: Location) -> Preset:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..errors import ContradictionError, InfeasibleError
+from ..errors import ContradictionError, InfeasibleError, UsageError
 from ..lang.expr import Call, Var, compile_node, names_in
 from ..lang.model import Model
 from .blocks import run_plan
@@ -60,6 +60,8 @@ def run_question(
                     ok = False
                 if not ok:
                     detail = ", ".join(f"{n}={show_value(model, n, env[n])}" for n in sorted(names_in(con.expr)))
+                    if con.input:
+                        raise UsageError(f"'{con.text}' does not hold ({detail}): {con.doc}", where=con.where)
                     raise InfeasibleError(
                         f"'{con.text}' does not hold ({detail}): {con.doc}", where=con.where, constraint=con.text
                     )

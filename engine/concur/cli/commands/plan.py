@@ -4,7 +4,8 @@
         --set output_tokens=400 --set ttft_slo="2 s" --set itl_slo="50 ms"
 
 Evaluates every catalog GPU x TP x (weight, KV) dtype x engine (:mod:`concur.analysis.fleet_plan`;
-``--gpus``, ``--tp``, ``--weight-dtypes``, ``--kv-dtypes``, ``--engines`` narrow the axes) priced at one
+``--gpus``, ``--tp``, ``--layouts``, ``--weight-dtypes``, ``--kv-dtypes``, ``--engines`` narrow the axes;
+an MoE model also gets expert-parallel layouts, shown in a ``layout`` column) priced at one
 provider's list (``--provider NAME``, default the price catalog's; ``all`` compares providers) and prints
 the feasible configurations cheapest first, then the rejected ones with their reason. ``--json``
 prints ``{"candidates": [{"gpu", "tp", "weight_dtype", "kv_dtype", "engine", "provider", "replicas", "fleet_gpus",
@@ -37,6 +38,8 @@ def _axes(
     kvs: tuple[str, ...],
     engines: tuple[str, ...],
     provider: str | None = None,
+    layouts: tuple[str, ...] = (),
+    model: Any = None,
 ) -> dict[str, list[Any]] | None:
     """The grid the options narrow (:func:`concur.analysis.fleet_axes.narrow_axes`), or None for the
     default one; comma lists and repeated options are the same thing."""
@@ -44,15 +47,15 @@ def _axes(
     from ...errors import UsageError
     from ...lang.model import build_model
 
-    if not (gpus or tps or weights or kvs or engines or provider):
+    if not (gpus or tps or weights or kvs or engines or provider or layouts):
         return None
     try:
         tp = [int(t) for t in _names(tps)]
     except ValueError:
         raise UsageError(f"--tp takes whole numbers, got {', '.join(tps)}", hint="e.g. --tp 1,2,4,8") from None
     narrow: dict[str, list[Any]] = {"gpus": _names(gpus), "tp": tp, "weight_dtypes": _names(weights)}
-    narrow.update(kv_dtypes=_names(kvs), engines=_names(engines))
-    return narrow_axes(build_model(["llm_fleet"]), narrow, provider)
+    narrow.update(kv_dtypes=_names(kvs), engines=_names(engines), layouts=_names(layouts))
+    return narrow_axes(build_model(["llm_fleet"]), narrow, provider, model_id=model)
 
 
 def _ms(x: float | None) -> str:
@@ -71,33 +74,17 @@ def table(result: Any, top: int | None, show_rejected: bool = False, verified: A
     verified = verified or {}
 
     feasible = result.feasible
+    shown = feasible[:top] if top else feasible
+    layout = any(c.config.ep > 1 or c.config.dp_attention > 1 or (c.nodes or 1) > 1 for c in shown)
     modes = any(c.mode == "disagg" for c in result.candidates)
-    head = [
-        *(["mode"] if modes else []),
-        "gpu",
-        "tp",
-        "w/kv",
-        "engine",
-        "provider",
-        "replicas",
-        "GPUs",
-        "$/GPU-h",
-        "$/month",
-        "$/M tok",
-        "TTFT",
-        "ITL",
-        "batch",
-        "binds",
-    ]
-    if verified:
-        head.append("simulated p90 TTFT/ITL")
+    head = (["mode"] if modes else []) + _head(layout, bool(verified))
     rows = [head]
-    for c in feasible[:top] if top else feasible:
+    for c in shown:
         rows.append(
             [
                 *([c.mode] if modes else []),
                 c.config.gpu,
-                _tp_cell(c),
+                _layout_cell(c) if layout else _tp_cell(c),
                 f"{c.config.weight_dtype}/{c.config.kv_dtype}",
                 c.config.engine + ("+spec" if c.config.spec == "on" else ""),
                 c.config.provider or "-",
@@ -141,7 +128,7 @@ def _rejected_lines(result: Any, show_rejected: bool) -> list[str]:
         groups: dict[str, dict[str, list[str]]] = {}  # "gpu tpN w/kv" -> reason -> engines
         many = len({c.config.provider for c in result.candidates}) > 1
         for c in rejected:
-            label = f"{c.config.gpu} tp{c.config.tp} {c.config.weight_dtype}/{c.config.kv_dtype}"
+            label = f"{c.config.gpu} {c.config.layout} {c.config.weight_dtype}/{c.config.kv_dtype}"
             label += (" spec" if c.config.spec == "on" else "") + (" disagg" if c.mode == "disagg" else "")
             label += f" at {c.config.provider}" if many else ""
             groups.setdefault(label, {}).setdefault(c.reason, []).append(c.config.engine)
@@ -201,6 +188,19 @@ def side_by_side(result: Any) -> list[str]:
     return ["  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip() for r in table]
 
 
+def _head(layout: bool, verified: bool) -> list[str]:
+    """The table's column titles: ``layout`` instead of ``tp`` when a row has an MoE layout or spans nodes."""
+    head = ["gpu", "layout" if layout else "tp", "w/kv", "engine", "provider", "replicas", "GPUs", "$/GPU-h"]
+    head += ["$/month", "$/M tok", "TTFT", "ITL", "batch", "binds"]
+    return head + (["simulated p90 TTFT/ITL"] if verified else [])
+
+
+def _layout_cell(c: Any) -> str:
+    """``tp8 ep8 dpa8`` and, for a replica over more than one server, its nodes."""
+    nodes = c.nodes or 1
+    return str(c.config.layout) + (f" {nodes} nodes" if nodes > 1 else "")
+
+
 def _verified_cell(v: Any) -> str:
     if v is None:
         return "-"
@@ -215,7 +215,7 @@ def _verified_cell(v: Any) -> str:
 def _verified_notes(verified: Any) -> list[str]:
     lines = []
     for config, v in verified.items():
-        label = f"{config.gpu} tp{config.tp} {config.weight_dtype}/{config.kv_dtype} {config.engine}"
+        label = f"{config.gpu} {config.layout} {config.weight_dtype}/{config.kv_dtype} {config.engine}"
         what = "meets the SLAs" if v.meets_sla else "MISSES: " + "; ".join(v.misses)
         lines.append(
             f"verified {label}: {what} (engine simulation, {v.scheduler} scheduler, {v.requests:,} requests "
@@ -264,6 +264,9 @@ def csv_text(result: Any) -> str:
         "spec",
         "prefill_tp",
         "prefill_workers",
+        "ep",  # MoE layout columns last: a reader of the older columns is unaffected
+        "dp_attention",
+        "nodes",
     ]
     out = csv.writer(buf, lineterminator="\n")
     out.writerow(fields)
@@ -295,6 +298,9 @@ def csv_text(result: Any) -> str:
             r["spec"],
             r["prefill"]["tp"] if "prefill" in r else "",
             r["prefill"]["workers"] if "prefill" in r else "",
+            r["ep"],
+            r["dp_attention"],
+            r["nodes"] or "",
         ]
         out.writerow([text(c) for c in cells])
     return buf.getvalue()
@@ -336,7 +342,16 @@ def question_from(sets: tuple[str, ...], scenario: str | None) -> tuple[dict[str
     "--set is given); its gpu, tp and dtypes are dropped: they are the plan's axes",
 )
 @click.option("--gpus", multiple=True, metavar="ID[,ID]", help="GPUs to try (default: every catalog GPU)")
-@click.option("--tp", "tps", multiple=True, metavar="N[,N]", help="tensor-parallel degrees (default: 1,2,4,8)")
+@click.option(
+    "--tp", "tps", multiple=True, metavar="N[,N]", help="tensor-parallel degrees (default: 1,2,4,8; MoE models also 16)"
+)
+@click.option(
+    "--layouts",
+    multiple=True,
+    metavar="L[,L]",
+    help="MoE layouts per TP: tp (experts tensor-parallel), ep (expert parallel, ep = tp), ep+dp (and "
+    "data-parallel attention); default all three for an MoE model, tp for a dense one",
+)
 @click.option("--weight-dtypes", "weights", multiple=True, metavar="DT[,DT]", help="weight dtypes (default: bf16,fp8)")
 @click.option("--kv-dtypes", "kvs", multiple=True, metavar="DT[,DT]", help="KV-cache dtypes (default: bf16,fp8)")
 @click.option("--engines", multiple=True, metavar="ID[,ID]", help="engine presets (default: every engines entry)")
@@ -382,6 +397,7 @@ def command(
     scenario: str | None,
     gpus: tuple[str, ...],
     tps: tuple[str, ...],
+    layouts: tuple[str, ...],
     weights: tuple[str, ...],
     kvs: tuple[str, ...],
     engines: tuple[str, ...],
@@ -408,7 +424,7 @@ def command(
 
     question, notes = question_from(sets, scenario)
     question, percentile_slos = _percentile_slos(question, verify)
-    axes = _axes(gpus, tps, weights, kvs, engines, provider)
+    axes = _axes(gpus, tps, weights, kvs, engines, provider, layouts, question.get("model"))
     if _names((spec,)) != ["off"]:
         from ...analysis.fleet_plan import default_axes
         from ...lang.model import build_model

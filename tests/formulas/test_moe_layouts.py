@@ -1,0 +1,280 @@
+"""MoE layouts in the served-step model (llm_throughput, llm_memory) and in ``concur plan``.
+
+What must hold:
+
+* a step reads the routed experts its tokens touch: under uniform routing n tokens touch
+  E x (1 - (1 - k/E)^n) of the E experts of a layer, so a decode batch reads a little of them and a
+  1,000-token prompt nearly all, and the prompt's chunk is never quicker than that read;
+* expert parallelism charges the all-to-all (dispatch and combine of every token's hidden vector to its
+  k experts), more when EP spans two nodes (the scale-out link), scaled by the stated expert imbalance;
+* data-parallel attention replicates the non-expert weights on every rank and holds each rank's own KV;
+* bad layouts (EP not dividing the experts, EP on a dense model, DP attention not dividing TP) get one
+  error line naming the variables, exit 2;
+* dense models are untouched: every expert term vanishes exactly;
+* against measurements (tests/data/moe_points.yaml): served output throughput within x1.5; the model's
+  TTFT at a light load and its prefill capacity are never beyond what the GPUs were measured to do
+  (TTFT never above the measured one, prefill capacity never below the measured rate);
+* ``concur plan`` for an MoE model offers EP and EP + DP-attention layouts and TP16 over two nodes, and
+  reports ep, dp_attention and nodes per row; a dense model's grid has none of them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from concur.lang.library import get_catalog
+from concur.lang.model import Model, build_model
+from concur.solver.question import solve_model
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = YAML(typ="safe").load((ROOT / "tests" / "data" / "moe_points.yaml").read_text())
+POINTS = {
+    p["id"]: p
+    for p in YAML(typ="safe").load((ROOT / "tests" / "data" / "throughput_points.yaml").read_text())["points"]
+}
+DSV3_H200 = {
+    "model": "deepseek-v3",
+    "gpu": "h200-sxm-141gb",
+    "tp": 8,
+    "weight_dtype": "fp8",
+    "kv_dtype": "fp8",
+    "engine": "sglang",
+    "input_tokens": "1000 token/request",
+    "output_tokens": "400 token/request",
+    "concurrency": "1 request",
+}
+
+
+@cache
+def _model() -> Model:
+    return build_model(["llm_throughput"])
+
+
+BITS = 8  # the solver's base unit of memory is the bit
+
+
+def _solve(question: dict[str, Any], *names: str) -> dict[str, float]:
+    """The values of ``names`` in base units (s, bit, parameter) for ``question``."""
+    return dict(solve_model(_model(), names, question).values)
+
+
+def _ratio(a: float, b: float) -> float:
+    return max(a / b, b / a)
+
+
+def test_a_long_prompt_reads_every_expert_a_decode_step_few() -> None:
+    """DeepSeek-V3 on 8 x H200: one decode reads its active share; a 1,000-token prompt's chunk reads all
+    but (1 - 8/256)^1000 of the routed experts, and takes at least that read at full bandwidth."""
+    v = _solve(DSV3_H200, "weights_per_gpu", "weights_read", "chunk_weights_read", "t_step_chunk", "efficiency")
+    hbm = get_catalog("gpus").entries["h200-sxm-141gb"].values["hbm_bandwidth"][0] * 1e12 * BITS  # bit/s
+    assert v["weights_read"] < 0.2 * v["weights_per_gpu"]
+    assert v["chunk_weights_read"] > 0.999 * v["weights_per_gpu"]
+    assert v["t_step_chunk"] >= v["chunk_weights_read"] / hbm / v["efficiency"]
+
+
+@pytest.mark.parametrize("batch", [1, 4, 32, 256])
+def test_experts_touched_follow_uniform_routing(batch: int) -> None:
+    """The routed bytes a decode step reads are E x (1 - (1 - k/E)^n) experts' worth of each layer, n the
+    batch (Qwen3-235B-A22B: 128 experts, 8 per token, every layer MoE; no shared part is routed)."""
+    q = {**DSV3_H200, "model": "qwen3-235b-a22b", "concurrency": f"{batch} request"}
+    v = _solve(q, "weights_read", "weights_per_gpu", "routed_weights_per_gpu")
+    entry = get_catalog("models").entries["qwen3-235b-a22b"].values
+    experts, k = entry["experts"][0], entry["experts_per_token"][0]
+    touched = experts * (1 - (1 - k / experts) ** batch)
+    shared = v["weights_per_gpu"] - v["routed_weights_per_gpu"]
+    assert (v["weights_read"] - shared) / v["routed_weights_per_gpu"] == pytest.approx(touched / experts, rel=1e-9)
+
+
+def test_expert_parallel_all_to_all_is_charged_and_wide_ep_pays_the_scale_out_link() -> None:
+    """Per token and MoE layer EP sends k hidden vectors out and back: 2 k h a / tp bytes per GPU at the
+    slower of its intra-node and inter-node shares. Across two 8-GPU H200 nodes the scale-out NIC (50 GB/s)
+    sets it; a stated imbalance scales it."""
+    one = _solve({**DSV3_H200, "ep": 8}, "layout_comm_per_token", "alltoall_time_per_byte", "t_comm")
+    two = _solve({**DSV3_H200, "tp": 16, "ep": 16}, "layout_comm_per_token", "alltoall_time_per_byte", "nodes")
+    skew = _solve({**DSV3_H200, "ep": 8, "expert_imbalance": 1.5}, "layout_comm_per_token")
+    assert one["alltoall_time_per_byte"] * BITS == pytest.approx(7 / 8 / 450e9, rel=1e-12)  # s per byte
+    assert two["alltoall_time_per_byte"] * BITS == pytest.approx(8 / 16 / 50e9, rel=1e-12)
+    assert two["nodes"] == 2
+    assert two["layout_comm_per_token"] > 2 * one["layout_comm_per_token"]
+    assert skew["layout_comm_per_token"] > one["layout_comm_per_token"]
+    assert one["t_comm"] > 0
+
+
+def test_dp_attention_replicates_the_shared_weights_and_splits_the_kv() -> None:
+    """DP attention over 8 ranks: 7 more copies of the non-expert weights per GPU, and every rank holds
+    only its own requests' MLA latent (replicated on all 8 GPUs at plain TP8), so the KV pool holds
+    several times the requests even though the replicated weights leave less room."""
+    plain = _solve(DSV3_H200, "weights_per_gpu", "kv_batch_limit", "kv_tokens")
+    dp = _solve({**DSV3_H200, "ep": 8, "dp_attention": 8}, "weights_per_gpu", "kv_batch_limit", "kv_tokens")
+    entry = get_catalog("models").entries["deepseek-v3"].values
+    shared = entry["params"][0] - entry["expert_params"][0]
+    extra = (dp["weights_per_gpu"] - plain["weights_per_gpu"]) / BITS  # bytes; fp8: 1 B per parameter
+    assert extra == pytest.approx(shared * 7 / 8, rel=1e-9)
+    assert dp["kv_batch_limit"] == pytest.approx(8 * dp["kv_tokens"] / 1400, rel=1e-9)
+    assert dp["kv_batch_limit"] > 3 * plain["kv_batch_limit"]
+
+
+@pytest.mark.parametrize(
+    ("model", "tp", "layout", "words"),
+    [
+        ("mixtral-8x7b", 6, ["--set", "ep=6"], "'ep == 1 or (experts > 0 and experts % ep == 0)' does not hold (ep=6"),
+        ("llama-3.1-8b", 2, ["--set", "ep=2"], "(ep=2, experts=0)"),
+        ("mixtral-8x7b", 4, ["--set", "ep=2"], "'ep == 1 or ep == tp' does not hold (ep=2, tp=4)"),
+        ("mixtral-8x7b", 8, ["--set", "ep=8", "--set", "dp_attention=3"], "(dp_attention=3, tp=8)"),
+    ],
+)
+def test_a_bad_layout_gets_one_line_naming_it_and_exit_2(model: str, tp: int, layout: list[str], words: str) -> None:
+    base = ["--set", f"model={model}", "--set", f"tp={tp}", "--set", "gpu=h200-sxm-141gb", "--set", "weight_dtype=fp8"]
+    traffic = ["--set", "input_tokens=1000", "--set", "output_tokens=400", "--set", "concurrency=8"]
+    res = subprocess.run(
+        [sys.executable, "-m", "concur", "solve", "llm_throughput", *base, *traffic, *layout, "--find", "itl"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert res.returncode == 2, res.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], res.stderr
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "llama-3.1-70b", "qwen3-32b"])
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_dense_models_have_no_expert_terms(model: str, engine: str) -> None:
+    """A dense model reads all its weights in every kind of step, and naming the default layout
+    (ep 1, dp_attention 1) changes nothing at all."""
+    q = {**DSV3_H200, "model": model, "tp": 4, "engine": engine, "weight_dtype": "bf16", "concurrency": "16 request"}
+    names = ("weights_per_gpu", "weights_read", "prefill_weights_read", "chunk_weights_read", "pass_weights_read")
+    v = _solve(q, *names, "full_weights_read", "itl", "ttft", "t_comm")
+    assert {v[n] for n in (*names, "full_weights_read")} == {v["weights_per_gpu"]}
+    w = _solve({**q, "ep": 1, "dp_attention": 1}, "itl", "ttft", "t_comm")
+    assert all(w[n] == v[n] for n in ("itl", "ttft", "t_comm"))
+
+
+def _point_question(point: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    q: dict[str, Any] = {
+        "model": point["model"],
+        "gpu": point["gpu"],
+        "tp": point["tp"],
+        "weight_dtype": point["weight_dtype"],
+        "kv_dtype": point["kv_dtype"],
+        "engine": point["engine"],
+        "input_tokens": f"{row.get('input_tokens', point['isl'])} token/request",
+        "output_tokens": f"{row.get('output_tokens', point['osl'])} token/request",
+        "kv_fit": "ignore",
+    }
+    q.update({k: row[k] for k in ("ep", "dp_attention") if k in row})
+    return q
+
+
+def _batch(point: dict[str, Any], row: dict[str, Any], q: dict[str, Any]) -> float:
+    if row.get("batch") != "engine_cap":
+        return float(point["concurrency"])
+    cap = get_catalog("engine_limits").entries[point["engine"]].values["max_num_seqs"][0]
+    kv = _solve({**q, "concurrency": "1 request"}, "kv_batch_limit")["kv_batch_limit"]
+    return min(cap, kv)
+
+
+@pytest.mark.parametrize("row", DATA["served"], ids=lambda r: r["point"])
+def test_served_throughput_within_x1_5_of_the_measurement(row: dict[str, Any]) -> None:
+    point = POINTS[row["point"]]
+    q = _point_question(point, row)
+    q["concurrency"] = f"{_batch(point, row, q)} request"
+    v = _solve(q, "served_tokens_per_s", "compute_utilization", "bandwidth_utilization")
+    measured = point["measured"]
+    per_gpu = measured.get("output_tok_s_per_gpu")
+    total = per_gpu * point["n_gpus"] if per_gpu is not None else measured["output_tok_s_aggregate"]
+    model = v["served_tokens_per_s"] * point["n_gpus"] / point["tp"]
+    assert _ratio(model, total) <= 1.5, (row["point"], model, total)
+    assert v["compute_utilization"] <= 1 and v["bandwidth_utilization"] <= 1
+
+
+@pytest.mark.parametrize("row", DATA["ttft"], ids=lambda r: r["point"])
+def test_ttft_never_above_the_measured_one(row: dict[str, Any]) -> None:
+    """The model charges a prompt the experts it touches and its layout's collectives, nothing a real
+    engine could skip: its TTFT stays at or below the measured mean (engines add tokenisation, HTTP and
+    scheduling on top), and within the x6 the issue's 4-24x error is cut to (ratios in the message)."""
+    point = POINTS[row["point"]]
+    q = {**_point_question(point, row), "concurrency": f"{point['concurrency']} request"}
+    if q["weight_dtype"] not in get_catalog("dtypes").entries:
+        q["weight_dtype"] = "fp8"
+    v = _solve(q, "ttft")
+    measured = point["measured"]["ttft_ms_mean"] / 1e3
+    assert v["ttft"] <= measured, (row["point"], v["ttft"], measured)
+    assert measured / v["ttft"] < 6, (row["point"], v["ttft"], measured)
+
+
+@pytest.mark.parametrize("row", DATA["prefill_offline"], ids=lambda r: r["id"])
+def test_prefill_capacity_never_below_the_measured_rate(row: dict[str, Any]) -> None:
+    """A replica prefilling a backlog runs full-budget steps; the prompt tokens a second it can do is a
+    physical upper bound on what an offline run measured (which also decoded its outputs)."""
+    assert row["input_tok_s"] == pytest.approx(row["input_tokens_total"] / row["duration_s"], rel=1e-3)
+    q = {
+        **{k: row[k] for k in ("model", "gpu", "tp", "ep", "dp_attention", "weight_dtype", "kv_dtype", "engine")},
+        "input_tokens": f"{row['input_tokens_total'] / row['requests']} token/request",
+        "output_tokens": f"{row['output_tokens']} token/request",
+        "concurrency": "1 request",
+    }
+    v = _solve(q, "prefill_free_budget", "t_step_full")
+    capacity = v["prefill_free_budget"] / v["t_step_full"]
+    assert capacity >= row["input_tok_s"], (row["id"], capacity, row["input_tok_s"])
+
+
+QUESTION = {
+    "arrival_rate": 20,
+    "input_tokens": 1000,
+    "output_tokens": 400,
+    "ttft_slo": "2 s",
+    "itl_slo": "50 ms",
+}
+
+
+def _plan(model: str, *extra: str) -> dict[str, Any]:
+    sets = [x for k, v in {**QUESTION, "model": model}.items() for x in ("--set", f"{k}={v}")]
+    args = ["--gpus", "h200-sxm-141gb", "--engines", "sglang", "--weight-dtypes", "fp8", "--kv-dtypes", "fp8"]
+    res = subprocess.run(
+        [sys.executable, "-m", "concur", "plan", *sets, *args, *extra, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr
+    out: dict[str, Any] = json.loads(res.stdout)
+    return out
+
+
+def test_plan_offers_moe_layouts_and_reports_them() -> None:
+    """Qwen3-235B-A22B on H200: tp, ep and ep+dp layouts per TP, TP16 over two nodes; every row says its
+    ep, dp_attention and nodes; the feasible ones stay within the GPUs' peak FLOP/s and bandwidth."""
+    rows = _plan("qwen3-235b-a22b")["candidates"]
+    layouts = {(r["tp"], r["ep"], r["dp_attention"]) for r in rows}
+    assert {(8, 1, 1), (8, 8, 1), (8, 8, 8), (16, 16, 16)} <= layouts
+    feasible = [r for r in rows if r["feasible"]]
+    assert any(r["ep"] > 1 for r in feasible) and any(r["dp_attention"] > 1 for r in feasible)
+    assert all(r["nodes"] == math.ceil(r["tp"] / 8) for r in feasible)
+    assert all(r["compute_utilization"] <= 1 and r["bandwidth_utilization"] <= 1 for r in feasible)
+
+
+def test_plan_of_a_dense_model_has_no_moe_layouts() -> None:
+    rows = _plan("llama-3.1-70b", "--tp", "4,8")["candidates"]
+    assert {(r["ep"], r["dp_attention"]) for r in rows} == {(1, 1)}
+
+
+def test_plan_refuses_an_unknown_layout() -> None:
+    sets = [x for k, v in {**QUESTION, "model": "qwen3-235b-a22b"}.items() for x in ("--set", f"{k}={v}")]
+    res = subprocess.run(
+        [sys.executable, "-m", "concur", "plan", *sets, "--layouts", "ep,pp"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and "unknown layout 'pp'" in lines[0], res.stderr
