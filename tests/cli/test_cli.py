@@ -138,7 +138,8 @@ def test_list_and_show():
     shown = run("show", "llm_memory").stdout
     assert (
         "kv_per_token" in shown
-        and "users = floor((kv_tokens - prefix_held) / (effective_context - prefix_held / [user]))" in shown
+        and "users = dp_attention * floor((kv_tokens - prefix_held) / (effective_context - prefix_held / [user]))"
+        in shown
     )
 
 

@@ -44,7 +44,9 @@ def test_show_json():
     assert doc["variables"]["kv_per_token"]["unit"] == "B/token"
     assert doc["variables"]["attention"]["choices"] == ["gqa", "mla"] and doc["variables"]["attention"]["unit"] is None
     assert doc["variables"]["tp"]["integer"] is True
-    assert any(eq["text"].startswith("users = floor((kv_tokens - prefix_held)") for eq in doc["equations"])
+    assert any(
+        eq["text"].startswith("users = dp_attention * floor((kv_tokens - prefix_held)") for eq in doc["equations"]
+    )
     assert doc["presets"]["gpu"]["catalog"] == "gpus"
 
 

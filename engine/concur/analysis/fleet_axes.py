@@ -45,12 +45,7 @@ def narrow_axes(
     if bad:
         raise UsageError(f"unknown key '{bad[0]}'", hint=f"allowed: {', '.join(AXIS_KEYS)}", field=bad[0])
     axes = default_axes(model, {"model": model_id})
-    layouts = [str(n) for n in narrow.get("layouts", ())]
-    unknown_layouts = [n for n in layouts if n not in LAYOUTS]
-    if unknown_layouts:
-        raise UnknownNameError(
-            f"unknown layout '{unknown_layouts[0]}'", hint=f"known: {', '.join(LAYOUTS)}", field="layouts"
-        )
+    layouts = _known_layouts([str(n) for n in narrow.get("layouts", ())])
     if layouts:
         axes["layouts"] = layouts
     if provider:
@@ -69,20 +64,33 @@ def narrow_axes(
                 field="tp",
             )
         axes["tp"] = tps
+    if narrow.get("weight_dtypes") or narrow.get("kv_dtypes"):
+        axes["dtypes"] = _dtype_pairs(narrow, axes["dtypes"])
+    return axes
+
+
+def _known_layouts(names: list[str]) -> list[str]:
+    """``names`` checked against the MoE layouts (:data:`concur.analysis.fleet_plan.LAYOUTS`)."""
+    unknown = [n for n in names if n not in LAYOUTS]
+    if unknown:
+        raise UnknownNameError(f"unknown layout '{unknown[0]}'", hint=f"known: {', '.join(LAYOUTS)}", field="layouts")
+    return names
+
+
+def _dtype_pairs(narrow: Mapping[str, Sequence[Any]], default: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (weights, KV) dtype pairs ``narrow`` names, each side defaulting to the default grid's."""
     dtypes = get_catalog("dtypes").entries
     chosen = {}
-    for key, default in (
-        ("weight_dtypes", sorted({a for a, _ in axes["dtypes"]})),
-        ("kv_dtypes", sorted({b for _, b in axes["dtypes"]})),
+    for key, fallback in (
+        ("weight_dtypes", sorted({a for a, _ in default})),
+        ("kv_dtypes", sorted({b for _, b in default})),
     ):
         names = [str(n) for n in narrow.get(key, ())]
         unknown = [d for d in names if d not in dtypes]
         if unknown:
             raise UnknownNameError(f"unknown dtype '{unknown[0]}'", hint=f"known: {', '.join(dtypes)}", field=key)
-        chosen[key] = names or default
-    if narrow.get("weight_dtypes") or narrow.get("kv_dtypes"):
-        axes["dtypes"] = [(a, b) for a in chosen["weight_dtypes"] for b in chosen["kv_dtypes"]]
-    return axes
+        chosen[key] = names or fallback
+    return [(a, b) for a in chosen["weight_dtypes"] for b in chosen["kv_dtypes"]]
 
 
 def _known_ids(names: list[str], axis: str, catalog: str, key: str) -> list[str]:

@@ -675,7 +675,7 @@ def plan_from_solution(
         ...                                  "tp": 4, "context": "8192 token"})
         >>> plan = plan_from_solution(sol, "KV cache")
         >>> plan.found, plan.derived[-1].var.name, plan.derived[-1].expr
-        (('users',), 'users', floor((kv_tokens - prefix_held)/(effective_context - prefix_held)))
+        (('users',), 'users', dp_attention*floor((kv_tokens - prefix_held)/(effective_context - prefix_held)))
     """
     b = _Builder(sol)
     computed = [s for s in sol.trace if s.method not in _INPUT_METHODS]

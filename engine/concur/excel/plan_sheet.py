@@ -127,37 +127,45 @@ def write_plan_sheet(wb: Any, ws: Any, result: Any, hours: str | None = None) ->
     row = _HEAD_ROW
     for c in result.candidates:
         row += 1
-        cfg = c.config
-        gpu = f"{cfg.gpu} at {cfg.provider}" if len(providers) > 1 else cfg.gpu  # --provider all: whose price
-        tp = cfg.layout if cfg.ep > 1 or cfg.dp_attention > 1 else str(cfg.tp)  # an MoE layout: "tp8 ep8 dpa8"
-        for j, text in enumerate((gpu, tp, cfg.weight_dtype, cfg.kv_dtype, cfg.engine), start=1):
-            put_text(ws, row, j, text)
-        if c.feasible:
-            put_number(ws, row, 6, c.replicas).number_format = "#,##0"
-            put_number(ws, row, 7, c.fleet_gpus).number_format = "#,##0"
-            price = ws.cell(row=row, column=8)
-            if c.cost_per_month is not None and c.fleet_gpus:
-                put_number(ws, row, 8, _price(c.cost_per_month / (c.fleet_gpus * HOURS_PER_MONTH)))
-            price.number_format = '"$"#,##0.00'
-            price.font, price.fill, price.border = style.INPUT_FONT, style.INPUT_FILL, style.BOX
-            cost = put_formula(ws, row, 9, f'IF(H{row}="","",G{row}*H{row}*{month})')
-            cost.number_format = '"$"#,##0'
-            per_m = put_formula(ws, row, 10, f'IF(H{row}="","",G{row}*H{row}/{_SERVED}*1000000)')
-            per_m.number_format = '"$"#,##0.00'
-            for col, value in ((11, c.ttft), (12, c.itl)):
-                if value is not None:
-                    put_number(ws, row, col, value * 1e3).number_format = "#,##0.0"
-            if c.batch is not None:
-                put_number(ws, row, 13, c.batch).number_format = "#,##0.0"
-            put_text(ws, row, 14, c.binds)
-        put_text(ws, row, 15, "yes" if c.feasible else "no")
-        put_text(ws, row, 16, c.reason).alignment = style.WRAP
-        if c.reason:
-            ws.row_dimensions[row].height = style.line_height(style.wrapped_lines(c.reason, _WIDTHS[-1]))
+        _write_row(ws, row, c, len(providers) > 1, month)
     for j, w in enumerate(widths, start=1):
         ws.column_dimensions[get_column_letter(j)].width = w
     ws.freeze_panes = ws.cell(row=_HEAD_ROW + 1, column=1)
     style.page_setup(ws, len(_HEAD), row, title_rows=f"{_HEAD_ROW}:{_HEAD_ROW}")
+
+
+def _write_row(ws: Any, row: int, c: Any, many_providers: bool, month: str) -> None:
+    """One candidate's row: its configuration, and where feasible its fleet, the yellow price input and
+    the cost formulas that read it; then the verdict and the reason."""
+    from . import style
+
+    cfg = c.config
+    gpu = f"{cfg.gpu} at {cfg.provider}" if many_providers else cfg.gpu  # --provider all: whose price
+    tp = cfg.layout if cfg.ep > 1 or cfg.dp_attention > 1 else str(cfg.tp)  # an MoE layout: "tp8 ep8 dpa8"
+    for j, text in enumerate((gpu, tp, cfg.weight_dtype, cfg.kv_dtype, cfg.engine), start=1):
+        put_text(ws, row, j, text)
+    if c.feasible:
+        put_number(ws, row, 6, c.replicas).number_format = "#,##0"
+        put_number(ws, row, 7, c.fleet_gpus).number_format = "#,##0"
+        price = ws.cell(row=row, column=8)
+        if c.cost_per_month is not None and c.fleet_gpus:
+            put_number(ws, row, 8, _price(c.cost_per_month / (c.fleet_gpus * HOURS_PER_MONTH)))
+        price.number_format = '"$"#,##0.00'
+        price.font, price.fill, price.border = style.INPUT_FONT, style.INPUT_FILL, style.BOX
+        cost = put_formula(ws, row, 9, f'IF(H{row}="","",G{row}*H{row}*{month})')
+        cost.number_format = '"$"#,##0'
+        per_m = put_formula(ws, row, 10, f'IF(H{row}="","",G{row}*H{row}/{_SERVED}*1000000)')
+        per_m.number_format = '"$"#,##0.00'
+        for col, value in ((11, c.ttft), (12, c.itl)):
+            if value is not None:
+                put_number(ws, row, col, value * 1e3).number_format = "#,##0.0"
+        if c.batch is not None:
+            put_number(ws, row, 13, c.batch).number_format = "#,##0.0"
+        put_text(ws, row, 14, c.binds)
+    put_text(ws, row, 15, "yes" if c.feasible else "no")
+    put_text(ws, row, 16, c.reason).alignment = style.WRAP
+    if c.reason:
+        ws.row_dimensions[row].height = style.line_height(style.wrapped_lines(c.reason, _WIDTHS[-1]))
 
 
 _WIDTHS = [16, 5, 9, 9, 9, 9, 10, 12, 13, 13, 10, 10, 10, 16, 9, 60]
