@@ -55,6 +55,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
 
 
+@pytest.hookimpl(optionalhook=True)  # a plain pytest (no pytest-xdist) runs the suite serially
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """pytest-xdist's scheduler, one work unit per module (per test in :data:`SPREAD`), in the
     workers' collection order. (``--dist loadgroup`` cannot do it: pytest 9 ignores the group suffix
