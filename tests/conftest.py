@@ -3,9 +3,9 @@ private redis-servers on loopback (one per session and worker, private ones per 
 
 Parallel workers (pytest-xdist, ``-n 2``) share nothing: temporary paths come from ``tmp_path``
 (one base folder per worker), the cache key from ``own_cache_key``, and every redis-server a worker
-starts listens on a port of that worker's own block (:class:`WorkerPorts`). The tests of a module
-that share a module-scoped fixture (a LibreOffice batch, a built wheel, a browser) run on one
-worker, so the fixture is built once (:func:`pytest_collection_modifyitems`).
+starts listens on a port of that worker's own block (:class:`WorkerPorts`). A module's tests run on
+one worker, so a module-scoped fixture (a LibreOffice batch, a built wheel, a browser) is built
+once (:func:`pytest_xdist_make_scheduler`).
 """
 
 from __future__ import annotations
@@ -19,33 +19,56 @@ from typing import Any
 import pytest
 from helpers import require_tool
 
-#: Modules whose tests take longest together (LibreOffice batches, mypy, a wheel, a browser),
-#: handed to the parallel workers first so that no worker is left running one alone at the end.
+#: Modules handed to the parallel workers first, longest first (LibreOffice batches, the fuzzers'
+#: llm_fleet cases, mypy, a wheel, a browser), so that no worker is left running one alone at the end.
 LONGEST_FIRST = (
-    "tests/excel/test_fleet_workbook.py",
+    "tests/solver/test_fuzz_solve_back.py",
     "tests/excel/test_export.py",
+    "tests/solver/test_fuzz_every_pack.py",
+    "tests/excel/test_fleet_workbook.py",
+    "tests/formulas/test_fleet_backward.py",
     "tests/test_typecheck.py",
     "tests/cli/test_serve_browser.py",
     "tests/test_packaging.py",
+    "tests/primitives/test_redis_outage_fleet.py",
     "tests/excel/test_live_workbooks.py",
     "tests/excel/test_recalc.py",
 )
 
+#: Modules whose tests share no module-scoped fixture: their tests are spread over the workers one
+#: by one. Every other module runs whole on one worker, so a module-scoped fixture (a LibreOffice
+#: batch, a wheel, a browser, a server) is built once per run, not once per worker.
+SPREAD = frozenset(
+    (
+        "tests/solver/test_fuzz_solve_back.py",
+        "tests/solver/test_fuzz_every_pack.py",
+        "tests/test_docs.py",
+    )
+)
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under parallel workers (``-n``, ``--dist loadgroup``): a test that uses a module-scoped
-    fixture joins its module's group (one worker builds the fixture once, not every worker), and
-    the :data:`LONGEST_FIRST` modules come first. A serial run keeps pytest's order."""
-    if not hasattr(config, "workerinput"):
-        return
-    for item in items:
-        fixturedefs = getattr(item, "_fixtureinfo", None)
-        defs = fixturedefs.name2fixturedefs.values() if fixturedefs else ()
-        if any(d[-1].scope == "module" for d in defs if d):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+    """Under parallel workers (``-n``) the :data:`LONGEST_FIRST` modules come first (the order the
+    scheduler hands work out in); a serial run keeps pytest's order."""
+    if hasattr(config, "workerinput"):
+        rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
+@pytest.hookimpl(optionalhook=True)  # a plain pytest (no pytest-xdist) runs the suite serially
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's scheduler, one work unit per module (per test in :data:`SPREAD`), in the
+    workers' collection order. (``--dist loadgroup`` cannot do it: pytest 9 ignores the group suffix
+    pytest-xdist 3.8 writes into node ids.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return nodeid if module in SPREAD else module
+
+    config.option.loadscopereorder = False  # keep LONGEST_FIRST's order, not the test counts'
+    return ModuleScheduling(config, log)
 
 
 @pytest.fixture
