@@ -349,8 +349,8 @@ NOT_COVERED: dict[str, str] = {
     "CDF, not in the expression language; concur.maths.erlang covers them",
     "halfin-whitt-sqrt-staffing/c_for_alpha_0.2": "Halfin-Whitt asymptotics: see hw_wait_probability_c1",
     "halfin-whitt-sqrt-staffing/c_for_alpha_0.1": "Halfin-Whitt asymptotics: see hw_wait_probability_c1",
-    "md1-pk-rho0.9/sim_Wq_reference": "a simulation estimate, not a formula: tests/analysis/test_simulate.py",
-    "allen-cunneen-md3/sim_Wq_reference": "a simulation estimate, not a formula: tests/analysis/test_simulate.py",
+    "md1-pk-rho0.9/sim_Wq_reference": "a simulation estimate, not a formula: tests/cli/test_simulate.py",
+    "allen-cunneen-md3/sim_Wq_reference": "a simulation estimate, not a formula: tests/cli/test_simulate.py",
     "des-ciw-doc-mm1/mean_wait": "one Ciw run's sample mean (its own seeds); no pack simulates",
     "llm-h100-ops-per-byte": "the ridge point is peak_flops / hbm_bandwidth, one division that no pack "
     "names (llm_throughput's max(memory_time, compute_time) crosses there)",

@@ -141,8 +141,8 @@ EVALUATORS: dict[str, Callable[[dict], dict[str, float]]] = {
 
 # Entries erlang.py does not model, and where they are covered instead.
 OUT_OF_SCOPE = {
-    "md1-pk-rho0.9/sim_Wq_reference": "simulation estimate: tests/analysis/test_simulate.py (M/D/1)",
-    "allen-cunneen-md3/sim_Wq_reference": "simulation estimate: tests/analysis/test_simulate.py (M/D/3)",
+    "md1-pk-rho0.9/sim_Wq_reference": "simulation estimate: tests/cli/test_simulate.py (M/D/1)",
+    "allen-cunneen-md3/sim_Wq_reference": "simulation estimate: tests/cli/test_simulate.py (M/D/3)",
     "des-ciw-doc-mm1/mean_wait": "one Ciw run's sample mean; our simulator has its own seeds",
     "little-replicas-sundar": "Little's law: tests/formulas/test_littles_law_points.py",
     "llm-baseten-decode-floor": "roofline (topic T2, llm_throughput pack)",
