@@ -92,6 +92,7 @@ __all__ = [
     "DEFAULT_MAX_EVENTS",
     "SLO_NAMES",
     "EngineSimResult",
+    "EventLoop",
     "Percentiles",
     "StepRecord",
     "seconds_text",
@@ -213,7 +214,107 @@ def simulate_engine(
     return sim.result()
 
 
-class _Sim:
+class EventLoop:
+    """The event loop both engine simulators share: a heap of ``(time, seq, kind, where)`` events,
+    arrivals drawn one ahead from ``source`` (or ``closed`` clients re-arriving as they finish), every
+    event counted against ``max_events``, the queue length noted after each.
+
+    A subclass sets, in its ``__init__``: ``heap``, ``seq``, ``events``, ``max_events``, ``pending``
+    (recorded requests not finished), ``closed``, ``source``, ``dry``, ``pending_arrival``, ``now``,
+    ``waiting_total``, ``queue_t``, ``queue_n``; and defines ``arrive(t)`` and ``on_event(kind, where)``
+    for every kind but :data:`_ARRIVE` (0).
+    """
+
+    heap: list[tuple[float, int, int, int]]
+    seq: int
+    events: int
+    max_events: int
+    pending: int
+    closed: int | None
+    source: Stream
+    dry: bool
+    pending_arrival: tuple[float, int, int]
+    now: float
+    waiting_total: int
+    queue_t: list[float]
+    queue_n: list[int]
+    step_end: list[float]
+    step_tokens: list[int]
+    step_done: list[int]
+    steps: int
+    batch_time: float
+    decode_time: float
+
+    def arrive(self, t: float) -> None:
+        raise NotImplementedError
+
+    def on_event(self, kind: int, where: int) -> None:
+        raise NotImplementedError
+
+    def push(self, t: float, kind: int, where: int) -> None:
+        heapq.heappush(self.heap, (t, self.seq, kind, where))
+        self.seq += 1
+
+    def count(self) -> None:
+        self.events += 1
+        if self.events > self.max_events:
+            raise BudgetError(
+                f"the simulation stopped after {self.max_events:,} events (max_events) with "
+                f"{self.pending:,} recorded requests unfinished",
+                hint="simulate fewer requests, or raise --max-events",
+            )
+
+    def run(self) -> None:
+        if self.closed is not None:
+            for _ in range(self.closed):
+                self.arrive(0.0)
+        else:
+            self.schedule_arrival()
+        while self.heap and self.pending > 0:
+            t, _, kind, where = heapq.heappop(self.heap)
+            self.count()
+            self.now = t
+            if kind == _ARRIVE:
+                self.arrive(t)
+                self.schedule_arrival()
+            else:
+                self.on_event(kind, where)
+            self.note_queue()
+        if self.pending > 0:
+            raise InfeasibleError(
+                f"{self.pending:,} recorded requests never finished: the trace ran out before they arrived",
+                hint="ask for fewer requests than the trace holds",
+            )
+
+    def schedule_arrival(self) -> None:
+        if self.closed is not None or self.dry:
+            return
+        nxt = self.source.next()
+        if nxt is None:
+            self.dry = True
+            return
+        self.pending_arrival = nxt
+        self.push(nxt[0], _ARRIVE, -1)
+
+    def note_queue(self) -> None:
+        self.queue_t.append(self.now)
+        self.queue_n.append(self.waiting_total)
+
+    def count_unfinished(self, groups: Any) -> None:
+        """Count the steps of coalesced groups still running that ended before the run stopped, as
+        one-by-one steps would have been; ``groups``: ``(decoding sequences, step ends, start)`` each."""
+        for dec, ends, start in groups:
+            done = ends[ends < self.now]
+            if len(done):
+                self.step_end.extend(done.tolist())
+                self.step_tokens.extend([len(dec)] * len(done))
+                self.step_done.extend([0] * len(done))
+                self.steps += len(done)
+                self.batch_time += len(dec) * (float(done[-1]) - start)
+                self.decode_time += float(done[-1]) - start
+
+
+class _Sim(EventLoop):
     """The event loop of :func:`simulate_engine` (one instance per run)."""
 
     def __init__(
@@ -266,50 +367,8 @@ class _Sim:
         self.spec_slots = 0  # ... sequence-steps that emitted them (speculation's measured acceptance length)
 
     # -- events -----------------------------------------------------------------------------
-    def push(self, t: float, kind: int, where: int) -> None:
-        heapq.heappush(self.heap, (t, self.seq, kind, where))
-        self.seq += 1
-
-    def count(self) -> None:
-        self.events += 1
-        if self.events > self.max_events:
-            raise BudgetError(
-                f"the simulation stopped after {self.max_events:,} events (max_events) with "
-                f"{self.pending:,} recorded requests unfinished",
-                hint="simulate fewer requests, or raise --max-events",
-            )
-
-    def run(self) -> None:
-        if self.closed is not None:
-            for _ in range(self.closed):
-                self.arrive(0.0)
-        else:
-            self.schedule_arrival()
-        while self.heap and self.pending > 0:
-            t, _, kind, where = heapq.heappop(self.heap)
-            self.count()
-            self.now = t
-            if kind == _ARRIVE:
-                self.arrive(t)
-                self.schedule_arrival()
-            else:
-                self.end_step(where)
-            self.note_queue()
-        if self.pending > 0:
-            raise InfeasibleError(
-                f"{self.pending:,} recorded requests never finished: the trace ran out before they arrived",
-                hint="ask for fewer requests than the trace holds",
-            )
-
-    def schedule_arrival(self) -> None:
-        if self.closed is not None or self.dry:
-            return
-        nxt = self.source.next()
-        if nxt is None:
-            self.dry = True
-            return
-        self.pending_arrival = nxt
-        self.push(nxt[0], _ARRIVE, -1)
+    def on_event(self, kind: int, where: int) -> None:
+        self.end_step(where)
 
     def arrive(self, t: float) -> None:
         if self.closed is not None:
@@ -334,10 +393,6 @@ class _Sim:
         self.waiting_total += 1
         if not rep.busy:
             self.start_step(r)
-
-    def note_queue(self) -> None:
-        self.queue_t.append(self.now)
-        self.queue_n.append(self.waiting_total)
 
     # -- scheduling ----------------------------------------------------------------------------
     def release(self, rep: _Replica, i: int) -> None:
@@ -656,20 +711,9 @@ class _Sim:
 
     # -- statistics -------------------------------------------------------------------------------
     def unfinished_steps(self) -> None:
-        """Count the steps of coalesced groups still running that ended before the run stopped, as
-        one-by-one steps would have been."""
-        for rep in self.reps:
-            if rep.work is None or rep.work[2] is None:
-                continue
-            dec, _, ends, _, start = rep.work
-            done = ends[ends < self.now]
-            if len(done):
-                self.step_end.extend(done.tolist())
-                self.step_tokens.extend([len(dec)] * len(done))
-                self.step_done.extend([0] * len(done))
-                self.steps += len(done)
-                self.batch_time += len(dec) * (float(done[-1]) - start)
-                self.decode_time += float(done[-1]) - start
+        """Count the coalesced steps of every replica that ended before the run stopped."""
+        groups = (rep.work for rep in self.reps if rep.work is not None and rep.work[2] is not None)
+        self.count_unfinished((dec, ends, start) for dec, _, ends, _, start in groups)
 
     def result(self) -> EngineSimResult:
         self.unfinished_steps()

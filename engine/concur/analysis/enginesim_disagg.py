@@ -55,17 +55,16 @@ other than least-loaded, transfers that overlap with the prefill (layer-by-layer
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import BudgetError, ConcurError, InfeasibleError, UsageError
+from ..errors import ConcurError, InfeasibleError, UsageError
 from ..lang.library import get_catalog
 from ..lang.units import parse_quantity, unit_info
-from .enginesim import COALESCE_MAX, DEFAULT_MAX_EVENTS, RequestTable, Stream, queue_halves
+from .enginesim import COALESCE_MAX, DEFAULT_MAX_EVENTS, EventLoop, RequestTable, Stream, queue_halves
 from .enginesim_result import DisaggStats, EngineSimResult, Percentiles, StepRecord
 from .step_model import EngineLimits, StepModel, solve_engine
 
@@ -182,7 +181,7 @@ def simulate_disagg(
     return sim.result()
 
 
-class _Disagg:
+class _Disagg(EventLoop):
     """The event loop of :func:`simulate_disagg` (one instance per run)."""
 
     def __init__(
@@ -241,49 +240,13 @@ class _Disagg:
         self.now = 0.0
 
     # -- events -----------------------------------------------------------------------------------
-    def push(self, t: float, kind: int, where: int) -> None:
-        heapq.heappush(self.heap, (t, self.seq, kind, where))
-        self.seq += 1
-
-    def run(self) -> None:
-        if self.closed is not None:
-            for _ in range(self.closed):
-                self.arrive(0.0)
+    def on_event(self, kind: int, where: int) -> None:
+        if kind == _PREFILL_END:
+            self.end_prefill(where)
+        elif kind == _XFER_END:
+            self.end_transfer(where)
         else:
-            self.schedule_arrival()
-        handlers = {_PREFILL_END: self.end_prefill, _XFER_END: self.end_transfer, _DECODE_END: self.end_decode}
-        while self.heap and self.pending > 0:
-            t, _, kind, where = heapq.heappop(self.heap)
-            self.events += 1
-            if self.events > self.max_events:
-                raise BudgetError(
-                    f"the simulation stopped after {self.max_events:,} events (max_events) with "
-                    f"{self.pending:,} recorded requests unfinished",
-                    hint="simulate fewer requests, or raise --max-events",
-                )
-            self.now = t
-            if kind == _ARRIVE:
-                self.arrive(t)
-                self.schedule_arrival()
-            else:
-                handlers[kind](where)
-            self.queue_t.append(t)
-            self.queue_n.append(self.waiting_total)
-        if self.pending > 0:
-            raise InfeasibleError(
-                f"{self.pending:,} recorded requests never finished: the trace ran out before they arrived",
-                hint="ask for fewer requests than the trace holds",
-            )
-
-    def schedule_arrival(self) -> None:
-        if self.closed is not None or self.dry:
-            return
-        nxt = self.source.next()
-        if nxt is None:
-            self.dry = True
-            return
-        self.pending_arrival = nxt
-        self.push(nxt[0], _ARRIVE, -1)
+            self.end_decode(where)
 
     def blocks(self, tokens: int, limits: EngineLimits) -> int:
         return -(-tokens // limits.block_size)
@@ -540,20 +503,9 @@ class _Disagg:
             self.gap_weights.append(np.full(len(ends) - 1, float(rec.sum())))
 
     def unfinished_steps(self) -> None:
-        """Count the steps of coalesced groups still running that ended before the run stopped, as
-        one-by-one steps would have been."""
-        for worker in self.dw:
-            if worker.work is None or worker.work[2] is None:
-                continue
-            dec, _, ends, start = worker.work
-            done = ends[ends < self.now]
-            if len(done):
-                self.step_end.extend(done.tolist())
-                self.step_tokens.extend([len(dec)] * len(done))
-                self.step_done.extend([0] * len(done))
-                self.steps += len(done)
-                self.batch_time += len(dec) * (float(done[-1]) - start)
-                self.decode_time += float(done[-1]) - start
+        """Count the coalesced steps of every decode worker that ended before the run stopped."""
+        groups = (w.work for w in self.dw if w.work is not None and w.work[2] is not None)
+        self.count_unfinished((dec, ends, start) for dec, _, ends, start in groups)
 
     # -- statistics -------------------------------------------------------------------------------
     def result(self) -> EngineSimResult:
