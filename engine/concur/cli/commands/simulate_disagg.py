@@ -14,7 +14,6 @@ or ``--decode-gpu/--decode-tp`` say otherwise. The link is a catalog id (``--kv-
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -187,6 +186,7 @@ def _lines(
     misses: list[str],
 ) -> list[str]:
     from ...analysis.enginesim import seconds_text as t
+    from .simulate_engine import percentile_lines, queue_line, sla_lines, speculation_lines, throughput_line
 
     p, d, x = pools["prefill"], pools["decode"], res.disagg
     where = link["id"] or "as given"
@@ -195,7 +195,6 @@ def _lines(
         f"{d['workers']} decode worker(s) ({d['gpu']}, tp {d['tp']}); KV link {where}: "
         f"{link['bandwidth']['value']:,.4g} GB/s per GPU, {link['latency']['value']:,.3g} us",
         f"load: {load}; {inp:,} in / {out:,} out; {count:,} requests recorded after {warm:,} warm-up, seed {seed}",
-        f"{'':18}{'mean':>11}{'p50':>11}{'p90':>11}{'p99':>11}",
     ]
     rows = (
         ("TTFT", res.ttft),
@@ -204,24 +203,12 @@ def _lines(
         ("KV transfer", x.transfer),
         ("KV hand-off", x.handoff),
     )
-    for name, q in rows:
-        lines.append(f"{name:18}" + "".join(f"{t(v):>11}" for v in (q.mean, q.p50, q.p90, q.p99)))
-    lines.append(
-        f"throughput        {res.output_tokens_per_s:,.0f} output token/s, {res.requests_per_s:,.3g} request/s"
-    )
+    lines += [*percentile_lines(rows), throughput_line(res)]
     lines.append(
         f"pools             prefill steps of {x.prefill_batch:,.0f} prompt tokens on average; decode batch "
         f"{res.mean_decode_batch:,.1f}; busiest link {x.link_utilization:.1%} busy"
     )
-    if not math.isnan(res.spec_tokens_per_step):
-        lines.append(f"speculation       {res.spec_tokens_per_step:.3g} tokens per sequence and decode step (drawn)")
-    verdict = "stable" if res.stable else "UNSTABLE: the queue grows"
-    lines.append(
-        f"waiting queue     {res.queue_first_half:,.1f} then {res.queue_second_half:,.1f} requests (time averages "
-        f"over the two halves; max {res.queue_max:,}): {verdict}"
-    )
+    lines += [*speculation_lines(res), queue_line(res)]
     lines.append(f"steps             {res.steps:,} ({res.events:,} events), {t(res.simulated_time)} simulated")
-    if slo:
-        ok = "met (" + ", ".join(f"{k} {t(v)}" for k, v in slo.items()) + ")"
-        lines.append("SLA: " + (ok if not misses else "MISSED: " + "; ".join(misses)))
+    lines += sla_lines(slo, misses)
     return lines

@@ -151,6 +151,45 @@ def with_slo(doc: dict[str, Any], slo: dict[str, float], misses: list[str]) -> d
     return doc
 
 
+def percentile_lines(rows: Any) -> list[str]:
+    """The percentile table of an engine simulation: a header, then mean/p50/p90/p99 per ``(name, Percentiles)``."""
+    from ...analysis.enginesim import seconds_text as t
+
+    lines = [f"{'':18}{'mean':>11}{'p50':>11}{'p90':>11}{'p99':>11}"]
+    for name, q in rows:
+        lines.append(f"{name:18}" + "".join(f"{t(v):>11}" for v in (q.mean, q.p50, q.p90, q.p99)))
+    return lines
+
+
+def throughput_line(res: Any) -> str:
+    return f"throughput        {res.output_tokens_per_s:,.0f} output token/s, {res.requests_per_s:,.3g} request/s"
+
+
+def speculation_lines(res: Any) -> list[str]:
+    """The drawn acceptance length of a speculative run (none without speculation)."""
+    if math.isnan(res.spec_tokens_per_step):
+        return []
+    return [f"speculation       {res.spec_tokens_per_step:.3g} tokens per sequence and decode step (drawn)"]
+
+
+def queue_line(res: Any) -> str:
+    verdict = "stable" if res.stable else "UNSTABLE: the queue grows"
+    return (
+        f"waiting queue     {res.queue_first_half:,.1f} then {res.queue_second_half:,.1f} requests (time averages "
+        f"over the two halves; max {res.queue_max:,}): {verdict}"
+    )
+
+
+def sla_lines(slo: dict[str, float], misses: list[str]) -> list[str]:
+    """The SLA verdict (none without targets)."""
+    from ...analysis.enginesim import seconds_text as t
+
+    if not slo:
+        return []
+    ok = "met (" + ", ".join(f"{k} {t(v)}" for k, v in slo.items()) + ")"
+    return ["SLA: " + (ok if not misses else "MISSED: " + "; ".join(misses))]
+
+
 def _table(
     res: Any,
     limits: Any,
@@ -170,31 +209,12 @@ def _table(
         f"max_num_seqs {limits.max_num_seqs:,}, KV {limits.kv_tokens:,} tokens ({limits.kv_blocks:,} blocks of "
         f"{limits.block_size})",
         f"load: {load}; {inp:,} in / {out:,} out; {count:,} requests recorded after {warm:,} warm-up, seed {seed}",
-        f"{'':18}{'mean':>11}{'p50':>11}{'p90':>11}{'p99':>11}",
     ]
-    for name, p in (("TTFT", res.ttft), ("ITL (TPOT)", res.tpot), ("inter-token gap", res.itl_gap)):
-        lines.append(f"{name:18}" + "".join(f"{t(x):>11}" for x in (p.mean, p.p50, p.p90, p.p99)))
-    lines.append(
-        f"throughput        {res.output_tokens_per_s:,.0f} output token/s, {res.requests_per_s:,.3g} request/s"
-    )
-    if not math.isnan(res.spec_tokens_per_step):
-        lines.append(f"speculation       {res.spec_tokens_per_step:.3g} tokens per sequence and decode step (drawn)")
-    verdict = "stable" if res.stable else "UNSTABLE: the queue grows"
-    lines.append(
-        f"waiting queue     {res.queue_first_half:,.1f} then {res.queue_second_half:,.1f} requests (time averages "
-        f"over the two halves; max {res.queue_max:,}): {verdict}"
-    )
+    lines += percentile_lines((("TTFT", res.ttft), ("ITL (TPOT)", res.tpot), ("inter-token gap", res.itl_gap)))
+    lines += [throughput_line(res), *speculation_lines(res), queue_line(res)]
     lines.append(
         f"steps             {res.steps:,} ({res.events:,} events), mean decode batch {res.mean_decode_batch:,.1f}, "
         f"{res.preemptions:,} preemptions, {t(res.simulated_time)} simulated"
     )
-    if slo:
-        lines.append(
-            "SLA: "
-            + (
-                "met (" + ", ".join(f"{k} {t(v)}" for k, v in slo.items()) + ")"
-                if not misses
-                else "MISSED: " + "; ".join(misses)
-            )
-        )
+    lines += sla_lines(slo, misses)
     return lines
