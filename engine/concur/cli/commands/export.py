@@ -7,23 +7,10 @@ Two forms:
 * ``concur export workbooks/NAME.yaml`` reads a *workbook definition* and
   writes ``workbooks/NAME.xlsx`` beside it (``-o`` overrides the path).
 
-A workbook definition (:mod:`concur.excel.definition`, which reads, solves and writes it)::
-
-    title: LLM capacity plan
-    doc: one paragraph shown on the Notes sheet
-    packs: [llm_memory, packs/llm_capacity.yaml]   # names, or paths relative to this file
-    given: {model: llama-3.1-70b, gpu: h100-sxm-80gb, tp: 4, context: 8192 token}
-    find: [users, replicas]
-    sweeps:
-      - {name: tp, over: tp, values: [1, 2, 4, 8], outputs: [users], x: tp, y: users, title: Users by TP}
-    scenarios:
-      - {name: fp8 KV, set: {kv_bytes: 1}, doc: fp8 KV cache}
-    plan: {engines: [default]}   # fleet packs: a Plan sheet comparing configurations (concur plan)
-    search_up_to: 64             # a searched count's table runs to 64 (default: 4x the answer, >= 16 rows)
-
-Sweep values and scenario overrides are numbers in the variable's display unit
-or ``"NUMBER UNIT"`` text. Errors are :class:`concur.errors.UsageError` (exit 2,
-one line); the file is written atomically, so a failure leaves no partial file.
+A workbook definition's format and invariants are documented in :mod:`concur.excel.definition`,
+which reads, solves and writes it; this command only reads options and prints. Errors are
+:class:`concur.errors.UsageError` (exit 2, one line); the file is written atomically, so a failure
+leaves no partial file.
 """
 
 from __future__ import annotations
