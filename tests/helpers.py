@@ -1,4 +1,5 @@
-"""Helpers shared by the test folders: the system tools a test needs, and the published queueing cases.
+"""Helpers shared by the test folders: the system tools a test needs, the published queueing cases, and
+the engine simulators' reference step.
 
 A missing system tool (LibreOffice, poppler, redis-server, openssl) skips the test locally and
 fails it under ``CI=true`` (CI installs them all: ``.ci/run``).
@@ -105,3 +106,23 @@ def assert_every_case_accounted_for(
     for entry in excluded:
         cid, _, key = entry.partition("/")
         assert cid in QUEUEING_CASES and (not key or key in QUEUEING_CASES[cid]["expected"]), f"stale entry {entry}"
+
+
+def flat_step() -> Any:
+    """The engine simulators' reference step: 10 ms, plus 0.1 ms per prompt token of compute
+    (decode-bound batches, prefill visible); no weights, KV or communication cost."""
+    from concur.analysis.step_model import StepModel
+
+    return StepModel(
+        weights_time=0.0,
+        active_fraction=1.0,
+        expert_decay=1.0,
+        kv_time_per_token=0.0,
+        token_time=1e-4,
+        attn_time=0.0,
+        efficiency=1.0,
+        efficiency_prefill=1.0,
+        comm_fixed=0.0,
+        comm_per_token=0.0,
+        t_fixed=0.01,
+    )

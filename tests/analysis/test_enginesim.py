@@ -20,31 +20,20 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from helpers import flat_step
 from ruamel.yaml import YAML
 
 import concur
 from concur.analysis.arrivals import Synthetic, read_trace
 from concur.analysis.enginesim import Percentiles, StepRecord, simulate_engine, sla_misses
-from concur.analysis.step_model import EngineLimits, StepModel, solve_engine
+from concur.analysis.step_model import EngineLimits, solve_engine
 from concur.cli import cli
 from concur.errors import BudgetError, InfeasibleError, UsageError
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 # A step costs 10 ms, plus 0.1 ms per prompt token of compute: decode-bound batches, prefill visible.
-STEP = StepModel(
-    weights_time=0.0,
-    active_fraction=1.0,
-    expert_decay=1.0,
-    kv_time_per_token=0.0,
-    token_time=1e-4,
-    attn_time=0.0,
-    efficiency=1.0,
-    efficiency_prefill=1.0,
-    comm_fixed=0.0,
-    comm_per_token=0.0,
-    t_fixed=0.01,
-)
+STEP = flat_step()
 # 40 blocks of 16 tokens (640 tokens) hold about three 200-token requests: preemption happens.
 TIGHT = EngineLimits(kv_blocks=40, block_size=16, max_num_seqs=6, token_budget=96, mixed=True)
 

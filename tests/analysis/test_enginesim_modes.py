@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from helpers import flat_step
 from ruamel.yaml import YAML
 
 import concur
@@ -25,25 +26,13 @@ from concur.analysis.arrivals import Synthetic
 from concur.analysis.enginesim import StepRecord, simulate_engine
 from concur.analysis.enginesim_disagg import KVLink, Pool, kv_bytes_per_token, simulate_disagg, solve_pools
 from concur.analysis.speculation import Speculation
-from concur.analysis.step_model import EngineLimits, StepModel, solve_engine
+from concur.analysis.step_model import EngineLimits, solve_engine
 from concur.cli import cli
 from concur.errors import BudgetError, InfeasibleError, UsageError
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
-STEP = StepModel(
-    weights_time=0.0,
-    active_fraction=1.0,
-    expert_decay=1.0,
-    kv_time_per_token=0.0,
-    token_time=1e-4,
-    attn_time=0.0,
-    efficiency=1.0,
-    efficiency_prefill=1.0,
-    comm_fixed=0.0,
-    comm_per_token=0.0,
-    t_fixed=0.01,
-)
+STEP = flat_step()
 ROOMY = EngineLimits(kv_blocks=2000, block_size=16, max_num_seqs=16, token_budget=512, mixed=True)
 # a draft step of 1 ms: 3 of them per speculative step
 DRAFT = Speculation(
