@@ -74,6 +74,51 @@ PREFILL_OVERLAP: dict[str, tuple[int, str]] = {
     ),
     "default": (0, "engine unknown: no prefill is assumed to hide under decode steps (the slower, safe side)"),
 }
+KV_RESERVE: dict[str, tuple[int, str]] = {
+    "vllm": (
+        0,
+        "vLLM V1 takes KV blocks as a step computes tokens and, when a running request cannot get one, "
+        "preempts the newest running request and recomputes it later (vllm-project/vllm "
+        "vllm/v1/core/sched/scheduler.py, Scheduler.schedule: allocate_slots fails -> preempt the "
+        "lowest-priority running request; docs.vllm.ai 'Optimization and Tuning', Preemption)",
+    ),
+    "trtllm": (
+        1,
+        "TensorRT-LLM's default capacity scheduler policy GUARANTEED_NO_EVICT admits a request only when "
+        "the KV blocks of its whole context (prompt and maximum output) are free, so it never evicts "
+        "(NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py, SchedulerConfig.capacity_scheduler_policy "
+        "default CapacitySchedulerPolicy.GUARANTEED_NO_EVICT)",
+    ),
+    "sglang": (
+        1,
+        "SGLang admits a request against its prompt plus a share of its maximum output (new_token_ratio, "
+        "decaying) and retracts requests when memory runs out; reserving the whole context is the "
+        "conservative end of that policy (sgl-project/sglang python/sglang/srt/managers/schedule_policy.py, "
+        "PrefillAdder)",
+    ),
+    "default": (0, "engine unknown: blocks taken on demand, preemption by recomputation (vLLM's policy)"),
+}
+PREFIX_CACHING: dict[str, tuple[int, str]] = {
+    "vllm": (
+        1,
+        "vLLM V1 caches full KV blocks by their content hash by default (automatic prefix caching; "
+        "vllm-project/vllm vllm/engine/arg_utils.py, enable_prefix_caching defaults to True for the V1 "
+        "engine); a preempted request's blocks are freed in reverse order 'so that the tail blocks are "
+        "evicted first' (vllm/v1/core/kv_cache_manager.py, KVCacheManager.free) and found again when it "
+        "is rescheduled",
+    ),
+    "trtllm": (
+        1,
+        "TensorRT-LLM reuses KV blocks across requests by default (tensorrt_llm/llmapi/llm_args.py, "
+        "KvCacheConfig.enable_block_reuse default True)",
+    ),
+    "sglang": (
+        1,
+        "SGLang keeps finished requests' KV in its radix tree unless --disable-radix-cache "
+        "(sgl-project/sglang python/sglang/srt/server_args.py, disable_radix_cache: bool = False)",
+    ),
+    "default": (0, "engine unknown: a preempted request recomputes everything (the slower, safe side)"),
+}
 PREFILL_LABEL = "tests/data/prefill_points.yaml"
 TOKEN_BUDGET: dict[str, tuple[int, str]] = {
     "vllm": (
@@ -161,6 +206,8 @@ def engines_catalog(
     fields["moe_layer_factor"] = {"doc": "fixed cost of an MoE layer over a dense layer's"}
     fields["prefill_overlap"] = {"doc": "1 when the engine runs prefill chunks inside decode steps, else 0"}
     fields["token_budget"] = {"unit": "token", "doc": "tokens one engine step may carry (decodes and prefill chunk)"}
+    fields["prefix_caching"] = {"doc": "1 when KV blocks stay cached after their request releases them (a preempted request finds its prefix again)"}
+    fields["kv_reserve"] = {"doc": "1 when admission reserves a request's whole KV context (never preempts), 0 when blocks are taken on demand"}
     fields["efficiency"] = {"doc": "one efficiency for every GPU (user entries from concur calibrate)"}
     fields["t_fixed"] = {"unit": "ms", "doc": "fixed cost per decode step of the calibrated model (user entries)"}
     fields["version"] = {
@@ -207,6 +254,10 @@ def engines_catalog(
         entry["prefill_overlap"] = {"value": overlap, "source": why}
         budget, why_budget = TOKEN_BUDGET[engine]
         entry["token_budget"] = {"value": budget, "source": why_budget}
+        reserve, why_reserve = KV_RESERVE[engine]
+        entry["kv_reserve"] = {"value": reserve, "source": why_reserve}
+        caching, why_caching = PREFIX_CACHING[engine]
+        entry["prefix_caching"] = {"value": caching, "source": why_caching}
         entries[engine] = entry
     return {
         "catalog": "engines",

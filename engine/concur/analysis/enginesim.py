@@ -26,7 +26,9 @@ A replica with work runs steps back to back; a step's composition is fixed when 
   (``max_num_batched_tokens``) is spent. KV blocks are taken as tokens are computed; when a
   running request cannot get a block the newest running request is preempted (its blocks freed,
   it goes back to the head of the queue and later recomputes its prompt and output so far),
-  as vLLM does by default (recompute).
+  as vLLM does by default (recompute). With ``reserve`` (TensorRT-LLM's default
+  GUARANTEED_NO_EVICT; the engines catalog's ``kv_reserve``) admission takes the blocks of the
+  whole context (input + output tokens) up front instead, and nothing is ever preempted.
 * ``separate`` (SGLang's default, TGI): a step is either a prefill batch or a decode step. While
   a prompt is unfinished or a waiting request can be admitted, the replica runs prefill batches
   (chunks up to the token budget), and its decoding sequences wait; otherwise a decode step of
@@ -113,7 +115,7 @@ class Stream(Protocol):
 class RequestTable:
     """Per-request state in growable numpy arrays (ids are arrival order)."""
 
-    _INT = ("inp", "out", "ctx", "pre", "gen", "blocks")
+    _INT = ("inp", "out", "ctx", "pre", "gen", "blocks", "kept", "kept_pos", "kept_mark")
     _FLOAT = ("arrival", "first", "last", "finish")
 
     def __init__(self) -> None:
@@ -135,6 +137,9 @@ class RequestTable:
         self.pre: Any = ints()  # tokens to compute before decoding (prompt, or prompt + output after preemption)
         self.gen: Any = ints()  # tokens generated
         self.blocks: Any = ints()  # KV blocks held
+        self.kept: Any = ints()  # full blocks a preemption left cached (prefix caching), ...
+        self.kept_pos: Any = ints()  # ... the free blocks ahead of them in the free queue then, ...
+        self.kept_mark: Any = ints()  # ... and the replica's allocation count then
         self.arrival: Any = floats()
         self.first: Any = floats()  # first token
         self.last: Any = floats()  # latest token
@@ -160,6 +165,7 @@ class RequestTable:
 @dataclass
 class _Replica:
     free: int
+    allocated: int = 0  # blocks handed out from the free queue so far (evicts cached blocks in LRU order)
     waiting: deque[int] = field(default_factory=deque)
     running: list[int] = field(default_factory=list)
     busy: bool = False
@@ -399,10 +405,21 @@ class _Sim(EventLoop):
         rep.free += int(self.req.blocks[i])
         self.req.blocks[i] = 0
 
+    def take(self, rep: _Replica, blocks: int) -> None:
+        """Hand ``blocks`` blocks out of the free queue (from its head: the least recently freed)."""
+        rep.free -= blocks
+        rep.allocated += blocks
+
     def preempt(self, rep: _Replica) -> int:
-        """Preempt the newest running request (recompute later); returns its id."""
+        """Preempt the newest running request (recompute later); returns its id. With prefix caching
+        its full blocks stay cached at the free queue's tail, prefix last (vLLM frees a request's blocks
+        in reverse order so that the tail blocks are evicted first), until allocations reach them."""
         req = self.req
         victim = rep.running.pop()
+        if self.lim.prefix_caching:
+            req.kept[victim] = int(req.ctx[victim]) // self.lim.block_size
+            req.kept_pos[victim] = rep.free
+            req.kept_mark[victim] = rep.allocated
         self.release(rep, victim)
         if victim in rep.prefilling:
             rep.prefilling.remove(victim)
@@ -496,7 +513,7 @@ class _Sim(EventLoop):
             m = min(m, _COALESCE_WINDOW)
         if m < 2:
             return None
-        if self.lim.mixed:  # blocks for steps 2..m (step 1's are taken): shrink m until they fit
+        if self.lim.on_demand:  # blocks for steps 2..m (step 1's are taken): shrink m until they fit
             base = ctx // bs
             while m >= 2 and int(((ctx + m - 1) // bs - base).sum()) > rep.free:
                 m //= 2
@@ -519,9 +536,9 @@ class _Sim(EventLoop):
         m = min(m, int(np.searchsorted(ends, horizon, side="left")) + 1)
         if m < 2:
             return None
-        if self.lim.mixed:
+        if self.lim.on_demand:
             extra = (ctx + m - 1) // bs - ctx // bs
-            rep.free -= int(extra.sum())
+            self.take(rep, int(extra.sum()))
             req.blocks[dec] += extra
         return ends[:m]
 
@@ -532,20 +549,39 @@ class _Sim(EventLoop):
         new: list[int] = []
         while rep.waiting and budget > 0 and len(rep.running) < self.lim.max_num_seqs:
             i = rep.waiting[0]
-            c = min(int(req.pre[i]), budget)
-            need = self.blocks_for(int(req.inp[i] + req.out[i]) - 2 + self.verify) if whole else self.blocks_for(c)
+            hit = self.cached_prefix(rep, i)
+            c = min(int(req.pre[i]) - hit * self.lim.block_size, budget)
+            if whole:
+                need = self.blocks_for(int(req.inp[i] + req.out[i]) - 2 + self.verify)
+            else:
+                need = self.blocks_for(hit * self.lim.block_size + c)
             if need > rep.free:
                 break
             rep.waiting.popleft()
             self.waiting_total -= 1
-            rep.free -= need
+            rep.free -= hit  # the cached blocks leave the free queue without being recomputed ...
+            self.take(rep, need - hit)  # ... the rest are handed out
             req.blocks[i] = need
+            req.ctx[i] = hit * self.lim.block_size
             rep.running.append(i)
             rep.prefilling.append(i)
             chunks.append((i, c))
             new.append(i)
             budget -= c
         return chunks, new
+
+    def cached_prefix(self, rep: _Replica, i: int) -> int:
+        """Full blocks of a preempted request's prefix still cached (0 without prefix caching): its
+        block j of ``kept`` sat ``kept_pos + kept - 1 - j`` blocks from the free queue's head, so it
+        survives until that many blocks have been handed out since. At least one prompt token is
+        always computed again (the engine must produce the next token)."""
+        kept = int(self.req.kept[i])
+        if kept <= 0:
+            return 0
+        self.req.kept[i] = 0
+        since = rep.allocated - int(self.req.kept_mark[i])
+        alive = max(0, min(kept, int(self.req.kept_pos[i]) + kept - since))
+        return min(alive, (int(self.req.pre[i]) - 1) // self.lim.block_size)
 
     def plan_mixed(self, rep: _Replica) -> tuple[Any, list[tuple[int, int]], list[int]]:
         """Every decode (within the budget), then prefill chunks of the running, then admissions."""
@@ -556,17 +592,18 @@ class _Sim(EventLoop):
             dec = self.decoders(rep)
             if len(dec) * v > budget:
                 dec = dec[: budget // v]
-            if v == 1:
+            if v == 1 and not self.lim.reserve:
                 grow = (req.ctx[dec] % bs) == 0
-            else:  # room for the verified tokens' KV (the rejected ones' slots are reused next step)
+            else:  # room for the verified tokens' KV (the rejected ones' slots are reused next step; none
+                # is ever missing when admission reserved the whole context)
                 grow = self.np.maximum(0, -(-(req.ctx[dec] + v) // bs) - req.blocks[dec])
             need = int(grow.sum())
             if need <= rep.free:
                 break
             self.preempt(rep)  # the newest running request, decoding or not; then look again
         if need:
-            rep.free -= need
-            if v == 1:
+            self.take(rep, need)
+            if v == 1 and not self.lim.reserve:
                 req.blocks[dec[grow]] += 1
             else:
                 req.blocks[dec] += grow
@@ -579,7 +616,7 @@ class _Sim(EventLoop):
             if i not in rep.prefilling:
                 continue  # preempted for an older request's chunk
             c = min(int(req.pre[i] - req.ctx[i]), budget)
-            extra = self.blocks_for(int(req.ctx[i]) + c) - int(req.blocks[i])
+            extra = max(0, self.blocks_for(int(req.ctx[i]) + c) - int(req.blocks[i]))
             while extra > rep.free and rep.running[-1] != i:
                 self.preempt(rep)
             if extra > rep.free:
@@ -587,7 +624,7 @@ class _Sim(EventLoop):
                 extra = rep.free
                 if c <= 0:
                     continue
-            rep.free -= extra
+            self.take(rep, extra)
             req.blocks[i] += extra
             chunks.append((i, c))
             budget -= c
@@ -596,7 +633,7 @@ class _Sim(EventLoop):
             gone = [int(i) for i in dec if int(i) not in alive]
             if gone:
                 dec = self.np.array([i for i in dec if int(i) in alive], dtype=self.np.int64)
-        more, new = self.admit(rep, budget, whole=False)
+        more, new = self.admit(rep, budget, whole=self.lim.reserve)
         return dec, chunks + more, new
 
     def plan_separate(self, rep: _Replica) -> tuple[Any, list[tuple[int, int]], list[int]]:

@@ -70,6 +70,7 @@ class StepModel:
     window: float = math.inf  # their window, tokens
     spec: Speculation | None = None  # speculative decoding (None: one token per sequence and step)
     expert_read_time: float | None = None  # MoE: the pack's expert_read_scale at full bandwidth (None: older form)
+    prefill_attn_time: float | None = None  # one causal prompt (query, key) pair (None: attn_time; MLA differs)
 
     def weights(self, tokens: float) -> float:
         """Time to read the weights a step of ``tokens`` tokens touches: all but the routed experts
@@ -108,7 +109,8 @@ class StepModel:
         n = decode_tokens * verify + prefill_tokens
         memory = self.weights(n) + self.kv_time_per_token * (decode_context + prefill_context)
         decode = decode_tokens * verify * self.token_time + self.attn_time * verify * decode_context
-        prefill = prefill_tokens * self.token_time + self.attn_time * prefill_pairs
+        pair = self.attn_time if self.prefill_attn_time is None else self.prefill_attn_time
+        prefill = prefill_tokens * self.token_time + pair * prefill_pairs
         compute = decode + prefill * self.efficiency / self.efficiency_prefill
         comm = self.comm_fixed + self.comm_per_token * n if self.comm_fixed or self.comm_per_token else 0.0
         return max(memory, compute) / self.efficiency + comm + self.t_fixed
@@ -129,14 +131,22 @@ class StepModel:
 @dataclass(frozen=True)
 class EngineLimits:
     """What the scheduler of one replica may hold: the KV pool in blocks, the batch cap, the per-step
-    token budget, and whether a step mixes prefill chunks with decodes (``mixed``) or runs prefills
-    as batches of their own."""
+    token budget, whether a step mixes prefill chunks with decodes (``mixed``) or runs prefills
+    as batches of their own, and whether admission reserves a request's whole context (``reserve``:
+    it then never preempts; a scheduler of separate prefill batches always reserves)."""
 
     kv_blocks: int
     block_size: int
     max_num_seqs: int
     token_budget: int
     mixed: bool
+    reserve: bool = False
+    prefix_caching: bool = False  # a preempted request's cached prefix blocks spare their recomputation
+
+    @property
+    def on_demand(self) -> bool:
+        """Blocks taken as tokens are computed, preempting when they run out (vLLM's mixed scheduler)."""
+        return self.mixed and not self.reserve
 
     def __post_init__(self) -> None:
         for name in ("kv_blocks", "block_size", "max_num_seqs", "token_budget"):
@@ -168,6 +178,8 @@ _FALLBACK = {
     "block_size": 16.0,
     "batch_cap": 256.0,
     "token_budget": 8192.0,
+    "kv_reserve": 0.0,
+    "prefix_caching": 0.0,
 }
 _REQUIRED = (
     "weights_per_gpu",
@@ -190,7 +202,7 @@ _REQUIRED = (
 def engine_from_values(values: Mapping[str, float], **override: Any) -> tuple[StepModel, EngineLimits]:
     """The adapter: a :class:`StepModel` and :class:`EngineLimits` from one solved question of
     ``llm_fleet`` (or ``llm_throughput`` plus ``llm_memory``) in base units. ``override`` sets
-    ``max_num_seqs``, ``token_budget``, ``block_size``, ``kv_blocks`` or ``mixed`` directly.
+    ``max_num_seqs``, ``token_budget``, ``block_size``, ``kv_blocks``, ``mixed`` or ``reserve`` directly.
     Raises :class:`UsageError` naming the values the question did not produce."""
     missing = [n for n in _REQUIRED if n not in values]
     if missing:
@@ -208,6 +220,7 @@ def engine_from_values(values: Mapping[str, float], **override: Any) -> tuple[St
 
     bw = values["hbm_bandwidth"]
     flops = values["peak_flops"] * values["flops_fraction"]
+    attention_flops = values.get("peak_flops_attention", values["peak_flops"]) * values["flops_fraction"]
     layers = math.ceil(values["layers"] / get("pp"))
     tp = values["tp"]
     comm_fixed = comm_per_token = 0.0
@@ -226,7 +239,7 @@ def engine_from_values(values: Mapping[str, float], **override: Any) -> tuple[St
         expert_decay=get("expert_decay"),
         kv_time_per_token=values["kv_per_token"] / bw,
         token_time=2 * values["active_params_per_gpu"] / flops,
-        attn_time=(values["attention_flops"] / context if context > 0 else 0.0) / flops,
+        attn_time=(values["attention_flops"] / context if context > 0 else 0.0) / attention_flops,
         efficiency=values["efficiency"],
         efficiency_prefill=values["efficiency_prefill"],
         comm_fixed=comm_fixed,
@@ -236,6 +249,7 @@ def engine_from_values(values: Mapping[str, float], **override: Any) -> tuple[St
         window=values.get("sliding_window", math.inf) if sliding > 0 else math.inf,
         spec=_speculation(values, get),
         expert_read_time=values["expert_read_scale"] / bw if "expert_read_scale" in values else None,
+        prefill_attn_time=_prefill_pair_time(values, layers, attention_flops),
     )
     limits = EngineLimits(
         kv_blocks=int(override.get("kv_blocks") or values["kv_blocks"]),
@@ -243,8 +257,20 @@ def engine_from_values(values: Mapping[str, float], **override: Any) -> tuple[St
         max_num_seqs=int(override.get("max_num_seqs") or get("batch_cap", "max_num_seqs")),
         token_budget=int(override.get("token_budget") or get("token_budget")),
         mixed=bool(override["mixed"]) if override.get("mixed") is not None else get("prefill_overlap") >= 0.5,
+        reserve=bool(override["reserve"]) if override.get("reserve") is not None else get("kv_reserve") >= 0.5,
+        prefix_caching=get("prefix_caching") >= 0.5,
     )
     return step, limits
+
+
+def _prefill_pair_time(values: Mapping[str, float], layers: int, attention_flops: float) -> float | None:
+    """Time of one causal (query, key) pair of a prompt on one GPU: ``2 x prefill_pair_dim`` flop per
+    head (the pack's prefill_attention_flops counts half of them, the masked half) over the GPU's heads
+    and layers; None when the pack did not say (the decode pair's cost then stands in)."""
+    if "prefill_pair_dim" not in values or "attention_heads" not in values:
+        return None
+    heads = values["attention_heads"] / values["tp"]
+    return 2 * values["prefill_pair_dim"] * heads * layers / attention_flops
 
 
 def _speculation(values: Mapping[str, float], get: Any) -> Speculation | None:
@@ -280,6 +306,8 @@ _TARGETS = (
     "batch_cap",
     "prefill_time",
     "attention_flops",
+    "peak_flops_attention",
+    "prefill_pair_dim",
     "weights_read",
     "t_comm",
     "tp_link_bandwidth",
