@@ -105,7 +105,10 @@ def test_the_optimism_at_full_budget_stays_as_documented(run_id: str) -> None:
 def test_four_bit_weights_on_a_gpu_without_fp4_units_compute_at_the_bf16_peak() -> None:
     """gpt-oss (MXFP4 experts) on one H100: the matmuls run dequantised to BF16, so its 2K runs are no
     more than 2.5x optimistic; charged at the FP8 peak they were 2.3x and 3.9x."""
-    for run_id in ("gps-h100-gpt-oss-20b-vllm-mxfp4-tp1-random2k-offline", "gps-h100-gpt-oss-120b-vllm-mxfp4-tp1-random2k-offline"):
+    for run_id in (
+        "gps-h100-gpt-oss-20b-vllm-mxfp4-tp1-random2k-offline",
+        "gps-h100-gpt-oss-120b-vllm-mxfp4-tp1-random2k-offline",
+    ):
         assert replay(run_id).ratio < 2.5, run_id
     from concur.lang.model import build_model
     from concur.solver.question import solve_model
@@ -134,9 +137,15 @@ def table() -> list[str]:
             f"{r.measured_ttft_s:.1f} s | {r.simulated_ttft_s:.1f} s |"
         )
     ratios = sorted(replay(i).ratio for i in REPLAYED)
-    median = ratios[len(ratios) // 2] if len(ratios) % 2 else math.sqrt(ratios[len(ratios) // 2 - 1] * ratios[len(ratios) // 2])
+    median = (
+        ratios[len(ratios) // 2]
+        if len(ratios) % 2
+        else math.sqrt(ratios[len(ratios) // 2 - 1] * ratios[len(ratios) // 2])
+    )
     lines.append("")
-    lines.append(f"measured / simulated over {len(ratios)} runs: {ratios[0]:.2f} to {ratios[-1]:.2f}, median {median:.2f}")
+    lines.append(
+        f"measured / simulated over {len(ratios)} runs: {ratios[0]:.2f} to {ratios[-1]:.2f}, median {median:.2f}"
+    )
     return lines
 
 

@@ -28,7 +28,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from concur.analysis.calibration import Point, evaluate, gpu_entry, load_points, median, point_from
-from concur.analysis.engine_catalog import engine_versions, engines_catalog
+from concur.analysis.engine_catalog import SCHEDULER_FACTS, engine_versions, engines_catalog
 from concur.analysis.engine_fits import cross_validate, fit_prefill, fit_set
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "throughput_points.yaml"
@@ -342,7 +342,7 @@ def test_engines_catalog_is_the_current_fit(calibration: Any) -> None:
             assert shipped["entries"][name][field]["value"] == pytest.approx(item["value"], rel=2e-3), (name, field)
             if field == "efficiency_prefill":  # fitted on low-load prefill measurements only
                 assert "concurrency 1" in item["source"] and "prefill_points" in item["source"], name
-            elif field not in ("prefill_overlap", "token_budget"):
+            elif field not in SCHEDULER_FACTS:
                 assert "leave-one-source-out" in item["source"], (name, field)
 
 

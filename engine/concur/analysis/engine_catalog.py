@@ -36,6 +36,7 @@ from .engine_fits import (
 __all__ = [
     "DATA_LABEL",
     "PREFILL_OVERLAP",
+    "SCHEDULER_FACTS",
     "engine_versions",
     "engines_catalog",
     "main",
@@ -189,15 +190,21 @@ def _describe(
     )
 
 
-def engines_catalog(
-    fs: FitSet,
-    cv: CrossValidation,
-    points: Sequence[Point],
-    data_label: str = DATA_LABEL,
-    prefill: PrefillFit | None = None,
-    versions: dict[str, list[str]] | None = None,
-) -> dict[str, Any]:
-    """The engines catalog document (plain data) for a calibration and its cross-validation."""
+SCHEDULER_FACTS = {
+    "prefill_overlap": PREFILL_OVERLAP,
+    "token_budget": TOKEN_BUDGET,
+    "kv_reserve": KV_RESERVE,
+    "prefix_caching": PREFIX_CACHING,
+}
+
+
+def _scheduler_facts(engine: str) -> dict[str, Any]:
+    """The engine's scheduler settings (not fitted): each value with the engine source that states it."""
+    return {name: {"value": table[engine][0], "source": table[engine][1]} for name, table in SCHEDULER_FACTS.items()}
+
+
+def _catalog_fields() -> dict[str, Any]:
+    """The engines catalog's field declarations: units and what each constant or setting means."""
     fields: dict[str, Any] = {}
     for fam in (*FAMILIES, "other"):
         fields[f"efficiency_{fam}"] = {"doc": f"decode efficiency (fraction of the roofline) on {fam} GPUs"}
@@ -206,8 +213,12 @@ def engines_catalog(
     fields["moe_layer_factor"] = {"doc": "fixed cost of an MoE layer over a dense layer's"}
     fields["prefill_overlap"] = {"doc": "1 when the engine runs prefill chunks inside decode steps, else 0"}
     fields["token_budget"] = {"unit": "token", "doc": "tokens one engine step may carry (decodes and prefill chunk)"}
-    fields["prefix_caching"] = {"doc": "1 when KV blocks stay cached after their request releases them (a preempted request finds its prefix again)"}
-    fields["kv_reserve"] = {"doc": "1 when admission reserves a request's whole KV context (never preempts), 0 when blocks are taken on demand"}
+    fields["prefix_caching"] = {
+        "doc": "1 when KV blocks stay cached after their request releases them (a preempted request finds its prefix again)"
+    }
+    fields["kv_reserve"] = {
+        "doc": "1 when admission reserves a request's whole KV context (never preempts), 0 when blocks are taken on demand"
+    }
     fields["efficiency"] = {"doc": "one efficiency for every GPU (user entries from concur calibrate)"}
     fields["t_fixed"] = {"unit": "ms", "doc": "fixed cost per decode step of the calibrated model (user entries)"}
     fields["version"] = {
@@ -218,6 +229,19 @@ def engines_catalog(
         "text": True,
         "doc": "releases (major.minor) whose measured runs the constants were fitted on",
     }
+    return fields
+
+
+def engines_catalog(
+    fs: FitSet,
+    cv: CrossValidation,
+    points: Sequence[Point],
+    data_label: str = DATA_LABEL,
+    prefill: PrefillFit | None = None,
+    versions: dict[str, list[str]] | None = None,
+) -> dict[str, Any]:
+    """The engines catalog document (plain data) for a calibration and its cross-validation."""
+    fields = _catalog_fields()
     moe_src = (
         f"one factor for every engine and GPU, chosen from {', '.join(f'{m:g}' for m in (1, 1.5, 2, 2.5, 3))} "
         f"by the total |log error| over the {sum(p.fit for p in points)} usable points of {data_label}; "
@@ -250,14 +274,7 @@ def engines_catalog(
                 "source": f"fitted with the decode constants on {len(wide.ids)} points of {data_label}",
             }
         entry["moe_layer_factor"] = {"value": fs.moe_factor, "source": moe_src}
-        overlap, why = PREFILL_OVERLAP[engine]
-        entry["prefill_overlap"] = {"value": overlap, "source": why}
-        budget, why_budget = TOKEN_BUDGET[engine]
-        entry["token_budget"] = {"value": budget, "source": why_budget}
-        reserve, why_reserve = KV_RESERVE[engine]
-        entry["kv_reserve"] = {"value": reserve, "source": why_reserve}
-        caching, why_caching = PREFIX_CACHING[engine]
-        entry["prefix_caching"] = {"value": caching, "source": why_caching}
+        entry.update(_scheduler_facts(engine))
         entries[engine] = entry
     return {
         "catalog": "engines",
