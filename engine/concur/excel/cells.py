@@ -32,6 +32,7 @@ import os
 import re
 import time
 import zipfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,8 @@ from ..writefile import write_output
 if TYPE_CHECKING:
     from openpyxl.cell.cell import Cell
     from openpyxl.worksheet.worksheet import Worksheet
+
+    from .sheet_rows import SheetRows
 
 __all__ = [
     "FIXED_TIME",
@@ -101,16 +104,18 @@ def put_number(ws: Worksheet, row: int, col: int, value: float) -> Cell:
     return cell
 
 
-def save_atomically(wb: Any, target: Path) -> Path:
+def save_atomically(wb: Any, target: Path, rows: Sequence[SheetRows] = ()) -> Path:
     """Save ``wb`` reproducibly at ``target`` through :func:`concur.writefile.write_output`: a
     regular file (or a new path) appears whole or not at all, with a replaced file's permission
     bits (a new one's under the umask); a FIFO or device is written in place; a symlink is
     followed, never replaced. A folder that does not exist is a :class:`UsageError`, not created.
+    ``rows``: table rows kept as XML (:mod:`concur.excel.sheet_rows`), spliced into their sheets.
     """
     target = require_folder(target)
     buffer = io.BytesIO()
-    wb.save(buffer)
-    write_output(target, reproducible(buffer.getvalue()))
+    wb.save(buffer)  # sets every sheet's part name (ws.path)
+    parts = {r.ws.path.lstrip("/"): r for r in rows}
+    write_output(target, reproducible(buffer.getvalue(), parts))
     return target
 
 
@@ -129,14 +134,17 @@ FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the zip epoch: entry times and document da
 _CORE_DATES = re.compile(rb"(<dcterms:(created|modified)[^>]*>)[^<]*(</dcterms:)")
 
 
-def reproducible(data: bytes) -> bytes:
+def reproducible(data: bytes, rows: Mapping[str, SheetRows] | None = None) -> bytes:
     """The xlsx ``data`` with nothing that depends on when it was written.
 
     openpyxl stamps the core properties' ``modified`` with the clock and the zip entries with
     the local time; both become :data:`FIXED_TIME` (``SOURCE_DATE_EPOCH`` overrides it, as for
     reproducible builds). Entries keep their order and are recompressed with fixed metadata,
-    so two exports of the same question are byte-identical.
+    so two exports of the same question are byte-identical. ``rows`` (part name -> rows) are
+    spliced into their worksheet parts (:func:`concur.excel.sheet_rows.splice`).
     """
+    from .sheet_rows import splice
+
     stamp = FIXED_TIME
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
     if epoch.isdigit():
@@ -144,14 +152,20 @@ def reproducible(data: bytes) -> bytes:
     iso = "{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}Z".format(*stamp)
     src = zipfile.ZipFile(io.BytesIO(data))
     out = io.BytesIO()
+    spliced = set()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
         for info in src.infolist():
             body = src.read(info.filename)
             if info.filename == "docProps/core.xml":
                 body = _CORE_DATES.sub(lambda m: m.group(1) + iso.encode() + m.group(3), body)
+            elif rows and info.filename in rows:
+                body = splice(body, rows[info.filename])
+                spliced.add(info.filename)
             entry = zipfile.ZipInfo(info.filename, date_time=stamp)
             entry.compress_type = zipfile.ZIP_DEFLATED
             entry.create_system = 0
             entry.external_attr = 0
             dst.writestr(entry, body)
+    if rows and set(rows) - spliced:
+        raise RuntimeError(f"table rows for parts the workbook does not have: {sorted(set(rows) - spliced)}")
     return out.getvalue()

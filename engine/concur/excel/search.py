@@ -60,6 +60,7 @@ from .cells import put_formula, put_number, put_text
 from .layout import Layout, display_expr, over_display, print_formula, sheet_ref, unit_label
 from .plan import Derived, Root, Search
 from .printer import MAX_FORMULA_LENGTH, UnprintableError, exact
+from .sheet_rows import SheetRows
 from .whatif import DOES_NOT_FIT, NO_SOLUTION, ROW, column_templates, sheet_title, table_names
 
 __all__ = ["SearchRef", "plan_searches", "write_searches"]
@@ -152,11 +153,12 @@ def _root_range(title: str, found: Search, index: int) -> str:
     return f"{sheet_ref(title)}!${letter}${_HEAD + 1}:${letter}${_HEAD + 1 + found.high - found.low}"
 
 
-def write_searches(wb: Any, layout: Layout, refs: dict[str, SearchRef]) -> None:
-    """Fill every sheet :func:`plan_searches` created (after the Model sheet set the number formats)."""
-    for d in layout.plan.derived:
-        if d.search is not None:
-            _write(wb[refs[d.var.name].title], layout, d, d.search)
+def write_searches(wb: Any, layout: Layout, refs: dict[str, SearchRef]) -> list[SheetRows]:
+    """Fill every sheet :func:`plan_searches` created (after the Model sheet set the number formats);
+    the tables' rows kept as XML, for :func:`concur.excel.cells.save_atomically` to splice in."""
+    return [
+        _write(wb[refs[d.var.name].title], layout, d, d.search) for d in layout.plan.derived if d.search is not None
+    ]
 
 
 def _note(layout: Layout, d: Derived, found: Search) -> str:
@@ -187,11 +189,13 @@ def _note(layout: Layout, d: Derived, found: Search) -> str:
 
 
 _PASSES_COL, _BEST_COL = 2, 3  # the verdict column, and the largest search's "best so far"
+_CELL_ROWS = 1  # rows of a candidate table written as openpyxl cells; the rest as XML (tests change it)
 
 
-def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> None:
+def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> SheetRows:
     """The search sheet of derived ``d``: title, note and check, then one row per candidate
-    (the model's columns, the verdict, the best so far, the loop iterations), sized to print."""
+    (the model's columns, the verdict, the best so far, the loop iterations), sized to print;
+    returns the rows kept as XML."""
     x = d.var.name
     where = f"search for '{x}'"
     columns = _columns(layout, found)
@@ -214,12 +218,13 @@ def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> None:
     for j, label in enumerate(labels, start=1):
         put_text(ws, _HEAD, j, label)
     style.style_header(ws, _HEAD, 1, last_col)
-    _write_rows(ws, found, templates, first_col, body, iterations)
+    rows = _write_rows(ws, found, templates, first_col, body, iterations)
     _iteration_headers(ws, found.roots, iterations)
     _size(ws, found, labels, note, first_col, last_col)
     ws.freeze_panes = f"B{_HEAD + 1}"
     ws.protection.sheet = True
     style.page_setup(ws, last_col, _HEAD + 1 + found.high - found.low, title_rows=f"{_HEAD}:{_HEAD}")
+    return rows
 
 
 def _verdict(layout: Layout, d: Derived, found: Search, names: dict[str, str], columns: list[str], where: str) -> str:
@@ -250,6 +255,9 @@ def _write_head(ws: Any, x: str, found: Search, note: str) -> None:
     style.alert_unless_ok(ws, f"B{_CHECK_ROW}")
 
 
+_Cell = tuple[int, Any, tuple[str, ...], dict[str, Any]]  # column, number or formula, style kind, attributes
+
+
 def _write_rows(
     ws: Any,
     found: Search,
@@ -257,29 +265,61 @@ def _write_rows(
     first_col: int,
     body: str,
     iterations: list[tuple[int, str, str, str]],
-) -> None:
+) -> SheetRows:
     """One row per candidate from ``found.low`` to ``found.high``: the candidate, the model's
     columns (a cell that cannot be evaluated does not fit), the verdict, the best so far, the
-    iterations."""
-    passes = get_column_letter(_PASSES_COL)
-    best = get_column_letter(_BEST_COL)
-    first = _HEAD + 1
+    iterations. The first :data:`_CELL_ROWS` rows are openpyxl cells, styled; the others take
+    their styles and are kept as XML (:mod:`concur.excel.sheet_rows`), returned."""
     same = _SameStyle()
+    rows = SheetRows(ws)
+    styles: dict[int, str] = {}
     for i, n in enumerate(range(found.low, found.high + 1)):
-        row = first + i
-        same(put_number(ws, row, 1, n), ("count",), number_format="#,##0")
-        for j, (template, fmt) in enumerate(templates, start=first_col):
-            # a candidate where the model cannot be evaluated (x/0 at a loop's singular point) does not fit
-            body_j = f'IFERROR({template.replace(ROW, str(row))},"{DOES_NOT_FIT}")'
-            same(put_formula(ws, row, j, body_j), ("value", fmt), number_format=fmt, alignment=_RIGHT)
-        verdict = put_formula(ws, row, _PASSES_COL, body.replace(ROW, str(row)))
-        same(verdict, ("verdict",), alignment=_RIGHT, number_format=_BOOLEAN)
-        if found.direction == "largest":
-            above = f"{best}{row - 1}" if i else '""'
-            same(put_formula(ws, row, _BEST_COL, f"IF({passes}{row}=TRUE,$A{row},{above})"), ("count",))
-        for col, _, formula, fmt in iterations:
-            cell = put_formula(ws, row, col, formula.replace(ROW, str(row)))
-            same(cell, ("iterate", fmt), number_format=fmt, font=style.NOTE_FONT)
+        row = _HEAD + 1 + i
+        cells = _row_cells(found, templates, first_col, body, iterations, row, i)
+        if i < _CELL_ROWS:
+            put_number(ws, row, 1, n)
+            for col, formula, kind, attributes in cells:
+                cell = ws.cell(row, col) if col == 1 else put_formula(ws, row, col, formula)
+                same(cell, kind, **attributes)
+                styles[col] = rows.style_of(cell)
+            continue
+        rows.start(row)
+        for col, formula, _, _ in sorted(cells, key=lambda c: c[0]):
+            if col == 1:
+                rows.number(col, n, styles[col])
+            else:
+                rows.formula(col, formula, styles[col])
+    return rows
+
+
+def _row_cells(
+    found: Search,
+    templates: list[tuple[str, str]],
+    first_col: int,
+    body: str,
+    iterations: list[tuple[int, str, str, str]],
+    row: int,
+    i: int,
+) -> list[_Cell]:
+    """The cells of the ``i``-th candidate, in ``row``: (column, formula text or None for the
+    candidate itself in column A, style kind, the style attributes a kind's first cell gets), in
+    the order the first row is styled (which decides the style indices)."""
+    cells: list[_Cell] = [(1, None, ("count",), {"number_format": "#,##0"})]
+    for j, (template, fmt) in enumerate(templates, start=first_col):
+        # a candidate where the model cannot be evaluated (x/0 at a loop's singular point) does not fit
+        body_j = f'IFERROR({template.replace(ROW, str(row))},"{DOES_NOT_FIT}")'
+        cells.append((j, body_j, ("value", fmt), {"number_format": fmt, "alignment": _RIGHT}))
+    verdict = body.replace(ROW, str(row))
+    cells.append((_PASSES_COL, verdict, ("verdict",), {"alignment": _RIGHT, "number_format": _BOOLEAN}))
+    if found.direction == "largest":
+        passes, best = get_column_letter(_PASSES_COL), get_column_letter(_BEST_COL)
+        above = f"{best}{row - 1}" if i else '""'
+        cells.append((_BEST_COL, f"IF({passes}{row}=TRUE,$A{row},{above})", ("count",), {}))
+    for col, _, formula, fmt in iterations:
+        cells.append(
+            (col, formula.replace(ROW, str(row)), ("iterate", fmt), {"number_format": fmt, "font": style.NOTE_FONT})
+        )
+    return cells
 
 
 def _size(ws: Any, found: Search, labels: list[str], note: str, first_col: int, last_col: int) -> None:

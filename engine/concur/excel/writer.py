@@ -728,7 +728,7 @@ def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str]) -> Path:
     searches = plan_searches(wb, layout)
     _write_model(wb, layout, searches)
     _write_summary(wb["Inputs"], layout, first_answer)
-    write_searches(wb, layout, searches)
+    tables = write_searches(wb, layout, searches)
     write_sweeps(wb, layout)
     write_scenarios(wb, layout)
     if plan.comparison is not None:
@@ -744,4 +744,4 @@ def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str]) -> Path:
     wb.properties.title = plan.title
     wb.properties.creator = "concur"
     wb.calculation.fullCalcOnLoad = True
-    return save_atomically(wb, target)
+    return save_atomically(wb, target, tables)

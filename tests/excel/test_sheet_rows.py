@@ -1,0 +1,145 @@
+"""Candidate-table rows kept as XML (concur.excel.sheet_rows) read back as the cells openpyxl writes.
+
+Every shipped workbook definition with a searched answer is exported twice: as shipped (the
+tables' rows after the first spliced in as XML) and with every row an openpyxl cell. Every cell
+of every sheet must read back alike: value or formula, type, number format, font, fill, border,
+alignment, protection; and each sheet's dimension, merged cells and defined names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+openpyxl = pytest.importorskip("openpyxl")
+
+from concur.errors import UsageError  # noqa: E402
+from concur.excel import search  # noqa: E402
+from concur.excel.cells import reproducible  # noqa: E402
+from concur.excel.definition import export_definition, load_definition  # noqa: E402
+from concur.excel.sheet_rows import SheetRows, splice  # noqa: E402
+
+WORKBOOKS = Path(__file__).resolve().parents[2] / "workbooks"
+SEARCHED = [p for p in sorted(WORKBOOKS.glob("*.yaml")) if p.stem in {"llm_fleet", "staffing"}]
+
+
+def _read(path: Path) -> dict[str, Any]:
+    wb = openpyxl.load_workbook(path)
+    out: dict[str, Any] = {"names": {n: d.attr_text for n, d in wb.defined_names.items()}}
+    for ws in wb.worksheets:
+        cells = {}
+        for row in ws.iter_rows():
+            for c in row:
+                if c.value is None and not c.has_style:
+                    continue
+                cells[c.coordinate] = (
+                    c.value,
+                    c.data_type,
+                    c.number_format,
+                    repr(c.font),
+                    repr(c.fill),
+                    repr(c.border),
+                    repr(c.alignment),
+                    repr(c.protection),
+                )
+        out[ws.title] = (ws.dimensions, sorted(str(m) for m in ws.merged_cells.ranges), cells)
+    return out
+
+
+def test_the_shipped_searches_are_among_the_definitions() -> None:
+    assert [p.stem for p in SEARCHED] == ["llm_fleet", "staffing"]
+    for path in SEARCHED:
+        assert load_definition(path).find
+
+
+@pytest.mark.parametrize("definition", SEARCHED, ids=lambda p: p.stem)
+def test_rows_kept_as_xml_read_back_as_openpyxl_cells(
+    definition: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spliced = _read(export_definition(definition, tmp_path / "spliced.xlsx"))
+    monkeypatch.setattr(search, "_CELL_ROWS", 10**9)
+    cells = _read(export_definition(definition, tmp_path / "cells.xlsx"))
+    assert list(spliced) == list(cells)
+    searched = [t for t in cells if t.startswith("Search ")]
+    assert searched, f"{definition.name} has no Search sheet"
+    for title in searched:
+        assert len(cells[title][2]) > 100, "a table of a few rows would not test the splice"
+    assert spliced.pop("names") == cells.pop("names")
+    for title, (dimension, merged, got) in spliced.items():
+        want_dimension, want_merged, want = cells[title]
+        assert (dimension, merged) == (want_dimension, want_merged), title
+        differ = sorted(set(got) ^ set(want)) + sorted(k for k in got if k in want and got[k] != want[k])
+        assert not differ, f"{definition.stem}, sheet {title}: {differ[:5]}"
+
+
+def _sheet(tmp_path: Path) -> tuple[Any, Any]:
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "T"
+    ws.cell(1, 1, "head")
+    styled = ws.cell(2, 1, 7)
+    styled.number_format = "#,##0"
+    return wb, ws
+
+
+def test_a_table_round_trips_with_styles_escapes_and_a_grown_dimension(tmp_path: Path) -> None:
+    wb, ws = _sheet(tmp_path)
+    rows = SheetRows(ws)
+    style = rows.style_of(ws.cell(2, 1))
+    assert style.startswith(' s="')
+    rows.start(3)
+    rows.number(1, 8.0, style)
+    rows.formula(3, 'IF(A3<2,"a&b",A3>1)', "")
+    rows.start(5)
+    rows.number(2, 2.5, style)
+    path = tmp_path / "t.xlsx"
+    wb.save(path)
+    ws.path  # noqa: B018 (set by saving)
+    path.write_bytes(reproducible(path.read_bytes(), {ws.path.lstrip("/"): rows}))
+    back = openpyxl.load_workbook(path)["T"]
+    assert back.dimensions == "A1:C5"
+    assert (back["A3"].value, back["A3"].number_format) == (8, "#,##0")
+    assert back["C3"].value == '=IF(A3<2,"a&b",A3>1)' and back["C3"].data_type == "f"
+    assert back["B5"].value == 2.5 and back["A4"].value is None
+
+
+def test_rows_out_of_order_or_over_openpyxl_rows_are_refused(tmp_path: Path) -> None:
+    wb, ws = _sheet(tmp_path)
+    rows = SheetRows(ws)
+    rows.start(4)
+    with pytest.raises(RuntimeError, match="row 4 after row 4"):
+        rows.start(4)
+    over = SheetRows(ws)
+    over.start(2)
+    over.number(2, 1, "")
+    with pytest.raises(RuntimeError, match="openpyxl writes row 2"):
+        splice(b'<worksheet><dimension ref="A1:A2" /><sheetData></sheetData></worksheet>', over)
+    wb.save(tmp_path / "t.xlsx")
+    with pytest.raises(RuntimeError, match="parts the workbook does not have"):
+        reproducible((tmp_path / "t.xlsx").read_bytes(), {"xl/worksheets/sheet9.xml": rows})
+
+
+def test_bad_cells_are_refused_like_put_formula_and_put_number(tmp_path: Path) -> None:
+    _, ws = _sheet(tmp_path)
+    rows = SheetRows(ws)
+    rows.start(3)
+    with pytest.raises(UsageError, match="must not start with '='"):
+        rows.formula(1, "=A1", "")
+    with pytest.raises(UsageError, match="control characters"):
+        rows.formula(1, "A1\x01", "")
+    with pytest.raises(UsageError, match="not a finite number"):
+        rows.number(1, float("nan"), "")
+
+
+def test_an_empty_sheet_data_takes_the_rows() -> None:
+    wb = openpyxl.Workbook()
+    rows = SheetRows(wb.active)
+    rows.start(1)
+    rows.number(1, 3, "")
+    xml = splice(b'<worksheet><dimension ref="A1" /><sheetData /></worksheet>', rows)
+    assert xml == (
+        b'<worksheet><dimension ref="A1:A1" /><sheetData><row r="1"><c r="A1" t="n"><v>3</v></c></row>'
+        b"</sheetData></worksheet>"
+    )
