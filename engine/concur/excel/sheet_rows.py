@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 import re
 from typing import Any
-from xml.sax.saxutils import escape
 
 from openpyxl.utils import get_column_letter
 from openpyxl.utils.cell import range_boundaries
@@ -44,6 +43,12 @@ __all__ = ["SheetRows", "splice"]
 _ILLEGAL_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 _DIMENSION = re.compile(rb'<dimension ref="([^"]*)"\s*/>')
 _EMPTY_DATA = re.compile(rb"<sheetData\s*/>")
+
+
+def _escape(text: str) -> str:
+    """``text`` as XML character data (what ``xml.sax.saxutils.escape`` does, without importing
+    ``urllib.request`` and ``ssl`` with it)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 class SheetRows:
@@ -102,7 +107,7 @@ class SheetRows:
                 f"internal formula text must not start with '=' or hold control characters: {formula[:40]!r}",
                 hint="pass the formula body; the '=' is added",
             )
-        self._parts.append(f'<c r="{self._ref(col)}"{style}><f>{escape(formula)}</f><v></v></c>')
+        self._parts.append(f'<c r="{self._ref(col)}"{style}><f>{_escape(formula)}</f><v></v></c>')
 
     def xml(self) -> bytes:
         """The rows as ``<row>`` elements."""
