@@ -89,56 +89,53 @@ def test_a_table_round_trips_with_styles_escapes_and_a_grown_dimension(tmp_path:
     rows = SheetRows(ws)
     style = rows.style_of(ws.cell(2, 1))
     assert style.startswith(' s="')
-    rows.start(3)
-    rows.number(1, 8.0, style)
-    rows.formula(3, 'IF(A3<2,"a&b",A3>1)', "")
-    rows.start(5)
-    rows.number(2, 2.5, style)
+    template = rows.template([(1, "#N", style), (3, 'IF(A#R<2,"a&b",A#R>#P)', "")], "#R", "#N")
+    rows.add(template, 3, {"#R": 3, "#N": 8, "#P": 2})
+    rows.add(template, 5, {"#R": 5, "#N": 9, "#P": 4})
     path = tmp_path / "t.xlsx"
     wb.save(path)
     path.write_bytes(reproducible(path.read_bytes(), [rows]))
     back = openpyxl.load_workbook(path)["T"]
     assert back.dimensions == "A1:C5"
-    assert (back["A3"].value, back["A3"].number_format) == (8, "#,##0")
-    assert back["C3"].value == '=IF(A3<2,"a&b",A3>1)' and back["C3"].data_type == "f"
-    assert back["B5"].value == 2.5 and back["A4"].value is None
+    assert (back["A3"].value, back["A3"].number_format, back["A5"].value) == (8, "#,##0", 9)
+    assert back["C3"].value == '=IF(A3<2,"a&b",A3>2)' and back["C3"].data_type == "f"
+    assert back["C5"].value == '=IF(A5<2,"a&b",A5>4)'
+    assert back["A4"].value is None and back["B5"].value is None
 
 
-def test_rows_out_of_order_or_over_openpyxl_rows_are_refused(tmp_path: Path) -> None:
+def test_rows_or_columns_out_of_order_or_over_openpyxl_rows_are_refused(tmp_path: Path) -> None:
     wb, ws = _sheet(tmp_path)
     rows = SheetRows(ws)
-    rows.start(4)
+    with pytest.raises(RuntimeError, match="column 1 after column 2"):
+        rows.template([(2, "1", ""), (1, "2", "")], "#R", "#N")
+    template = rows.template([(2, "#N", "")], "#R", "#N")
+    rows.add(template, 4, {"#R": 4, "#N": 1})
     with pytest.raises(RuntimeError, match="row 4 after row 4"):
-        rows.start(4)
+        rows.add(template, 4, {"#R": 4, "#N": 1})
     over = SheetRows(ws)
-    over.start(2)
-    over.number(2, 1, "")
+    over.add(template, 2, {"#R": 2, "#N": 1})
     with pytest.raises(RuntimeError, match="openpyxl writes row 2"):
         splice(b'<worksheet><dimension ref="A1:A2" /><sheetData></sheetData></worksheet>', over)
     wb.save(tmp_path / "t.xlsx")
     elsewhere = SheetRows(openpyxl.Workbook().active)  # a sheet of another workbook
-    elsewhere.start(1)
+    elsewhere.add(template, 1, {"#R": 1, "#N": 1})
     with pytest.raises(RuntimeError, match="sheets the workbook does not have"):
         reproducible((tmp_path / "t.xlsx").read_bytes(), [elsewhere])
 
 
-def test_bad_cells_are_refused_like_put_formula_and_put_number(tmp_path: Path) -> None:
+def test_bad_formulas_are_refused_like_put_formula(tmp_path: Path) -> None:
     _, ws = _sheet(tmp_path)
     rows = SheetRows(ws)
-    rows.start(3)
     with pytest.raises(UsageError, match="must not start with '='"):
-        rows.formula(1, "=A1", "")
+        rows.template([(1, "=A1", "")], "#R", "#N")
     with pytest.raises(UsageError, match="control characters"):
-        rows.formula(1, "A1\x01", "")
-    with pytest.raises(UsageError, match="not a finite number"):
-        rows.number(1, float("nan"), "")
+        rows.template([(1, "A1\x01", "")], "#R", "#N")
 
 
 def test_an_empty_sheet_data_takes_the_rows() -> None:
     wb = openpyxl.Workbook()
     rows = SheetRows(wb.active)
-    rows.start(1)
-    rows.number(1, 3, "")
+    rows.add(rows.template([(1, "#N", "")], "#R", "#N"), 1, {"#R": 1, "#N": 3})
     xml = splice(b'<worksheet><dimension ref="A1" /><sheetData /></worksheet>', rows)
     assert xml == (
         b'<worksheet><dimension ref="A1:A1" /><sheetData><row r="1"><c r="A1" t="n"><v>3</v></c></row>'

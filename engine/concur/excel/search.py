@@ -255,7 +255,8 @@ def _write_head(ws: Any, x: str, found: Search, note: str) -> None:
     style.alert_unless_ok(ws, f"B{_CHECK_ROW}")
 
 
-_Cell = tuple[int, Any, tuple[str, ...], dict[str, Any]]  # column, number or formula, style kind, attributes
+_Cell = tuple[int, str, tuple[str, ...], dict[str, Any]]  # column, formula, style kind, attributes
+_CANDIDATE, _ABOVE = "@@CANDIDATE@@", "@@ABOVE@@"  # a row template's tokens beside whatif.ROW
 
 
 def _write_rows(
@@ -268,27 +269,32 @@ def _write_rows(
 ) -> SheetRows:
     """One row per candidate from ``found.low`` to ``found.high``: the candidate, the model's
     columns (a cell that cannot be evaluated does not fit), the verdict, the best so far, the
-    iterations. The first :data:`_CELL_ROWS` rows are openpyxl cells, styled; the others take
-    their styles and are kept as XML (:mod:`concur.excel.sheet_rows`), returned."""
+    iterations. The first :data:`_CELL_ROWS` rows are openpyxl cells, styled; the others are
+    one row template with their styles, filled per row and kept as XML
+    (:mod:`concur.excel.sheet_rows`), returned."""
     same = _SameStyle()
     rows = SheetRows(ws)
     styles: dict[int, str] = {}
+    template = ""
+    best = get_column_letter(_BEST_COL)
     for i, n in enumerate(range(found.low, found.high + 1)):
         row = _HEAD + 1 + i
-        cells = _row_cells(found, templates, first_col, body, iterations, row, i)
         if i < _CELL_ROWS:
             put_number(ws, row, 1, n)
-            for col, formula, kind, attributes in cells:
+            above = f"{best}{row - 1}" if i else '""'
+            for col, formula, kind, attributes in _row_cells(
+                found, templates, first_col, body, iterations, str(row), above
+            ):
                 cell = ws.cell(row, col) if col == 1 else put_formula(ws, row, col, formula)
                 same(cell, kind, **attributes)
                 styles[col] = rows.style_of(cell)
             continue
-        rows.start(row)
-        for col, formula, _, _ in sorted(cells, key=lambda c: c[0]):
-            if col == 1:
-                rows.number(col, n, styles[col])
-            else:
-                rows.formula(col, formula, styles[col])
+        if not template:
+            cells = _row_cells(found, templates, first_col, body, iterations, ROW, f"{best}{_ABOVE}")
+            template = rows.template(
+                [(c, f, styles[c]) for c, f, _, _ in sorted(cells, key=lambda c: c[0])], ROW, _CANDIDATE
+            )
+        rows.add(template, row, {ROW: row, _ABOVE: row - 1, _CANDIDATE: n})
     return rows
 
 
@@ -298,26 +304,26 @@ def _row_cells(
     first_col: int,
     body: str,
     iterations: list[tuple[int, str, str, str]],
-    row: int,
-    i: int,
+    row: str,
+    above: str,
 ) -> list[_Cell]:
-    """The cells of the ``i``-th candidate, in ``row``: (column, formula text or None for the
-    candidate itself in column A, style kind, the style attributes a kind's first cell gets), in
-    the order the first row is styled (which decides the style indices)."""
-    cells: list[_Cell] = [(1, None, ("count",), {"number_format": "#,##0"})]
+    """The cells of a candidate's row ``row`` (its number, or a token): (column, formula text, or
+    the candidate's token in column A, style kind, the style attributes a kind's first cell gets),
+    in the order the first row is styled (which decides the style indices). ``above``: the best
+    so far of the row above."""
+    cells: list[_Cell] = [(1, _CANDIDATE, ("count",), {"number_format": "#,##0"})]
     for j, (template, fmt) in enumerate(templates, start=first_col):
         # a candidate where the model cannot be evaluated (x/0 at a loop's singular point) does not fit
-        body_j = f'IFERROR({template.replace(ROW, str(row))},"{DOES_NOT_FIT}")'
+        body_j = f'IFERROR({template.replace(ROW, row)},"{DOES_NOT_FIT}")'
         cells.append((j, body_j, ("value", fmt), {"number_format": fmt, "alignment": _RIGHT}))
-    verdict = body.replace(ROW, str(row))
+    verdict = body.replace(ROW, row)
     cells.append((_PASSES_COL, verdict, ("verdict",), {"alignment": _RIGHT, "number_format": _BOOLEAN}))
     if found.direction == "largest":
-        passes, best = get_column_letter(_PASSES_COL), get_column_letter(_BEST_COL)
-        above = f"{best}{row - 1}" if i else '""'
+        passes = get_column_letter(_PASSES_COL)
         cells.append((_BEST_COL, f"IF({passes}{row}=TRUE,$A{row},{above})", ("count",), {}))
     for col, _, formula, fmt in iterations:
         cells.append(
-            (col, formula.replace(ROW, str(row)), ("iterate", fmt), {"number_format": fmt, "font": style.NOTE_FONT})
+            (col, formula.replace(ROW, row), ("iterate", fmt), {"number_format": fmt, "font": style.NOTE_FONT})
         )
     return cells
 

@@ -21,7 +21,8 @@ Invariants:
   checked; a breach is a :class:`RuntimeError`, a bug in the writer); the sheet's
   ``<dimension>`` grows to cover them.
 * Formula text is checked like :func:`concur.excel.cells.put_formula` (no leading ``=``, no
-  character XML 1.0 cannot hold) and escaped; a number must be finite, as for ``put_number``.
+  character XML 1.0 cannot hold) and escaped, once per template; what fills a template's tokens
+  is a whole number's digits, which need no escaping.
 
 Non-goals: text cells (they go through :func:`concur.excel.cells.put_text`), row heights,
 comments, hyperlinks.
@@ -29,8 +30,8 @@ comments, hyperlinks.
 
 from __future__ import annotations
 
-import math
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from openpyxl.utils import get_column_letter
@@ -54,17 +55,17 @@ def _escape(text: str) -> str:
 class SheetRows:
     """Rows of numbers and formulas for worksheet ``ws``, kept as XML text until it is saved.
 
-    Build a row with :meth:`start`, then :meth:`number` and :meth:`formula` in column order.
+    A table's rows differ only in their numbers: :meth:`template` builds one row's XML with
+    tokens where the numbers go (the row number, a candidate...), checked and escaped once;
+    :meth:`add` appends it for one row with the tokens filled in.
     """
 
     def __init__(self, ws: Any) -> None:
         self.ws = ws
         self._parts: list[str] = []
-        self._letters: dict[int, str] = {}
         self.first_row = 0
         self.last_row = 0
         self.last_col = 0
-        self._row = 0
 
     def style_of(self, cell: Any) -> str:
         """The style attribute that gives a cell ``cell``'s style (empty for the default style)."""
@@ -72,47 +73,45 @@ class SheetRows:
             raise RuntimeError(f"style_of: cell {cell.coordinate} is not on sheet '{self.ws.title}'")
         return f' s="{cell.style_id}"' if cell.has_style else ""
 
-    def start(self, row: int) -> None:
-        """Begin row ``row`` (after the rows already added)."""
+    def template(self, cells: Sequence[tuple[int, str, str]], row: str, number: str) -> str:
+        """The XML of one row whose number is the token ``row``: ``cells`` are (column, formula
+        text without the leading ``=``, style attribute from :meth:`style_of`) in column order;
+        the formula ``number`` (a token) makes a number cell holding that token's value."""
+        parts = [f'<row r="{row}">']
+        last = 0
+        for col, formula, style in cells:
+            if col <= last:
+                raise RuntimeError(f"sheet '{self.ws.title}': column {col} after column {last}")
+            last = col
+            ref = f"{get_column_letter(col)}{row}"
+            if formula == number:
+                parts.append(f'<c r="{ref}"{style} t="n"><v>{number}</v></c>')
+                continue
+            if formula.startswith("=") or _ILLEGAL_XML.search(formula):
+                raise UsageError(
+                    f"internal formula text must not start with '=' or hold control characters: {formula[:40]!r}",
+                    hint="pass the formula body; the '=' is added",
+                )
+            parts.append(f'<c r="{ref}"{style}><f>{_escape(formula)}</f><v></v></c>')
+        self.last_col = max(self.last_col, last)
+        parts.append("</row>")
+        return "".join(parts)
+
+    def add(self, template: str, row: int, fills: Mapping[str, int]) -> None:
+        """Append ``template`` as row ``row`` (after the rows already added), each token of ``fills``
+        replaced by its whole number."""
         if row <= self.last_row:
             raise RuntimeError(f"sheet '{self.ws.title}': row {row} after row {self.last_row}")
-        if self._row:
-            self._parts.append("</row>")
-        self._parts.append(f'<row r="{row}">')
+        text = template
+        for token, value in fills.items():
+            text = text.replace(token, str(int(value)))
+        self._parts.append(text)
         self.first_row = self.first_row or row
-        self._row = self.last_row = row
-
-    def _ref(self, col: int) -> str:
-        letter = self._letters.get(col)
-        if letter is None:
-            letter = self._letters[col] = get_column_letter(col)
-        self.last_col = max(self.last_col, col)
-        return f"{letter}{self._row}"
-
-    def number(self, col: int, value: float, style: str) -> None:
-        """A finite number (a whole one written as an integer, as ``put_number`` does)."""
-        v = float(value)
-        if not math.isfinite(v):
-            raise UsageError(
-                f"cannot write {value!r} to cell {self.ws.title}!{self._ref(col)}: not a finite number",
-                hint="the solver must hand the writer finite values",
-            )
-        text = str(int(v)) if v.is_integer() and abs(v) < 2**53 else f"{v:.16g}"
-        self._parts.append(f'<c r="{self._ref(col)}"{style} t="n"><v>{text}</v></c>')
-
-    def formula(self, col: int, formula: str, style: str) -> None:
-        """A formula the writer printed (text without the leading ``=``)."""
-        if formula.startswith("=") or _ILLEGAL_XML.search(formula):
-            raise UsageError(
-                f"internal formula text must not start with '=' or hold control characters: {formula[:40]!r}",
-                hint="pass the formula body; the '=' is added",
-            )
-        self._parts.append(f'<c r="{self._ref(col)}"{style}><f>{_escape(formula)}</f><v></v></c>')
+        self.last_row = row
 
     def xml(self) -> bytes:
         """The rows as ``<row>`` elements."""
-        tail = ["</row>"] if self._row else []
-        return "".join(self._parts + tail).encode()
+        return "".join(self._parts).encode()
 
 
 def splice(sheet_xml: bytes, rows: SheetRows) -> bytes:
