@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FIXED_TIME",
+    "MAX_FORMULA_LENGTH",
+    "UnprintableError",
     "clean_text",
     "put_formula",
     "put_number",
@@ -55,6 +57,13 @@ __all__ = [
     "require_folder",
     "save_atomically",
 ]
+
+MAX_FORMULA_LENGTH = 8192  # characters in one Excel formula, the "=" included
+
+
+class UnprintableError(UsageError):
+    """An expression uses a construct with no faithful Excel formula."""
+
 
 _ILLEGAL_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 _MAX_CELL_TEXT = 32767  # Excel's limit on characters in one cell

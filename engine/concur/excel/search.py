@@ -51,15 +51,13 @@ from copy import copy
 from dataclasses import dataclass
 from typing import Any
 
-import sympy
 from openpyxl.styles import Alignment
 from openpyxl.utils import get_column_letter
 
 from . import style
-from .cells import put_formula, put_number, put_text
+from .cells import MAX_FORMULA_LENGTH, UnprintableError, put_formula, put_number, put_text
 from .layout import Layout, display_expr, over_display, print_formula, sheet_ref, unit_label
 from .plan import Derived, Root, Search
-from .printer import MAX_FORMULA_LENGTH, UnprintableError, exact
 from .sheet_rows import SheetRows
 from .whatif import DOES_NOT_FIT, NO_SOLUTION, ROW, column_templates, sheet_title, table_names
 
@@ -350,13 +348,24 @@ def _size(ws: Any, found: Search, labels: list[str], note: str, first_col: int, 
     )
 
 
-def _iterations(
-    layout: Layout,
-    root: Root,
-    base: dict[str, str],
-    start: int,
-    where: str,
-) -> tuple[list[tuple[int, str, str, str]], tuple[str, str]]:
+_Iterations = tuple[list[tuple[int, str, str, str]], tuple[str, str]]
+
+
+def _iterations(layout: Layout, root: Root, base: dict[str, str], start: int, where: str) -> _Iterations:
+    """:func:`_printed_iterations`, through the layout's tape (one entry for all its formulas)."""
+
+    def decode(entry: Any) -> _Iterations:
+        cells, (value, solved) = entry
+        return [(int(c), str(h), str(f), str(n)) for c, h, f, n in cells], (str(value), str(solved))
+
+    return layout.tape.run(
+        lambda: _printed_iterations(layout, root, base, start, where),
+        lambda it: [[list(c) for c in it[0]], list(it[1])],
+        decode,
+    )
+
+
+def _printed_iterations(layout: Layout, root: Root, base: dict[str, str], start: int, where: str) -> _Iterations:
     """The cells that solve ``root`` in a row, from column ``start`` on, and (value, solved) for its column.
 
     Iterate k has a column for the root's value x_k, one per row of the loop's body computed from
@@ -367,6 +376,10 @@ def _iterations(
     the last iterate where ``|f| <= tolerance*|x|`` there; the Python twin is
     :func:`concur.excel.live_search.iterate_root`.
     """
+    import sympy
+
+    from .printer import exact
+
     derived = {dd.var.name: dd for dd in layout.plan.derived}
     d = derived[root.variable]
     fmt = layout.formats.get(root.variable, "General")
