@@ -33,7 +33,7 @@ from ..analysis.fleet_axes import narrow_axes
 from ..analysis.fleet_memo import plan_fleet_once
 from ..analysis.fleet_plan import AXES, FleetPlan
 from ..errors import ConcurError, PackError, UsageError
-from ..lang.library import find_used_pack
+from ..lang.library import find_used_pack, recording
 from ..lang.model import build_model
 from ..lang.units import check_given_units
 from ..lang.values import convert_value
@@ -270,17 +270,30 @@ def export_definition(
 ) -> Path:
     """Solve a workbook definition (its file, or one :func:`load_definition` read) and write its
     workbook (default: beside it, ``.xlsx``); ``search_up_to`` overrides the definition's."""
-    from .writer import write_workbook  # sympy and openpyxl: only when a workbook is written
+    from .layout import Tape
+    from .memo import recall, remember
+    from .writer import write_workbook  # openpyxl: only when a workbook is written
 
     defn = path if isinstance(path, WorkbookDefinition) else load_definition(path)
-    model, sol = solve_definition(defn)
     up_to = search_up_to if search_up_to is not None else defn.search_up_to
-    plan = plan_for(model, sol, defn.title, defn.sweeps, defn.scenarios, doc=defn.doc, search_up_to=up_to)
-    fleet = fleet_plan_of(defn)
-    if fleet is not None:
-        plan = replace(plan, comparison=fleet)
     target = Path(out) if out is not None else defn.path.with_suffix(".xlsx")
-    return write_workbook(plan, target)
+    remembered = recall(defn, up_to)
+    if remembered is not None:  # the plan and its printed formulas: no solve, no sympy
+        plan, tape = remembered
+        return write_workbook(_compared(plan, defn), target, tape)
+    with recording() as reads:
+        model, sol = solve_definition(defn)
+        plan = plan_for(model, sol, defn.title, defn.sweeps, defn.scenarios, doc=defn.doc, search_up_to=up_to)
+    tape = Tape()
+    written = write_workbook(_compared(plan, defn), target, tape)
+    remember(defn, up_to, reads, plan, tape)
+    return written
+
+
+def _compared(plan: Any, defn: WorkbookDefinition) -> Any:
+    """``plan`` with the fleet plan of the definition's ``plan:`` entry, if it has one."""
+    fleet = fleet_plan_of(defn)
+    return plan if fleet is None else replace(plan, comparison=fleet)
 
 
 def is_definition(path: Path) -> bool:
