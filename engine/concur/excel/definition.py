@@ -19,7 +19,9 @@ Sweep values and scenario overrides are numbers in the variable's display unit o
 text. Invariants: every problem is a :class:`concur.errors.UsageError` (exit 2, one line naming the
 file, and the line where the YAML gives one); a named pack file is confined like a pack's ``uses:``
 (:func:`concur.lang.library.find_used_pack`); the fleet plan of a ``plan:`` entry is computed once,
-here, and handed to the Plan sheet finished (:func:`fleet_plan_of`); the file is written
+here, and handed to the Plan sheet finished (:func:`fleet_plan_of`); a definition exported
+again with the same inputs replays its remembered plan and printed formulas without solving or
+importing sympy (:mod:`concur.excel.memo`), and writes the same bytes; the file is written
 atomically, so a failure leaves no partial file.
 """
 
@@ -269,7 +271,9 @@ def export_definition(
     path: str | Path | WorkbookDefinition, out: str | Path | None = None, search_up_to: int | None = None
 ) -> Path:
     """Solve a workbook definition (its file, or one :func:`load_definition` read) and write its
-    workbook (default: beside it, ``.xlsx``); ``search_up_to`` overrides the definition's."""
+    workbook (default: beside it, ``.xlsx``); ``search_up_to`` overrides the definition's. The
+    plan and its printed formulas are remembered (:mod:`concur.excel.memo`): the same definition
+    with the same inputs is not solved nor printed again."""
     from .layout import Tape
     from .memo import recall, remember
     from .writer import write_workbook  # openpyxl: only when a workbook is written
