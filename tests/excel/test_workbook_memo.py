@@ -9,6 +9,7 @@ not imported sympy when it exits (and has, exporting the first time).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -22,7 +23,11 @@ import pytest
 pytest.importorskip("openpyxl")
 
 from concur.excel import definition as definitions
+from concur.excel import memo
 from concur.excel.definition import export_definition, load_definition
+from concur.excel.layout import Tape
+from concur.excel.plan import Derived, Input, SheetVar, WorkbookPlan
+from concur.excel.writer import write_workbook
 
 WORKBOOKS = Path(__file__).resolve().parents[2] / "workbooks"
 DEFINITIONS = sorted(WORKBOOKS.glob("*.yaml"))
@@ -68,6 +73,38 @@ def test_a_changed_pack_or_definition_is_solved_again(tmp_path: Path, solves: li
     assert len(solves) == 3  # a definition read otherwise is another question
     export_definition(path, tmp_path / "e.xlsx", search_up_to=40)
     assert len(solves) == 4
+
+
+def _implicit_plan() -> WorkbookPlan:
+    import sympy as sp
+
+    x, a = sp.Symbol("x"), sp.Symbol("a")
+    root = Derived(
+        SheetVar("x", "", 1, "x**2 = a"), None, "x**2 = a", "p.yaml:3", 2**0.5, implicit=True, residual=x**2 - a
+    )
+    twice = Derived(SheetVar("y", "GiB", 2.0**30, "2 x"), 2 * x * 2**30, "y = 2 x", "p.yaml:4", 2 * 2**0.5)
+    return WorkbookPlan("imp", "", inputs=[Input(SheetVar("a", "", 1, "a"), 2.0)], derived=[root, twice])
+
+
+@pytest.mark.parametrize("which", ["synthetic", "implicit"])
+def test_a_plan_read_back_replays_the_formulas_printed_for_it(which: str, tmp_path: Path) -> None:
+    """Plans no shipped definition has: sweeps, scenarios, max/floor/ceil (the benchmark's
+    synthetic plan), an implicit row's residual; through JSON as the cache keeps them."""
+    from concur.bench.export import synthetic_plan
+
+    plan = synthetic_plan() if which == "synthetic" else _implicit_plan()
+    tape = Tape()
+    printed = write_workbook(plan, tmp_path / "printed.xlsx", tape).read_bytes()
+    assert tape.entries and all(isinstance(e, (str, list)) for e in tape.entries)
+    payload = json.loads(json.dumps({"deps": [], "plan": memo._encode(plan), "tape": tape.entries}))
+    _, back, entries = memo._decode(payload)
+    replayed = write_workbook(back, tmp_path / "replayed.xlsx", Tape(entries)).read_bytes()
+    assert replayed == printed
+    with pytest.raises(RuntimeError, match="replayed past its end"):
+        write_workbook(back, tmp_path / "short.xlsx", Tape(entries[:-1]))
+    with pytest.raises(RuntimeError, match="1 entries left over"):
+        write_workbook(back, tmp_path / "long.xlsx", Tape([*entries, "x"]))
+    assert not (tmp_path / "short.xlsx").exists() and not (tmp_path / "long.xlsx").exists()
 
 
 def _imported_by_export(definition: Path, out: Path, env: dict[str, str]) -> set[str]:
