@@ -9,7 +9,6 @@ from excel_plans import GIB, V, t1_plan
 
 from concur.errors import UsageError
 from concur.excel import style
-from concur.excel import writer as writer_mod
 from concur.excel.cells import put_text
 from concur.excel.plan import (
     Derived,
@@ -249,11 +248,13 @@ def test_failed_write_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):
     target = tmp_path / "book.xlsx"
     target.write_bytes(b"previous contents")
 
-    def boom(self, filename):
-        filename.write(b"half a zip")
+    from openpyxl.writer.excel import ExcelWriter  # what save_atomically saves through
+
+    def boom(self):
+        self._archive.writestr("xl/half.xml", b"half a zip")
         raise OSError("disk full")
 
-    monkeypatch.setattr(writer_mod.Workbook, "save", boom)
+    monkeypatch.setattr(ExcelWriter, "save", boom)
     with pytest.raises(OSError, match="disk full"):
         write_workbook(t1_plan(), target)
     assert target.read_bytes() == b"previous contents"

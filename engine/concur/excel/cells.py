@@ -32,6 +32,7 @@ import os
 import re
 import time
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,8 +43,12 @@ if TYPE_CHECKING:
     from openpyxl.cell.cell import Cell
     from openpyxl.worksheet.worksheet import Worksheet
 
+    from .sheet_rows import SheetRows
+
 __all__ = [
     "FIXED_TIME",
+    "MAX_FORMULA_LENGTH",
+    "UnprintableError",
     "clean_text",
     "put_formula",
     "put_number",
@@ -52,6 +57,13 @@ __all__ = [
     "require_folder",
     "save_atomically",
 ]
+
+MAX_FORMULA_LENGTH = 8192  # characters in one Excel formula, the "=" included
+
+
+class UnprintableError(UsageError):
+    """An expression uses a construct with no faithful Excel formula."""
+
 
 _ILLEGAL_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 _MAX_CELL_TEXT = 32767  # Excel's limit on characters in one cell
@@ -101,16 +113,25 @@ def put_number(ws: Worksheet, row: int, col: int, value: float) -> Cell:
     return cell
 
 
-def save_atomically(wb: Any, target: Path) -> Path:
+def save_atomically(wb: Any, target: Path, rows: Sequence[SheetRows] = ()) -> Path:
     """Save ``wb`` reproducibly at ``target`` through :func:`concur.writefile.write_output`: a
     regular file (or a new path) appears whole or not at all, with a replaced file's permission
     bits (a new one's under the umask); a FIFO or device is written in place; a symlink is
     followed, never replaced. A folder that does not exist is a :class:`UsageError`, not created.
+    ``rows``: table rows kept as XML (:mod:`concur.excel.sheet_rows`), spliced into their sheets.
+
+    openpyxl writes straight into a :class:`_FixedZip` (one compression, the bytes
+    :func:`reproducible` would give), through :class:`openpyxl.writer.excel.ExcelWriter`, the
+    two lines of ``Workbook.save`` less the clock.
     """
+    from openpyxl.writer.excel import ExcelWriter
+
     target = require_folder(target)
     buffer = io.BytesIO()
-    wb.save(buffer)
-    write_output(target, reproducible(buffer.getvalue()))
+    with _FixedZip(buffer, rows) as archive:
+        ExcelWriter(wb, archive).save()
+    archive.check()
+    write_output(target, buffer.getvalue())
     return target
 
 
@@ -129,29 +150,72 @@ FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the zip epoch: entry times and document da
 _CORE_DATES = re.compile(rb"(<dcterms:(created|modified)[^>]*>)[^<]*(</dcterms:)")
 
 
-def reproducible(data: bytes) -> bytes:
+def _stamp() -> tuple[int, int, int, int, int, int]:
+    """:data:`FIXED_TIME`, or ``SOURCE_DATE_EPOCH`` when set (not before 1980: zip cannot hold it)."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if epoch.isdigit():
+        y, mo, d, h, mi, sec = time.gmtime(max(int(epoch), 315532800))[:6]
+        return y, mo, d, h, mi, sec
+    return FIXED_TIME
+
+
+class _FixedZip(zipfile.ZipFile):
+    """A zip being written whose every entry has the time of :func:`_stamp` and no system or file
+    attributes, with the core properties' dates set to it and table rows spliced into their
+    worksheet parts (``rows``; :func:`concur.excel.sheet_rows.splice`). A worksheet part is
+    matched by its sheet's part name at the time it is written (openpyxl numbers the sheets as
+    it writes them). :meth:`check` raises when some rows found no part."""
+
+    def __init__(self, file: Any, rows: Sequence[SheetRows] = ()) -> None:
+        super().__init__(file, "w", zipfile.ZIP_DEFLATED)
+        self.stamp = _stamp()
+        self.rows = list(rows)
+        self.spliced: set[int] = set()
+
+    def _edit(self, name: str, body: bytes) -> bytes:
+        if name == "docProps/core.xml":
+            iso = "{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}Z".format(*self.stamp).encode()
+            return _CORE_DATES.sub(lambda m: m.group(1) + iso + m.group(3), body)
+        for i, rows in enumerate(self.rows):
+            if i not in self.spliced and name == str(rows.ws.path).lstrip("/"):
+                from .sheet_rows import splice
+
+                self.spliced.add(i)
+                return splice(body, rows)
+        return body
+
+    def writestr(self, zinfo_or_arcname: Any, data: Any, *args: Any, **kwargs: Any) -> None:
+        name = zinfo_or_arcname.filename if isinstance(zinfo_or_arcname, zipfile.ZipInfo) else str(zinfo_or_arcname)
+        body = self._edit(name, data.encode() if isinstance(data, str) else bytes(data))
+        entry = zipfile.ZipInfo(name, date_time=self.stamp)
+        entry.compress_type = zipfile.ZIP_DEFLATED
+        entry.create_system = 0
+        entry.external_attr = 0
+        super().writestr(entry, body)
+
+    def write(self, filename: Any, arcname: Any = None, *args: Any, **kwargs: Any) -> None:
+        with open(filename, "rb") as src:
+            self.writestr(str(arcname if arcname is not None else filename), src.read())
+
+    def check(self) -> None:
+        missing = [r.ws.title for i, r in enumerate(self.rows) if i not in self.spliced]
+        if missing:
+            raise RuntimeError(f"table rows for sheets the workbook does not have: {missing}")
+
+
+def reproducible(data: bytes, rows: Sequence[SheetRows] = ()) -> bytes:
     """The xlsx ``data`` with nothing that depends on when it was written.
 
     openpyxl stamps the core properties' ``modified`` with the clock and the zip entries with
     the local time; both become :data:`FIXED_TIME` (``SOURCE_DATE_EPOCH`` overrides it, as for
     reproducible builds). Entries keep their order and are recompressed with fixed metadata,
-    so two exports of the same question are byte-identical.
+    so two exports of the same question are byte-identical (:func:`save_atomically` writes
+    these bytes in one pass). ``rows`` are spliced into their worksheet parts, as there.
     """
-    stamp = FIXED_TIME
-    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
-    if epoch.isdigit():
-        stamp = time.gmtime(max(int(epoch), 315532800))[:6]  # zip cannot hold dates before 1980
-    iso = "{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}Z".format(*stamp)
     src = zipfile.ZipFile(io.BytesIO(data))
     out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+    with _FixedZip(out, rows) as dst:
         for info in src.infolist():
-            body = src.read(info.filename)
-            if info.filename == "docProps/core.xml":
-                body = _CORE_DATES.sub(lambda m: m.group(1) + iso.encode() + m.group(3), body)
-            entry = zipfile.ZipInfo(info.filename, date_time=stamp)
-            entry.compress_type = zipfile.ZIP_DEFLATED
-            entry.create_system = 0
-            entry.external_attr = 0
-            dst.writestr(entry, body)
+            dst.writestr(info.filename, src.read(info.filename))
+    dst.check()
     return out.getvalue()

@@ -19,7 +19,9 @@ Sweep values and scenario overrides are numbers in the variable's display unit o
 text. Invariants: every problem is a :class:`concur.errors.UsageError` (exit 2, one line naming the
 file, and the line where the YAML gives one); a named pack file is confined like a pack's ``uses:``
 (:func:`concur.lang.library.find_used_pack`); the fleet plan of a ``plan:`` entry is computed once,
-here, and handed to the Plan sheet finished (:func:`fleet_plan_of`); the file is written
+here, and handed to the Plan sheet finished (:func:`fleet_plan_of`); a definition exported
+again with the same inputs replays its remembered plan and printed formulas without solving or
+importing sympy (:mod:`concur.excel.memo`), and writes the same bytes; the file is written
 atomically, so a failure leaves no partial file.
 """
 
@@ -33,7 +35,7 @@ from ..analysis.fleet_axes import narrow_axes
 from ..analysis.fleet_memo import plan_fleet_once
 from ..analysis.fleet_plan import AXES, FleetPlan
 from ..errors import ConcurError, PackError, UsageError
-from ..lang.library import find_used_pack
+from ..lang.library import find_used_pack, recording
 from ..lang.model import build_model
 from ..lang.units import check_given_units
 from ..lang.values import convert_value
@@ -269,18 +271,33 @@ def export_definition(
     path: str | Path | WorkbookDefinition, out: str | Path | None = None, search_up_to: int | None = None
 ) -> Path:
     """Solve a workbook definition (its file, or one :func:`load_definition` read) and write its
-    workbook (default: beside it, ``.xlsx``); ``search_up_to`` overrides the definition's."""
-    from .writer import write_workbook  # sympy and openpyxl: only when a workbook is written
+    workbook (default: beside it, ``.xlsx``); ``search_up_to`` overrides the definition's. The
+    plan and its printed formulas are remembered (:mod:`concur.excel.memo`): the same definition
+    with the same inputs is not solved nor printed again."""
+    from .layout import Tape
+    from .memo import recall, remember
+    from .writer import write_workbook  # openpyxl: only when a workbook is written
 
     defn = path if isinstance(path, WorkbookDefinition) else load_definition(path)
-    model, sol = solve_definition(defn)
     up_to = search_up_to if search_up_to is not None else defn.search_up_to
-    plan = plan_for(model, sol, defn.title, defn.sweeps, defn.scenarios, doc=defn.doc, search_up_to=up_to)
-    fleet = fleet_plan_of(defn)
-    if fleet is not None:
-        plan = replace(plan, comparison=fleet)
     target = Path(out) if out is not None else defn.path.with_suffix(".xlsx")
-    return write_workbook(plan, target)
+    remembered = recall(defn, up_to)
+    if remembered is not None:  # the plan and its printed formulas: no solve, no sympy
+        plan, tape = remembered
+        return write_workbook(_compared(plan, defn), target, tape)
+    with recording() as reads:
+        model, sol = solve_definition(defn)
+        plan = plan_for(model, sol, defn.title, defn.sweeps, defn.scenarios, doc=defn.doc, search_up_to=up_to)
+    tape = Tape()
+    written = write_workbook(_compared(plan, defn), target, tape)
+    remember(defn, up_to, reads, plan, tape)
+    return written
+
+
+def _compared(plan: Any, defn: WorkbookDefinition) -> Any:
+    """``plan`` with the fleet plan of the definition's ``plan:`` entry, if it has one."""
+    fleet = fleet_plan_of(defn)
+    return plan if fleet is None else replace(plan, comparison=fleet)
 
 
 def is_definition(path: Path) -> bool:

@@ -68,8 +68,8 @@ import sympy
 from sympy.printing.printer import Printer
 from sympy.printing.pycode import PythonCodePrinter
 
-from ..errors import UsageError
 from ..lang.functions import FUNCTIONS, SNAP_DIGITS, Function, by_sympy_class, snap  # one snapping rule
+from .cells import MAX_FORMULA_LENGTH, UnprintableError  # without sympy, for the sheet writers
 
 __all__ = [
     "MAX_DIGITS",
@@ -87,7 +87,6 @@ __all__ = [
     "tidy",
 ]
 
-MAX_FORMULA_LENGTH = 8192
 MAX_DIGITS = 15  # significant digits a spreadsheet keeps; no printed literal has more
 _REL_TOL = 1e-14  # a float "is" a rational this close to it (unit factors are a few ulps off)
 _SHORT_RATIONAL = 10  # digits of p and q together: 1/2629800 is a unit factor, 4115227/33333339 noise
@@ -97,10 +96,6 @@ _REL = 10
 _ADD = 20
 _MUL = 30
 _ATOM = 100
-
-
-class UnprintableError(UsageError):
-    """An expression uses a construct with no faithful Excel formula."""
 
 
 def _digits(r: sympy.Rational) -> int:

@@ -51,15 +51,14 @@ from copy import copy
 from dataclasses import dataclass
 from typing import Any
 
-import sympy
 from openpyxl.styles import Alignment
 from openpyxl.utils import get_column_letter
 
 from . import style
-from .cells import put_formula, put_number, put_text
+from .cells import MAX_FORMULA_LENGTH, UnprintableError, put_formula, put_number, put_text
 from .layout import Layout, display_expr, over_display, print_formula, sheet_ref, unit_label
 from .plan import Derived, Root, Search
-from .printer import MAX_FORMULA_LENGTH, UnprintableError, exact
+from .sheet_rows import SheetRows
 from .whatif import DOES_NOT_FIT, NO_SOLUTION, ROW, column_templates, sheet_title, table_names
 
 __all__ = ["SearchRef", "plan_searches", "write_searches"]
@@ -152,11 +151,12 @@ def _root_range(title: str, found: Search, index: int) -> str:
     return f"{sheet_ref(title)}!${letter}${_HEAD + 1}:${letter}${_HEAD + 1 + found.high - found.low}"
 
 
-def write_searches(wb: Any, layout: Layout, refs: dict[str, SearchRef]) -> None:
-    """Fill every sheet :func:`plan_searches` created (after the Model sheet set the number formats)."""
-    for d in layout.plan.derived:
-        if d.search is not None:
-            _write(wb[refs[d.var.name].title], layout, d, d.search)
+def write_searches(wb: Any, layout: Layout, refs: dict[str, SearchRef]) -> list[SheetRows]:
+    """Fill every sheet :func:`plan_searches` created (after the Model sheet set the number formats);
+    the tables' rows kept as XML, for :func:`concur.excel.cells.save_atomically` to splice in."""
+    return [
+        _write(wb[refs[d.var.name].title], layout, d, d.search) for d in layout.plan.derived if d.search is not None
+    ]
 
 
 def _note(layout: Layout, d: Derived, found: Search) -> str:
@@ -187,11 +187,13 @@ def _note(layout: Layout, d: Derived, found: Search) -> str:
 
 
 _PASSES_COL, _BEST_COL = 2, 3  # the verdict column, and the largest search's "best so far"
+_CELL_ROWS = 1  # rows of a candidate table written as openpyxl cells; the rest as XML (tests change it)
 
 
-def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> None:
+def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> SheetRows:
     """The search sheet of derived ``d``: title, note and check, then one row per candidate
-    (the model's columns, the verdict, the best so far, the loop iterations), sized to print."""
+    (the model's columns, the verdict, the best so far, the loop iterations), sized to print;
+    returns the rows kept as XML."""
     x = d.var.name
     where = f"search for '{x}'"
     columns = _columns(layout, found)
@@ -214,12 +216,13 @@ def _write(ws: Any, layout: Layout, d: Derived, found: Search) -> None:
     for j, label in enumerate(labels, start=1):
         put_text(ws, _HEAD, j, label)
     style.style_header(ws, _HEAD, 1, last_col)
-    _write_rows(ws, found, templates, first_col, body, iterations)
+    rows = _write_rows(ws, found, templates, first_col, body, iterations)
     _iteration_headers(ws, found.roots, iterations)
     _size(ws, found, labels, note, first_col, last_col)
     ws.freeze_panes = f"B{_HEAD + 1}"
     ws.protection.sheet = True
     style.page_setup(ws, last_col, _HEAD + 1 + found.high - found.low, title_rows=f"{_HEAD}:{_HEAD}")
+    return rows
 
 
 def _verdict(layout: Layout, d: Derived, found: Search, names: dict[str, str], columns: list[str], where: str) -> str:
@@ -250,6 +253,10 @@ def _write_head(ws: Any, x: str, found: Search, note: str) -> None:
     style.alert_unless_ok(ws, f"B{_CHECK_ROW}")
 
 
+_Cell = tuple[int, str, tuple[str, ...], dict[str, Any]]  # column, formula, style kind, attributes
+_CANDIDATE, _ABOVE = "@@CANDIDATE@@", "@@ABOVE@@"  # a row template's tokens beside whatif.ROW
+
+
 def _write_rows(
     ws: Any,
     found: Search,
@@ -257,29 +264,66 @@ def _write_rows(
     first_col: int,
     body: str,
     iterations: list[tuple[int, str, str, str]],
-) -> None:
+) -> SheetRows:
     """One row per candidate from ``found.low`` to ``found.high``: the candidate, the model's
     columns (a cell that cannot be evaluated does not fit), the verdict, the best so far, the
-    iterations."""
-    passes = get_column_letter(_PASSES_COL)
-    best = get_column_letter(_BEST_COL)
-    first = _HEAD + 1
+    iterations. The first :data:`_CELL_ROWS` rows are openpyxl cells, styled; the others are
+    one row template with their styles, filled per row and kept as XML
+    (:mod:`concur.excel.sheet_rows`), returned."""
     same = _SameStyle()
+    rows = SheetRows(ws)
+    styles: dict[int, str] = {}
+    template = ""
+    best = get_column_letter(_BEST_COL)
     for i, n in enumerate(range(found.low, found.high + 1)):
-        row = first + i
-        same(put_number(ws, row, 1, n), ("count",), number_format="#,##0")
-        for j, (template, fmt) in enumerate(templates, start=first_col):
-            # a candidate where the model cannot be evaluated (x/0 at a loop's singular point) does not fit
-            body_j = f'IFERROR({template.replace(ROW, str(row))},"{DOES_NOT_FIT}")'
-            same(put_formula(ws, row, j, body_j), ("value", fmt), number_format=fmt, alignment=_RIGHT)
-        verdict = put_formula(ws, row, _PASSES_COL, body.replace(ROW, str(row)))
-        same(verdict, ("verdict",), alignment=_RIGHT, number_format=_BOOLEAN)
-        if found.direction == "largest":
+        row = _HEAD + 1 + i
+        if i < _CELL_ROWS:
+            put_number(ws, row, 1, n)
             above = f"{best}{row - 1}" if i else '""'
-            same(put_formula(ws, row, _BEST_COL, f"IF({passes}{row}=TRUE,$A{row},{above})"), ("count",))
-        for col, _, formula, fmt in iterations:
-            cell = put_formula(ws, row, col, formula.replace(ROW, str(row)))
-            same(cell, ("iterate", fmt), number_format=fmt, font=style.NOTE_FONT)
+            for col, formula, kind, attributes in _row_cells(
+                found, templates, first_col, body, iterations, str(row), above
+            ):
+                cell = ws.cell(row, col) if col == 1 else put_formula(ws, row, col, formula)
+                same(cell, kind, **attributes)
+                styles[col] = rows.style_of(cell)
+            continue
+        if not template:
+            cells = _row_cells(found, templates, first_col, body, iterations, ROW, f"{best}{_ABOVE}")
+            template = rows.template(
+                [(c, f, styles[c]) for c, f, _, _ in sorted(cells, key=lambda c: c[0])], ROW, _CANDIDATE
+            )
+        rows.add(template, row, {ROW: row, _ABOVE: row - 1, _CANDIDATE: n})
+    return rows
+
+
+def _row_cells(
+    found: Search,
+    templates: list[tuple[str, str]],
+    first_col: int,
+    body: str,
+    iterations: list[tuple[int, str, str, str]],
+    row: str,
+    above: str,
+) -> list[_Cell]:
+    """The cells of a candidate's row ``row`` (its number, or a token): (column, formula text, or
+    the candidate's token in column A, style kind, the style attributes a kind's first cell gets),
+    in the order the first row is styled (which decides the style indices). ``above``: the best
+    so far of the row above."""
+    cells: list[_Cell] = [(1, _CANDIDATE, ("count",), {"number_format": "#,##0"})]
+    for j, (template, fmt) in enumerate(templates, start=first_col):
+        # a candidate where the model cannot be evaluated (x/0 at a loop's singular point) does not fit
+        body_j = f'IFERROR({template.replace(ROW, row)},"{DOES_NOT_FIT}")'
+        cells.append((j, body_j, ("value", fmt), {"number_format": fmt, "alignment": _RIGHT}))
+    verdict = body.replace(ROW, row)
+    cells.append((_PASSES_COL, verdict, ("verdict",), {"alignment": _RIGHT, "number_format": _BOOLEAN}))
+    if found.direction == "largest":
+        passes = get_column_letter(_PASSES_COL)
+        cells.append((_BEST_COL, f"IF({passes}{row}=TRUE,$A{row},{above})", ("count",), {}))
+    for col, _, formula, fmt in iterations:
+        cells.append(
+            (col, formula.replace(ROW, row), ("iterate", fmt), {"number_format": fmt, "font": style.NOTE_FONT})
+        )
+    return cells
 
 
 def _size(ws: Any, found: Search, labels: list[str], note: str, first_col: int, last_col: int) -> None:
@@ -304,13 +348,24 @@ def _size(ws: Any, found: Search, labels: list[str], note: str, first_col: int, 
     )
 
 
-def _iterations(
-    layout: Layout,
-    root: Root,
-    base: dict[str, str],
-    start: int,
-    where: str,
-) -> tuple[list[tuple[int, str, str, str]], tuple[str, str]]:
+_Iterations = tuple[list[tuple[int, str, str, str]], tuple[str, str]]
+
+
+def _iterations(layout: Layout, root: Root, base: dict[str, str], start: int, where: str) -> _Iterations:
+    """:func:`_printed_iterations`, through the layout's tape (one entry for all its formulas)."""
+
+    def decode(entry: Any) -> _Iterations:
+        cells, (value, solved) = entry
+        return [(int(c), str(h), str(f), str(n)) for c, h, f, n in cells], (str(value), str(solved))
+
+    return layout.tape.run(
+        lambda: _printed_iterations(layout, root, base, start, where),
+        lambda it: [[list(c) for c in it[0]], list(it[1])],
+        decode,
+    )
+
+
+def _printed_iterations(layout: Layout, root: Root, base: dict[str, str], start: int, where: str) -> _Iterations:
     """The cells that solve ``root`` in a row, from column ``start`` on, and (value, solved) for its column.
 
     Iterate k has a column for the root's value x_k, one per row of the loop's body computed from
@@ -321,6 +376,10 @@ def _iterations(
     the last iterate where ``|f| <= tolerance*|x|`` there; the Python twin is
     :func:`concur.excel.live_search.iterate_root`.
     """
+    import sympy
+
+    from .printer import exact
+
     derived = {dd.var.name: dd for dd in layout.plan.derived}
     d = derived[root.variable]
     fmt = layout.formats.get(root.variable, "General")

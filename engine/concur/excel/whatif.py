@@ -50,7 +50,6 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import sympy
 from openpyxl.chart import Reference, ScatterChart, Series
 from openpyxl.styles import Alignment, Protection
 from openpyxl.utils import get_column_letter
@@ -60,7 +59,6 @@ from . import style
 from .cells import put_formula, put_number, put_text
 from .layout import Layout, display_expr, print_formula, unit_label
 from .plan import Derived, Input, Scenario, SheetVar, Sweep
-from .printer import excel_formula
 
 __all__ = [
     "DOES_NOT_FIT",
@@ -149,7 +147,13 @@ def _bounds_test(var: SheetVar, body: str) -> str | None:
 
 
 def _number(value: float) -> str:
-    return excel_formula(sympy.Float(value), {}) if not float(value).is_integer() else str(int(value))
+    if float(value).is_integer():
+        return str(int(value))
+    import sympy
+
+    from .printer import excel_formula
+
+    return excel_formula(sympy.Float(value), {})
 
 
 def write_sweeps(wb: Any, layout: Layout) -> None:
@@ -184,6 +188,9 @@ def table_names(layout: Layout, over: str, columns: list[str], first: int = 2) -
     return names
 
 
+_Templates = tuple[list[tuple[str, str]], set[str], dict[str, str]]
+
+
 def column_templates(
     layout: Layout,
     over: str,
@@ -191,7 +198,32 @@ def column_templates(
     where: str,
     first: int = 2,
     roots: dict[str, tuple[str, str]] | None = None,
-) -> tuple[list[tuple[str, str]], set[str], dict[str, str]]:
+) -> _Templates:
+    """:func:`printed_templates`, through the layout's tape (one entry for all its formulas)."""
+
+    def decode(entry: Any) -> _Templates:
+        templates, may_fail, names = entry
+        return (
+            [(str(t), str(f)) for t, f in templates],
+            {str(n) for n in may_fail},
+            {str(k): str(v) for k, v in names.items()},
+        )
+
+    return layout.tape.run(
+        lambda: printed_templates(layout, over, columns, where, first, roots),
+        lambda t: [[list(x) for x in t[0]], sorted(t[1]), dict(t[2])],
+        decode,
+    )
+
+
+def printed_templates(
+    layout: Layout,
+    over: str,
+    columns: list[str],
+    where: str,
+    first: int = 2,
+    roots: dict[str, tuple[str, str]] | None = None,
+) -> _Templates:
     """Row formulas of a table whose column A holds ``over`` and columns ``first``.. hold ``columns``.
 
     Returns ``(templates, may_fail, names)``: per column its formula body (the row number is

@@ -65,7 +65,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import sympy
 from openpyxl import Workbook
 from openpyxl.styles import Protection
 from openpyxl.utils import get_column_letter
@@ -76,11 +75,10 @@ from ..errors import UsageError
 from ..lang.units import unit_info
 from . import style
 from .cells import put_formula, put_number, put_text, require_folder, save_atomically
-from .layout import Layout, display_expr, over_display, print_formula, sheet_ref, unit_label
+from .layout import Layout, Tape, display_expr, over_display, print_formula, sheet_ref, unit_label
 from .names import mangle_all
 from .plan import Derived, Input, SheetVar, WorkbookPlan
 from .plan_sheet import write_plan_sheet
-from .printer import exact
 from .search import SearchRef, plan_searches, write_searches
 from .whatif import sheet_title, write_scenarios, write_sweeps
 
@@ -530,7 +528,7 @@ def _write_model(wb: Workbook, layout: Layout, searches: dict[str, SearchRef]) -
         _define(wb, layout, var.name)
         if d.implicit:
             if d.residual is not None:
-                res = display_expr(layout, d, d.residual, out_scale=sympy.Integer(1))  # base units
+                res = display_expr(layout, d, d.residual, out_scale=1)  # base units
                 put_formula(ws, row, 8, print_formula(layout, res, d.where))
             put_text(
                 ws,
@@ -674,18 +672,26 @@ def _write_notes(wb: Workbook, layout: Layout) -> None:
 def _hours(layout: Layout) -> str | None:
     """The billed hours in a month as a formula over the Inputs sheet (None: the workbook has none)."""
     name = "hours_per_month"
-    if name not in layout.scales:
+    if name not in layout.vars:
         return None
-    hours = sympy.Symbol(name) * layout.scales[name] / exact(unit_info("hour/month").factor)
+
+    def hours() -> Any:
+        import sympy
+
+        from .printer import exact
+
+        return sympy.Symbol(name) * layout.scales[name] / exact(unit_info("hour/month").factor)
+
     return print_formula(layout, hours, f"the Plan sheet's '{name}'")
 
 
 # ---------------------------------------------------------------- the workbook
 
 
-def build_layout(plan: WorkbookPlan) -> Layout:
-    """Names and scales for every plan variable; checks names are unique."""
-    layout = Layout(plan=plan)
+def build_layout(plan: WorkbookPlan, tape: Tape | None = None) -> Layout:
+    """Names and scales for every plan variable (no scales while ``tape`` replays); checks names
+    are unique."""
+    layout = Layout(plan=plan, tape=tape or Tape())
     order: list[str] = [p.key for p in plan.presets]
     for inp in plan.inputs:
         order.append(inp.var.name)
@@ -702,12 +708,16 @@ def build_layout(plan: WorkbookPlan) -> Layout:
         seen.add(name)
     layout.names = mangle_all(order)
     layout.vars = plan.variables()
-    layout.scales = {name: exact(var.scale) for name, var in layout.vars.items()}
+    if not layout.replaying:
+        from .printer import exact
+
+        layout.scales = {name: exact(var.scale) for name, var in layout.vars.items()}
     return layout
 
 
-def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str]) -> Path:
+def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str], tape: Tape | None = None) -> Path:
     """Write ``plan`` as a live xlsx workbook at ``path`` (atomically) and return the path.
+    ``tape`` (:class:`concur.excel.layout.Tape`) records what sympy printed, or replays it.
 
     Raises :class:`concur.errors.UsageError` for an inconsistent plan (unknown
     symbol, duplicate name, unprintable expression) or a folder that does not
@@ -719,7 +729,7 @@ def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str]) -> Path:
         PosixPath('kv.xlsx')
     """
     target = require_folder(path)  # before the work, not after it
-    layout = build_layout(plan)
+    layout = build_layout(plan, tape)
     wb = Workbook()
     wb.active.title = "Inputs"
     lookups = _write_catalogs(wb, layout)
@@ -728,7 +738,7 @@ def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str]) -> Path:
     searches = plan_searches(wb, layout)
     _write_model(wb, layout, searches)
     _write_summary(wb["Inputs"], layout, first_answer)
-    write_searches(wb, layout, searches)
+    tables = write_searches(wb, layout, searches)
     write_sweeps(wb, layout)
     write_scenarios(wb, layout)
     if plan.comparison is not None:
@@ -744,4 +754,5 @@ def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str]) -> Path:
     wb.properties.title = plan.title
     wb.properties.creator = "concur"
     wb.calculation.fullCalcOnLoad = True
-    return save_atomically(wb, target)
+    layout.tape.finished()
+    return save_atomically(wb, target, tables)
