@@ -16,7 +16,7 @@ What must hold:
   no run simulates faster than measured / :data:`FASTEST` (the engines' prefill efficiency is fitted
   on TensorRT-LLM runs at concurrency 1; at full budget vLLM, SGLang and TensorRT-LLM reach less);
 * the format physics: 4-bit weights on an H100 (no FP4 units) run their matmuls at the BF16 peak,
-  so gpt-oss's prefill is not credited with FP8 speed (it was 2.2-3.9x optimistic when it was);
+  so gpt-oss's prefill is not credited with FP8 speed (its 2K and 4K runs were 2.1-3.9x optimistic when it was);
 * docs/t2-throughput.md's table of these runs is what this module computes, line for line.
 
 ``python tests/analysis/test_offline_runs.py`` prints the table.
