@@ -479,6 +479,11 @@ def _integer_exact(evaluate: Any, meets: Any, goal: Goal, lo: int, hi: int) -> t
 def _continuous_search(
     evaluate: Any, meets: Any, lo: float | None, hi: float | None, start: float | None
 ) -> tuple[float, str] | None:
+    """Bracket the goal on a doubling grid around ``start`` and bisect the bracket. The grid is walked
+    outwards from ``start``, one step down and one up in turn, and the walk stops at the first point
+    whose verdict differs from its neighbour's towards ``start``: the goal is assumed monotone, so that
+    is the one boundary, and trials far beyond it (a rate of 10^17 requests a second, whose fleet no
+    solve budget can size) are never run."""
     x0 = start if start and start > 0 else (lo * 2 if lo else 1.0)
     grid = [x0 * 2.0**k for k in range(-60, 61)]
     if lo is not None:
@@ -486,18 +491,25 @@ def _continuous_search(
         grid.insert(0, lo)
     if hi is not None:
         grid = [g for g in grid if g <= hi] + [hi]
-    values = [(g, evaluate(g)) for g in grid]
-    ok = [meets(v) for _, v in values]
-    if not any(ok):
+    here = min(range(len(grid)), key=lambda i: abs(math.log(grid[i] / x0)) if grid[i] > 0 else math.inf)
+    verdicts: dict[int, bool] = {}
+
+    def ok(i: int) -> bool:
+        if i not in verdicts:
+            verdicts[i] = bool(meets(evaluate(grid[i])))
+        return verdicts[i]
+
+    centre = ok(here)
+    for step in range(1, len(grid)):
+        for i, inner in ((here - step, here - step + 1), (here + step, here + step - 1)):
+            if not 0 <= i < len(grid) or ok(i) == ok(inner):
+                continue
+            low, high = min(i, inner), max(i, inner)
+            if ok(high):  # fails below, meets above: the smallest value that meets
+                return _bisect(evaluate, meets, grid[low], grid[high], want_low=True), "smallest"
+            return _bisect(evaluate, meets, grid[low], grid[high], want_low=False), "largest"
+    if not centre:
         return None
-    first_ok = ok.index(True)
-    last_ok = len(ok) - 1 - ok[::-1].index(True)
-    if first_ok > 0:
-        a, b = values[first_ok - 1][0], values[first_ok][0]
-        return _bisect(evaluate, meets, a, b, want_low=True), "smallest"
-    if last_ok < len(ok) - 1:
-        a, b = values[last_ok][0], values[last_ok + 1][0]
-        return _bisect(evaluate, meets, a, b, want_low=False), "largest"
     raise UsageError(
         "every value in range meets the target: the question does not constrain it",
         hint="ask for the target instead, or give tighter bounds",

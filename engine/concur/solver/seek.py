@@ -128,6 +128,10 @@ def _needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float
         return {k: v for k, v in known.items() if k not in drop}
 
     computed = {eq.lhs.name for eq in model.equations if isinstance(eq.lhs, Var)}
+    # an asked-for input (a rate) is the question; asked-for outputs (the counts and the cost that rate
+    # needs) follow from it, so it is tried first whatever order the user named them in: searching a
+    # count instead answers another question (the fewest workers, not the largest rate)
+    find = tuple(sorted(find, key=lambda x: x in computed))
     if len(limits) > 1 or (limits and _held_counts(model, known, givens, limits)):
         together = _together(model, find, known, givens, limits, determined, computed)
         if together is not None:
@@ -196,31 +200,54 @@ def _together(
     budget; or SLAs with a given replica count). None when the targets do not all drive from one
     searched variable (the single-target rules then apply)."""
     base = {k: v for k, v in known.items() if k not in limits}
-    for x in find:
-        if determined(base, x):
-            continue
-        for g in limits:
-            via = _rounded_link(model, base, x, g, determined)
-            if via is None or _reaches(model, g, x, {*base, via}):
-                continue
-            stop = {*base, via}
-            first = tuple(h for h in limits if determined({**base, via: 1.0}, h) and not _reaches(model, h, x, stop))
-            later = tuple(h for h in limits if h not in first and determined({**base, x: 1.0, via: 1.0}, h))
-            if len(first) + len(later) == len(limits):
-                return Seek(x, first, via=via, later=later)
     held = _held_counts(model, known, givens, limits)
-    for x in find:
-        if determined(base, x) and (not held or not _through_rounding(model, structure(model, base, find), x)):
-            continue  # computed from the givens without inverting a rounding: the targets are checks
-        free = structure(model, base, find).matching.undetermined
-        candidates = sorted(
-            (s for s in free | {x} if not model.variables[s].choices and (s == x or s not in computed)),
-            key=lambda s: (not (model.variables[s].integer and s not in computed), s != x, s),
+    for x in find:  # each asked-for name in turn: its own routes before the next name's
+        seek = _together_via(model, x, base, limits, determined) or _together_plain(
+            model, find, x, base, limits, held, determined, computed
         )
-        for s in candidates:
-            probe = {**base, s: 1.0}
-            if all(determined(probe, g) for g in limits) and determined(probe, x):
-                return Seek(s, tuple(limits), held=held)
+        if seek is not None:
+            return seek
+    return None
+
+
+def _together_via(model: Model, x: str, base: Mapping[str, float], limits: list[str], determined: Any) -> Seek | None:
+    """``x`` linked to the targets through a rounded count (the most replicas a budget allows)."""
+    if determined(base, x):
+        return None
+    for g in limits:
+        via = _rounded_link(model, base, x, g, determined)
+        if via is None or _reaches(model, g, x, {*base, via}):
+            continue
+        stop = {*base, via}
+        first = tuple(h for h in limits if determined({**base, via: 1.0}, h) and not _reaches(model, h, x, stop))
+        later = tuple(h for h in limits if h not in first and determined({**base, x: 1.0, via: 1.0}, h))
+        if len(first) + len(later) == len(limits):
+            return Seek(x, first, via=via, later=later)
+    return None
+
+
+def _together_plain(
+    model: Model,
+    find: tuple[str, ...],
+    x: str,
+    base: Mapping[str, float],
+    limits: list[str],
+    held: tuple[str, ...],
+    determined: Any,
+    computed: set[str],
+) -> Seek | None:
+    """One searched variable (``x`` or an input upstream of it) that drives every target at once."""
+    if determined(base, x) and (not held or not _through_rounding(model, structure(model, base, find), x)):
+        return None  # computed from the givens without inverting a rounding: the targets are checks
+    free = structure(model, base, find).matching.undetermined
+    candidates = sorted(
+        (s for s in free | {x} if not model.variables[s].choices and (s == x or s not in computed)),
+        key=lambda s: (not (model.variables[s].integer and s not in computed), s != x, s),
+    )
+    for s in candidates:
+        probe = {**base, s: 1.0}
+        if all(determined(probe, g) for g in limits) and determined(probe, x):
+            return Seek(s, tuple(limits), held=held)
     return None
 
 
