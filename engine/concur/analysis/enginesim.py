@@ -81,6 +81,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -220,42 +221,61 @@ def simulate_engine(
     return sim.result()
 
 
-class EventLoop:
+class EventLoop(ABC):
     """The event loop both engine simulators share: a heap of ``(time, seq, kind, where)`` events,
     arrivals drawn one ahead from ``source`` (or ``closed`` clients re-arriving as they finish), every
-    event counted against ``max_events``, the queue length noted after each.
+    event counted against ``max_events``, the queue length noted after each; and the per-run state
+    both keep (the request table, step records, inter-token gaps, speculation's counts).
 
-    A subclass sets, in its ``__init__``: ``heap``, ``seq``, ``events``, ``max_events``, ``pending``
-    (recorded requests not finished), ``closed``, ``source``, ``dry``, ``pending_arrival``, ``now``,
-    ``waiting_total``, ``queue_t``, ``queue_n``; and defines ``arrive(t)`` and ``on_event(kind, where)``
+    A subclass calls ``super().__init__`` and defines ``arrive(t)`` and ``on_event(kind, where)``
     for every kind but :data:`_ARRIVE` (0).
     """
 
-    heap: list[tuple[float, int, int, int]]
-    seq: int
-    events: int
-    max_events: int
-    pending: int
-    closed: int | None
-    source: Stream
-    dry: bool
-    pending_arrival: tuple[float, int, int]
-    now: float
-    waiting_total: int
-    queue_t: list[float]
-    queue_n: list[int]
-    step_end: list[float]
-    step_tokens: list[int]
-    step_done: list[int]
-    steps: int
-    batch_time: float
-    decode_time: float
+    def __init__(
+        self,
+        source: Stream,
+        requests: int,
+        warmup: int,
+        concurrency: int | None,
+        max_events: int,
+        observe: Callable[[StepRecord], None] | None,
+    ) -> None:
+        import numpy as np
 
+        self.np = np
+        self.source = source
+        self.first_rec, self.end_rec = warmup, warmup + requests
+        self.closed = concurrency
+        self.max_events, self.observe = max_events, observe
+        self.req = RequestTable()
+        self.heap: list[tuple[float, int, int, int]] = []
+        self.seq = self.events = self.steps = 0
+        self.pending = requests  # recorded requests not finished
+        self.dry = False  # the stream has run out
+        self.pending_arrival: tuple[float, int, int] = (0.0, 1, 1)
+        self.waiting_total = 0
+        self.queue_t: list[float] = [0.0]
+        self.queue_n: list[int] = [0]
+        self.step_end: list[float] = []
+        self.step_tokens: list[int] = []
+        self.step_done: list[int] = []
+        self.gaps: list[Any] = []  # inter-token gaps of recorded requests (arrays) ...
+        self.gap_weights: list[Any] = []  # ... and how many tokens had each
+        self.coalesce = True
+        self.batch_time = self.decode_time = 0.0
+        self.finish_order: list[int] = []
+        self.now = 0.0
+        self.rng: Any = None
+        self.spec_emitted = 0  # tokens decode steps emitted, and ...
+        self.spec_slots = 0  # ... sequence-steps that emitted them (speculation's measured acceptance length)
+
+    @abstractmethod
     def arrive(self, t: float) -> None:
-        raise NotImplementedError
+        """A request arrives at ``t`` (the pending one, or a closed-loop client's next)."""
 
+    @abstractmethod
     def on_event(self, kind: int, where: int) -> None:
-        raise NotImplementedError
+        """An event of ``kind`` (not an arrival) at ``where`` (a replica or worker index) is due now."""
 
     def push(self, t: float, kind: int, where: int) -> None:
         heapq.heappush(self.heap, (t, self.seq, kind, where))
@@ -335,42 +355,13 @@ class _Sim(EventLoop):
         max_events: int,
         observe: Callable[[StepRecord], None] | None,
     ) -> None:
-        import numpy as np
-
-        self.np = np
-        self.step, self.lim, self.source = step, limits, source
-        self.first_rec, self.end_rec = warmup, warmup + requests
-        self.closed = concurrency
-        self.max_events, self.observe = max_events, observe
-        self.req = RequestTable()
+        super().__init__(source, requests, warmup, concurrency, max_events, observe)
+        self.step, self.lim = step, limits
         self.reps = [_Replica(limits.kv_blocks) for _ in range(replicas)]
-        self.heap: list[tuple[float, int, int, int]] = []
-        self.seq = 0
-        self.events = 0
-        self.steps = 0
         self.preemptions = 0
-        self.pending = requests  # recorded requests not finished
-        self.dry = False  # the stream has run out
-        self.pending_arrival: tuple[float, int, int] = (0.0, 1, 1)
-        self.waiting_total = 0
-        self.queue_t: list[float] = [0.0]
-        self.queue_n: list[int] = [0]
-        self.step_end: list[float] = []
-        self.step_tokens: list[int] = []
-        self.step_done: list[int] = []
-        self.gaps: list[Any] = []  # inter-token gaps of recorded requests (arrays)...
-        self.gap_weights: list[Any] = []  # ... and how many tokens had each
-        self.coalesce = True
-        self.batch_time = 0.0
-        self.decode_time = 0.0
-        self.finish_order: list[int] = []
         self.admitted: list[int] = []
         self.ever: set[int] = set()
-        self.now = 0.0
         self.verify = 1 if step.spec is None else step.spec.verify  # tokens per decoding sequence a step runs
-        self.rng: Any = None
-        self.spec_emitted = 0  # tokens decode steps emitted, and ...
-        self.spec_slots = 0  # ... sequence-steps that emitted them (speculation's measured acceptance length)
 
     # -- events -----------------------------------------------------------------------------
     def on_event(self, kind: int, where: int) -> None:

@@ -64,7 +64,7 @@ from typing import Any
 from ..errors import ConcurError, InfeasibleError, UsageError
 from ..lang.library import get_catalog
 from ..lang.units import parse_quantity, unit_info
-from .enginesim import COALESCE_MAX, DEFAULT_MAX_EVENTS, EventLoop, RequestTable, Stream, queue_halves
+from .enginesim import COALESCE_MAX, DEFAULT_MAX_EVENTS, EventLoop, Stream, queue_halves
 from .enginesim_result import DisaggStats, EngineSimResult, Percentiles, StepRecord
 from .step_model import EngineLimits, StepModel, solve_engine
 
@@ -197,15 +197,10 @@ class _Disagg(EventLoop):
         max_events: int,
         observe: Callable[[StepRecord], None] | None,
     ) -> None:
-        import numpy as np
-
-        self.np = np
-        self.P, self.D, self.link, self.source = prefill, decode, link, source
+        super().__init__(source, requests, warmup, concurrency, max_events, observe)
+        self.P, self.D, self.link = prefill, decode, link
         self.rate = link.bandwidth * min(prefill.tp, decode.tp)  # bytes/s of one transfer
         self.kv_bytes = kv_bytes
-        self.first_rec, self.end_rec = warmup, warmup + requests
-        self.closed, self.max_events, self.observe = concurrency, max_events, observe
-        self.req = RequestTable()
         self.pw = [_PWorker(prefill.limits.kv_blocks) for _ in range(prefill.workers)]
         self.dw = [_DWorker(decode.limits.kv_blocks) for _ in range(decode.workers)]
         self.where_p: list[int] = []  # per request: its prefill worker, decode worker, blocks held on each
@@ -218,26 +213,7 @@ class _Disagg(EventLoop):
         self.min_prefill = prefill.step.time(0, 0.0, 1, 1.0, 1.0)  # no prefill step is quicker
         spec = decode.step.spec
         self.verify = 1 if spec is None else spec.verify
-        self.rng: Any = None
-        self.heap: list[tuple[float, int, int, int]] = []
-        self.seq = self.events = self.steps = 0
-        self.pending = requests
-        self.dry = False
-        self.pending_arrival: tuple[float, int, int] = (0.0, 1, 1)
-        self.waiting_total = 0
-        self.queue_t: list[float] = [0.0]
-        self.queue_n: list[int] = [0]
-        self.step_end: list[float] = []
-        self.step_tokens: list[int] = []
-        self.step_done: list[int] = []
-        self.gaps: list[Any] = []  # inter-token gaps of recorded requests (arrays) ...
-        self.gap_weights: list[Any] = []  # ... and how many tokens had each
-        self.coalesce = True
-        self.batch_time = self.decode_time = 0.0
         self.prefill_tokens = self.prefill_steps = 0
-        self.spec_emitted = self.spec_slots = 0
-        self.finish_order: list[int] = []
-        self.now = 0.0
 
     # -- events -----------------------------------------------------------------------------------
     def on_event(self, kind: int, where: int) -> None:
