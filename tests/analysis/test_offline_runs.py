@@ -24,7 +24,6 @@ What must hold:
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass
 from functools import cache
@@ -35,6 +34,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from concur.analysis.arrivals import Trace
+from concur.analysis.calibration import median
 from concur.analysis.enginesim import simulate_engine
 from concur.analysis.step_model import solve_engine
 
@@ -137,14 +137,9 @@ def table() -> list[str]:
             f"{r.measured_ttft_s:.1f} s | {r.simulated_ttft_s:.1f} s |"
         )
     ratios = sorted(replay(i).ratio for i in REPLAYED)
-    median = (
-        ratios[len(ratios) // 2]
-        if len(ratios) % 2
-        else math.sqrt(ratios[len(ratios) // 2 - 1] * ratios[len(ratios) // 2])
-    )
     lines.append("")
     lines.append(
-        f"measured / simulated over {len(ratios)} runs: {ratios[0]:.2f} to {ratios[-1]:.2f}, median {median:.2f}"
+        f"measured / simulated over {len(ratios)} runs: {ratios[0]:.2f} to {ratios[-1]:.2f}, median {median(ratios):.2f}"
     )
     return lines
 
