@@ -554,6 +554,7 @@ class _Sim(EventLoop):
             self.take(rep, need - hit)  # ... the rest are handed out
             req.blocks[i] = need
             req.ctx[i] = hit * self.lim.block_size
+            req.kept[i] = 0  # admitted: its cached prefix is in use (a head that waits keeps it)
             rep.running.append(i)
             rep.prefilling.append(i)
             chunks.append((i, c))
@@ -562,14 +563,13 @@ class _Sim(EventLoop):
         return chunks, new
 
     def cached_prefix(self, rep: _Replica, i: int) -> int:
-        """Full blocks of a preempted request's prefix still cached (0 without prefix caching): its
+        """Full blocks of a preempted request's prefix still cached now (0 without prefix caching): its
         block j of ``kept`` sat ``kept_pos + kept - 1 - j`` blocks from the free queue's head, so it
         survives until that many blocks have been handed out since. At least one prompt token is
         always computed again (the engine must produce the next token)."""
         kept = int(self.req.kept[i])
         if kept <= 0:
             return 0
-        self.req.kept[i] = 0
         since = rep.allocated - int(self.req.kept_mark[i])
         alive = max(0, min(kept, int(self.req.kept_pos[i]) + kept - since))
         return min(alive, (int(self.req.pre[i]) - 1) // self.lim.block_size)
