@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import math
+import operator
 import re
 import unicodedata
 from collections.abc import Callable, Iterator
@@ -594,13 +595,13 @@ def to_text(node: Node, prec: int = 0) -> str:
 Env = dict[str, Any]
 Compiled = Callable[[Env], Any]
 
-_PY_BIN: dict[str, Callable[[Any, Any], Any]] = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "/": lambda a, b: a / b,
-    "**": lambda a, b: a**b,
-    "%": lambda a, b: a % b,
+_PY_BIN: dict[str, Callable[[Any, Any], Any]] = {  # C functions: no Python frame per operation
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
+    "**": operator.pow,
+    "%": operator.mod,
 }
 _PY_CMP: dict[str, Callable[[Any, Any], Any]] = {
     "<": lambda a, b: a < b,
@@ -670,12 +671,50 @@ def _compile_if(node: If, vector: bool) -> Compiled:
 
 
 def _compile_bin(node: Bin, vector: bool) -> Compiled:
-    """A binary operator; ``%`` on arrays is ``numpy.mod`` (the sign of the divisor, as Python)."""
-    fl, fr = compile_node(node.left, vector=vector), compile_node(node.right, vector=vector)
-    op = _PY_BIN[node.op]
+    """A binary operator; ``%`` on arrays is ``numpy.mod`` (the sign of the divisor, as Python).
+
+    A side that is a name or a constant is read in place rather than called (most operands of a
+    pack's equations are one or the other: half the calls of an evaluation), with the same
+    operation on the same values, so the result is the same float."""
     if vector and node.op == "%":
+        fl, fr = compile_node(node.left, vector=vector), compile_node(node.right, vector=vector)
         return lambda env: __import__("numpy").mod(fl(env), fr(env))
+    op = _PY_BIN[node.op]
+    left, right = _leaf(node.left), _leaf(node.right)
+    if left is not None and right is not None:
+        return _bin_leaves(op, left, right)
+    if left is not None:
+        fr = compile_node(node.right, vector=vector)
+        kind, a = left
+        return (lambda env: op(env[a], fr(env))) if kind == "var" else (lambda env: op(a, fr(env)))
+    fl = compile_node(node.left, vector=vector)
+    if right is not None:
+        kind, b = right
+        return (lambda env: op(fl(env), env[b])) if kind == "var" else (lambda env: op(fl(env), b))
+    fr = compile_node(node.right, vector=vector)
     return lambda env: op(fl(env), fr(env))
+
+
+def _leaf(node: Node) -> tuple[str, Any] | None:
+    """``("var", name)`` for a name, ``("const", value)`` for a number or unit literal, else None."""
+    if isinstance(node, Var):
+        return ("var", node.name)
+    if isinstance(node, (Num, UnitLit)):
+        return ("const", node.value)
+    return None
+
+
+def _bin_leaves(op: Callable[[Any, Any], Any], left: tuple[str, Any], right: tuple[str, Any]) -> Compiled:
+    """``op`` on two leaves; two constants are still computed per evaluation (an error such as a
+    division by zero is raised where the formula is evaluated, as for any other operation)."""
+    (lk, a), (rk, b) = left, right
+    if lk == "var" and rk == "var":
+        return lambda env: op(env[a], env[b])
+    if lk == "var":
+        return lambda env: op(env[a], b)
+    if rk == "var":
+        return lambda env: op(a, env[b])
+    return lambda env: op(a, b)
 
 
 def compile_node(node: Node, *, vector: bool = False) -> Compiled:

@@ -45,6 +45,7 @@ from .roots import (
     bracket_root,
     choose_root,
     in_bounds,
+    one_signed,
     satisfies,
     snap_integer,
 )
@@ -431,6 +432,16 @@ class _Run:
             self.env, self.trace, self.tracing = env, self.trace[:mark], tracing
 
     def tear(self, step: BlockStep) -> bool:
+        """Solve the loop ``step`` through its tears, in order; False when none gives a root.
+
+        The next tear is tried only when this one's scan cannot vouch that the loop has no root:
+        its inner solve failed somewhere (the reason a loop keeps other tears), or its variable may
+        be negative (the scan covers positive values only). A residual defined at every scan point
+        and of one sign says the loop has no fixed point with that variable anywhere in its range;
+        another tear of the same equations would scan the same solutions again (a saturated fleet
+        paid four full scans per replica count tried).
+        """
+        scanned: list[float | None] = []
         for tear in step.tears:
             e = self.plan.eqs[tear.equation]
             var = self.model.variables[tear.variable]
@@ -451,8 +462,11 @@ class _Run:
                 hi,
                 what=list_names(step.variables),
                 hint=f"give {tear.variable} directly, or a tighter bound on it",
+                scanned=scanned,
             )
             if root is None:
+                if low is not None and low >= 0 and one_signed(scanned):
+                    return False
                 continue
             try:
                 env, steps = self.trial(tear, root)

@@ -65,6 +65,7 @@ __all__ = [
     "in_bounds",
     "in_bounds_array",
     "is_whole",
+    "one_signed",
     "satisfies",
     "snap_integer",
     "snap_integer_array",
@@ -232,7 +233,13 @@ def choose_root_array(xs: Sequence[Any], lhss: Sequence[Any], rhss: Sequence[Any
 
 
 def bracket_root(
-    f: Callable[[float], float], lo: float, hi: float, *, what: str = "a root", hint: str = ""
+    f: Callable[[float], float],
+    lo: float,
+    hi: float,
+    *,
+    what: str = "a root",
+    hint: str = "",
+    scanned: list[float | None] | None = None,
 ) -> float | None:
     """A root of ``f`` in [lo, hi]: scan up to 201 points (log-spaced when wide), bisect the first sign change.
 
@@ -244,6 +251,9 @@ def bracket_root(
     non-finite value) gives up that sign change (a pole, or a failed inner solve: no root it can
     vouch for) and goes on to the next. Each evaluation spends budget
     (:func:`concur.solver.budget.spend`, raising :class:`~concur.errors.BudgetError` past it).
+
+    ``scanned``, when given, receives the scan's values (None where ``f`` is undefined): a caller
+    told None can see whether ``f`` was defined everywhere and of one sign (:func:`one_signed`).
     """
     points: list[float]  # float ** float is typed Any (a negative base gives a complex)
     if lo > 0 and hi / lo > 100:
@@ -254,7 +264,8 @@ def bracket_root(
     # bisection vouches for a root), which is the event a full scan would have chosen first --
     # an isolated zero is decided once its right neighbour is known, and a sign change needs a
     # non-zero left neighbour, so no later point can pre-empt an earlier event.
-    values: list[float | None] = []
+    values: list[float | None] = [] if scanned is None else scanned
+    del values[:]
     for x in points:
         spend(what, hint)
         try:
@@ -274,6 +285,14 @@ def bracket_root(
             hint=hint or "give it directly, or another value that constrains it",
         )
     return _root_at_an_edge(f, points, values, what, hint)
+
+
+def one_signed(values: Sequence[float | None]) -> bool:
+    """Whether a scan found ``f`` defined at every point and of one sign, never 0: no root lies
+    between its points that a sign change could show, and no edge of a defined region hides one."""
+    return bool(values) and (
+        all(v is not None and v > 0 for v in values) or all(v is not None and v < 0 for v in values)
+    )
 
 
 def _isolated_zero(values: list[float | None], i: int) -> bool:
