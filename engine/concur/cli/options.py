@@ -22,7 +22,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _set_pack_path(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> None:
-    from ..lang.library import set_pack_path
+    from ..lang.places import set_pack_path
 
     set_pack_path(value)
     invocation(ctx).pack_path = tuple(value)

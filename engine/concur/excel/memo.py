@@ -14,14 +14,11 @@ printed. Exporting again replays the tape over the remembered plan.
 
 Invariants:
 
-* An entry's name is the :func:`~concur.cache.digest` of the definition as read (every field of
-  :class:`~concur.excel.definition.WorkbookDefinition`, its resolved path), the
-  ``search_up_to`` asked for, concur's own code
-  (:func:`~concur.cache.source_digest`), the solve budget's settings, and what decides which
-  file a pack or catalog name resolves to (the ``*.yaml`` names in the shipped, ``--pack-path``
-  and ``CONCUR_CATALOG_PATH`` folders). Its payload lists every pack and catalog file read while
-  solving and planning (:func:`concur.lang.library.recording`) with the sha256 of its bytes; an
-  entry is used only while every one of them still has those bytes.
+* An entry's name and dependencies follow :mod:`concur.lang.remembered`: the definition as read
+  (every field of :class:`~concur.excel.definition.WorkbookDefinition`, its resolved path), the
+  ``search_up_to`` asked for, concur's own code, the solve budget's settings and what decides
+  which file a name resolves to; its payload lists every pack and catalog file read while solving
+  and planning with the sha256 of its bytes, and an entry is used only while each still has them.
 * A replayed workbook is the recorded one: every cell, formula, style and name
   (``tests/excel/test_workbook_memo.py`` compares the bytes for every shipped definition).
 * A missing, stale, unreadable or forged entry costs the sympy path, never a different
@@ -34,25 +31,20 @@ Non-goals: the fleet plan of a ``plan:`` entry (remembered on its own,
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..cache import cache_dir, digest, read_json, source_digest, write_json
-from ..lang.library import catalog_path, formulas_dir, pack_path
-from ..lang.yamlsafe import MAX_BYTES
-from ..readfile import FileRefused, read_regular
+from ..cache import cache_dir, read_json, write_json
+from ..lang.remembered import deps_of, inputs_key, unchanged
 from .layout import Tape
 from .plan import Derived, Input, PresetChoice, Root, Scenario, Search, SheetVar, Sweep, WorkbookPlan
 
 __all__ = ["KIND", "Recorded", "recall", "remember"]
 
 KIND = "workbook-plan"
-_SETTINGS = ("CONCUR_SOLVE_BUDGET", "CONCUR_SOLVE_SECONDS", "CONCUR_CATALOG_PATH")
 
 
 class _Name(NamedTuple):
@@ -75,16 +67,7 @@ def _key(defn: Any, search_up_to: int | None) -> str | None:
         asked = json.dumps([asdict(defn), search_up_to], sort_keys=True, default=str)
     except (TypeError, ValueError):
         return None
-    parts: list[bytes | str] = [KIND, asked, str(Path(defn.path).resolve()), source_digest()]
-    parts += [f"{name}={os.environ.get(name, '')}" for name in _SETTINGS]
-    shipped = formulas_dir()
-    for folder in sorted({str(f) for f in (shipped, shipped / "catalogs", *pack_path(), *catalog_path())}):
-        try:
-            listing = "\0".join(sorted(n for n in os.listdir(folder) if n.endswith((".yaml", ".yml"))))
-        except OSError:
-            listing = ""
-        parts += [folder, listing]
-    return digest(*parts)
+    return inputs_key(KIND, asked, str(Path(defn.path).resolve()))
 
 
 def _path(key: str) -> Path:
@@ -99,7 +82,7 @@ def recall(defn: Any, search_up_to: int | None) -> tuple[WorkbookPlan, Tape] | N
     if key is None:
         return None
     hit = read_json(_path(key), KIND, _decode)
-    if hit is None or not _fresh(hit[0]):
+    if hit is None or not unchanged(hit[0]):
         return None
     return hit[1], Tape(hit[2])
 
@@ -116,18 +99,6 @@ def remember(
     except TypeError:  # a value JSON cannot hold: export again next time
         return False
     return write_json(_path(key), KIND, payload)
-
-
-def _fresh(deps: Iterable[tuple[str, str]]) -> bool:
-    """Every file the plan read still has the bytes it had."""
-    for file, sha in deps:
-        try:
-            data = read_regular(file, MAX_BYTES)
-        except FileRefused:
-            return False
-        if hashlib.sha256(data).hexdigest() != sha:
-            return False
-    return True
 
 
 _EXPRESSIONS = {"expr", "residual", "test", "checks"}  # the sympy fields of the plan's dataclasses
@@ -259,7 +230,7 @@ def _plan(raw: dict[str, Any]) -> WorkbookPlan:
 
 def _decode(payload: Any) -> tuple[list[tuple[str, str]], WorkbookPlan, list[Any]]:
     """(the files read, the plan, the tape's entries); raises on anything but what :func:`remember` writes."""
-    deps = [(str(file), str(sha)) for file, sha in payload["deps"]]
+    deps = deps_of(payload)
     tape = payload["tape"]
     if not isinstance(tape, list):
         raise TypeError("not a tape")

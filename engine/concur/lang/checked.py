@@ -11,13 +11,10 @@ the user's key kept outside the folder), both meaning only "this passed":
 
 Invariants:
 
-* An entry's name is the :func:`~concur.cache.digest` of the checked files' paths and bytes, of
-  concur's own code (:func:`~concur.cache.source_digest`: an edited concur re-checks, even when
-  its version string did not change) and of what decides which files a ``uses:`` or a catalog
-  name resolves to (the ``*.yaml`` names in the shipped, the pack's, the ``--pack-path`` and the
-  catalog folders). Its payload lists every pack and catalog file the check read (a used pack,
-  a catalog), each with the sha256 of its bytes (:func:`concur.lang.library.recording`); an
-  entry is *fresh* only when every one of them still has those bytes.
+* An entry's name and dependencies follow :mod:`concur.lang.remembered`: the checked files'
+  paths and bytes, concur's own code, the settings and folder listings that decide what a name
+  resolves to; its payload lists every pack and catalog file the check read (a used pack, a
+  catalog) with the sha256 of its bytes, and an entry is *fresh* only while each still has them.
 * Only passes are remembered. A failure is never cached, so a failure is always reported in
   full; a missing, stale, unreadable, forged or moved entry costs a recomputation, never a
   hidden failure (a forged "passed" fails its MAC).
@@ -25,16 +22,12 @@ Invariants:
 
 from __future__ import annotations
 
-import hashlib
-import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-from ..cache import cache_dir, digest, read_json, source_digest, write_json
-from ..readfile import FileRefused, read_regular
-from .library import catalog_path, formulas_dir, inside, pack_path
-from .yamlsafe import MAX_BYTES
+from ..cache import cache_dir, read_json, write_json
+from .library import inside
+from .remembered import deps_of, inputs_key, unchanged
 
 __all__ = ["examples_passed", "remember_examples", "remember_run", "run_passed", "targets_files"]
 
@@ -61,59 +54,17 @@ def targets_files(targets: list[str]) -> tuple[list[Path], list[Path]] | None:
     return packs, catalogs
 
 
-def _bytes(path: Path | str) -> bytes | None:
-    try:
-        return read_regular(path, MAX_BYTES)
-    except FileRefused:
-        return None
-
-
-def _names(folder: Path) -> str:
-    try:
-        return "\0".join(sorted(n for n in os.listdir(folder) if n.endswith((".yaml", ".yml"))))
-    except OSError:
-        return ""
-
-
 def _key(kind: str, files: list[Path], extra: str = "") -> str | None:
     """The entry's name for ``files`` (None when one cannot be read: the check reports it)."""
-    shipped = formulas_dir()
-    folders = {shipped, shipped / "catalogs", *pack_path(), *catalog_path(), *(f.parent for f in files)}
-    parts: list[bytes | str] = [kind, extra, source_digest()]
-    for folder in sorted(str(os.path.abspath(f)) for f in folders):
-        parts += [folder, _names(Path(folder))]
-    for f in files:
-        data = _bytes(f)
-        if data is None:
-            return None
-        parts += [os.path.abspath(f), data]
-    return digest(*parts)
-
-
-def _deps(payload: Any) -> list[tuple[str, str]]:
-    deps = payload["deps"]
-    if not isinstance(deps, list):
-        raise TypeError("deps is not a list")
-    out = []
-    for path, sha in deps:
-        if not (isinstance(path, str) and isinstance(sha, str)):
-            raise TypeError("a dependency is not (path, sha256)")
-        out.append((path, sha))
-    return out
+    return inputs_key(kind, extra, files=files)
 
 
 def _fresh(kind: str, key: str | None) -> bool:
     """True when the entry ``key`` exists, is genuine, and every file it lists still has its bytes."""
     if key is None:
         return False
-    deps = read_json(cache_dir() / "checked" / f"{key[:40]}.json", kind, _deps)
-    if deps is None:
-        return False
-    for path, sha in deps:
-        data = _bytes(path)
-        if data is None or hashlib.sha256(data).hexdigest() != sha:
-            return False
-    return True
+    deps = read_json(cache_dir() / "checked" / f"{key[:40]}.json", kind, deps_of)
+    return deps is not None and unchanged(deps)
 
 
 def _remember(kind: str, key: str | None, deps: Deps) -> None:

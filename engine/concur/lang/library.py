@@ -1,4 +1,5 @@
-"""Where packs and catalogs live, which files a pack may pull in, and loading each once.
+"""Which files a pack may pull in, and loading each once (where packs and catalogs live is
+:mod:`concur.lang.places`, whose names this module re-exports).
 
 Shipped packs are the data package ``concur.formulas`` inside an installed wheel, or the
 ``formulas/`` folder of a source checkout (editable install).
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -36,9 +37,23 @@ from typing import Any
 
 from ..cache import cache_dir, digest, read_json, write_json
 from ..compiled import table
-from ..errors import ConcurError, Location, PackError, UnitError, UnknownNameError, UsageError
+from ..errors import ConcurError, Location, PackError, UnitError, UnknownNameError
 from .expr import name_problem
 from .pack import Catalog, Pack, load_catalog, load_pack
+from .places import (
+    CATALOG_PATH_ENV,
+    SUFFIXES,
+    by_name,
+    catalog_names,
+    catalog_path,
+    find_pack,
+    formulas_dir,
+    inside,
+    pack_path,
+    pack_paths,
+    set_catalog_path,
+    set_pack_path,
+)
 from .serial import decode_catalog, decode_pack, encode
 from .yamlsafe import read_source
 
@@ -60,98 +75,6 @@ __all__ = [
     "set_pack_path",
 ]
 
-_SUFFIXES = (".yaml", ".yml")
-_PACK_PATH: tuple[Path, ...] = ()
-_CATALOG_PATH: tuple[Path, ...] = ()
-CATALOG_PATH_ENV = "CONCUR_CATALOG_PATH"
-"""Environment variable: user catalog folders (``os.pathsep``-separated), searched after :func:`set_catalog_path`."""
-
-
-@lru_cache(maxsize=1)
-def formulas_dir() -> Path:
-    """The folder holding the shipped ``*.yaml`` packs and ``catalogs/``."""
-    package = Path(__file__).resolve().parent.parent  # concur/
-    for candidate in (package / "formulas", package.parent.parent / "formulas"):
-        if (candidate / "catalogs").is_dir():
-            return candidate
-    try:
-        import importlib.resources as resources
-
-        path = Path(str(resources.files("concur.formulas")))
-        if path.is_dir():
-            return path
-    except (ModuleNotFoundError, TypeError):
-        pass
-    raise UnknownNameError("cannot find concur's shipped packs (formulas/)", hint="reinstall concur: pip install .")
-
-
-def _folders(folders: Iterable[str | Path], what: str) -> tuple[Path, ...]:
-    """``folders`` resolved; :class:`UsageError` naming ``what`` for one that is not a folder."""
-    resolved = []
-    for folder in folders:
-        path = Path(folder)
-        if not path.is_dir():
-            raise UsageError(f"{what} '{folder}' is not a folder")
-        resolved.append(path.resolve())
-    return tuple(resolved)
-
-
-def set_pack_path(folders: Iterable[str | Path]) -> None:
-    """Trust ``folders`` (``--pack-path``) as places packs may be found and ``uses:`` may reach.
-
-    Replaces the previous setting; raises :class:`UsageError` for a folder that does not exist.
-    """
-    global _PACK_PATH
-    _PACK_PATH = _folders(folders, "--pack-path")
-
-
-def pack_path() -> tuple[Path, ...]:
-    """The folders added with :func:`set_pack_path` (resolved)."""
-    return _PACK_PATH
-
-
-def pack_paths() -> dict[str, Path]:
-    """Shipped pack name -> file."""
-    return {p.stem: p for p in sorted(formulas_dir().glob("*.yaml"))}
-
-
-def inside(path: Path, folder: Path) -> bool:
-    """True when ``path``, symlinks resolved, is ``folder`` or lies below it."""
-    try:
-        path.resolve().relative_to(folder.resolve())
-        return True
-    except (ValueError, OSError, RuntimeError):
-        return False
-
-
-def _by_name(name: str, folders: Iterable[Path]) -> Path | None:
-    """A shipped pack called ``name``, else ``NAME.yaml`` in the first of ``folders`` holding it."""
-    shipped = pack_paths().get(name)
-    if shipped is not None:
-        return shipped
-    for folder in folders:
-        for suffix in _SUFFIXES:
-            candidate = folder / f"{name}{suffix}"
-            if candidate.is_file() and inside(candidate, folder):
-                return candidate
-    return None
-
-
-def find_pack(name_or_path: str) -> Path:
-    """Resolve a pack the user named: a shipped pack, a pack in a ``--pack-path`` folder, or a path."""
-    path = Path(name_or_path)
-    if path.suffix in _SUFFIXES or "/" in name_or_path or path.exists():
-        if not path.exists():
-            raise UnknownNameError(f"pack file '{name_or_path}' does not exist")
-        return path  # reading it refuses anything but a regular file (a FIFO, a device, a folder)
-    found = _by_name(name_or_path, _PACK_PATH)
-    if found is None:
-        raise UnknownNameError(
-            f"unknown pack '{name_or_path}'",
-            hint=f"known packs: {', '.join(pack_paths())}; or give a path to a .yaml file",
-        )
-    return found
-
 
 def find_used_pack(ref: str, folder: Path, where: Location | None = None, owner: str = "pack") -> Path:
     """Resolve the ``uses:`` entry ``ref`` of a pack that lives in ``folder`` (see the module doc).
@@ -163,7 +86,7 @@ def find_used_pack(ref: str, folder: Path, where: Location | None = None, owner:
     is not ``.yaml``, or a name no allowed folder holds. Nothing outside is read to find out.
     """
     if name_problem(ref) is None:
-        found = _by_name(ref, (folder, *_PACK_PATH))
+        found = by_name(ref, (folder, *pack_path()))
         if found is None:
             raise PackError(
                 f"uses unknown pack '{ref}'",
@@ -171,10 +94,10 @@ def find_used_pack(ref: str, folder: Path, where: Location | None = None, owner:
                 hint=f"known packs: {', '.join(pack_paths())}, or {ref}.yaml beside this pack",
             )
         return found
-    if Path(ref).suffix not in _SUFFIXES:
+    if Path(ref).suffix not in SUFFIXES:
         raise PackError(f"uses '{ref}', which is neither a pack name nor a .yaml file", where=where)
     target = folder / ref  # an absolute ref replaces folder
-    allowed = (folder, *_PACK_PATH)
+    allowed = (folder, *pack_path())
     if not any(inside(target, root) for root in allowed):
         raise PackError(
             f"uses '{ref}', which is outside the {owner}'s folder",
@@ -288,31 +211,6 @@ def load_pack_file(path: Path, *, problems: list[ConcurError] | None = None) -> 
 
 def get_pack(name_or_path: str) -> Pack:
     return load_pack_file(find_pack(name_or_path))
-
-
-def catalog_names() -> list[str]:
-    return [p.stem for p in sorted((formulas_dir() / "catalogs").glob("*.yaml"))]
-
-
-def set_catalog_path(folders: Iterable[str | Path]) -> None:
-    """User catalog folders, searched before ``CONCUR_CATALOG_PATH``; replaces the previous setting.
-
-    Raises :class:`UsageError` for a folder that does not exist.
-    """
-    global _CATALOG_PATH
-    _CATALOG_PATH = _folders(folders, "catalog folder")
-
-
-def catalog_path() -> tuple[Path, ...]:
-    """The user catalog folders in search order: :func:`set_catalog_path`, then ``CONCUR_CATALOG_PATH``.
-
-    A folder named in the environment that does not exist is skipped (the variable may be set
-    for a whole team); one given to :func:`set_catalog_path` is checked there.
-    """
-    import os
-
-    env = [Path(p) for p in os.environ.get(CATALOG_PATH_ENV, "").split(os.pathsep) if p.strip()]
-    return _CATALOG_PATH + tuple(p.resolve() for p in env if p.is_dir())
 
 
 def load_catalog_file(path: Path) -> Catalog:
