@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from concur.cli import answers
+from concur.cli import answers, main
 from concur.cli import givens as cli_givens
-from concur.cli import main
 
 HEADLINE = ["solve", "--find", "replicas,fleet_gpus,cost_per_month"]
 QUEUE = [

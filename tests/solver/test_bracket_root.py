@@ -82,3 +82,37 @@ def test_a_function_zero_everywhere_still_scans_to_the_end_and_refuses():
     with pytest.raises(UsageError, match="every value"):
         bracket_root(f, 0.0, 2.0, what="x")
     assert f.calls == 201
+
+
+def test_a_smooth_root_closes_in_a_handful_of_evaluations():
+    # Brent's method after the scan: the root at 1e-6 (scan point 25) costs a few evaluations more,
+    # where bisection to the last digits took ~50.
+    f = _Counted(lambda x: math.log(x / 1e-6))
+    assert bracket_root(f, 1e-9, 1e15) == pytest.approx(1e-6, rel=1e-14)
+    assert f.calls <= 26 + 12
+    g = _Counted(lambda x: math.exp(x) - 1e6)  # steep: false position alone stalls on one end
+    assert bracket_root(g, 10.0, 20.0) == pytest.approx(math.log(1e6), rel=1e-14)
+    assert g.calls <= 78 + 12  # the change lies between scan points 76 and 77 (step 0.05), then Brent
+
+
+def test_a_jump_across_zero_still_closes_at_bisections_pace():
+    # ceil(x) - 150.5 changes sign at the jump 150 -> 151, not at a root: the bracket closes on it
+    f = _Counted(lambda x: math.ceil(x) - 150.5)
+    root = bracket_root(f, 140.0, 185.0)
+    assert root == pytest.approx(150.0, rel=1e-13)
+    assert f.calls <= 201
+
+
+def test_a_residual_that_grows_where_the_bracket_closes_is_a_pole_not_a_root():
+    # (x - 1.5) / (x - 0.995) changes sign at the pole 0.995 first: |f| grows there, so that sign
+    # change is given up and the true root at 1.5 is found
+    assert bracket_root(lambda x: (x - 1.5) / (x - 0.9951), 0.0, 2.0) == pytest.approx(1.5)
+    assert bracket_root(lambda x: 1 / (x - 0.9951), 0.0, 2.0) is None
+
+
+def test_one_signed_needs_every_point_defined_and_of_one_sign():
+    from concur.solver.roots import one_signed
+
+    assert one_signed([-1.0, -2.0, -0.5]) and one_signed([3.0, 1.0])
+    assert not one_signed([-1.0, None, -2.0])  # undefined somewhere: another tear may see a root
+    assert not one_signed([-1.0, 0.0]) and not one_signed([-1.0, 2.0]) and not one_signed([])

@@ -100,3 +100,26 @@ def test_a_torn_loop_without_a_root_is_refused_the_same_from_memory(searches, tm
     assert runs[0][:2] == runs[1][:2] and "out of reach" in runs[0][1], runs
     assert any(b'"no_root"' in p.read_bytes() for p in (tmp_path / "cache" / "loops").iterdir())
     assert runs[0][2] >= 100 and runs[1][2] * 10 <= runs[0][2], runs
+
+
+def test_a_loop_without_a_root_is_scanned_once_not_once_per_tear(searches, monkeypatch):
+    """Where a fleet of n replicas saturates, the served-step loop has no fixed point: its first
+    tear's residual is defined and of one sign across its whole range. Its other tears (the same
+    equations) are not scanned again: the headline question's search costs about 1,000 inner
+    solves, where scanning each of the four tears cost about 3,000."""
+    tried = {"n": 0, "tears": []}
+    trial, tear = blocks._Run.trial, blocks._Run.tear
+
+    def counted(self, *args, **kwargs):
+        tried["n"] += 1
+        return trial(self, *args, **kwargs)
+
+    def torn(self, step):
+        tried["tears"].append(len(step.tears))
+        return tear(self, step)
+
+    monkeypatch.setattr(blocks._Run, "trial", counted)
+    monkeypatch.setattr(blocks._Run, "tear", torn)
+    solve_in_a_new_process()
+    assert max(tried["tears"]) >= 4  # the loop does have other tears to fall back on
+    assert 500 <= tried["n"] <= 1200, tried["n"]

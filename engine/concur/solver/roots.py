@@ -88,7 +88,7 @@ SAME_REL = 1e-9
 STEP_REL = 1e-13
 """A goal seek's bisection stops when its interval is this fraction of its midpoint."""
 EDGE_REL = 1e-15
-"""A root's bisection stops at this fraction (a few units in the last place of a float)."""
+"""A root's bracket is closed to this fraction of it (a few units in the last place of a float)."""
 PIVOT_REL = 1e-13
 """A pivot this small against its row's scale is rounding: the linear loop is singular there."""
 NUDGE_REL = 1e-6
@@ -241,13 +241,13 @@ def bracket_root(
     hint: str = "",
     scanned: list[float | None] | None = None,
 ) -> float | None:
-    """A root of ``f`` in [lo, hi]: scan up to 201 points (log-spaced when wide), bisect the first sign change.
+    """A root of ``f`` in [lo, hi]: scan up to 201 points (log-spaced when wide), close the first sign change.
 
     Only a sign change or an isolated exact zero counts (see the module essay); an ``f`` that is 0
     wherever it is defined is a question that does not determine the unknown (UsageError). A sign
     change between the last defined scan point and where ``f`` stops being defined is found by
     walking to that edge (M/M/1's queue length near load 1). Evaluations that
-    raise ``ArithmeticError``/``ValueError`` are skipped; a bisection that meets one (or a
+    raise ``ArithmeticError``/``ValueError`` are skipped; closing a bracket that meets one (or a
     non-finite value) gives up that sign change (a pole, or a failed inner solve: no root it can
     vouch for) and goes on to the next. Each evaluation spends budget
     (:func:`concur.solver.budget.spend`, raising :class:`~concur.errors.BudgetError` past it).
@@ -261,7 +261,7 @@ def bracket_root(
     else:
         points = [lo + (hi - lo) * i / 200 for i in range(201)]
     # The scan is lazy: it stops at the first event (an isolated zero or a sign change whose
-    # bisection vouches for a root), which is the event a full scan would have chosen first --
+    # closing vouches for a root), which is the event a full scan would have chosen first --
     # an isolated zero is decided once its right neighbour is known, and a sign change needs a
     # non-zero left neighbour, so no later point can pre-empt an earlier event.
     values: list[float | None] = [] if scanned is None else scanned
@@ -310,7 +310,7 @@ def _event_before(
 ) -> float | None:
     """With ``values`` scanned up to its last point ``j``: the root that point decides, if any --
     an isolated zero at ``j - 1`` (now that its right neighbour is known) or a sign change between
-    ``j - 1`` and ``j`` whose bisection meets no pole."""
+    ``j - 1`` and ``j`` whose closing meets no pole."""
     j = len(values) - 1
     if j == 0:
         return None
@@ -319,7 +319,7 @@ def _event_before(
     prev, fx = values[j - 1], values[j]
     if prev is None or fx is None or prev == 0 or fx == 0 or (fx > 0) == (prev > 0):
         return None
-    return _bisect_sign(f, points[j - 1], points[j], prev, fx, what, hint)
+    return _close_sign_change(f, points[j - 1], points[j], prev, fx, what, hint)
 
 
 def _root_at_an_edge(
@@ -345,14 +345,14 @@ def _root_at_an_edge(
                 bad = mid
                 continue
             if (fm > 0) != (fg > 0) or fm == 0:
-                return _bisect_sign(f, good, mid, fg, fm, what, hint)
+                return _close_sign_change(f, good, mid, fg, fm, what, hint)
             good = mid
             if abs(bad - good) <= EDGE_REL * max(abs(good), TINY):
                 break
     return None
 
 
-def _bisect_sign(
+def _close_sign_change(
     f: Callable[[float], float], a: float, b: float, fa: float, fb: float, what: str, hint: str
 ) -> float | None:
     """The root of ``f`` in ``[a, b]``, where ``fa`` and ``fb`` differ in sign, to within
