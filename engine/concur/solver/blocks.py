@@ -162,7 +162,34 @@ class _Run:
 
     # ------------------------------------------------------------ steps
     def run(self, steps: tuple[BlockStep, ...]) -> None:
+        if not self.tracing:
+            self.probe(steps)
+            return
         for step in steps:
+            if len(step.variables) == 1 and step.method in (Method.FORWARD, Method.INVERTED, Method.NUMERIC):
+                self.single(step)
+            else:
+                self.loop(step)
+
+    def probe(self, steps: tuple[BlockStep, ...]) -> None:
+        """:meth:`run` without a trace (a torn loop's residual, an integer search's test): a forward
+        step whose value is finite and inside its bounds is kept at once, with no lookup but its
+        variable's; any other step -- and a forward one that fails there -- takes the full path,
+        which keeps the same value or raises the same error. Most of a search's work is here."""
+        variables = self.model.variables
+        for step, var, fn in closure(steps, _forward_program):
+            if fn is not None:
+                try:
+                    value = float(fn(self.env))
+                except (ZeroDivisionError, OverflowError, ValueError):
+                    value = math.nan
+                v = variables[var]
+                if math.isfinite(value):
+                    if v.integer:
+                        value = snap_integer(value)
+                    if in_bounds(v.bounds, value):
+                        self.env[var] = value
+                        continue
             if len(step.variables) == 1 and step.method in (Method.FORWARD, Method.INVERTED, Method.NUMERIC):
                 self.single(step)
             else:
@@ -649,6 +676,21 @@ def _texts(texts: list[str]) -> str:
     if len(texts) <= 16:
         return "; ".join(texts)
     return "; ".join(texts[:3]) + f"; ... ({len(texts)} equations)"
+
+
+def _forward_program(steps: tuple[BlockStep, ...]) -> list[tuple[BlockStep, str, Any]]:
+    """``(step, its variable, the compiled closure of its expression)`` per step of ``steps``; the
+    closure is None for a step that is not a forward single (kept with ``steps``: :func:`closure`)."""
+    return [
+        (
+            step,
+            step.variables[0],
+            closure(step.forms[0], compile_node)
+            if step.method is Method.FORWARD and len(step.variables) == 1
+            else None,
+        )
+        for step in steps
+    ]
 
 
 def _remember(key: tuple[Any, ...], value: tuple[Any, list[Step]]) -> None:
