@@ -173,9 +173,19 @@ def _compose(collected: list[tuple[Pack, dict[str, str]]], each: Problems) -> Mo
     for pack, rename in reversed(collected):
         for key, preset in pack.presets.items():
             fields = {f: rename.get(v, v) for f, v in preset.fields.items()}
-            chain = presets.get(key, ())
-            if all(p.catalog != preset.catalog for p in chain):
-                presets[key] = chain + (replace(preset, fields=fields),)
+            for catalog in (preset.catalog, *preset.also):  # catalog: [gpus, prices] is two links of the chain
+                chain = presets.get(key, ())
+                if all(p.catalog != catalog for p in chain):
+                    presets[key] = chain + (replace(preset, catalog=catalog, fields=fields, also=()),)
+    for key, chain in presets.items():
+        fallback = next((p for p in chain if p.fallback), None)
+        if fallback is not None and fallback.fallback not in presets:
+            with each.item():
+                raise PackError(
+                    f"preset '{key}' falls back to '{fallback.fallback}', which no pack in play declares",
+                    where=fallback.where,
+                    hint=f"presets: {', '.join(sorted(k for k in presets if k != key))}",
+                )
     sound_eqs: list[Equation] = []
     for eq in equations:
         if eq.names & broken:
