@@ -7,6 +7,7 @@ the documented shape, and the aggregated answers must not move.
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -372,8 +373,8 @@ def test_more_prefill_flops_never_need_more_prefill_workers() -> None:
         for g in ("a100-sxm-80gb", "h100-sxm-80gb", "h200-sxm-141gb", "b200")
     }
     order = [by_gpu[g] for g in ("a100-sxm-80gb", "h100-sxm-80gb", "b200")]
-    assert all(a["prefill_service"] > b["prefill_service"] for a, b in zip(order, order[1:]))
-    assert all(a["prefill_workers"] >= b["prefill_workers"] for a, b in zip(order, order[1:]))
+    assert all(a["prefill_service"] > b["prefill_service"] for a, b in itertools.pairwise(order))
+    assert all(a["prefill_workers"] >= b["prefill_workers"] for a, b in itertools.pairwise(order))
     assert by_gpu["b200"]["prefill_workers"] < by_gpu["h100-sxm-80gb"]["prefill_workers"]
     # H200 has H100's FLOP/s: a compute-bound prefill pool of the same size
     assert by_gpu["h200-sxm-141gb"]["prefill_workers"] == by_gpu["h100-sxm-80gb"]["prefill_workers"]
