@@ -643,9 +643,10 @@ def _constraint(item: Any, loc: Location, pack: str) -> Constraint:
 def _preset(key: str, spec: Any, loc: Location) -> Preset:
     _identifier(key, "preset name", loc)
     raw = spec.get("catalog") if isinstance(spec, YMap) else None
-    names = [raw] if isinstance(raw, str) else raw
+    listed = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
+    names: list[str] = [n for n in listed if isinstance(n, str)]
     _require(
-        isinstance(names, list) and len(names) > 0 and all(isinstance(n, str) for n in names),
+        len(names) > 0 and len(names) == len(listed),
         f"preset '{key}' must be {{catalog: NAME (or [NAME, ...]), fields: {{field: variable}}}}",
         loc,
     )
