@@ -92,9 +92,10 @@ def test_nothing_is_lent_that_the_fallback_lacks(pack: str) -> None:
     model = build_model([pack])
     assert fallback_values(model, (), {}) == {}
     assert fallback_values(model, ("side_gpu",), {"hbm_bandwidth": 2e12}) == {}
-    assert fallback_values(model, (), {"hbm_bandwidth": 2e12}) == {"side_bw": (2e12, "hbm_bandwidth")}
-    givens = resolve_givens(model, {"gpu": "h100-sxm-80gb"})
-    assert givens.sources["side_bw"] == "preset gpu=h100-sxm-80gb"
+    assert fallback_values(model, (), {"hbm_bandwidth": 2e12}) == {"side_bw": (2e12, "hbm_bandwidth", "side_gpu")}
+    givens = resolve_givens(model, {"gpu": "h100-sxm-80gb", "gpu_hour_price": 2})
+    assert givens.sources["side_bw"] == "preset side_gpu=h100-sxm-80gb"  # the side GPU is the H100 gpu names
+    assert givens.sources["side_price"] == "as gpu_hour_price"  # typed, not the catalog's
     assert "side_gpu" not in givens.presets  # the answer names no preset the user did not give
 
 

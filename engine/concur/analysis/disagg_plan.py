@@ -119,7 +119,7 @@ def prefill_options(
                 continue  # the weights alone exceed the GPU: no need to sweep what cannot fit
             known = {n: v for n, v in values.items() if n in model.variables}
             # the prefill pool runs on the configuration's GPU: prefill_gpu falls back to gpu
-            known.update({n: v for n, (v, _) in fallback_values(model, (), known).items()})
+            known.update({n: lent[0] for n, lent in fallback_values(model, (), known).items()})
             # the link's domain is checked by the caller, per pair of workers, with a reason of its own
             points.append((key, tp, {**known, **link, "kv_link_domain": _UNBOUNDED, "prefill_tp": float(tp)}))
     groups: dict[Any, list[int]] = {}

@@ -11,6 +11,9 @@ it. Invariants:
 * only values present are copied: a field OTHER left unset (no ``gpu`` given, or an entry without
   that field) leaves ours unset, to its default or the solver, exactly as OTHER's is;
 * a choice is copied by its text, so the two variables' choice lists may differ in order;
+* a value the fallback's preset filled reads as this preset's, with the fallback's id as its own
+  (source ``preset prefill_gpu=h100-sxm-80gb``: the prefill GPU is the H100 ``gpu`` named); one typed
+  for the fallback's variable reads ``as hbm_bandwidth`` (:data:`LENT`);
 * a picked catalog (the price list) pairs the variables its ``sets`` fills through each preset's
   ``fields`` (``gpu_hour_price`` -> ``prefill_gpu_hour_price``).
 
@@ -26,7 +29,11 @@ from .library import get_catalog
 from .model import Model
 from .pack import Preset
 
-__all__ = ["fallback_pairs", "fallback_values", "preset_targets"]
+__all__ = ["LENT", "fallback_pairs", "fallback_values", "preset_targets"]
+
+LENT = "as "
+"""Source prefix of a value lent from one typed for the fallback's variable (``as gpu_hour_price``):
+no catalog entry stands behind it, so no preset column may replace it (a workbook keeps the value)."""
 
 
 def preset_targets(preset: Preset) -> dict[str, str]:
@@ -57,11 +64,13 @@ def fallback_pairs(model: Model, key: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def fallback_values(model: Model, given: Collection[str], values: Mapping[str, float]) -> dict[str, tuple[float, str]]:
+def fallback_values(
+    model: Model, given: Collection[str], values: Mapping[str, float]
+) -> dict[str, tuple[float, str, str]]:
     """The values fallback presets not named in ``given`` lend: ours -> (value, the variable it came
-    from). ``values``: base-unit givens so far (explicit ones and presets expanded); a name in
-    ``given`` or already in ``values`` is left alone."""
-    out: dict[str, tuple[float, str]] = {}
+    from, the preset key that lends it). ``values``: base-unit givens so far (explicit ones and
+    presets expanded); a name in ``given`` or already in ``values`` is left alone."""
+    out: dict[str, tuple[float, str, str]] = {}
     for key in model.presets:
         if key in given:
             continue
@@ -75,5 +84,5 @@ def fallback_values(model: Model, given: Collection[str], values: Mapping[str, f
                 if text is None or text not in mine.choices:
                     continue  # no choice of ours says the same: ours keeps its default
                 value = float(mine.choices.index(text))
-            out[ours] = (value, theirs)
+            out[ours] = (value, theirs, key)
     return out

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConcurError, UnknownNameError, UsageError
-from ..lang.fallback import fallback_pairs, fallback_values
+from ..lang.fallback import LENT, fallback_pairs, fallback_values
 from ..lang.library import get_catalog
 from ..lang.model import Model
 from ..lang.pack import Catalog, Variable
@@ -73,9 +73,11 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
         note = prefix_note(raw, var, values[key])
         if note:
             out.notes.append(note)
-    for ours, (value, theirs) in fallback_values(model, given, values).items():
+    for ours, (value, theirs, key) in fallback_values(model, given, values).items():
         values[ours] = value
-        sources[ours] = sources[theirs] if sources[theirs].startswith("preset ") else f"as {theirs}"
+        lent = f"preset {next(p.fallback for p in model.presets[key] if p.fallback)}="
+        src = sources[theirs]
+        sources[ours] = f"preset {key}={src[len(lent) :]}" if src.startswith(lent) else f"{LENT}{theirs}"
         if theirs in out.citations:
             out.citations[ours] = out.citations[theirs]
     for key in model.presets:
