@@ -17,7 +17,7 @@ from ..errors import ConcurError, UnknownNameError, UsageError
 from ..lang.fallback import LENT, fallback_pairs, fallback_values
 from ..lang.library import get_catalog
 from ..lang.model import Model
-from ..lang.pack import Catalog, Variable
+from ..lang.pack import Catalog, CatalogEntry, Preset, Variable
 from ..lang.pick import listed_by, picked_field
 from ..lang.values import convert_value, count_factor, prefix_note
 from ..lang.versions import resolve_version, split_id
@@ -73,6 +73,24 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
         note = prefix_note(raw, var, values[key])
         if note:
             out.notes.append(note)
+    _lend_fallbacks(model, given, out)
+    limits = {k: model.variables[k].limit for k in values if sources.get(k) == "given" and model.variables[k].limit}
+    out.limits = {k: v for k, v in limits.items() if v}
+    for name in list(out.unlisted):
+        if name in values:
+            del out.unlisted[name]
+    for name in list(out.assumed):
+        if sources.get(name) == "given":
+            del out.assumed[name]
+    return out
+
+
+def _lend_fallbacks(model: Model, given: dict[str, Any], out: Givens) -> None:
+    """What fallback presets not given lend (:mod:`concur.lang.fallback`): a value the fallback's
+    preset filled reads as this preset's (``preset prefill_gpu=h100-sxm-80gb``), one typed for the
+    fallback's variable as :data:`~concur.lang.fallback.LENT` it; why the fallback's price stayed
+    unset is why ours did."""
+    values, sources = out.values, out.sources
     for ours, (value, theirs, key) in fallback_values(model, given, values).items():
         values[ours] = value
         lent = f"preset {next(p.fallback for p in model.presets[key] if p.fallback)}="
@@ -85,15 +103,6 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
             for ours, theirs in fallback_pairs(model, key):
                 if ours not in values and ours not in given and theirs in out.unlisted:
                     out.unlisted[ours] = out.unlisted[theirs]
-    limits = {k: model.variables[k].limit for k in values if sources.get(k) == "given" and model.variables[k].limit}
-    out.limits = {k: v for k, v in limits.items() if v}
-    for name in list(out.unlisted):
-        if name in values:
-            del out.unlisted[name]
-    for name in list(out.assumed):
-        if sources.get(name) == "given":
-            del out.assumed[name]
-    return out
 
 
 def _expand_preset(model: Model, given: dict[str, Any], key: str, raw: str, out: Givens) -> None:
@@ -125,30 +134,46 @@ def _expand_preset(model: Model, given: dict[str, Any], key: str, raw: str, out:
             _note_pick(catalog, key, raw, column, given, model, sets, out)
         if entry is None:
             continue  # a further catalog (prices) may lack the entry: its fields stay unset
-        for fname, (fval, cite, floc) in entry.values.items():
-            if catalog.pick is not None and column is not None:
-                if fname != column:
-                    continue
-                target = preset.fields.get(catalog.pick.sets, catalog.pick.sets)
-            elif preset.fields:
-                if fname not in preset.fields:
-                    continue
-                target = preset.fields[fname]
-            else:
-                target = fname
-            var = model.variables.get(target)
-            if var is None or target in given or target in out.values:
+        _fill_entry(model, given, key, raw, preset, catalog, entry, column, out)
+
+
+def _fill_entry(
+    model: Model,
+    given: dict[str, Any],
+    key: str,
+    raw: str,
+    preset: Preset,
+    catalog: Catalog,
+    entry: CatalogEntry,
+    column: str | None,
+    out: Givens,
+) -> None:
+    """The variables entry ``raw`` of ``catalog`` fills for preset ``key`` (a picked catalog: its
+    column only), in base units, each with its source and citation; never a name given or filled."""
+    for fname, (fval, cite, floc) in entry.values.items():
+        if catalog.pick is not None and column is not None:
+            if fname != column:
                 continue
-            cf = catalog.fields[fname]
-            if var.choices:
-                out.values[target] = convert_value(fval, var, floc)
-            else:
-                if isinstance(fval, bool) or not isinstance(fval, (int, float)):
-                    raise UsageError(f"catalog value {catalog.name}.{entry.id}.{fname} is not a number", where=floc)
-                out.values[target] = float(fval) * cf.unit.factor * count_factor(cf.unit, var, floc)
-            out.sources[target] = f"preset {key}={raw}"
-            if isinstance(cite, str) and cite:
-                out.citations[target] = cite
+            target = preset.fields.get(catalog.pick.sets, catalog.pick.sets)
+        elif preset.fields:
+            if fname not in preset.fields:
+                continue
+            target = preset.fields[fname]
+        else:
+            target = fname
+        var = model.variables.get(target)
+        if var is None or target in given or target in out.values:
+            continue
+        cf = catalog.fields[fname]
+        if var.choices:
+            out.values[target] = convert_value(fval, var, floc)
+        else:
+            if isinstance(fval, bool) or not isinstance(fval, (int, float)):
+                raise UsageError(f"catalog value {catalog.name}.{entry.id}.{fname} is not a number", where=floc)
+            out.values[target] = float(fval) * cf.unit.factor * count_factor(cf.unit, var, floc)
+        out.sources[target] = f"preset {key}={raw}"
+        if isinstance(cite, str) and cite:
+            out.citations[target] = cite
 
 
 def _given_value(key: str, raw: Any, var: Variable) -> float:
