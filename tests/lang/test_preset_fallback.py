@@ -127,3 +127,15 @@ def test_a_fallback_to_an_undeclared_preset_is_refused_where_it_is_written(tmp_p
     path.write_text(PACK.replace("pack: twogpu", "pack: badfb").replace("[gpus, prices]}", "[]}"))
     with pytest.raises(ConcurError, match=r"catalog: NAME \(or \[NAME, \.\.\.\]\)"):
         build_model([str(path)])
+
+
+def test_asking_for_what_the_fallback_would_lend_is_refused_not_answered_for_one_side(pack: str) -> None:
+    from concur.errors import UsageError
+
+    with pytest.raises(UsageError) as err:
+        solve(["gpu_hour_price"], {"gpu": "h100-sxm-80gb", "price_sum": "10 usd/gpu/hour"}, pack)
+    assert "side_price is gpu_hour_price while side_gpu is not given, and gpu_hour_price is asked for" in str(err.value)
+    assert err.value.variable == "side_price"
+    # with the side's own price (or GPU) given, the question has one answer
+    sol = solve(["gpu_hour_price"], {"gpu": "h100-sxm-80gb", "price_sum": "10 usd/gpu/hour", "side_price": 4}, pack)
+    assert _num(sol, "gpu_hour_price") == pytest.approx(6 / 3600, rel=1e-9)

@@ -29,7 +29,7 @@ from .library import get_catalog
 from .model import Model
 from .pack import Preset
 
-__all__ = ["LENT", "fallback_pairs", "fallback_values", "preset_targets"]
+__all__ = ["LENT", "asked_fallbacks", "fallback_pairs", "fallback_values", "preset_targets"]
 
 LENT = "as "
 """Source prefix of a value lent from one typed for the fallback's variable (``as gpu_hour_price``):
@@ -85,4 +85,18 @@ def fallback_values(
                     continue  # no choice of ours says the same: ours keeps its default
                 value = float(mine.choices.index(text))
             out[ours] = (value, theirs, key)
+    return out
+
+
+def asked_fallbacks(model: Model, given: Collection[str], find: Collection[str]) -> list[tuple[str, str, str]]:
+    """``(key, ours, theirs)`` for each variable a fallback preset not given would take from a variable
+    the question asks for: nothing can be lent, and ``ours`` is neither given nor asked (a question
+    the solver would answer for one pool's price but not the other's, so it is refused instead)."""
+    out: list[tuple[str, str, str]] = []
+    for key in model.presets:
+        if key in given:
+            continue
+        for ours, theirs in fallback_pairs(model, key):
+            if theirs in find and ours not in given and ours not in find:
+                out.append((key, ours, theirs))
     return out

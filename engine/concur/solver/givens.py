@@ -10,6 +10,7 @@ no value in that column (:mod:`concur.lang.pick`).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,9 +56,10 @@ def catalog_id(entries: Any, raw: str) -> str:
     return same[0] if len(same) == 1 else raw
 
 
-def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
+def resolve_givens(model: Model, given: dict[str, Any], unknown: Collection[str] = ()) -> Givens:
     """Expand presets and convert every given to base units (explicit values win over presets); a
-    fallback preset not given lends its fallback's values (:mod:`concur.lang.fallback`)."""
+    fallback preset not given lends its fallback's values (:mod:`concur.lang.fallback`), except from
+    a variable in ``unknown`` (a question's targets: what is solved for has no value to lend)."""
     out = Givens({}, {}, {})
     for key, raw in given.items():
         if key in model.presets:
@@ -73,7 +75,7 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
         note = prefix_note(raw, var, values[key])
         if note:
             out.notes.append(note)
-    _lend_fallbacks(model, given, out)
+    _lend_fallbacks(model, given, out, unknown)
     limits = {k: model.variables[k].limit for k in values if sources.get(k) == "given" and model.variables[k].limit}
     out.limits = {k: v for k, v in limits.items() if v}
     for name in list(out.unlisted):
@@ -85,13 +87,14 @@ def resolve_givens(model: Model, given: dict[str, Any]) -> Givens:
     return out
 
 
-def _lend_fallbacks(model: Model, given: dict[str, Any], out: Givens) -> None:
+def _lend_fallbacks(model: Model, given: dict[str, Any], out: Givens, unknown: Collection[str]) -> None:
     """What fallback presets not given lend (:mod:`concur.lang.fallback`): a value the fallback's
     preset filled reads as this preset's (``preset prefill_gpu=h100-sxm-80gb``), one typed for the
     fallback's variable as :data:`~concur.lang.fallback.LENT` it; why the fallback's price stayed
     unset is why ours did."""
     values, sources = out.values, out.sources
-    for ours, (value, theirs, key) in fallback_values(model, given, values).items():
+    lendable = {k: v for k, v in values.items() if k not in unknown}
+    for ours, (value, theirs, key) in fallback_values(model, given, lendable).items():
         values[ours] = value
         lent = f"preset {next(p.fallback for p in model.presets[key] if p.fallback)}="
         src = sources[theirs]
