@@ -7,6 +7,7 @@ the documented shape, and the aggregated answers must not move.
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -39,6 +40,8 @@ _UNITS = {
     "itl": "s",
     "t_step": "s",
     "prefill_service": "s",
+    "prefill_comm": "s",
+    "prefill_kv_room": "B",
 }
 
 
@@ -350,3 +353,91 @@ def test_prefill_service_against_measured_idle_ttfts() -> None:
         service = solve(find=["prefill_service"], given=given, packs="llm_disagg")["prefill_service"]
         ratio = float(service.to("ms").magnitude) / p["ttft_ms"]
         assert 1 / 1.5 <= ratio <= 1.0, (p["id"], ratio)
+
+
+# ---------------------------------------------------------------- a prefill pool on another GPU type
+
+
+def test_without_prefill_gpu_the_prefill_pool_is_gpus_own() -> None:
+    find = ["prefill_workers", "decode_workers", "prefill_service", "ttft", "cost_per_month", "prefill_kv_room"]
+    plain = _values(find, arrival_rate="50 request/s", ttft_slo="2 s", itl_slo="50 ms")
+    same = _values(find, arrival_rate="50 request/s", ttft_slo="2 s", itl_slo="50 ms", prefill_gpu="h100-sxm-80gb")
+    assert same == pytest.approx(plain, rel=1e-12)
+
+
+def test_more_prefill_flops_never_need_more_prefill_workers() -> None:
+    # dense BF16 peaks: A100 312, H100 = H200 989.4, B200 2250 Tflop/s (catalogs/gpus.yaml)
+    find = ["prefill_workers", "prefill_service", "decode_workers", "itl"]
+    by_gpu = {
+        g: _values(find, arrival_rate="50 request/s", ttft_slo="2 s", itl_slo="50 ms", prefill_gpu=g)
+        for g in ("a100-sxm-80gb", "h100-sxm-80gb", "h200-sxm-141gb", "b200")
+    }
+    order = [by_gpu[g] for g in ("a100-sxm-80gb", "h100-sxm-80gb", "b200")]
+    assert all(a["prefill_service"] > b["prefill_service"] for a, b in itertools.pairwise(order))
+    assert all(a["prefill_workers"] >= b["prefill_workers"] for a, b in itertools.pairwise(order))
+    assert by_gpu["b200"]["prefill_workers"] < by_gpu["h100-sxm-80gb"]["prefill_workers"]
+    # H200 has H100's FLOP/s: a compute-bound prefill pool of the same size
+    assert by_gpu["h200-sxm-141gb"]["prefill_workers"] == by_gpu["h100-sxm-80gb"]["prefill_workers"]
+    # the decode pool stays on gpu whatever the prefill GPU
+    assert {v["decode_workers"] for v in by_gpu.values()} == {3}
+    assert {round(v["itl"], 12) for v in by_gpu.values()} == {round(by_gpu["b200"]["itl"], 12)}
+
+
+def test_each_pool_is_priced_at_its_own_gpu() -> None:
+    find = ["prefill_gpus", "decode_gpus", "cost_per_hour"]
+    v = _values(find, arrival_rate="50 request/s", prefill_gpu="b200", gpu_hour_price="2 usd/gpu/hour")
+    mixed = _values(
+        find,
+        arrival_rate="50 request/s",
+        prefill_gpu="b200",
+        gpu_hour_price="2 usd/gpu/hour",
+        prefill_gpu_hour_price="5 usd/gpu/hour",
+    )
+    per_hour = 1 / 3600  # usd/s per usd/hour
+    assert v["cost_per_hour"] == pytest.approx(
+        (v["prefill_gpus"] * 14.2416 + v["decode_gpus"] * 2) * per_hour, rel=1e-9
+    )  # B200's aws list price
+    assert mixed["cost_per_hour"] == pytest.approx(
+        (mixed["prefill_gpus"] * 5 + mixed["decode_gpus"] * 2) * per_hour, rel=1e-9
+    )
+    same = _values(find, arrival_rate="50 request/s", gpu_hour_price="2 usd/gpu/hour")
+    assert same["cost_per_hour"] == pytest.approx((same["prefill_gpus"] + same["decode_gpus"]) * 2 * per_hour)
+
+
+def test_prefill_memory_and_links_are_the_prefill_gpus() -> None:
+    room = {
+        g: _values(["prefill_kv_room"], arrival_rate="1 request/s", prefill_gpu=g)["prefill_kv_room"]
+        for g in ("h100-sxm-80gb", "h200-sxm-141gb")
+    }
+    # same weights and overhead: the difference is 0.9 x the memory the drivers report (GiB)
+    gib = 2**30
+    h100, h200 = 79.18 * gib, 139.8 * gib
+    assert room["h200-sxm-141gb"] - room["h100-sxm-80gb"] == pytest.approx(0.9 * (h200 - h100), rel=2e-3)
+    # an 8-GPU NVLink domain: prefill TP 16 crosses the prefill GPU's scale-out link
+    pcie = _values(["prefill_comm"], arrival_rate="1 request/s", prefill_gpu="h100-pcie-80gb", prefill_tp=8)
+    sxm = _values(["prefill_comm"], arrival_rate="1 request/s", prefill_gpu="h100-sxm-80gb", prefill_tp=8)
+    assert pcie["prefill_comm"] > 2 * sxm["prefill_comm"]
+
+
+def test_any_direction_with_a_prefill_gpu() -> None:
+    # both pools given (A100 prefill, H100 decode): a rate they carry, which sizes the same pools forward
+    top = _values(["arrival_rate"], prefill_gpu="a100-sxm-80gb", prefill_workers=13, decode_workers=3)["arrival_rate"]
+    at = _values(["prefill_workers", "decode_workers"], prefill_gpu="a100-sxm-80gb", arrival_rate=f"{top} request/s")
+    assert (at["prefill_workers"], at["decode_workers"]) == (13, 3)
+    h100 = _values(["arrival_rate"], prefill_workers=3)["arrival_rate"]
+    b200 = _values(["arrival_rate"], prefill_gpu="b200", prefill_workers=3)["arrival_rate"]
+    assert b200 > 1.5 * h100  # 2.27x the BF16 peak, less the fixed cost per pass
+
+
+def test_the_simulator_prefills_on_the_prefill_gpu() -> None:
+    from concur.analysis.enginesim_disagg import solve_pools
+
+    config = {k: v for k, v in BASE.items() if k not in ("prefill_tp", "kv_link")}
+    one = {"workers": 1}
+    same, _, _, _ = solve_pools(config, one, one)
+    b200, dec, _, _ = solve_pools({**config, "prefill_gpu": "b200"}, one, one)
+    _, plain_dec, _, _ = solve_pools(config, one, one)
+    assert same.step.token_time > 2 * b200.step.token_time  # the prefill pool's step model is B200's
+    assert dec.step == plain_dec.step  # the decode pool stays on gpu
+    named, _, _, _ = solve_pools(config, {"workers": 1, "gpu": "b200"}, one)
+    assert named.step == b200.step  # as if the pool had named the GPU itself

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConcurError, UsageError
+from ..lang.fallback import fallback_values
 from ..lang.model import Model, build_model
 from ..solver.givens import resolve_givens
 from ..solver.plan import plan_key
@@ -117,6 +118,8 @@ def prefill_options(
             if weights / tp > values.get("gpu_memory", math.inf):
                 continue  # the weights alone exceed the GPU: no need to sweep what cannot fit
             known = {n: v for n, v in values.items() if n in model.variables}
+            # the prefill pool runs on the configuration's GPU: prefill_gpu falls back to gpu
+            known.update({n: lent[0] for n, lent in fallback_values(model, (), known).items()})
             # the link's domain is checked by the caller, per pair of workers, with a reason of its own
             points.append((key, tp, {**known, **link, "kv_link_domain": _UNBOUNDED, "prefill_tp": float(tp)}))
     groups: dict[Any, list[int]] = {}

@@ -537,11 +537,14 @@ def solve_pools(
 ) -> tuple[Pool, Pool, float, dict[str, float]]:
     """The two pools of a disaggregated fleet from one configuration (``given``: model, dtypes, engine,
     lengths, speculation) and each pool's ``{"gpu", "tp", "workers"}`` (gpu and tp default to
-    ``given``'s); also the KV bytes per prompt token and the decode pool's solved values. The prefill
-    pool never speculates; ``override`` (max_num_seqs, token_budget, ...) applies to both pools."""
+    ``given``'s; the prefill pool's gpu to ``given``'s ``prefill_gpu`` first, as in llm_disagg);
+    also the KV bytes per prompt token and the decode pool's solved values. The prefill pool never
+    speculates; ``override`` (max_num_seqs, token_budget, ...) applies to both pools."""
     solved: list[tuple[StepModel, EngineLimits, dict[str, float], Any]] = []
-    for side in (prefill, decode):
-        cfg = dict(given)
+    for n, side in enumerate((prefill, decode)):
+        cfg = {k: v for k, v in given.items() if k != "prefill_gpu"}
+        if n == 0 and given.get("prefill_gpu") is not None:
+            cfg["gpu"] = given["prefill_gpu"]
         for key in ("gpu", "tp"):
             if side.get(key) is not None:
                 cfg[key] = side[key]

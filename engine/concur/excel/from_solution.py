@@ -69,6 +69,7 @@ import sympy
 
 from ..errors import ConcurError, Location, UsageError
 from ..lang.expr import Call, If, Node, Var, compile_node, map_tree, names_in, to_text, walk
+from ..lang.fallback import LENT
 from ..lang.library import get_catalog
 from ..lang.model import Model
 from ..lang.pack import Catalog, Equation, Preset, Variable
@@ -496,7 +497,7 @@ class _Builder:
         none); for a price list, the column of the provider the question chose."""
         if extra.pick is not None:  # the price list: the column of the provider the question chose
             picked = self.sol.givens.picks.get(extra.name, extra.pick.default)
-            return {picked: extra.pick.sets}
+            return {picked: preset.fields.get(extra.pick.sets, extra.pick.sets)}
         return {
             f: preset.fields.get(f, f) if preset.fields else f
             for f in extra.fields
@@ -505,14 +506,17 @@ class _Builder:
 
     def _shows_preset_column(self, key: str, target: str, claimed: set[str]) -> bool:
         """Whether preset ``key`` fills input ``target`` in the sheet: an input no earlier
-        preset claimed, this preset's own, and neither typed nor given."""
+        preset claimed, this preset's own, and neither typed, given nor lent from a typed value
+        (a fallback preset's ``as gpu_hour_price``: the solver used that value, not the catalog's)."""
         own = self.preset_of.get(target, (key, ""))[0] == key
+        source = self.sol.givens.sources.get(target, "")
         return (
             target in self.inputs
             and target not in claimed
             and own
             and target not in self.typed
-            and self.sol.givens.sources.get(target) != "given"
+            and source != "given"
+            and not source.startswith(LENT)
         )
 
     def _preset_column(

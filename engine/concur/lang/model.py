@@ -141,7 +141,6 @@ def _compose(collected: list[tuple[Pack, dict[str, str]]], each: Problems) -> Mo
     variables: dict[str, Variable] = {}
     equations: list[Equation] = []
     constraints: list[Constraint] = []
-    presets: dict[str, tuple[Preset, ...]] = {}
     broken: set[str] = set()
     digest = hashlib.sha256()
     for pack, rename in collected:
@@ -168,14 +167,7 @@ def _compose(collected: list[tuple[Pack, dict[str, str]]], each: Problems) -> Mo
             equations.append(replace(eq, lhs=_rename_tree(eq.lhs, rename), rhs=_rename_tree(eq.rhs, rename)))
         for con in pack.constraints:
             constraints.append(replace(con, expr=_rename_tree(con.expr, rename)))
-    # A preset key's catalogs in the order the packs build on each other (a used pack's catalog first:
-    # llm_memory's gpus before llm_fleet's prices), so the first is the one every entry is in.
-    for pack, rename in reversed(collected):
-        for key, preset in pack.presets.items():
-            fields = {f: rename.get(v, v) for f, v in preset.fields.items()}
-            chain = presets.get(key, ())
-            if all(p.catalog != preset.catalog for p in chain):
-                presets[key] = chain + (replace(preset, fields=fields),)
+    presets = _preset_chains(collected, each)
     sound_eqs: list[Equation] = []
     for eq in equations:
         if eq.names & broken:
@@ -204,6 +196,30 @@ def _compose(collected: list[tuple[Pack, dict[str, str]]], each: Problems) -> Mo
     return Model(
         tuple(p for p, _ in collected), variables, tuple(sound_eqs), tuple(sound_cons), presets, digest.hexdigest()[:20]
     )
+
+
+def _preset_chains(collected: list[tuple[Pack, dict[str, str]]], each: Problems) -> dict[str, tuple[Preset, ...]]:
+    """Each preset key's catalogs in the order the packs build on each other (a used pack's catalog
+    first: llm_memory's gpus before llm_fleet's prices), so the first is the one every entry is in;
+    ``catalog: [gpus, prices]`` is two links. A ``fallback`` naming no preset in play is recorded."""
+    presets: dict[str, tuple[Preset, ...]] = {}
+    for pack, rename in reversed(collected):
+        for key, preset in pack.presets.items():
+            fields = {f: rename.get(v, v) for f, v in preset.fields.items()}
+            for catalog in (preset.catalog, *preset.also):
+                chain = presets.get(key, ())
+                if all(p.catalog != catalog for p in chain):
+                    presets[key] = chain + (replace(preset, catalog=catalog, fields=fields, also=()),)
+    for key, chain in presets.items():
+        fallback = next((p for p in chain if p.fallback), None)
+        if fallback is not None and fallback.fallback not in presets:
+            with each.item():
+                raise PackError(
+                    f"preset '{key}' falls back to '{fallback.fallback}', which no pack in play declares",
+                    where=fallback.where,
+                    hint=f"presets: {', '.join(sorted(k for k in presets if k != key))}",
+                )
+    return presets
 
 
 def _resolve_choices(node: Node, variables: dict[str, Variable], owner: Equation | Constraint) -> Node:

@@ -153,7 +153,13 @@ class Example:
 
 @record
 class Preset:
-    """``--set KEY=ID`` expands catalog entry ID; ``fields`` maps catalog field -> variable."""
+    """``--set KEY=ID`` expands catalog entry ID; ``fields`` maps catalog field -> variable.
+
+    ``also``: further catalogs the same id expands in (``catalog: [gpus, prices]``: a GPU's specs
+    and its price), with the same ``fields`` (a picked catalog's ``sets`` is its field name).
+    ``fallback``: another preset key (``gpu``); when KEY is not given, every variable KEY would fill
+    takes the value the fallback's preset gave the same catalog field (its entry's, or one typed
+    for it), so ``prefill_gpu`` is ``gpu`` unless given (:mod:`concur.lang.fallback`)."""
 
     key: str
     catalog: str
@@ -162,6 +168,8 @@ class Preset:
     # "defaults": an answer that used its fields' defaults names the entry they equal (no key given);
     # "values": also, when given, the values it filled (a list price is an assumption); "": neither
     stated: str = ""
+    also: tuple[str, ...] = ()
+    fallback: str = ""
 
 
 @record
@@ -634,12 +642,21 @@ def _constraint(item: Any, loc: Location, pack: str) -> Constraint:
 
 def _preset(key: str, spec: Any, loc: Location) -> Preset:
     _identifier(key, "preset name", loc)
+    raw = spec.get("catalog") if isinstance(spec, YMap) else None
+    listed = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
+    names: list[str] = [n for n in listed if isinstance(n, str)]
     _require(
-        isinstance(spec, YMap) and isinstance(spec.get("catalog"), str),
-        f"preset '{key}' must be {{catalog: NAME, fields: {{field: variable}}}}",
+        len(names) > 0 and len(names) == len(listed),
+        f"preset '{key}' must be {{catalog: NAME (or [NAME, ...]), fields: {{field: variable}}}}",
         loc,
     )
-    _identifier(spec["catalog"], "catalog name", spec.where("catalog"))
+    for name in names:
+        _identifier(name, "catalog name", spec.where("catalog"))
+    fallback = spec.get("fallback", "")
+    _require(isinstance(fallback, str), f"fallback of preset '{key}' must name another preset", loc)
+    if fallback:
+        _identifier(fallback, "preset name", spec.where("fallback"))
+        _require(fallback != key, f"preset '{key}' cannot fall back to itself", spec.where("fallback"))
     fields = spec.get("fields") or {}
     _require(
         isinstance(fields, dict) and all(isinstance(v, str) for v in fields.values()),
@@ -654,7 +671,13 @@ def _preset(key: str, spec: Any, loc: Location) -> Preset:
         loc,
     )
     return Preset(
-        key, spec["catalog"], dict(fields), loc, "values" if stated == "values" else "defaults" if stated else ""
+        key,
+        names[0],
+        dict(fields),
+        loc,
+        "values" if stated == "values" else "defaults" if stated else "",
+        tuple(names[1:]),
+        fallback,
     )
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import InfeasibleError, UnderdeterminedError, UsageError
 from ..lang.check import require_checked
+from ..lang.fallback import asked_fallbacks
 from ..lang.model import Model
 from ..lang.units import save_cache
 from .budget import budget
@@ -89,7 +90,15 @@ def solve_model(model: Model, find: tuple[str, ...], given: Mapping[str, Any]) -
     require_checked(model)
     for name in find:
         model.variable(name)
-    givens = resolve_givens(model, dict(given))
+    givens = resolve_givens(model, dict(given), find)
+    for key, ours, theirs in asked_fallbacks(model, given, find)[:1]:
+        raise UsageError(
+            f"{ours} is {theirs} while {key} is not given, and {theirs} is asked for",
+            variable=ours,
+            hint=f"give {key} (or {ours}), or ask for {ours} too",
+            kind="asked_fallback",
+            field=key,
+        )
     require_fixed(model, set(given), find)
     for name in find:
         if name in givens.values and givens.sources.get(name) == "given":

@@ -6,7 +6,8 @@
 
 The configuration (model, dtypes, engine, lengths, speculation) comes from ``--set`` as for the
 aggregated engine; each pool takes ``--set``'s gpu and tp unless ``--prefill-gpu/--prefill-tp``
-or ``--decode-gpu/--decode-tp`` say otherwise. The link is a catalog id (``--kv-link``, the
+or ``--decode-gpu/--decode-tp`` say otherwise (``--set prefill_gpu=ID``, llm_disagg's name, is the
+prefill pool's gpu too). The link is a catalog id (``--kv-link``, the
 ``links`` catalog) or ``--link-bandwidth`` (per GPU and direction; a bare number is GB/s) with
 ``--link-latency`` (a bare number is us). Every refusal of a layout is one error line (exit 2).
 """
@@ -155,7 +156,7 @@ def run_disagg(
     misses = sla_misses(res, slo) if slo else []
     pools = {
         name: {
-            "gpu": side["gpu"] or config.get("gpu"),
+            "gpu": side["gpu"] or (name == "prefill" and config.get("prefill_gpu")) or config.get("gpu"),
             "tp": pool.tp,
             "workers": pool.workers,
             "limits": limits_dict(pool.limits),

@@ -1,0 +1,102 @@
+"""Presets that stand for another preset unless given (``prefill_gpu`` is ``gpu`` until named).
+
+A preset declared with ``fallback: OTHER`` (``prefill_gpu: {catalog: [gpus, prices], fields:
+{hbm_bandwidth: prefill_hbm_bandwidth, ...}, fallback: gpu}``) fills its variables from its own
+catalog entry when the givens name it. When they do not, each variable it would fill takes the
+value held by the variable that OTHER's preset fills from the same field of the same catalog:
+``prefill_hbm_bandwidth`` takes ``hbm_bandwidth``, whether ``gpu=`` put it there or the user typed
+it. Invariants:
+
+* a value given for the variable itself is never replaced;
+* only values present are copied: a field OTHER left unset (no ``gpu`` given, or an entry without
+  that field) leaves ours unset, to its default or the solver, exactly as OTHER's is;
+* a choice is copied by its text, so the two variables' choice lists may differ in order;
+* a value the fallback's preset filled reads as this preset's, with the fallback's id as its own
+  (source ``preset prefill_gpu=h100-sxm-80gb``: the prefill GPU is the H100 ``gpu`` named); one typed
+  for the fallback's variable reads ``as hbm_bandwidth`` (:data:`LENT`);
+* a picked catalog (the price list) pairs the variables its ``sets`` fills through each preset's
+  ``fields`` (``gpu_hour_price`` -> ``prefill_gpu_hour_price``).
+
+The solver's givens (:func:`concur.solver.givens.resolve_givens`) and any caller that builds
+base-unit givens without it (``concur plan``'s disaggregated rows) call :func:`fallback_values`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from .library import get_catalog
+from .model import Model
+from .pack import Preset
+
+__all__ = ["LENT", "asked_fallbacks", "fallback_pairs", "fallback_values", "preset_targets"]
+
+LENT = "as "
+"""Source prefix of a value lent from one typed for the fallback's variable (``as gpu_hour_price``):
+no catalog entry stands behind it, so no preset column may replace it (a workbook keeps the value)."""
+
+
+def preset_targets(preset: Preset) -> dict[str, str]:
+    """Catalog field -> the variable ``preset`` fills from it (a picked catalog: its ``sets`` field)."""
+    catalog = get_catalog(preset.catalog)
+    names = [catalog.pick.sets] if catalog.pick is not None else list(catalog.fields)
+    if preset.fields:
+        return {f: preset.fields[f] for f in names if f in preset.fields}
+    return {f: f for f in names}
+
+
+def fallback_pairs(model: Model, key: str) -> list[tuple[str, str]]:
+    """``(ours, theirs)`` for preset ``key``: each variable it fills and the one its fallback fills from
+    the same catalog field (empty when ``key`` has no fallback)."""
+    chain = model.presets.get(key, ())
+    other = next((p.fallback for p in chain if p.fallback), "")
+    if not other:
+        return []
+    pairs: list[tuple[str, str]] = []
+    for preset in chain:
+        theirs_preset = next((p for p in model.presets.get(other, ()) if p.catalog == preset.catalog), None)
+        if theirs_preset is None:
+            continue
+        theirs = preset_targets(theirs_preset)
+        for field, ours in preset_targets(preset).items():
+            if field in theirs and theirs[field] != ours and {ours, theirs[field]} <= set(model.variables):
+                pairs.append((ours, theirs[field]))
+    return pairs
+
+
+def fallback_values(
+    model: Model, given: Collection[str], values: Mapping[str, float]
+) -> dict[str, tuple[float, str, str]]:
+    """The values fallback presets not named in ``given`` lend: ours -> (value, the variable it came
+    from, the preset key that lends it). ``values``: base-unit givens so far (explicit ones and
+    presets expanded); a name in ``given`` or already in ``values`` is left alone."""
+    out: dict[str, tuple[float, str, str]] = {}
+    for key in model.presets:
+        if key in given:
+            continue
+        for ours, theirs in fallback_pairs(model, key):
+            if ours in given or ours in values or theirs not in values:
+                continue
+            value = values[theirs]
+            mine, src = model.variables[ours], model.variables[theirs]
+            if mine.choices or src.choices:
+                text = src.choices[int(value)] if src.choices else None
+                if text is None or text not in mine.choices:
+                    continue  # no choice of ours says the same: ours keeps its default
+                value = float(mine.choices.index(text))
+            out[ours] = (value, theirs, key)
+    return out
+
+
+def asked_fallbacks(model: Model, given: Collection[str], find: Collection[str]) -> list[tuple[str, str, str]]:
+    """``(key, ours, theirs)`` for each variable a fallback preset not given would take from a variable
+    the question asks for: nothing can be lent, and ``ours`` is neither given nor asked (a question
+    the solver would answer for one pool's price but not the other's, so it is refused instead)."""
+    out: list[tuple[str, str, str]] = []
+    for key in model.presets:
+        if key in given:
+            continue
+        for ours, theirs in fallback_pairs(model, key):
+            if theirs in find and ours not in given and ours not in find:
+                out.append((key, ours, theirs))
+    return out
