@@ -130,13 +130,16 @@ def test_solver_answers_both_directions() -> None:
     assert (fwd["prefill_workers"], fwd["decode_workers"], fwd["fleet_gpus"]) == (5, 3, 32)
     assert fwd["xpyd_ratio"] == pytest.approx(5 / 3)
     # one pool given: the largest rate it carries; a little more needs another worker
+    tops = []
     for pool, workers in (("prefill_workers", 5), ("decode_workers", 3)):
         top = _values(["arrival_rate"], **{pool: workers})["arrival_rate"]
         assert _values([pool], arrival_rate=f"{top * 0.999} request/s")[pool] == workers
         assert _values([pool], arrival_rate=f"{top * 1.01} request/s")[pool] == workers + 1
+        tops.append(top)
+    # both pools given: the largest rate both carry, the smaller of the two (it once answered some
+    # root of the two rounding equations, 44.7 for a 5P3D fleet that carries 52.7)
     back = _values(["arrival_rate"], prefill_workers=5, decode_workers=3)["arrival_rate"]
-    # a rate these pools carry: asked forward, it sizes the same pools (the solver finds a root of the
-    # rounding equations, not necessarily the largest rate: see the pack's example)
+    assert back == pytest.approx(min(tops), rel=1e-6)
     at = _values(["prefill_workers", "decode_workers"], arrival_rate=f"{back} request/s")
     assert (at["prefill_workers"], at["decode_workers"]) == (5, 3)
     assert back > 4 * 0.8 / _values(["prefill_service"], arrival_rate="1 request/s")["prefill_service"]
@@ -424,6 +427,12 @@ def test_any_direction_with_a_prefill_gpu() -> None:
     top = _values(["arrival_rate"], prefill_gpu="a100-sxm-80gb", prefill_workers=13, decode_workers=3)["arrival_rate"]
     at = _values(["prefill_workers", "decode_workers"], prefill_gpu="a100-sxm-80gb", arrival_rate=f"{top} request/s")
     assert (at["prefill_workers"], at["decode_workers"]) == (13, 3)
+    # B200 pools of 3P3D: the largest rate both carry (refused before: the rounding was inverted directly)
+    both = _values(["arrival_rate"], gpu="b200", prefill_workers=3, decode_workers=3)["arrival_rate"]
+    alone = [
+        _values(["arrival_rate"], gpu="b200", **{p: 3})["arrival_rate"] for p in ("prefill_workers", "decode_workers")
+    ]
+    assert both == pytest.approx(min(alone), rel=1e-6)
     h100 = _values(["arrival_rate"], prefill_workers=3)["arrival_rate"]
     b200 = _values(["arrival_rate"], prefill_gpu="b200", prefill_workers=3)["arrival_rate"]
     assert b200 > 1.5 * h100  # 2.27x the BF16 peak, less the fixed cost per pass

@@ -95,7 +95,7 @@ def solve_model(model: Model, find: tuple[str, ...], given: Mapping[str, Any]) -
         raise UsageError(
             f"{ours} is {theirs} while {key} is not given, and {theirs} is asked for",
             variable=ours,
-            hint=f"give {key} (or {ours}), or ask for {ours} too",
+            hint=f"give {key} (or {ours}): both cannot be found from one equation",
             kind="asked_fallback",
             field=key,
         )

@@ -171,7 +171,19 @@ def _needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float
             for g in drivers:  # the given whose removal frees x, and that x drives
                 if not determined(without(g, *limits), x) and determined({**without(g), x: 1.0}, g):
                     return Seek(x, (g,))
+            counts = _given_counts(model, drivers, x, without, determined)
+            if counts and not determined(without(*counts, *limits), x):
+                return Seek(x, counts)  # several given counts (3P3D): the x that every one of them carries
     return None
+
+
+def _given_counts(model: Model, drivers: list[str], x: str, without: Any, determined: Any) -> tuple[str, ...]:
+    """The given rounded counts that ``x`` drives, each of which alone would determine ``x`` (a
+    disaggregated fleet's prefill and decode workers: either gives the rate its pool carries); empty
+    unless there are two or more. Removing one leaves ``x`` fixed by the others, so no single count
+    frees it: they are goals together."""
+    counts = tuple(g for g in drivers if _rounded_output(model, g) and determined({**without(g), x: 1.0}, g))
+    return counts if len(counts) > 1 else ()
 
 
 def _held_counts(model: Model, known: Mapping[str, float], givens: Givens, limits: list[str]) -> tuple[str, ...]:
