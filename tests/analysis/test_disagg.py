@@ -450,3 +450,19 @@ def test_the_simulator_prefills_on_the_prefill_gpu() -> None:
     assert dec.step == plain_dec.step  # the decode pool stays on gpu
     named, _, _, _ = solve_pools(config, {"workers": 1, "gpu": "b200"}, one)
     assert named.step == b200.step  # as if the pool had named the GPU itself
+
+
+def test_an_unpriced_gpu_with_targets_is_refused_for_its_price() -> None:
+    """MI300X has no list price: asking for the pools and the monthly cost with both SLAs must say
+    so. The goal seek once took the cost (downstream of the prefill count the rate fixes) for an
+    input to search, and refused with "your prefill_workers=5 contradicts ...", a count nobody gave."""
+    from concur.errors import UnderdeterminedError
+
+    asked = ["prefill_workers", "decode_workers", "fleet_gpus", "prefill_service", "ttft", "cost_per_month"]
+    given = {**BASE, "gpu": "mi300x", "provider": "azure", "arrival_rate": "50 request/s"}
+    given.update(ttft_slo="2 s", itl_slo="50 ms")
+    with pytest.raises(UnderdeterminedError, match="mi300x has no list price at azure"):
+        solve(find=asked, given=given, packs="llm_disagg")
+    priced = solve(find=asked, given={**given, "gpu_hour_price": "3 usd/gpu/hour"}, packs="llm_disagg")
+    alone = solve(find=["prefill_workers"], given=given, packs="llm_disagg")
+    assert priced.values["prefill_workers"] == alone.values["prefill_workers"]

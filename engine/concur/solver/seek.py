@@ -132,15 +132,16 @@ def _needs_search(model: Model, find: tuple[str, ...], known: Mapping[str, float
     # needs) follow from it, so it is tried first whatever order the user named them in: searching a
     # count instead answers another question (the fewest workers, not the largest rate)
     find = tuple(sorted(find, key=lambda x: x in computed))
-    if len(limits) > 1 or (limits and _held_counts(model, known, givens, limits)):
+    held = _held_counts(model, known, givens, limits) if limits else ()
+    if len(limits) > 1 or held:
         together = _together(model, find, known, givens, limits, determined, computed)
         if together is not None:
             return together
     for x in find:
         for g in limits:  # x upstream of a target: search the input that drives it
             base = without(g)
-            if determined(base, x):
-                continue
+            if determined(base, x) or (not held and _follows_without(model, base, g, x)):
+                continue  # x follows without the target, or the target without x: a check
             via = _rounded_link(model, base, x, g, determined)
             if via is not None:
                 return Seek(x, (g,), via=via)
@@ -184,6 +185,14 @@ def _given_counts(model: Model, drivers: list[str], x: str, without: Any, determ
     frees it: they are goals together."""
     counts = tuple(g for g in drivers if _rounded_output(model, g) and determined({**without(g), x: 1.0}, g))
     return counts if len(counts) > 1 else ()
+
+
+def _follows_without(model: Model, base: Mapping[str, float], g: str, x: str) -> bool:
+    """Whether the target ``g`` follows from ``base`` with ``x`` left unknown (not even its default):
+    then no search over ``x`` can move it (a TTFT target does not wait on the monthly cost). Not
+    asked with a given count held to its rounding (``replicas=3``): the matching may then reach
+    ``g`` through that rounding, which is what a search over ``x`` must meet."""
+    return g in base or g in structure(model, base, (g, x)).matching.determined
 
 
 def _held_counts(model: Model, known: Mapping[str, float], givens: Givens, limits: list[str]) -> tuple[str, ...]:
@@ -251,6 +260,8 @@ def _together_plain(
     """One searched variable (``x`` or an input upstream of it) that drives every target at once."""
     if determined(base, x) and (not held or not _through_rounding(model, structure(model, base, find), x)):
         return None  # computed from the givens without inverting a rounding: the targets are checks
+    if not held and all(_follows_without(model, base, g, x) for g in limits):
+        return None  # the targets follow without x (x waits on something else): they are checks
     free = structure(model, base, find).matching.undetermined
     candidates = sorted(
         (s for s in free | {x} if not model.variables[s].choices and (s == x or s not in computed)),
@@ -315,8 +326,10 @@ def _reaches(model: Model, name: str, x: str, stop: set[str]) -> bool:
 
 def _rounded_link(model: Model, base: Mapping[str, float], x: str, g: str, determined: Any) -> str | None:
     """A count ``n = ceil(...)`` through which alone ``x`` reaches the target ``g``: ``g`` follows
-    from ``n`` without ``x`` (which has no default to stand in for it), and ``n`` from ``x``. A
-    monthly budget caps the replicas, and the replicas cap the rate."""
+    from ``n`` without ``x`` (which has no default to stand in for it), and ``n`` from ``x`` -- and
+    only with ``x``: a count the givens fix already (the prefill workers of a given rate) links
+    nothing, and a cost downstream of it is no input to search. A monthly budget caps the
+    replicas, and the replicas cap the rate."""
     if model.variables[x].default is not None:
         return None  # without x the first search would use x's default, not leave it out
     for eq in model.equations:
@@ -327,7 +340,7 @@ def _rounded_link(model: Model, base: Mapping[str, float], x: str, g: str, deter
             continue
         if _reaches(model, g, x, {*base, n}):
             continue  # the target depends on x itself, not only through the count (an ITL on the batch)
-        if determined({**base, n: 1.0}, g) and determined({**base, x: 1.0}, n):
+        if determined({**base, n: 1.0}, g) and not determined(base, n) and determined({**base, x: 1.0}, n):
             return n
     return None
 
