@@ -40,6 +40,8 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
     "fallback": (FLEET, {}, FLEET),
     "switched": (FLEET, {"prefill_gpu": "b200"}, {**FLEET, "prefill_gpu": "b200"}),
     "typed_price": ({**FLEET, "gpu_hour_price": 2}, {}, {**FLEET, "gpu_hour_price": 2}),
+    # prefill_gpu not named: its cell reads gpu's, so another gpu moves both pools, as the solver does
+    "gpu_switched": (FLEET, {"gpu": "b200"}, {**FLEET, "gpu": "b200"}),
 }
 
 
@@ -81,3 +83,21 @@ def test_the_cases_differ(recalculated: dict[str, Path]) -> None:
     assert cost["fallback"] == pytest.approx(32 * 6.88 * 730, rel=1e-9)
     assert cost["switched"] == pytest.approx(cost["b200"], rel=1e-12)
     assert cost["typed_price"] == pytest.approx(32 * 2 * 730, rel=1e-9)
+
+
+def test_an_unnamed_prefill_gpu_follows_gpu_in_the_sheet(recalculated: dict[str, Path]) -> None:
+    """Exported without prefill_gpu, the prefill pool's GPU cell is a formula reading gpu's: picking
+    B200 for gpu prices and sizes both pools on B200, as solving with gpu=b200 does."""
+    import openpyxl
+
+    from concur.excel.recalc import read_names
+
+    inputs = openpyxl.load_workbook(recalculated["fallback"])["Inputs"]
+    cells = {row[0].value: row[1].value for row in inputs.iter_rows(min_col=1, max_col=2) if row[0].value}
+    assert str(cells["prefill_gpu"]).startswith("=")  # read back as the formula, not a typed id
+    named = openpyxl.load_workbook(recalculated["b200"])["Inputs"]
+    assert not any(
+        str(r[1].value).startswith("=") for r in named.iter_rows(min_col=1, max_col=2) if r[0].value == "prefill_gpu"
+    )
+    got = read_names(recalculated["gpu_switched"], ["prefill_workers", "cost_per_month"])
+    assert got["prefill_workers"] == 3  # B200's FLOP/s, as the b200 case

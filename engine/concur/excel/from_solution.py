@@ -479,7 +479,9 @@ class _Builder:
                         claimed.add(target)
             if not table:
                 continue
-            out.append(PresetChoice(key, chain[0].catalog, selected, tuple(catalog.entries), table, sources))
+            lender = next((p.fallback for p in chain if p.fallback), "")
+            follows = lender if lender and key not in self.sol.givens.presets else ""
+            out.append(PresetChoice(key, chain[0].catalog, selected, tuple(catalog.entries), table, sources, follows))
             self._cite_preset(key, selected, sources)
         return out
 

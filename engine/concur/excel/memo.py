@@ -204,6 +204,7 @@ def _plan(raw: dict[str, Any]) -> WorkbookPlan:
                 tuple(p["ids"]),
                 dict(p["table"]),
                 dict(p["sources"]),
+                str(p["follows"]),
             )
             for p in raw["presets"]
         ],

@@ -101,7 +101,9 @@ class PresetChoice:
 
     ``table[var][id]`` is the display value ``var`` takes when ``id`` is chosen (the choice
     text for a choice variable: a model's ``attention`` is ``"mla"``); ``sources[var][id]``
-    is its citation. ``selected`` must be one of ``ids``.
+    is its citation. ``selected`` must be one of ``ids``. ``follows``: the preset this one
+    stands for until the sheet's user picks an id of its own (``prefill_gpu`` follows ``gpu``
+    when the question did not name it: its cell is a formula reading ``gpu``'s), else empty.
     """
 
     key: str
@@ -110,6 +112,7 @@ class PresetChoice:
     ids: tuple[str, ...]
     table: dict[str, dict[str, float | str]]
     sources: dict[str, dict[str, str]] = field(default_factory=dict)
+    follows: str = ""
 
     def __post_init__(self) -> None:
         if self.selected not in self.ids:

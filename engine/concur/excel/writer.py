@@ -339,11 +339,16 @@ def _write_inputs(wb: Workbook, layout: Layout, lookups: dict[str, dict[str, str
     value_texts: list[str] = []
     for p in plan.presets:
         put_text(ws, row, 1, p.key).font = style.BOLD
-        cell = put_text(ws, row, 2, p.selected)
+        follows = p.follows in layout.names and p.follows in {q.key for q in plan.presets}
+        # a preset standing for another (prefill_gpu for gpu) reads that one's cell until an id is picked
+        cell = put_formula(ws, row, 2, layout.names[p.follows]) if follows else put_text(ws, row, 2, p.selected)
         cell.protection = _UNLOCKED
         cell.font, cell.fill, cell.border = style.INPUT_FONT, style.INPUT_FILL, style.BOX
         value_texts.extend(p.ids)
-        put_text(ws, row, 4, f"choose a {p.catalog} entry; the green rows follow its choice").alignment = style.WRAP
+        what = f"choose a {p.catalog} entry; the green rows follow its choice"
+        if follows:
+            what = f"{p.follows}'s entry until you choose a {p.catalog} entry here; the green rows follow it"
+        put_text(ws, row, 4, what).alignment = style.WRAP
         put_text(ws, row, 5, f"catalog {p.catalog}")
         dv = DataValidation(
             type="list",
