@@ -187,7 +187,8 @@ class _Run:
                 if math.isfinite(value):
                     if v.integer:
                         value = snap_integer(value)
-                    if in_bounds(v.bounds, value):
+                    lo, hi = v.bounds  # strictly inside needs no slack; at or past an edge, the rule decides
+                    if ((lo is None or value >= lo) and (hi is None or value <= hi)) or in_bounds(v.bounds, value):
                         self.env[var] = value
                         continue
             if len(step.variables) == 1 and step.method in (Method.FORWARD, Method.INVERTED, Method.NUMERIC):
