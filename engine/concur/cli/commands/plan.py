@@ -246,6 +246,38 @@ def _csv(result: Any, path: str) -> None:
     write_text(path, csv_text(result))
 
 
+_CSV_FIELDS = [
+    "gpu",
+    "tp",
+    "weight_dtype",
+    "kv_dtype",
+    "engine",
+    "provider",
+    "feasible",
+    "replicas",
+    "fleet_gpus",
+    "gpu_hour_price_usd",
+    "cost_per_month_usd",
+    "cost_per_million_tokens_usd",
+    "ttft_ms",
+    "itl_ms",
+    "batch_per_replica",
+    "per_replica_concurrency",
+    "compute_utilization",
+    "bandwidth_utilization",
+    "binds",
+    "reason",
+    "mode",
+    "spec",
+    "prefill_tp",
+    "prefill_workers",
+    "ep",  # MoE layout columns last: a reader of the older columns is unaffected
+    "dp_attention",
+    "nodes",
+]
+"""``--csv``'s columns; ``prefill_gpu`` and ``prefill_gpu_hour_price_usd`` follow with ``--prefill-gpus``."""
+
+
 def csv_text(result: Any) -> str:
     """``--csv``'s text: one row per candidate (``concur serve``'s plan download too)."""
     import csv
@@ -255,72 +287,16 @@ def csv_text(result: Any) -> str:
     from ..tabular import spreadsheet_text
 
     buf = io.StringIO()
-    fields = [
-        "gpu",
-        "tp",
-        "weight_dtype",
-        "kv_dtype",
-        "engine",
-        "provider",
-        "feasible",
-        "replicas",
-        "fleet_gpus",
-        "gpu_hour_price_usd",
-        "cost_per_month_usd",
-        "cost_per_million_tokens_usd",
-        "ttft_ms",
-        "itl_ms",
-        "batch_per_replica",
-        "per_replica_concurrency",
-        "compute_utilization",
-        "bandwidth_utilization",
-        "binds",
-        "reason",
-        "mode",
-        "spec",
-        "prefill_tp",
-        "prefill_workers",
-        "ep",  # MoE layout columns last: a reader of the older columns is unaffected
-        "dp_attention",
-        "nodes",
-    ]
+    fields = list(_CSV_FIELDS)
     cross = any(c.config.prefill_gpu for c in result.candidates)
     if cross:  # --prefill-gpus: the prefill pool's GPU and price, last (a plan without the axis is unchanged)
         fields += ["prefill_gpu", "prefill_gpu_hour_price_usd"]
     out = csv.writer(buf, lineterminator="\n")
     out.writerow(fields)
     text: Callable[[Any], Any] = lambda v: spreadsheet_text(v) if isinstance(v, str) else v
+    value: Callable[[dict[str, Any] | None], str] = lambda q: "" if q is None else f"{q['value']:.6g}"
     for r in rows(result):
-        value: Callable[[dict[str, Any] | None], str] = lambda q: "" if q is None else f"{q['value']:.6g}"
-        cells = [
-            r["gpu"],
-            r["tp"],
-            r["weight_dtype"],
-            r["kv_dtype"],
-            r["engine"],
-            r["provider"] or "",
-            r["feasible"],
-            r["replicas"] or "",
-            r["fleet_gpus"] or "",
-            value(r["gpu_hour_price"]),
-            value(r["cost_per_month"]),
-            value(r["cost_per_million_tokens"]),
-            value(r["ttft"]),
-            value(r["itl"]),
-            "" if r["batch_per_replica"] is None else f"{r['batch_per_replica']:.6g}",
-            "" if r["per_replica_concurrency"] is None else f"{r['per_replica_concurrency']:.6g}",
-            "" if r["compute_utilization"] is None else f"{r['compute_utilization']:.4g}",
-            "" if r["bandwidth_utilization"] is None else f"{r['bandwidth_utilization']:.4g}",
-            r["binds"] or "",
-            r["reason"],
-            r["mode"],
-            r["spec"],
-            r["prefill"]["tp"] if "prefill" in r else "",
-            r["prefill"]["workers"] if "prefill" in r else "",
-            r["ep"],
-            r["dp_attention"],
-            r["nodes"] or "",
-        ]
+        cells = _csv_cells(r)
         if cross:
             cells += [
                 r["prefill"]["gpu"] if "prefill" in r else "",
@@ -328,6 +304,40 @@ def csv_text(result: Any) -> str:
             ]
         out.writerow([text(c) for c in cells])
     return buf.getvalue()
+
+
+def _csv_cells(r: dict[str, Any]) -> list[Any]:
+    """One ``rows()`` row as the cells of :data:`_CSV_FIELDS`."""
+    value: Callable[[dict[str, Any] | None], str] = lambda q: "" if q is None else f"{q['value']:.6g}"
+    return [
+        r["gpu"],
+        r["tp"],
+        r["weight_dtype"],
+        r["kv_dtype"],
+        r["engine"],
+        r["provider"] or "",
+        r["feasible"],
+        r["replicas"] or "",
+        r["fleet_gpus"] or "",
+        value(r["gpu_hour_price"]),
+        value(r["cost_per_month"]),
+        value(r["cost_per_million_tokens"]),
+        value(r["ttft"]),
+        value(r["itl"]),
+        "" if r["batch_per_replica"] is None else f"{r['batch_per_replica']:.6g}",
+        "" if r["per_replica_concurrency"] is None else f"{r['per_replica_concurrency']:.6g}",
+        "" if r["compute_utilization"] is None else f"{r['compute_utilization']:.4g}",
+        "" if r["bandwidth_utilization"] is None else f"{r['bandwidth_utilization']:.4g}",
+        r["binds"] or "",
+        r["reason"],
+        r["mode"],
+        r["spec"],
+        r["prefill"]["tp"] if "prefill" in r else "",
+        r["prefill"]["workers"] if "prefill" in r else "",
+        r["ep"],
+        r["dp_attention"],
+        r["nodes"] or "",
+    ]
 
 
 def question_from(sets: tuple[str, ...], scenario: str | None) -> tuple[dict[str, Any], list[str]]:
