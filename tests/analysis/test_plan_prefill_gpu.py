@@ -166,6 +166,12 @@ def test_a_bad_id_gets_one_line_with_did_you_mean() -> None:
     assert res.returncode == 2 and "unknown prefill_gpu 'b20'; did you mean b200?" in _one_error_line(res)
     agg_only = _concur(*CLI[:1], *CLI[3:], "--prefill-gpus", B200)
     assert agg_only.returncode == 2 and "add --modes agg,disagg" in _one_error_line(agg_only)
+    given = _concur(*CLI, "--set", "prefill_gpu=b200")  # the axis given as a value
+    assert (
+        given.returncode == 2
+        and "prefill_gpu is an axis" in _one_error_line(given)
+        and "--prefill-gpus" in given.stderr
+    )
 
 
 def _concur(*args: str) -> subprocess.CompletedProcess[str]:

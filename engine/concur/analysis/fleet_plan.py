@@ -395,7 +395,7 @@ def _split_question(question: Mapping[str, Any], modes: Sequence[str]) -> tuple[
             hint=f"give {', '.join(missing)}",
             kind="missing",
         )
-    fixed = [a for a in AXES if a in question]
+    fixed = [a for a in (*AXES, "prefill_gpu") if a in question]  # prefill_gpu: the prefill_gpus axis
     if fixed:
         raise UsageError(
             f"{', '.join(fixed)} is an axis of the plan, not a given",
