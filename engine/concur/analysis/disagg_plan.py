@@ -19,6 +19,14 @@ traffic and the KV link, so each is sized on its own and the plan stays forward:
   (``kv_link_load <= 1``), and a prefill worker and its decode worker must fit the link's domain
   (NVLink: one 8-GPU board).
 
+**A prefill pool on another GPU** (``concur plan --prefill-gpus``): a row keyed with a prefill GPU
+gets that GPU's figures (:func:`prefill_gpu_values`: what llm_disagg's ``prefill_gpu`` preset fills,
+memory, FLOP/s, HBM bandwidth, NVLink domain, family, list price at the row's provider) in place of
+the ones ``prefill_gpu`` would borrow from ``gpu``; its prefill sweep is the same vectorised sweep,
+one more point per prefill GPU (the decode pool is sized once per configuration). Such a row prices
+each pool at its own GPU's price, and an NVLink (a finite link domain: one board of one GPU type)
+cannot join two GPU types.
+
 Invariants: a feasible disaggregated row has both pools' compute and bandwidth utilization at most
 :data:`concur.analysis.fleet_plan.UTILIZATION_CEILING` (else it is rejected with a ``rejection``
 of kind ``physics``), ``kv_link_load <= 1`` (else kind ``link``), and its TTFT, ITL within the
@@ -33,14 +41,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConcurError, UsageError
-from ..lang.fallback import fallback_values
+from ..errors import ConcurError, UnknownNameError, UsageError
+from ..lang.fallback import fallback_pairs, fallback_values
 from ..lang.model import Model, build_model
 from ..solver.givens import resolve_givens
 from ..solver.plan import plan_key
 from ..sweep import sweep
 
-__all__ = ["DEFAULT_LINK", "LINK_NAMES", "Prefill", "link_values", "pick_prefill", "prefill_options"]
+__all__ = [
+    "DEFAULT_LINK",
+    "LINK_NAMES",
+    "Prefill",
+    "link_values",
+    "pick_prefill",
+    "prefill_gpu_values",
+    "prefill_options",
+]
 
 DEFAULT_LINK = "ib-ndr-400g"
 """The link a plan assumes when the question names none: one 400 Gb/s NIC per GPU (DGX/HGX reference)."""
@@ -68,6 +84,7 @@ class Prefill:
     transfer: float  # s per request over the link
     weights_per_gpu: float  # B
     peak_time: float  # s: one prompt's FLOPs on one GPU at the dense peak
+    hbm_bandwidth: float = math.nan  # B/s of one prefill GPU (nan: the configuration's GPU's)
 
 
 def disagg_model() -> Model:
@@ -96,30 +113,50 @@ def link_values(question: Mapping[str, Any]) -> tuple[dict[str, float], str]:
     return out, note
 
 
+def prefill_gpu_values(gpus: Sequence[str], providers: Sequence[str]) -> dict[tuple[str, str], dict[str, float]]:
+    """Per (prefill GPU id, provider; "" the price catalog's default): the base-unit values llm_disagg's
+    ``prefill_gpu`` preset fills from it (``prefill_gpu_memory``, ``prefill_hbm_bandwidth``, ...,
+    ``prefill_gpu_hour_price`` where that provider lists one). Raises :class:`UnknownNameError` (field
+    ``prefill_gpus``) for an id the gpus catalog does not list, with the closest ids."""
+    model = disagg_model()
+    names = {ours for ours, _theirs in fallback_pairs(model, "prefill_gpu")}
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for gpu in dict.fromkeys(gpus):
+        for provider in dict.fromkeys(providers):
+            given = {"prefill_gpu": gpu, **({"provider": provider} if provider else {})}
+            try:
+                values = resolve_givens(model, given).values
+            except UnknownNameError as exc:
+                exc.field = "prefill_gpus"
+                raise
+            out[(gpu, provider)] = {n: float(v) for n, v in values.items() if n in names}
+    return out
+
+
 def prefill_options(
     rows: Sequence[tuple[Any, Mapping[str, float]]],
     tps: Sequence[int],
     link: Mapping[str, float],
     question: Mapping[str, Any],
+    prefill_gpus: Mapping[Any, Mapping[str, float]] | None = None,
 ) -> dict[Any, list[Prefill]]:
     """Per key of ``rows`` (key, resolved base-unit givens of its configuration): a :class:`Prefill` for
-    each prefill TP of ``tps`` dividing the attention heads, from one vectorised sweep of llm_disagg per
-    plan shape."""
+    each prefill TP of ``tps`` dividing the attention heads and fitting the prefill GPU, from one
+    vectorised sweep of llm_disagg per plan shape. A key of ``prefill_gpus`` runs its prefill pool on
+    the GPU whose :func:`prefill_gpu_values` it maps to; every other key on its configuration's GPU."""
     import numpy as np
 
     model = disagg_model()
     points: list[tuple[Any, int, dict[str, float]]] = []
     for key, values in rows:
+        known = _prefill_known(model, values, (prefill_gpus or {}).get(key))
         heads = values.get("attention_heads")
         weights = values.get("params", 0.0) * values.get("weight_bytes", 0.0)
         for tp in tps:
             if heads and int(heads) % tp:
                 continue
-            if weights / tp > values.get("gpu_memory", math.inf):
+            if weights / tp > known.get("prefill_gpu_memory", values.get("gpu_memory", math.inf)):
                 continue  # the weights alone exceed the GPU: no need to sweep what cannot fit
-            known = {n: v for n, v in values.items() if n in model.variables}
-            # the prefill pool runs on the configuration's GPU: prefill_gpu falls back to gpu
-            known.update({n: lent[0] for n, lent in fallback_values(model, (), known).items()})
             # the link's domain is checked by the caller, per pair of workers, with a reason of its own
             points.append((key, tp, {**known, **link, "kv_link_domain": _UNBOUNDED, "prefill_tp": float(tp)}))
     groups: dict[Any, list[int]] = {}
@@ -150,9 +187,21 @@ def prefill_options(
                     float(series["kv_transfer_time"][j]),
                     float(series["prefill_weights_per_gpu"][j]),
                     float(series["prefill_peak_time"][j]),
+                    points[i][2].get("prefill_hbm_bandwidth", math.nan),
                 )
             )
     return out
+
+
+def _prefill_known(model: Model, values: Mapping[str, float], gpu: Mapping[str, float] | None) -> dict[str, float]:
+    """The llm_disagg givens of one configuration's prefill pool: its own GPU's figures (``gpu``, from
+    :func:`prefill_gpu_values`), or, without one, those ``prefill_gpu`` borrows from ``gpu`` (its fallback)."""
+    known = {n: v for n, v in values.items() if n in model.variables}
+    if gpu is not None:
+        known.update(gpu)  # a price the provider does not list stays absent: never the decode GPU's
+        return known
+    known.update({n: lent[0] for n, lent in fallback_values(model, (), known).items()})
+    return known
 
 
 @dataclass(frozen=True)

@@ -55,9 +55,13 @@ ep does not divide the routed experts is rejected with that reason; each row rep
 ``modes=("agg", "disagg")`` adds a disaggregated row (a prefill and a decode pool, the KV link
 between them) per configuration, sized by :mod:`concur.analysis.disagg_plan` from the same sweeps;
 an ``axes["spec"]`` of ``("off", "on")`` adds speculative decoding (:data:`SPEC_PRESET`).
+``prefill_gpus`` (ids of the gpus catalog) runs each disaggregated row's prefill pool on each of
+them instead of the row's GPU: one row per configuration and prefill GPU (``Config.prefill_gpu``;
+"" when it is the row's own GPU, so a plan without the axis is unchanged), each pool priced at its
+own GPU's list price.
 
-Non-goals: mixed fleets (a prefill pool of another GPU type included), pipeline parallelism in the
-grid (give ``--set pp=N``), queueing delay before admission (the ``queueing`` pack).
+Non-goals: mixed aggregated fleets, pipeline parallelism in the grid (give ``--set pp=N``),
+queueing delay before admission (the ``queueing`` pack).
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ from ..solver.plan import plan_key
 from ..solver.question import solve_model
 from ..solver.run import run_question
 from ..sweep import sweep
-from .disagg_plan import LINK_NAMES, link_values, pick_prefill, prefill_options
+from .disagg_plan import LINK_NAMES, link_values, pick_prefill, prefill_gpu_values, prefill_options
 from .providers import plan_providers, provider_note
 
 __all__ = [
@@ -129,6 +133,7 @@ class Config:
     spec: str = "off"  # "on": speculative decoding as catalogs/speculators.yaml's SPEC_PRESET sets it
     ep: int = 1  # expert-parallel degree (1, or tp for an MoE layout)
     dp_attention: int = 1  # data-parallel attention ranks (1, or tp)
+    prefill_gpu: str = ""  # disagg: the prefill pool's GPU when it is not ``gpu`` ("" = ``gpu``'s)
 
     def given(self) -> dict[str, Any]:
         """The configuration as givens of any pack that takes a gpu (the provider is not one)."""
@@ -185,6 +190,7 @@ class Candidate:
     prefill_compute_utilization: float | None = None
     prefill_bandwidth_utilization: float | None = None
     kv_link_load: float | None = None
+    prefill_gpu_hour_price: float | None = None  # usd per prefill GPU-hour (a row whose prefill GPU differs)
 
     @property
     def mode(self) -> str:
@@ -195,7 +201,8 @@ class Candidate:
         """A disaggregated row's prefill pool, ``{"gpu", "tp", "workers"}`` (None for an aggregated row)."""
         if self.mode != "disagg":
             return None
-        return {"gpu": self.config.gpu, "tp": self.prefill_tp, "workers": self.prefill_workers}
+        gpu = self.config.prefill_gpu or self.config.gpu
+        return {"gpu": gpu, "tp": self.prefill_tp, "workers": self.prefill_workers}
 
     @property
     def decode(self) -> dict[str, Any] | None:
@@ -221,6 +228,7 @@ class Candidate:
             self.ttft or math.inf,
             self.config.gpu,
             self.config.tp,
+            self.config.prefill_gpu,
         )
 
 
@@ -319,12 +327,14 @@ def plan_fleet(
     confirm: int = 3,
     progress: Callable[[int, int], None] | None = None,
     modes: Sequence[str] = ("agg",),
+    prefill_gpus: Sequence[str] = (),
 ) -> FleetPlan:
     """Evaluate every configuration of ``axes`` for ``question`` (model, traffic, SLAs; the fleet
     pack's names and values); see the module essay. ``modes``: ``agg`` (one replica serves prompts
     and decodes), ``disagg`` (a prefill and a decode pool, :mod:`concur.analysis.disagg_plan`), or
-    both. Raises UsageError for a question that is wrong whatever the configuration (a missing
-    traffic value, an unknown model)."""
+    both; ``prefill_gpus``: the GPUs a disaggregated row's prefill pool runs on (empty: the row's
+    own). Raises UsageError for a question that is wrong whatever the configuration (a missing
+    traffic value, an unknown model, an unknown prefill GPU: field ``prefill_gpus``)."""
     model = build_model(["llm_fleet"])
     require_checked(model)
     question, link_question = _split_question(question, modes)
@@ -335,6 +345,7 @@ def plan_fleet(
     configs = _grid(axes)
     if not configs:
         raise UsageError("the grid is empty", hint="every axis needs at least one value")
+    prefill = prefill_gpu_values(prefill_gpus, sorted({c.provider for c in configs})) if prefill_gpus else {}
     probe = resolve_givens(model, {**question, **configs[0].priced()})  # a bad model or value fails once, here
     _require_positive(probe.values)
     slo: dict[str, float] = {n: probe.values[n] for n in ("itl_slo", "ttft_slo") if n in probe.values}
@@ -356,7 +367,7 @@ def plan_fleet(
     notes: list[str] = []
     if "disagg" in modes:
         disagg, note = _disagg(
-            model, question, link_question, candidates, capacity, curves, axes, (rate, osl, most), slo
+            model, question, link_question, candidates, capacity, curves, axes, (rate, osl, most), slo, prefill
         )
         notes.append(note)
     if "agg" not in modes:
@@ -384,7 +395,7 @@ def _split_question(question: Mapping[str, Any], modes: Sequence[str]) -> tuple[
             hint=f"give {', '.join(missing)}",
             kind="missing",
         )
-    fixed = [a for a in AXES if a in question]
+    fixed = [a for a in (*AXES, "prefill_gpu") if a in question]  # prefill_gpu: the prefill_gpus axis
     if fixed:
         raise UsageError(
             f"{', '.join(fixed)} is an axis of the plan, not a given",
@@ -421,37 +432,45 @@ def _disagg(
     axes: Mapping[str, Sequence[Any]],
     traffic: tuple[float, float, float],
     slo: Mapping[str, float],
+    prefill_gpus: Mapping[tuple[str, str], Mapping[str, float]] | None = None,
 ) -> tuple[list[Candidate], str]:
-    """The disaggregated row of every configuration that runs (see :mod:`concur.analysis.disagg_plan`)."""
+    """The disaggregated rows of every configuration that runs (see :mod:`concur.analysis.disagg_plan`):
+    one per prefill GPU of ``prefill_gpus`` (its values per (id, provider)), or one on the
+    configuration's own GPU without them. The decode pool is sized once per configuration."""
     link, note = link_values(link_question)
     tps = [int(link_question["prefill_tp"])] if "prefill_tp" in link_question else [int(t) for t in axes["tp"]]
     runs = [c.config for c in agg if c.config in curves]
     decode_cap = {c: replace(capacity[c], values={**capacity[c].values, "prefill_share": 0.0}) for c in runs}
     decode = _curves(model, question, [Candidate(c) for c in runs], decode_cap)
-    options = prefill_options([(c, capacity[c].values) for c in runs], tps, link, question)
+    ids = list(dict.fromkeys(g for g, _provider in prefill_gpus or {})) or [""]
+    rows = {c: [replace(c, mode="disagg", prefill_gpu="" if g == c.gpu else g) for g in ids] for c in runs}
+    lent = {r: (prefill_gpus or {})[(r.prefill_gpu, r.provider)] for c in runs for r in rows[c] if r.prefill_gpu}
+    options = prefill_options([(r, capacity[c].values) for c in runs for r in rows[c]], tps, link, question, lent)
     out = []
     for config in runs:
-        cand = Candidate(replace(config, mode="disagg"))
+        sized = Candidate(replace(config, mode="disagg"))
         if config not in decode:
-            cand.reason = "the throughput model has no answer for this configuration's decode pool"
+            sized.reason = "the throughput model has no answer for this configuration's decode pool"
         else:
-            _size_disagg(cand, capacity[config], decode[config], options.get(config, []), link, traffic, slo)
-        out.append(cand)
+            _size_decode(sized, capacity[config], decode[config], traffic, slo)
+        for row in rows[config]:
+            cand = replace(sized, config=row)
+            if cand.feasible:
+                price = lent[row].get("prefill_gpu_hour_price") if row in lent else capacity[config].price
+                _size_prefill(cand, capacity[config], options.get(row, []), link, traffic, slo, price)
+            out.append(cand)
     return out, note
 
 
-def _size_disagg(
+def _size_decode(
     cand: Candidate,
     cap: _Capacity,
     curve: tuple[Any, ...],
-    options: Sequence[Any],
-    link: Mapping[str, float],
     traffic: tuple[float, float, float],
     slo: Mapping[str, float],
 ) -> None:
-    """Both pools of one disaggregated row: the decode pool by :func:`_size` on its prefill-free curve (the
-    residence is the output alone), the prefill pool by :func:`concur.analysis.disagg_plan.pick_prefill`;
-    then the link, the physics guard of the prefill pool, and the cost."""
+    """The decode pool of a disaggregated row by :func:`_size` on its prefill-free curve (the residence
+    is the output alone, only ``itl_slo`` binds); ``feasible`` says whether it serves the rate."""
     import numpy as np
 
     rate, osl, most = traffic
@@ -467,7 +486,21 @@ def _size_disagg(
     )
     if not cand.feasible:
         cand.reason = f"decode pool: {cand.reason}"
-        return
+
+
+def _size_prefill(
+    cand: Candidate,
+    cap: _Capacity,
+    options: Sequence[Any],
+    link: Mapping[str, float],
+    traffic: tuple[float, float, float],
+    slo: Mapping[str, float],
+    prefill_price: float | None,
+) -> None:
+    """The prefill pool of a disaggregated row whose decode pool :func:`_size_decode` sized, by
+    :func:`concur.analysis.disagg_plan.pick_prefill`; then the link, the physics guard of the prefill
+    pool (on the prefill GPU's figures), and the cost (``prefill_price``: usd per prefill GPU-second)."""
+    rate, osl, most = traffic
     cand.feasible = False
     pick = pick_prefill(options, rate, cap.utilization, slo.get("ttft_slo"), most)
     if pick.option is None:
@@ -476,27 +509,12 @@ def _size_disagg(
     option = pick.option
     cand.prefill_tp, cand.prefill_workers, cand.ttft = option.tp, pick.workers, pick.ttft
     cand.binds = f"{cand.binds} / {'ttft_slo' if pick.workers > math.ceil(rate * option.service / cap.utilization * (1 - 1e-12)) else 'prefill compute'}"
-    decode_gpus = (cand.replicas or 0) * (cand.gpus_per_replica or 0)
-    load = rate * option.kv_bytes / (link["kv_link_bandwidth"] * min(pick.workers * option.tp, decode_gpus))
-    cand.kv_link_load = load
-    if load > 1:
-        cand.reason = (
-            f"the KV link carries {100 * load:.0f}% of what it can: arrival_rate x kv_transfer_bytes exceeds it"
-        )
-        cand.rejection = {"kind": "link", "variable": "kv_link_load", "value": load, "limit": 1.0}
-        return
-    if option.tp + (cand.gpus_per_replica or 0) > link["kv_link_domain"]:
-        cand.reason = f"prefill TP{option.tp} + decode TP{cand.gpus_per_replica} do not fit the link's {link['kv_link_domain']:.0f}-GPU domain"
-        cand.rejection = {
-            "kind": "link",
-            "variable": "kv_link_domain",
-            "value": option.tp + (cand.gpus_per_replica or 0),
-            "limit": link["kv_link_domain"],
-        }
+    if _link_refuses(cand, option, pick.workers, rate, link):
         return
     per_worker = rate / pick.workers
+    hbm = option.hbm_bandwidth if math.isfinite(option.hbm_bandwidth) else cap.values["hbm_bandwidth"]
     cand.prefill_compute_utilization = per_worker * option.peak_time
-    cand.prefill_bandwidth_utilization = per_worker * option.weights_per_gpu / cap.values["hbm_bandwidth"]
+    cand.prefill_bandwidth_utilization = per_worker * option.weights_per_gpu / hbm
     for name in ("prefill_compute_utilization", "prefill_bandwidth_utilization"):
         value = getattr(cand, name)
         if value > UTILIZATION_CEILING:
@@ -504,7 +522,42 @@ def _size_disagg(
             cand.rejection = {"kind": "physics", "variable": name, "value": value, "limit": UTILIZATION_CEILING}
             return
     cand.feasible = True
-    _cost(cand, cap.price, rate, osl)
+    _cost(cand, cap.price, rate, osl, prefill_price)
+
+
+def _link_refuses(cand: Candidate, option: Any, workers: int, rate: float, link: Mapping[str, float]) -> bool:
+    """Reject (True, with the reason) a row whose KV link cannot carry the rate (``kv_link_load`` > 1), whose
+    prefill and decode workers do not fit the link's domain, or whose two GPU types an NVLink-like link
+    (a finite domain: one board of one GPU type) would have to join."""
+    decode_gpus = (cand.replicas or 0) * (cand.gpus_per_replica or 0)
+    load = rate * option.kv_bytes / (link["kv_link_bandwidth"] * min(workers * option.tp, decode_gpus))
+    cand.kv_link_load = load
+    if load > 1:
+        cand.reason = (
+            f"the KV link carries {100 * load:.0f}% of what it can: arrival_rate x kv_transfer_bytes exceeds it"
+        )
+        cand.rejection = {"kind": "link", "variable": "kv_link_load", "value": load, "limit": 1.0}
+        return True
+    domain = link["kv_link_domain"]
+    if cand.config.prefill_gpu and domain < _UNBOUNDED_DOMAIN:
+        cand.reason = (
+            f"the KV link joins the {domain:.0f} GPUs of one board, of one type: a {cand.config.prefill_gpu} "
+            f"prefill pool and a {cand.config.gpu} decode pool need a scale-out link (kv_link=ib-ndr-400g)"
+        )
+        cand.rejection = {"kind": "link", "variable": "kv_link_domain", "value": domain, "limit": domain}
+        return True
+    if option.tp + (cand.gpus_per_replica or 0) > domain:
+        cand.reason = (
+            f"prefill TP{option.tp} + decode TP{cand.gpus_per_replica} do not fit the link's {domain:.0f}-GPU domain"
+        )
+        cand.rejection = {
+            "kind": "link",
+            "variable": "kv_link_domain",
+            "value": option.tp + (cand.gpus_per_replica or 0),
+            "limit": domain,
+        }
+        return True
+    return False
 
 
 def _check_spec_axis(axes: Mapping[str, Sequence[Any]], question: Mapping[str, Any]) -> None:
@@ -543,6 +596,7 @@ def engine_releases_note(engines: Sequence[str]) -> str:
 
 
 _TOO_MANY = "needs more than"
+_UNBOUNDED_DOMAIN = 1e6  # kv_link_domain of a scale-out network (llm_disagg's default): it joins every GPU
 _POSITIVE = ("arrival_rate", "output_tokens", "itl_slo", "ttft_slo", "utilization")
 
 
@@ -757,15 +811,26 @@ def _beyond_physics(cand: Candidate) -> bool:
     return False
 
 
-def _cost(cand: Candidate, price: float | None, rate: float, osl: float) -> None:
-    if price is None or cand.fleet_gpus is None:
+def _cost(cand: Candidate, price: float | None, rate: float, osl: float, prefill_price: float | None = None) -> None:
+    """Price a sized row: its GPUs at ``price`` (usd per GPU-second); a disaggregated row whose prefill
+    pool runs on another GPU prices that pool at ``prefill_price``. No price: the row is unpriced (or,
+    at a named provider, rejected)."""
+    cross = bool(cand.config.prefill_gpu)
+    missing = cand.config.gpu if price is None else cand.config.prefill_gpu if cross and prefill_price is None else ""
+    if missing or cand.fleet_gpus is None:
         cand.cost_per_month = cand.cost_per_million_tokens = None
-        cand.reason = f"no public list price for {cand.config.gpu}: give gpu_hour_price=..."
+        cand.reason = f"no public list price for {missing or cand.config.gpu}: give gpu_hour_price=..."
         if cand.config.provider:  # it would serve, but the plan's provider does not rent it
-            cand.feasible, cand.reason = False, f"no list price at {cand.config.provider}"
+            where = f" for {missing}" if cross else ""
+            cand.feasible, cand.reason = False, f"no list price at {cand.config.provider}{where}"
         return
+    assert price is not None and cand.fleet_gpus is not None
     cand.gpu_hour_price = price * 3600.0  # price is usd per gpu-second in base units
     per_hour = cand.fleet_gpus * cand.gpu_hour_price
+    if cross and prefill_price is not None:
+        cand.prefill_gpu_hour_price = prefill_price * 3600.0
+        prefill = (cand.prefill_workers or 0) * (cand.prefill_tp or 0)
+        per_hour += prefill * (cand.prefill_gpu_hour_price - cand.gpu_hour_price)
     cand.cost_per_month = per_hour * HOURS_PER_MONTH
     cand.cost_per_million_tokens = per_hour / (rate * osl * 3600.0) * 1e6
     cand.reason = ""
@@ -803,7 +868,7 @@ def _confirm_cheapest(
 
 def _label(c: Config) -> str:
     mode = " disagg" if c.mode == "disagg" else ""
-    mode = (" spec" if c.spec == "on" else "") + mode
+    mode = (" spec" if c.spec == "on" else "") + mode + (f" (prefill on {c.prefill_gpu})" if c.prefill_gpu else "")
     return f"{c.gpu} {c.layout} {c.weight_dtype}/{c.kv_dtype} {c.engine}{mode}" + (
         f" at {c.provider}" if c.provider else ""
     )
@@ -869,7 +934,8 @@ def why_none(result: FleetPlan) -> str:
 def rows(result: FleetPlan) -> Iterable[dict[str, Any]]:
     """Each candidate as plain JSON-ready fields (the shape of ``concur plan --json``): ``mode`` is
     ``agg`` or ``disagg``; a disaggregated row adds ``prefill`` and ``decode`` (``gpu``, ``tp``,
-    ``workers``; ``replicas`` and ``tp`` are the decode pool's, ``fleet_gpus`` both pools')."""
+    ``workers``; ``replicas`` and ``tp`` are the decode pool's, ``fleet_gpus`` both pools'), and one whose
+    prefill pool runs on another GPU ``prefill_gpu_hour_price`` (``gpu_hour_price`` is the decode GPU's)."""
     for c in result.candidates:
         row = _row(c)
         if c.mode == "disagg":
@@ -877,6 +943,9 @@ def rows(result: FleetPlan) -> Iterable[dict[str, Any]]:
             row["prefill_compute_utilization"] = c.prefill_compute_utilization
             row["prefill_bandwidth_utilization"] = c.prefill_bandwidth_utilization
             row["kv_link_load"] = c.kv_link_load
+            if c.config.prefill_gpu:  # the prefill pool on another GPU: its own price
+                price = c.prefill_gpu_hour_price
+                row["prefill_gpu_hour_price"] = None if price is None else {"value": price, "unit": "usd/gpu/hour"}
         yield row
 
 

@@ -333,6 +333,7 @@ def pareto_plan(result: Any, path: str | Path) -> Path:
     for i in np.flatnonzero(front):
         c = feasible[i]
         split = f" {c.prefill_workers}P{c.replicas}D" if disagg[i] else ""
+        split += f" (prefill on {c.config.prefill_gpu})" if getattr(c.config, "prefill_gpu", "") else ""
         ax.annotate(
             f"{c.config.gpu} {c.config.layout} {c.config.weight_dtype}/{c.config.kv_dtype} {c.config.engine}{split}",
             (per_user[i], per_gpu[i]),

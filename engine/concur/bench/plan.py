@@ -76,9 +76,16 @@ def _once(args: list[str], env: dict[str, str]) -> tuple[float, str]:
     metavar="agg[,disagg]",
     help="the plan's serving modes (concur plan --modes): agg,disagg times the disaggregated rows too",
 )
-def command(runs: int, modes: str = "agg") -> None:
+@click.option(
+    "--prefill-gpus",
+    "prefill_gpus",
+    default="",
+    metavar="ID[,ID]",
+    help="with a disagg mode: the plan's --prefill-gpus (each disaggregated row's prefill pool on each GPU)",
+)
+def command(runs: int, modes: str = "agg", prefill_gpus: str = "") -> None:
     """`concur plan` over the default grid vs one warm `concur solve --find replicas` (target <= 10x)."""
-    plan_args = [*PLAN, "--modes", modes]
+    plan_args = [*PLAN, "--modes", modes, *(["--prefill-gpus", prefill_gpus] if prefill_gpus else [])]
     cache = tempfile.mkdtemp(prefix="concur-bench-")
     # bytecode caching on, as for an installed tool (see concur bench solve)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -106,7 +113,7 @@ def command(runs: int, modes: str = "agg") -> None:
         f"{max(solves) * 1000:.0f})"
     )
     click.echo(
-        f"  concur plan --modes {modes} ({len(candidates)} rows, {gpus} GPUs, {feasible} feasible)"
+        f"  concur plan --modes {modes}{f' --prefill-gpus {prefill_gpus}' if prefill_gpus else ''} ({len(candidates)} rows, {gpus} GPUs, {feasible} feasible)"
         f"   {plan * 1000:8.1f} ms ({min(plans) * 1000:.0f}-{max(plans) * 1000:.0f})"
     )
     ratio = plan / solve

@@ -64,6 +64,7 @@ HINTS: dict[str, Callable[[ConcurError], str | None]] = {
     # an axis of the fleet plan given as a value (analysis.fleet_plan)
     "axis_given": lambda e: (
         "narrow the axis instead: --gpus, --tp, --layouts, --weight-dtypes, --kv-dtypes, --engines, --provider"
+        + (" (a disaggregated row's prefill pool: --prefill-gpus)" if e.message.startswith("prefill_gpu") else "")
     ),
     # speculation given by hand while the plan's spec axis would set it too (analysis.fleet_plan)
     "spec_given": lambda e: (

@@ -141,6 +141,7 @@ def _write_row(ws: Any, row: int, c: Any, many_providers: bool, month: str) -> N
 
     cfg = c.config
     gpu = f"{cfg.gpu} at {cfg.provider}" if many_providers else cfg.gpu  # --provider all: whose price
+    gpu += f" (prefill on {cfg.prefill_gpu})" if getattr(cfg, "prefill_gpu", "") else ""  # --prefill-gpus
     tp = cfg.layout if cfg.ep > 1 or cfg.dp_attention > 1 else str(cfg.tp)  # an MoE layout: "tp8 ep8 dpa8"
     for j, text in enumerate((gpu, tp, cfg.weight_dtype, cfg.kv_dtype, cfg.engine), start=1):
         put_text(ws, row, j, text)

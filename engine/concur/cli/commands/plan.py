@@ -90,7 +90,7 @@ def table(result: Any, top: int | None, show_rejected: bool = False, verified: A
                 c.config.provider or "-",
                 _workers_cell(c),
                 str(c.fleet_gpus),
-                "-" if c.gpu_hour_price is None else f"${c.gpu_hour_price:,.2f}",
+                _price_cell(c),
                 _money(c.cost_per_month),
                 "-" if c.cost_per_million_tokens is None else f"${c.cost_per_million_tokens:,.2f}",
                 _ms(c.ttft),
@@ -130,6 +130,7 @@ def _rejected_lines(result: Any, show_rejected: bool) -> list[str]:
         for c in rejected:
             label = f"{c.config.gpu} {c.config.layout} {c.config.weight_dtype}/{c.config.kv_dtype}"
             label += (" spec" if c.config.spec == "on" else "") + (" disagg" if c.mode == "disagg" else "")
+            label += f" prefill {c.config.prefill_gpu}" if c.config.prefill_gpu else ""
             label += f" at {c.config.provider}" if many else ""
             groups.setdefault(label, {}).setdefault(c.reason, []).append(c.config.engine)
         lines.append("")
@@ -148,7 +149,20 @@ def _rejected_lines(result: Any, show_rejected: bool) -> list[str]:
 
 
 def _tp_cell(c: Any) -> str:
-    return f"P{c.prefill_tp}/D{c.config.tp}" if c.mode == "disagg" else str(c.config.tp)
+    """``4``; a disaggregated row ``P2/D4``, ``P1 b200/D2`` when its prefill pool runs on another GPU."""
+    if c.mode != "disagg":
+        return str(c.config.tp)
+    on = f" {c.config.prefill_gpu}" if c.config.prefill_gpu else ""
+    return f"P{c.prefill_tp}{on}/D{c.config.tp}"
+
+
+def _price_cell(c: Any) -> str:
+    """``$6.88`` per GPU-hour; ``$14.24/$6.88`` (prefill/decode) when the two pools' GPUs differ."""
+    if c.gpu_hour_price is None:
+        return "-"
+    if c.config.prefill_gpu and c.prefill_gpu_hour_price is not None:
+        return f"${c.prefill_gpu_hour_price:,.2f}/${c.gpu_hour_price:,.2f}"
+    return f"${c.gpu_hour_price:,.2f}"
 
 
 def _workers_cell(c: Any) -> str:
@@ -171,8 +185,9 @@ def side_by_side(result: Any) -> list[str]:
         (
             "layout",
             lambda c: (
-                f"{c.prefill_workers}P{c.replicas}D: prefill {c.prefill_workers} x TP{c.prefill_tp}, "
-                f"decode {c.replicas} x TP{c.config.tp}"
+                f"{c.prefill_workers}P{c.replicas}D: prefill {c.prefill_workers} x TP{c.prefill_tp}"
+                + (f" on {c.config.prefill_gpu}" if c.config.prefill_gpu else "")
+                + f", decode {c.replicas} x TP{c.config.tp}"
                 if c.mode == "disagg"
                 else f"{c.replicas} x TP{c.config.tp}"
             ),
@@ -216,6 +231,7 @@ def _verified_notes(verified: Any) -> list[str]:
     lines = []
     for config, v in verified.items():
         label = f"{config.gpu} {config.layout} {config.weight_dtype}/{config.kv_dtype} {config.engine}"
+        label += f" (prefill on {config.prefill_gpu})" if getattr(config, "prefill_gpu", "") else ""
         what = "meets the SLAs" if v.meets_sla else "MISSES: " + "; ".join(v.misses)
         lines.append(
             f"verified {label}: {what} (engine simulation, {v.scheduler} scheduler, {v.requests:,} requests "
@@ -230,6 +246,38 @@ def _csv(result: Any, path: str) -> None:
     write_text(path, csv_text(result))
 
 
+_CSV_FIELDS = [
+    "gpu",
+    "tp",
+    "weight_dtype",
+    "kv_dtype",
+    "engine",
+    "provider",
+    "feasible",
+    "replicas",
+    "fleet_gpus",
+    "gpu_hour_price_usd",
+    "cost_per_month_usd",
+    "cost_per_million_tokens_usd",
+    "ttft_ms",
+    "itl_ms",
+    "batch_per_replica",
+    "per_replica_concurrency",
+    "compute_utilization",
+    "bandwidth_utilization",
+    "binds",
+    "reason",
+    "mode",
+    "spec",
+    "prefill_tp",
+    "prefill_workers",
+    "ep",  # MoE layout columns last: a reader of the older columns is unaffected
+    "dp_attention",
+    "nodes",
+]
+"""``--csv``'s columns; ``prefill_gpu`` and ``prefill_gpu_hour_price_usd`` follow with ``--prefill-gpus``."""
+
+
 def csv_text(result: Any) -> str:
     """``--csv``'s text: one row per candidate (``concur serve``'s plan download too)."""
     import csv
@@ -239,71 +287,57 @@ def csv_text(result: Any) -> str:
     from ..tabular import spreadsheet_text
 
     buf = io.StringIO()
-    fields = [
-        "gpu",
-        "tp",
-        "weight_dtype",
-        "kv_dtype",
-        "engine",
-        "provider",
-        "feasible",
-        "replicas",
-        "fleet_gpus",
-        "gpu_hour_price_usd",
-        "cost_per_month_usd",
-        "cost_per_million_tokens_usd",
-        "ttft_ms",
-        "itl_ms",
-        "batch_per_replica",
-        "per_replica_concurrency",
-        "compute_utilization",
-        "bandwidth_utilization",
-        "binds",
-        "reason",
-        "mode",
-        "spec",
-        "prefill_tp",
-        "prefill_workers",
-        "ep",  # MoE layout columns last: a reader of the older columns is unaffected
-        "dp_attention",
-        "nodes",
-    ]
+    fields = list(_CSV_FIELDS)
+    cross = any(c.config.prefill_gpu for c in result.candidates)
+    if cross:  # --prefill-gpus: the prefill pool's GPU and price, last (a plan without the axis is unchanged)
+        fields += ["prefill_gpu", "prefill_gpu_hour_price_usd"]
     out = csv.writer(buf, lineterminator="\n")
     out.writerow(fields)
     text: Callable[[Any], Any] = lambda v: spreadsheet_text(v) if isinstance(v, str) else v
+    value: Callable[[dict[str, Any] | None], str] = lambda q: "" if q is None else f"{q['value']:.6g}"
     for r in rows(result):
-        value: Callable[[dict[str, Any] | None], str] = lambda q: "" if q is None else f"{q['value']:.6g}"
-        cells = [
-            r["gpu"],
-            r["tp"],
-            r["weight_dtype"],
-            r["kv_dtype"],
-            r["engine"],
-            r["provider"] or "",
-            r["feasible"],
-            r["replicas"] or "",
-            r["fleet_gpus"] or "",
-            value(r["gpu_hour_price"]),
-            value(r["cost_per_month"]),
-            value(r["cost_per_million_tokens"]),
-            value(r["ttft"]),
-            value(r["itl"]),
-            "" if r["batch_per_replica"] is None else f"{r['batch_per_replica']:.6g}",
-            "" if r["per_replica_concurrency"] is None else f"{r['per_replica_concurrency']:.6g}",
-            "" if r["compute_utilization"] is None else f"{r['compute_utilization']:.4g}",
-            "" if r["bandwidth_utilization"] is None else f"{r['bandwidth_utilization']:.4g}",
-            r["binds"] or "",
-            r["reason"],
-            r["mode"],
-            r["spec"],
-            r["prefill"]["tp"] if "prefill" in r else "",
-            r["prefill"]["workers"] if "prefill" in r else "",
-            r["ep"],
-            r["dp_attention"],
-            r["nodes"] or "",
-        ]
+        cells = _csv_cells(r)
+        if cross:
+            cells += [
+                r["prefill"]["gpu"] if "prefill" in r else "",
+                value(r.get("prefill_gpu_hour_price", r["gpu_hour_price"])),
+            ]
         out.writerow([text(c) for c in cells])
     return buf.getvalue()
+
+
+def _csv_cells(r: dict[str, Any]) -> list[Any]:
+    """One ``rows()`` row as the cells of :data:`_CSV_FIELDS`."""
+    value: Callable[[dict[str, Any] | None], str] = lambda q: "" if q is None else f"{q['value']:.6g}"
+    return [
+        r["gpu"],
+        r["tp"],
+        r["weight_dtype"],
+        r["kv_dtype"],
+        r["engine"],
+        r["provider"] or "",
+        r["feasible"],
+        r["replicas"] or "",
+        r["fleet_gpus"] or "",
+        value(r["gpu_hour_price"]),
+        value(r["cost_per_month"]),
+        value(r["cost_per_million_tokens"]),
+        value(r["ttft"]),
+        value(r["itl"]),
+        "" if r["batch_per_replica"] is None else f"{r['batch_per_replica']:.6g}",
+        "" if r["per_replica_concurrency"] is None else f"{r['per_replica_concurrency']:.6g}",
+        "" if r["compute_utilization"] is None else f"{r['compute_utilization']:.4g}",
+        "" if r["bandwidth_utilization"] is None else f"{r['bandwidth_utilization']:.4g}",
+        r["binds"] or "",
+        r["reason"],
+        r["mode"],
+        r["spec"],
+        r["prefill"]["tp"] if "prefill" in r else "",
+        r["prefill"]["workers"] if "prefill" in r else "",
+        r["ep"],
+        r["dp_attention"],
+        r["nodes"] or "",
+    ]
 
 
 def question_from(sets: tuple[str, ...], scenario: str | None) -> tuple[dict[str, Any], list[str]]:
@@ -370,6 +404,14 @@ def question_from(sets: tuple[str, ...], scenario: str | None) -> tuple[dict[str
     "decode pool joined by a KV link: --set kv_link=ID, default ib-ndr-400g; --set prefill_tp=N fixes its TP)",
 )
 @click.option(
+    "--prefill-gpus",
+    "prefill_gpus",
+    multiple=True,
+    metavar="ID[,ID]",
+    help="with --modes disagg: run each disaggregated row's prefill pool on each of these GPUs (the decode pool "
+    "stays on the row's --gpus GPU; each pool priced at its own GPU's price); default: the row's own GPU",
+)
+@click.option(
     "--spec",
     default="off",
     show_default=True,
@@ -411,6 +453,7 @@ def command(
     as_json: bool,
     modes: str = "agg",
     spec: str = "off",
+    prefill_gpus: tuple[str, ...] = (),
 ) -> None:
     """The cheapest GPU, TP, precision and engine for a model, its traffic and its SLAs.
 
@@ -431,8 +474,10 @@ def command(
 
         axes = axes or default_axes(build_model(["llm_fleet"]), question)
         axes["spec"] = _names((spec,))
+    mode_names = tuple(_names((modes,)))
+    prefill = _prefill_gpus(prefill_gpus, mode_names)
     with progress("sizing configurations") as bar:
-        result = plan_fleet(question, axes, progress=bar.update, modes=tuple(_names((modes,))))
+        result = plan_fleet(question, axes, progress=bar.update, modes=mode_names, prefill_gpus=prefill)
     result.notes[:0] = notes
     if csv_path:
         _csv(result, csv_path)
@@ -467,6 +512,19 @@ def command(
         click.echo(json.dumps({"candidates": out, "notes": result.notes}, indent=2))
     elif csv_path != "-":
         echo("\n".join(table(result, top or None, show_rejected, verified)))
+
+
+def _prefill_gpus(values: tuple[str, ...], modes: tuple[str, ...]) -> list[str]:
+    """``--prefill-gpus``' ids (checked by the plan against the gpus catalog); refused without disagg rows."""
+    from ...errors import UsageError
+
+    names = _names(values)
+    if names and "disagg" not in modes:
+        raise UsageError(
+            "--prefill-gpus places the prefill pool of disaggregated rows, and the plan has none",
+            hint="add --modes agg,disagg (or --modes disagg)",
+        )
+    return names
 
 
 def _percentile_slos(question: dict[str, Any], verify: int) -> tuple[dict[str, Any], dict[str, Any]]:
