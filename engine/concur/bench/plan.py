@@ -4,7 +4,8 @@ The question is the fleet question a user asks first: Llama-3.1-70B, 50 request/
 400 out, TTFT at most 2 s and ITL at most 50 ms. ``concur plan`` evaluates every catalog GPU x
 TP x (weight, KV) dtype x engine for it (:mod:`concur.analysis.fleet_plan`); the peer is the
 cost of asking one configuration the same question, ``concur solve --find replicas``, with a
-warm cache. Target: the plan costs at most 10 single solves.
+warm cache, at an arrival rate no earlier run asked (a question asked before is printed from memory,
+not solved). Target: the plan costs at most 10 single solves.
 
 Every figure is the median of ``--runs`` fresh processes, interleaved (solve, plan, solve, plan,
 ...) so a neighbour's load hits both alike; the cache folder and the bytecode cache are filled by an
@@ -59,6 +60,14 @@ SOLVE = [
 ]
 
 
+def solve_at_a_new_rate(run: int) -> list[str]:
+    """The peer at an arrival rate no earlier run asked (50.001, 50.002, ... request/s): solved, not
+    printed from ``concur solve``'s remembered answers (:mod:`concur.cli.answers`), which would make
+    the peer a replay of text rather than a solve."""
+    rate = f"arrival_rate={50 + (run + 1) / 1000:g}"
+    return [rate if arg == "arrival_rate=50" else arg for arg in SOLVE]
+
+
 def _once(args: list[str], env: dict[str, str]) -> tuple[float, str]:
     start = time.perf_counter()
     done = subprocess.run([sys.executable, *args], env=env, check=True, capture_output=True, text=True)
@@ -95,8 +104,8 @@ def command(runs: int, modes: str = "agg", prefill_gpus: str = "") -> None:
     try:
         _once(SOLVE, env)  # fill the cache folder and the OS file cache, untimed
         _, out = _once(plan_args, env)
-        for _ in range(runs):
-            solves.append(_once(SOLVE, env)[0])
+        for run in range(runs):
+            solves.append(_once(solve_at_a_new_rate(run), env)[0])
             plans.append(_once(plan_args, env)[0])
     finally:
         shutil.rmtree(cache, ignore_errors=True)
@@ -106,7 +115,7 @@ def command(runs: int, modes: str = "agg", prefill_gpus: str = "") -> None:
     solve, plan = statistics.median(solves), statistics.median(plans)
     click.echo(
         f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  median of {runs} interleaved rounds; "
-        "peer: one warm `concur solve --find replicas` (H100 TP4 bf16, the same question)"
+        "peer: one warm `concur solve --find replicas` (H100 TP4 bf16, the same question at a rate not asked before)"
     )
     click.echo(
         f"  concur solve (one configuration)   {solve * 1000:8.1f} ms ({min(solves) * 1000:.0f}-"
