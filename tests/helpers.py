@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -126,3 +128,15 @@ def flat_step() -> Any:
         comm_per_token=0.0,
         t_fixed=0.01,
     )
+
+
+def concur_child(*args: str) -> subprocess.CompletedProcess[str]:
+    """``concur ARGS`` in a child process (the interpreter running the tests), its output as text."""
+    return subprocess.run([sys.executable, "-m", "concur", *args], capture_output=True, text=True, timeout=300)
+
+
+def one_error_line(res: subprocess.CompletedProcess[str]) -> str:
+    """The one ``error: ...`` line a refused command printed on stderr (nothing on stdout); asserts it."""
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and res.stdout == "", res.stderr
+    return lines[0]

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
-import sys
 
 import pytest
 from click.testing import CliRunner
+from helpers import concur_child, one_error_line
 
 from concur.api import solve
 from concur.cli import cli
@@ -82,19 +81,9 @@ def test_a_link_that_cannot_carry_the_rate_is_impossible() -> None:
     assert ok["kv_link_load"] == pytest.approx(50 * 327.68e6 / (50e9 * 12))
 
 
-def _concur(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "concur", *args], capture_output=True, text=True, timeout=300)
-
-
-def _one_error_line(res: subprocess.CompletedProcess[str]) -> str:
-    lines = [line for line in res.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: ") and res.stdout == "", res.stderr
-    return lines[0]
-
-
 def test_the_cli_says_so_in_one_line_with_exit_3() -> None:
     sets = [f"--set={k}={v}" for k, v in BASE.items()]
-    res = _concur(
+    res = concur_child(
         "solve",
         "llm_disagg",
         "--find",
@@ -105,15 +94,17 @@ def test_the_cli_says_so_in_one_line_with_exit_3() -> None:
         "kv_link_bandwidth=0.05",
         *sets,
     )
-    assert res.returncode == 3 and "kv_link_load" in _one_error_line(res)
+    assert res.returncode == 3 and "kv_link_load" in one_error_line(res)
 
 
 def test_unknown_link_and_missing_link_name_the_variable() -> None:
     sets = [f"--set={k}={v}" for k, v in BASE.items() if k != "kv_link"]
-    bad = _concur("solve", "llm_disagg", "--find", "ttft", "--set", "kv_link=ib-xdr", "--set", "arrival_rate=50", *sets)
-    assert bad.returncode == 2 and "kv_link 'ib-xdr'" in _one_error_line(bad)
-    none = _concur("solve", "llm_disagg", "--find", "ttft", "--set", "arrival_rate=50", *sets)
-    assert none.returncode == 2 and "kv_link_bandwidth" in _one_error_line(none)
+    bad = concur_child(
+        "solve", "llm_disagg", "--find", "ttft", "--set", "kv_link=ib-xdr", "--set", "arrival_rate=50", *sets
+    )
+    assert bad.returncode == 2 and "kv_link 'ib-xdr'" in one_error_line(bad)
+    none = concur_child("solve", "llm_disagg", "--find", "ttft", "--set", "arrival_rate=50", *sets)
+    assert none.returncode == 2 and "kv_link_bandwidth" in one_error_line(none)
 
 
 def test_decode_pool_carries_no_prefill() -> None:
@@ -295,8 +286,8 @@ def test_spec_axis_doubles_the_rows_and_only_on_rows_carry_speculation() -> None
 
 
 def test_spec_axis_refuses_speculation_given_by_hand() -> None:
-    res = _concur("plan", *PLAN[1:], "--spec", "off,on", "--set", "acceptance_rate=0.6")
-    assert res.returncode == 2 and "acceptance_rate" in _one_error_line(res)
+    res = concur_child("plan", *PLAN[1:], "--spec", "off,on", "--set", "acceptance_rate=0.6")
+    assert res.returncode == 2 and "acceptance_rate" in one_error_line(res)
 
 
 def test_spec_preset_is_sourced_and_matches_the_pack() -> None:

@@ -11,12 +11,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from helpers import concur_child, one_error_line
 
 from concur.analysis.fleet_axes import narrow_axes
 from concur.analysis.fleet_plan import HOURS_PER_MONTH, Candidate, FleetPlan, plan_fleet, rows
@@ -162,26 +161,14 @@ def test_a_bad_id_gets_one_line_with_did_you_mean() -> None:
     with pytest.raises(UnknownNameError) as info:
         _plan(("b20",))
     assert info.value.field == "prefill_gpus" and "did you mean b200?" in info.value.render()
-    res = _concur(*CLI, "--prefill-gpus", "b20")
-    assert res.returncode == 2 and "unknown prefill_gpu 'b20'; did you mean b200?" in _one_error_line(res)
-    agg_only = _concur(*CLI[:1], *CLI[3:], "--prefill-gpus", B200)
-    assert agg_only.returncode == 2 and "add --modes agg,disagg" in _one_error_line(agg_only)
-    given = _concur(*CLI, "--set", "prefill_gpu=b200")  # the axis given as a value
+    res = concur_child(*CLI, "--prefill-gpus", "b20")
+    assert res.returncode == 2 and "unknown prefill_gpu 'b20'; did you mean b200?" in one_error_line(res)
+    agg_only = concur_child(*CLI[:1], *CLI[3:], "--prefill-gpus", B200)
+    assert agg_only.returncode == 2 and "add --modes agg,disagg" in one_error_line(agg_only)
+    given = concur_child(*CLI, "--set", "prefill_gpu=b200")  # the axis given as a value
     assert (
-        given.returncode == 2
-        and "prefill_gpu is an axis" in _one_error_line(given)
-        and "--prefill-gpus" in given.stderr
+        given.returncode == 2 and "prefill_gpu is an axis" in one_error_line(given) and "--prefill-gpus" in given.stderr
     )
-
-
-def _concur(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "concur", *args], capture_output=True, text=True, timeout=300)
-
-
-def _one_error_line(res: subprocess.CompletedProcess[str]) -> str:
-    lines = [line for line in res.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: ") and res.stdout == "", res.stderr
-    return lines[0]
 
 
 def test_table_side_by_side_csv_and_json_name_the_prefill_gpu() -> None:

@@ -25,6 +25,8 @@ import time
 
 import click
 
+from .solve import unasked_rate
+
 __all__ = ["command"]
 
 QUESTION = [
@@ -64,8 +66,7 @@ def solve_at_a_new_rate(run: int) -> list[str]:
     """The peer at an arrival rate no earlier run asked (50.001, 50.002, ... request/s): solved, not
     printed from ``concur solve``'s remembered answers (:mod:`concur.cli.answers`), which would make
     the peer a replay of text rather than a solve."""
-    rate = f"arrival_rate={50 + (run + 1) / 1000:g}"
-    return [rate if arg == "arrival_rate=50" else arg for arg in SOLVE]
+    return [unasked_rate(run) if arg == "arrival_rate=50" else arg for arg in SOLVE]
 
 
 def _once(args: list[str], env: dict[str, str]) -> tuple[float, str]:

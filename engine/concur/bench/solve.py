@@ -39,9 +39,15 @@ SOLVE = ["-m", "concur.cli", "solve", "--find", "users"]
 HEADLINE = ["-m", "concur.cli", "solve", "--find", "replicas,fleet_gpus,cost_per_month"]  # README's first command
 
 
+def unasked_rate(run: int) -> str:
+    """``arrival_rate=50.001`` for run 0, ``50.002`` for run 1, ...: a rate no earlier run asked, so
+    the question is solved, not printed from ``concur solve``'s remembered answers."""
+    return f"arrival_rate={50 + (run + 1) / 1000:g}"
+
+
 def new_rate(run: int) -> list[str]:
     """The headline question at an arrival rate no earlier run asked: solved, not remembered."""
-    return [*HEADLINE, "--scenario", "default", "--set", f"arrival_rate={50 + (run + 1) / 1000:g} request/s"]
+    return [*HEADLINE, "--scenario", "default", "--set", f"{unasked_rate(run)} request/s"]
 
 
 NEW_RATE = "headline, a rate not asked before (solved, packs warm)"

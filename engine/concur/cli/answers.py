@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from ..errors import ConcurError
 from ..lang.places import catalog_path, find_pack, pack_path
 from ..lang.remembered import deps_of, inputs_key, unchanged
 
-__all__ = ["KIND", "question_key", "recall", "remember"]
+__all__ = ["KIND", "answered", "question_key"]
 
 KIND = "solve-answer"
 
@@ -80,15 +80,17 @@ def _decode(payload: Any) -> tuple[list[tuple[str, str]], str]:
     return deps_of(payload), text
 
 
-def recall(key: str | None) -> str | None:
-    """The text printed for the question ``key`` when every file it read is unchanged, else None."""
-    if key is None:
-        return None
-    hit = read_json(_path(key), KIND, _decode)
-    return hit[1] if hit is not None and unchanged(hit[0]) else None
+def answered(key: str | None, compute: Callable[[], str]) -> str:
+    """The text printed for the question ``key``: remembered, when every file it read is unchanged;
+    else ``compute()``, kept with the pack and catalog files it read (an error it raises is not)."""
+    if key is not None:
+        hit = read_json(_path(key), KIND, _decode)
+        if hit is not None and unchanged(hit[0]):
+            return hit[1]
+    from ..lang.library import recording  # only on a miss: a remembered answer parses nothing
 
-
-def remember(key: str | None, reads: Iterable[tuple[str, str]], text: str) -> None:
-    """Keep ``text``, the answer printed for ``key``, with the files the solve read."""
+    with recording() as reads:
+        text = compute()
     if key is not None:
         write_json(_path(key), KIND, {"deps": sorted(reads), "text": text})
+    return text

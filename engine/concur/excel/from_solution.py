@@ -69,7 +69,7 @@ import sympy
 
 from ..errors import ConcurError, Location, UsageError
 from ..lang.expr import Call, If, Node, Var, compile_node, map_tree, names_in, to_text, walk
-from ..lang.fallback import LENT
+from ..lang.fallback import LENT, fallback_of
 from ..lang.library import get_catalog
 from ..lang.model import Model
 from ..lang.pack import Catalog, Equation, Preset, Variable
@@ -479,8 +479,7 @@ class _Builder:
                         claimed.add(target)
             if not table:
                 continue
-            lender = next((p.fallback for p in chain if p.fallback), "")
-            follows = lender if lender and key not in self.sol.givens.presets else ""
+            follows = fallback_of(self.model, key) if key not in self.sol.givens.presets else ""
             out.append(PresetChoice(key, chain[0].catalog, selected, tuple(catalog.entries), table, sources, follows))
             self._cite_preset(key, selected, sources)
         return out

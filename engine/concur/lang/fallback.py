@@ -29,7 +29,7 @@ from .library import get_catalog
 from .model import Model
 from .pack import Preset
 
-__all__ = ["LENT", "asked_fallbacks", "fallback_pairs", "fallback_values", "preset_targets"]
+__all__ = ["LENT", "asked_fallbacks", "fallback_of", "fallback_pairs", "fallback_values", "preset_targets"]
 
 LENT = "as "
 """Source prefix of a value lent from one typed for the fallback's variable (``as gpu_hour_price``):
@@ -45,11 +45,16 @@ def preset_targets(preset: Preset) -> dict[str, str]:
     return {f: f for f in names}
 
 
+def fallback_of(model: Model, key: str) -> str:
+    """The preset key ``key`` falls back to when not given (``prefill_gpu`` -> ``gpu``), else ""."""
+    return next((p.fallback for p in model.presets.get(key, ()) if p.fallback), "")
+
+
 def fallback_pairs(model: Model, key: str) -> list[tuple[str, str]]:
     """``(ours, theirs)`` for preset ``key``: each variable it fills and the one its fallback fills from
     the same catalog field (empty when ``key`` has no fallback)."""
     chain = model.presets.get(key, ())
-    other = next((p.fallback for p in chain if p.fallback), "")
+    other = fallback_of(model, key)
     if not other:
         return []
     pairs: list[tuple[str, str]] = []

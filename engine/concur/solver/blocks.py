@@ -166,10 +166,14 @@ class _Run:
             self.probe(steps)
             return
         for step in steps:
-            if len(step.variables) == 1 and step.method in (Method.FORWARD, Method.INVERTED, Method.NUMERIC):
-                self.single(step)
-            else:
-                self.loop(step)
+            self.step(step)
+
+    def step(self, step: BlockStep) -> None:
+        """One block: a single variable by its method, else a loop."""
+        if len(step.variables) == 1 and step.method in (Method.FORWARD, Method.INVERTED, Method.NUMERIC):
+            self.single(step)
+        else:
+            self.loop(step)
 
     def probe(self, steps: tuple[BlockStep, ...]) -> None:
         """:meth:`run` without a trace (a torn loop's residual, an integer search's test): a forward
@@ -191,10 +195,7 @@ class _Run:
                     if ((lo is None or value >= lo) and (hi is None or value <= hi)) or in_bounds(v.bounds, value):
                         self.env[var] = value
                         continue
-            if len(step.variables) == 1 and step.method in (Method.FORWARD, Method.INVERTED, Method.NUMERIC):
-                self.single(step)
-            else:
-                self.loop(step)
+            self.step(step)
 
     def single(self, step: BlockStep) -> None:
         i, var = step.equations[0], step.variables[0]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConcurError, UnknownNameError, UsageError
-from ..lang.fallback import LENT, fallback_pairs, fallback_values
+from ..lang.fallback import LENT, fallback_of, fallback_pairs, fallback_values
 from ..lang.library import get_catalog
 from ..lang.model import Model
 from ..lang.pack import Catalog, CatalogEntry, Preset, Variable
@@ -96,7 +96,7 @@ def _lend_fallbacks(model: Model, given: dict[str, Any], out: Givens, unknown: C
     lendable = {k: v for k, v in values.items() if k not in unknown}
     for ours, (value, theirs, key) in fallback_values(model, given, lendable).items():
         values[ours] = value
-        lent = f"preset {next(p.fallback for p in model.presets[key] if p.fallback)}="
+        lent = f"preset {fallback_of(model, key)}="
         src = sources[theirs]
         sources[ours] = f"preset {key}={src[len(lent) :]}" if src.startswith(lent) else f"{LENT}{theirs}"
         if theirs in out.citations:

@@ -46,36 +46,18 @@ def command(
     With no --set and no --scenario, the packs' embedded default scenario is solved;
     --scenario default starts from it and lets --set change some of its values.
     """
-    from ..answers import question_key, recall
-    from ..render import echo
+    from ..answers import answered, question_key
+    from ..render import echo, render_table
 
-    key = question_key(packs, find, sets, scenario, as_json, explain)
-    text = recall(key)  # the same question on unchanged files: the answer printed before
-    if text is None:
-        text = _answer(packs, find, sets, scenario, as_json, explain, key)
+    def solved() -> str:
+        from ..givens import solve_question  # only when not remembered: it imports the solver
+
+        sol = solve_question(packs, find, sets, scenario, default_find=("users",))
+        return json.dumps(sol.to_json(), indent=2) if as_json else render_table(sol, explain)
+
+    # the same question on unchanged files: the answer printed before, without solving
+    text = answered(question_key(packs, find, sets, scenario, as_json, explain), solved)
     if as_json:
         click.echo(text)  # json escapes control characters itself
     else:
         echo(text)
-
-
-def _answer(
-    packs: tuple[str, ...],
-    find: tuple[str, ...],
-    sets: tuple[str, ...],
-    scenario: str | None,
-    as_json: bool,
-    explain: bool,
-    key: str | None,
-) -> str:
-    """Solve the question and render its answer, remembering it under ``key`` with the files read."""
-    from ...lang.library import recording
-    from ..answers import remember
-    from ..givens import solve_question
-    from ..render import render_table
-
-    with recording() as reads:
-        sol = solve_question(packs, find, sets, scenario, default_find=("users",))
-        text = json.dumps(sol.to_json(), indent=2) if as_json else render_table(sol, explain)
-    remember(key, reads, text)
-    return text
