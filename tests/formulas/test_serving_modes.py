@@ -24,6 +24,7 @@ from functools import cache
 from typing import Any
 
 import pytest
+from helpers import concur_child, one_error_line
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -212,6 +213,25 @@ def test_a_prefix_as_long_as_the_prompt_is_one_error_line() -> None:
     assert out.returncode == 3, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "prefill_tokens" in lines[0] and "llm_throughput.yaml:" in lines[0], out.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["solve", "llm_throughput", "--find", "ttft", "--set", "concurrency=8", "--set", "gpu=h100-sxm-80gb"],
+        ["plan", "--set", "arrival_rate=5", "--gpus", "h100-sxm-80gb", "--engines", "vllm"],
+    ],
+    ids=["solve", "plan"],
+)
+def test_a_prefix_longer_than_the_prompt_is_an_input_error(command: list[str]) -> None:
+    """A typo'd shared_prefix (longer than the whole prompt) is named as the input it is, exit 2, before
+    any derived value (the KV pool, the prefill) leaves its bounds; a plan says so once, not per row."""
+    args = [*command, "--set", "model=llama-3.1-70b", "--set", "input_tokens=1000", "--set", "output_tokens=400"]
+    res = concur_child(*args, "--set", "shared_prefix=2000", "--set", "prefix_hit_rate=0.5")
+    line = one_error_line(res)
+    assert res.returncode == 2, res.stderr
+    assert "llm_throughput.yaml:" in line and "shared_prefix=2000 token" in line and "input_tokens=1000" in line
+    assert "configuration" not in line  # not a per-configuration rejection
 
 
 def test_the_fleet_sizes_on_speculation_and_prefix_caching() -> None:

@@ -80,7 +80,7 @@ from ..solver.givens import resolve_givens
 from ..solver.html import html_number, html_table
 from ..solver.plan import plan_key
 from ..solver.question import solve_model
-from ..solver.run import run_question
+from ..solver.run import check_constraints, run_question
 from ..sweep import sweep
 from .disagg_plan import LINK_NAMES, link_values, pick_prefill, prefill_gpu_values, prefill_options
 from .providers import plan_providers, provider_note
@@ -348,6 +348,8 @@ def plan_fleet(
     prefill = prefill_gpu_values(prefill_gpus, sorted({c.provider for c in configs})) if prefill_gpus else {}
     probe = resolve_givens(model, {**question, **configs[0].priced()})  # a bad model or value fails once, here
     _require_positive(probe.values)
+    asked = resolve_givens(model, question).values  # what no configuration changes: its input checks fail once, here
+    check_constraints(model, {n: probe.values[n] for n in asked}, inputs_only=True)
     slo: dict[str, float] = {n: probe.values[n] for n in ("itl_slo", "ttft_slo") if n in probe.values}
     rate, osl = probe.values["arrival_rate"], probe.values["output_tokens"]
     most = model.variables["replicas"].bounds[1] or math.inf

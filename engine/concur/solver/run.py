@@ -19,7 +19,7 @@ from .problem import SpecialisedEq, evaluate
 from .roots import close
 from .solution import show_value
 
-__all__ = ["run_question"]
+__all__ = ["check_constraints", "run_question"]
 
 
 def run_question(
@@ -41,6 +41,8 @@ def run_question(
     ``trace=False`` records no steps (the list is empty): a goal seek's trial wants the values.
     """
     plan = make_plan(model, known, targets, relax)
+    if check:
+        check_constraints(model, known, inputs_only=True)
     env, steps = run_plan(plan, known, sources, trace=trace)
     steps = [s for s in steps if s.variable in plan.relevant]
     if check:
@@ -52,20 +54,29 @@ def run_question(
                 _requirement(model, e, env)
                 continue
             _consistency(model, e, env, sources)
-        for con in model.constraints:
-            if names_in(con.expr) <= env.keys():
-                try:
-                    ok = compile_node(con.expr)(env)
-                except (ArithmeticError, ValueError):
-                    ok = False
-                if not ok:
-                    detail = ", ".join(f"{n}={show_value(model, n, env[n])}" for n in sorted(names_in(con.expr)))
-                    if con.input:
-                        raise UsageError(f"'{con.text}' does not hold ({detail}): {con.doc}", where=con.where)
-                    raise InfeasibleError(
-                        f"'{con.text}' does not hold ({detail}): {con.doc}", where=con.where, constraint=con.text
-                    )
+        check_constraints(model, env)
     return plan, env, steps
+
+
+def check_constraints(model: Model, env: Mapping[str, float], inputs_only: bool = False) -> None:
+    """Test the packs' constraints whose names ``env`` all holds (only those marked ``input`` when
+    ``inputs_only``: the givens alone, before any equation runs, so a bad input is named before a
+    value derived from it leaves its bounds). An input constraint raises UsageError, any other
+    InfeasibleError."""
+    for con in model.constraints:
+        if (inputs_only and not con.input) or not names_in(con.expr) <= env.keys():
+            continue
+        try:
+            ok = compile_node(con.expr)(env)
+        except (ArithmeticError, ValueError):
+            ok = False
+        if not ok:
+            detail = ", ".join(f"{n}={show_value(model, n, env[n])}" for n in sorted(names_in(con.expr)))
+            if con.input:
+                raise UsageError(f"'{con.text}' does not hold ({detail}): {con.doc}", where=con.where)
+            raise InfeasibleError(
+                f"'{con.text}' does not hold ({detail}): {con.doc}", where=con.where, constraint=con.text
+            )
 
 
 def _requirement_met(e: SpecialisedEq, env: dict[str, float]) -> bool:
