@@ -34,8 +34,8 @@ The first token is the decode worker's first step, so **TTFT = prefill queue + p
 wait + transfer + first decode step** (vLLM's disaggregated proxy streams the first token from
 the decode instance), the quantity llm_disagg's ``ttft`` counts too (its ``decode_first_step``:
 half a step's wait for the step boundary, then the step); TPOT and inter-token gaps as in the
-aggregated simulator. Reserving the
-whole context at admission means a decode worker never preempts.
+aggregated simulator. Reserving the whole context at admission means a decode worker never
+preempts.
 
 **Load, statistics, effort** as in :func:`~concur.analysis.enginesim.simulate_engine`: open or
 closed loop, ``warmup`` requests not recorded, the waiting queue (requests waiting for a prefill
