@@ -13,8 +13,13 @@ traffic and the KV link, so each is sized on its own and the plan stays forward:
 * the **prefill pool** is, for each prefill TP of the grid's TP axis, ``prefill_service`` per prompt
   (one vectorised sweep of the llm_disagg pack over every configuration x prefill TP);
   ``workers = ceil(rate x service / utilization)``, raised until the M/D/1 wait plus the service
-  plus the KV transfer meet ``ttft_slo``; the prefill TP with the fewest GPUs wins (then the
-  smaller TP);
+  plus the KV transfer plus the decode worker's first step meet ``ttft_slo``; the prefill TP with
+  the fewest GPUs wins (then the smaller TP);
+* the **first token** streams from the decode worker (llm_disagg's ``decode_first_step``): the
+  wait for its next step boundary, half a served step on average, then that step, so a row's TTFT
+  adds :data:`FIRST_TOKEN_STEPS` x the sized decode pool's served step
+  (:func:`decode_first_step`) -- the decode pool is sized first, so the term is known when the
+  prefill pool is;
 * the **link** must carry ``rate x kv_transfer_bytes`` over one path per GPU of the smaller pool
   (``kv_link_load <= 1``), and a prefill worker and its decode worker must fit the link's domain
   (NVLink: one 8-GPU board).
@@ -31,7 +36,8 @@ Invariants: a feasible disaggregated row has both pools' compute and bandwidth u
 :data:`concur.analysis.fleet_plan.UTILIZATION_CEILING` (else it is rejected with a ``rejection``
 of kind ``physics``), ``kv_link_load <= 1`` (else kind ``link``), and its TTFT, ITL within the
 question's targets. The rows are sized from the sweeps; the scalar solver
-(``concur solve llm_disagg``) gives the same pools for the same givens (tests/test_disagg.py).
+(``concur solve llm_disagg``) gives the same pools and the same TTFT for the same givens
+(tests/analysis/test_disagg.py).
 """
 
 from __future__ import annotations
@@ -50,8 +56,10 @@ from ..sweep import sweep
 
 __all__ = [
     "DEFAULT_LINK",
+    "FIRST_TOKEN_STEPS",
     "LINK_NAMES",
     "Prefill",
+    "decode_first_step",
     "link_values",
     "pick_prefill",
     "prefill_gpu_values",
@@ -62,6 +70,9 @@ DEFAULT_LINK = "ib-ndr-400g"
 """The link a plan assumes when the question names none: one 400 Gb/s NIC per GPU (DGX/HGX reference)."""
 LINK_NAMES = ("kv_link", "kv_link_bandwidth", "kv_link_latency", "kv_link_domain", "prefill_tp")
 _UNBOUNDED = 1e6  # kv_link_domain's default: a scale-out network joins every GPU
+FIRST_TOKEN_STEPS = 1.5
+"""Served decode steps from the KV's arrival to the first token (llm_disagg's ``decode_first_step =
+1.5 * t_step_served``): half a step's wait for the decode worker's step boundary, then the step."""
 _LINK_VALUES = ("kv_link_bandwidth", "kv_link_latency", "kv_link_domain")
 _OUT = (
     "prefill_service",
@@ -215,17 +226,24 @@ class PrefillPick:
     rejection: dict[str, Any] | None = None
 
 
+def decode_first_step(step: float) -> float:
+    """From the KV's arrival to the first token leaving the decode worker (s), ``step`` the decode
+    pool's served step (s; llm_throughput's ``t_step_served``, all the tokens one step emits)."""
+    return FIRST_TOKEN_STEPS * step
+
+
 def _workers(
-    option: Prefill, rate: float, utilization: float, ttft_slo: float | None, most: float
+    option: Prefill, rate: float, utilization: float, ttft_slo: float | None, most: float, first: float
 ) -> tuple[int, float]:
     """The fewest workers that compute ``rate`` prompts a second at ``utilization`` and meet ``ttft_slo``
-    (M/D/1 wait + service + transfer), with the TTFT they give; (0, inf) when none up to ``most`` does.
+    (M/D/1 wait + service + transfer + ``first``, the decode worker's first step), with the TTFT they
+    give; (0, inf) when none up to ``most`` does.
 
-    The TTFT target is met where ``rho / (2 (1 - rho)) <= x = (ttft_slo - transfer) / service - 1``,
+    The TTFT target is met where ``rho / (2 (1 - rho)) <= x = (ttft_slo - transfer - first) / service - 1``,
     i.e. ``rho <= 2x / (1 + 2x)``: the workers follow in closed form (then checked, one more at most)."""
     workers = max(1, math.ceil(rate * option.service / utilization * (1 - 1e-12)))
     if ttft_slo is not None:
-        x = (ttft_slo - option.transfer) / option.service - 1
+        x = (ttft_slo - option.transfer - first) / option.service - 1
         if x <= 0:
             return 0, math.inf
         rho_max = min(2 * x / (1 + 2 * x), 0.999)
@@ -234,16 +252,23 @@ def _workers(
         if n > most:
             break
         rho = min(rate * option.service / n, 0.999)
-        ttft = option.service * (1 + rho / (2 * (1 - rho))) + option.transfer
+        ttft = option.service * (1 + rho / (2 * (1 - rho))) + option.transfer + first
         if ttft_slo is None or ttft <= ttft_slo * (1 + 1e-12):
             return n, ttft
     return 0, math.inf
 
 
 def pick_prefill(
-    options: Sequence[Prefill], rate: float, utilization: float, ttft_slo: float | None, most: float = 100_000
+    options: Sequence[Prefill],
+    rate: float,
+    utilization: float,
+    ttft_slo: float | None,
+    first_step: float,
+    most: float = 100_000,
 ) -> PrefillPick:
-    """The prefill TP needing the fewest GPUs (then the smaller TP); a reason when none fits or meets the TTFT."""
+    """The prefill TP needing the fewest GPUs (then the smaller TP); a reason when none fits or meets the
+    TTFT. ``first_step``: the decode worker's first step after the transfer (:func:`decode_first_step`
+    of the sized decode pool), part of every row's TTFT."""
     fits = [o for o in options if o.room * o.tp >= o.kv_bytes and math.isfinite(o.service) and o.service > 0]
     if not fits:
         return PrefillPick(
@@ -253,7 +278,7 @@ def pick_prefill(
     best: PrefillPick | None = None
     nearest = min(fits, key=lambda o: o.service + o.transfer)
     for option in fits:
-        workers, ttft = _workers(option, rate, utilization, ttft_slo, most)
+        workers, ttft = _workers(option, rate, utilization, ttft_slo, most, first_step)
         if not workers:
             continue
         if (
@@ -263,10 +288,13 @@ def pick_prefill(
         ):
             best = PrefillPick(option, workers, ttft)
     if best is None:
-        floor = nearest.service + nearest.transfer
+        floor = nearest.service + nearest.transfer + first_step
         return PrefillPick(
             None,
-            reason=f"prefill pool: TTFT {floor * 1e3:.3g} ms > {(ttft_slo or 0) * 1e3:.3g} ms even with no queue",
+            reason=(
+                f"prefill pool: TTFT {floor * 1e3:.3g} ms > {(ttft_slo or 0) * 1e3:.3g} ms even with no queue "
+                f"(the decode worker's first step {first_step * 1e3:.3g} ms included)"
+            ),
             rejection={"kind": "slo", "variable": "ttft_slo", "value": floor, "limit": ttft_slo},
         )
     return best

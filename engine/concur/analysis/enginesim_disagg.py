@@ -32,8 +32,10 @@ the decode worker's batch at its next step.
 with speculative decoding ``step.spec`` the drawn acceptances, as in the aggregated simulator).
 The first token is the decode worker's first step, so **TTFT = prefill queue + prefill + hand-off
 wait + transfer + first decode step** (vLLM's disaggregated proxy streams the first token from
-the decode instance); TPOT and inter-token gaps as in the aggregated simulator. Reserving the
-whole context at admission means a decode worker never preempts.
+the decode instance), the quantity llm_disagg's ``ttft`` counts too (its ``decode_first_step``:
+half a step's wait for the step boundary, then the step); TPOT and inter-token gaps as in the
+aggregated simulator. Reserving the whole context at admission means a decode worker never
+preempts.
 
 **Load, statistics, effort** as in :func:`~concur.analysis.enginesim.simulate_engine`: open or
 closed loop, ``warmup`` requests not recorded, the waiting queue (requests waiting for a prefill

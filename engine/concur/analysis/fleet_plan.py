@@ -82,7 +82,14 @@ from ..solver.plan import plan_key
 from ..solver.question import solve_model
 from ..solver.run import check_constraints, run_question
 from ..sweep import sweep
-from .disagg_plan import LINK_NAMES, link_values, pick_prefill, prefill_gpu_values, prefill_options
+from .disagg_plan import (
+    LINK_NAMES,
+    decode_first_step,
+    link_values,
+    pick_prefill,
+    prefill_gpu_values,
+    prefill_options,
+)
 from .providers import plan_providers, provider_note
 
 __all__ = [
@@ -443,7 +450,7 @@ def _disagg(
     tps = [int(link_question["prefill_tp"])] if "prefill_tp" in link_question else [int(t) for t in axes["tp"]]
     runs = [c.config for c in agg if c.config in curves]
     decode_cap = {c: replace(capacity[c], values={**capacity[c].values, "prefill_share": 0.0}) for c in runs}
-    decode = _curves(model, question, [Candidate(c) for c in runs], decode_cap)
+    decode = _curves(model, question, [Candidate(c) for c in runs], decode_cap, ("t_step_served",))
     ids = list(dict.fromkeys(g for g, _provider in prefill_gpus or {})) or [""]
     rows = {c: [replace(c, mode="disagg", prefill_gpu="" if g == c.gpu else g) for g in ids] for c in runs}
     lent = {r: (prefill_gpus or {})[(r.prefill_gpu, r.provider)] for c in runs for r in rows[c] if r.prefill_gpu}
@@ -451,15 +458,16 @@ def _disagg(
     out = []
     for config in runs:
         sized = Candidate(replace(config, mode="disagg"))
+        first = math.nan
         if config not in decode:
             sized.reason = "the throughput model has no answer for this configuration's decode pool"
         else:
-            _size_decode(sized, capacity[config], decode[config], traffic, slo)
+            first = _size_decode(sized, capacity[config], decode[config], traffic, slo)
         for row in rows[config]:
             cand = replace(sized, config=row)
             if cand.feasible:
                 price = lent[row].get("prefill_gpu_hour_price") if row in lent else capacity[config].price
-                _size_prefill(cand, capacity[config], options.get(row, []), link, traffic, slo, price)
+                _size_prefill(cand, capacity[config], options.get(row, []), link, traffic, slo, price, first)
             out.append(cand)
     return out, note
 
@@ -470,13 +478,15 @@ def _size_decode(
     curve: tuple[Any, ...],
     traffic: tuple[float, float, float],
     slo: Mapping[str, float],
-) -> None:
+) -> float:
     """The decode pool of a disaggregated row by :func:`_size` on its prefill-free curve (the residence
-    is the output alone, only ``itl_slo`` binds); ``feasible`` says whether it serves the rate."""
+    is the output alone, only ``itl_slo`` binds); ``feasible`` says whether it serves the rate. Returns
+    the decode worker's first step at the operating batch (:func:`disagg_plan.decode_first_step` of
+    the curve's ``t_step_served``; nan when the pool does not serve)."""
     import numpy as np
 
     rate, osl, most = traffic
-    batch, itl, _ttft, cu, bu = curve
+    batch, itl, _ttft, cu, bu, step = curve
     _size(
         cand,
         cap,
@@ -486,8 +496,10 @@ def _size_decode(
         {k: v for k, v in slo.items() if k == "itl_slo"},
         most,
     )
-    if not cand.feasible:
+    if not cand.feasible or cand.batch is None:
         cand.reason = f"decode pool: {cand.reason}"
+        return math.nan
+    return decode_first_step(float(np.interp(cand.batch, batch, step)))
 
 
 def _size_prefill(
@@ -498,13 +510,15 @@ def _size_prefill(
     traffic: tuple[float, float, float],
     slo: Mapping[str, float],
     prefill_price: float | None,
+    first: float,
 ) -> None:
     """The prefill pool of a disaggregated row whose decode pool :func:`_size_decode` sized, by
-    :func:`concur.analysis.disagg_plan.pick_prefill`; then the link, the physics guard of the prefill
-    pool (on the prefill GPU's figures), and the cost (``prefill_price``: usd per prefill GPU-second)."""
+    :func:`concur.analysis.disagg_plan.pick_prefill` (``first``: the decode worker's first step, s,
+    part of the TTFT); then the link, the physics guard of the prefill pool (on the prefill GPU's
+    figures), and the cost (``prefill_price``: usd per prefill GPU-second)."""
     rate, osl, most = traffic
     cand.feasible = False
-    pick = pick_prefill(options, rate, cap.utilization, slo.get("ttft_slo"), most)
+    pick = pick_prefill(options, rate, cap.utilization, slo.get("ttft_slo"), first, most)
     if pick.option is None:
         cand.reason, cand.rejection = pick.reason, pick.rejection
         return
@@ -682,16 +696,21 @@ _SWEPT = ("itl", "ttft", "compute_utilization", "bandwidth_utilization")
 
 
 def _curves(
-    model: Model, question: Mapping[str, Any], candidates: list[Candidate], capacity: Mapping[Config, _Capacity]
+    model: Model,
+    question: Mapping[str, Any],
+    candidates: list[Candidate],
+    capacity: Mapping[Config, _Capacity],
+    extra: tuple[str, ...] = (),
 ) -> dict[Config, tuple[Any, ...]]:
-    """``(batch, itl, ttft, compute_utilization, bandwidth_utilization)`` arrays per configuration, in base
-    units, from one vectorised sweep per plan shape."""
+    """``(batch, itl, ttft, compute_utilization, bandwidth_utilization, *extra)`` arrays per configuration,
+    in base units, from one vectorised sweep per plan shape (``extra``: more of the model's variables)."""
     import numpy as np
 
+    swept = (*_SWEPT, *extra)
     groups: dict[Any, list[Config]] = {}
     for cand in candidates:
         cap = capacity[cand.config]
-        key = plan_key(model, cap.values, _SWEPT)
+        key = plan_key(model, cap.values, swept)
         groups.setdefault((key[1], key[3]), []).append(cand.config)
     out: dict[Config, tuple[Any, ...]] = {}
     for configs in groups.values():
@@ -705,8 +724,8 @@ def _curves(
             over[n] = np.repeat([capacity[c].values[n] for c in configs], sizes)
         given: dict[str, Any] = {n: model.variables[n].choices[int(capacity[configs[0]].values[n])] for n in choice}
         # base units in and out (the givens as resolve_givens holds them); solved in _capacities
-        result = sweep(model, over, given, list(_SWEPT), grid=False, validate=False, base_units=True)
-        series = [np.asarray(result[n], dtype=float) for n in _SWEPT]
+        result = sweep(model, over, given, list(swept), grid=False, validate=False, base_units=True)
+        series = [np.asarray(result[n], dtype=float) for n in swept]
         start = 0
         for c, grid, size in zip(configs, grids, sizes):
             out[c] = (grid, *(x[start : start + size] for x in series))
