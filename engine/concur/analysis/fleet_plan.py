@@ -58,7 +58,9 @@ an ``axes["spec"]`` of ``("off", "on")`` adds speculative decoding (:data:`SPEC_
 ``prefill_gpus`` (ids of the gpus catalog) runs each disaggregated row's prefill pool on each of
 them instead of the row's GPU: one row per configuration and prefill GPU (``Config.prefill_gpu``;
 "" when it is the row's own GPU, so a plan without the axis is unchanged), each pool priced at its
-own GPU's list price.
+own GPU's list price. A given ``gpu_hour_price`` is the decode GPU's (and a prefill pool's of that
+type); a prefill pool on another GPU type pays ``prefill_gpu_hour_price`` when given, else its list
+price, and a note says which (:mod:`concur.analysis.prefill_prices`).
 
 Non-goals: mixed aggregated fleets, pipeline parallelism in the grid (give ``--set pp=N``),
 queueing delay before admission (the ``queueing`` pack).

@@ -410,7 +410,8 @@ def question_from(sets: tuple[str, ...], scenario: str | None) -> tuple[dict[str
     multiple=True,
     metavar="ID[,ID]",
     help="with --modes disagg: run each disaggregated row's prefill pool on each of these GPUs (the decode pool "
-    "stays on the row's --gpus GPU; each pool priced at its own GPU's price); default: the row's own GPU",
+    "stays on the row's --gpus GPU; each pool priced at its own GPU's price: --set gpu_hour_price is the decode "
+    "GPU's, --set prefill_gpu_hour_price another prefill GPU type's, else its list price); default: the row's own GPU",
 )
 @click.option(
     "--spec",
