@@ -207,3 +207,73 @@ def test_verify_simulates_the_prefill_pool_on_its_gpu() -> None:
     assert fast.result is not None and slow.result is not None
     assert fast.result.ttft.mean < 0.7 * slow.result.ttft.mean  # B200's prefill, about 2.3x the FLOP/s
     assert fast.result.tpot.mean == pytest.approx(slow.result.tpot.mean, rel=0.05)  # decode: the H100s alike
+
+
+def _cross(result: FleetPlan) -> list[Candidate]:
+    return [c for c in _disagg(result) if c.feasible and c.config.prefill_gpu]
+
+
+def test_a_given_gpu_hour_price_is_the_decode_gpus_and_a_b200_prefill_pool_keeps_its_list_price() -> None:
+    """gpu_hour_price is the H100's: it prices the decode pools and a prefill pool on H100 too, never
+    the B200 prefill pool, which keeps its list price and a note says so."""
+    result = _plan((H100, B200), gpu_hour_price=2)
+    b200_price = get_catalog("prices").entries[B200].values["aws"][0]
+    cross = _cross(result)
+    assert cross
+    for c in cross:
+        assert (c.gpu_hour_price, c.prefill_gpu_hour_price) == (pytest.approx(2.0), pytest.approx(b200_price))
+        prefill = (c.prefill_workers or 0) * (c.prefill_tp or 0)
+        want = (prefill * b200_price + ((c.fleet_gpus or 0) - prefill) * 2.0) * HOURS_PER_MONTH
+        assert c.cost_per_month == pytest.approx(want)
+    same = [c for c in _disagg(result) if c.feasible and not c.config.prefill_gpu]
+    assert same and all(c.cost_per_month == pytest.approx((c.fleet_gpus or 0) * 2.0 * HOURS_PER_MONTH) for c in same)
+    (note,) = [n for n in result.notes if "prefill_gpu_hour_price" in n]
+    assert f"prefill pools on {B200} (${b200_price:,.2f}/GPU-hour) are at aws's on-demand list price" in note
+    assert not any(
+        n == "every row is priced at the given gpu_hour_price, not at a provider's list price" for n in result.notes
+    )
+
+
+def test_a_given_prefill_gpu_hour_price_prices_the_other_gpu_type() -> None:
+    for question in ({"gpu_hour_price": 2}, {}):  # with the user's H100 price, and at the H100's list price
+        result = _plan((H100, B200), prefill_gpu_hour_price="5 usd/gpu/hour", **question)
+        cross = _cross(result)
+        assert cross and all(c.prefill_gpu_hour_price == pytest.approx(5.0) for c in cross)
+        decode = 2.0 if question else get_catalog("prices").entries[H100].values["aws"][0]
+        for c in cross:
+            prefill = (c.prefill_workers or 0) * (c.prefill_tp or 0)
+            want = (prefill * 5.0 + ((c.fleet_gpus or 0) - prefill) * decode) * HOURS_PER_MONTH
+            assert c.cost_per_month == pytest.approx(want)
+        assert any(
+            "prefill pools on b200 are priced at the given prefill_gpu_hour_price ($5.00" in n for n in result.notes
+        )
+
+
+def test_a_prefill_gpu_without_a_list_price_asks_for_prefill_gpu_hour_price() -> None:
+    result = _plan(("mi300x",), gpu_hour_price=2)
+    cross = [c for c in _disagg(result) if c.config.prefill_gpu and c.prefill_workers]
+    assert cross and all(c.cost_per_month is None for c in cross)
+    assert {c.reason for c in cross if c.feasible} == {
+        "no public list price for mi300x: give prefill_gpu_hour_price=..."
+    }
+    assert any("give prefill_gpu_hour_price=... to cost them" in n for n in result.notes)
+    priced = _plan(("mi300x",), gpu_hour_price=2, prefill_gpu_hour_price=3)
+    assert [c for c in _cross(priced) if c.cost_per_month is not None and c.prefill_gpu_hour_price == pytest.approx(3)]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--set", "prefill_gpu_hour_price=5"), "and the plan has none"),  # no --prefill-gpus
+        (("--prefill-gpus", H100, "--set", "prefill_gpu_hour_price=5"), "and the plan has none"),  # the same type
+        (("--prefill-gpus", f"{B200},mi300x", "--set", "prefill_gpu_hour_price=5"), "the price of one GPU type"),
+        (("--prefill-gpus", B200, "--set", "prefill_gpu_hour_price=-5"), "below its lower bound"),
+        (("--prefill-gpus", B200, "--set", "prefill_gpu_hour_price=5 GB"), "does not fit"),
+    ],
+)
+def test_a_prefill_gpu_hour_price_that_prices_nothing_or_two_types_is_one_line(
+    args: tuple[str, ...], words: str
+) -> None:
+    res = concur_child(*CLI, *args)
+    line = one_error_line(res)
+    assert res.returncode == 2 and "prefill_gpu_hour_price" in line and words in line and "Traceback" not in res.stderr

@@ -60,6 +60,7 @@ __all__ = [
     "LINK_NAMES",
     "Prefill",
     "decode_first_step",
+    "given_prefill_price",
     "link_values",
     "pick_prefill",
     "prefill_gpu_values",
@@ -68,7 +69,16 @@ __all__ = [
 
 DEFAULT_LINK = "ib-ndr-400g"
 """The link a plan assumes when the question names none: one 400 Gb/s NIC per GPU (DGX/HGX reference)."""
-LINK_NAMES = ("kv_link", "kv_link_bandwidth", "kv_link_latency", "kv_link_domain", "prefill_tp")
+LINK_NAMES = (
+    "kv_link",
+    "kv_link_bandwidth",
+    "kv_link_latency",
+    "kv_link_domain",
+    "prefill_tp",
+    "prefill_gpu_hour_price",
+)
+"""The disaggregated rows' own givens, which the fleet pack does not take: the KV link, the prefill TP
+and the price of a prefill GPU of another type than the decode GPU (:func:`given_prefill_price`)."""
 _UNBOUNDED = 1e6  # kv_link_domain's default: a scale-out network joins every GPU
 FIRST_TOKEN_STEPS = 1.5
 """Served decode steps from the KV's arrival to the first token (llm_disagg's ``decode_first_step =
@@ -122,6 +132,15 @@ def link_values(question: Mapping[str, Any]) -> tuple[dict[str, float], str]:
         else f"disaggregated rows move the KV cache over {word}"
     )
     return out, note
+
+
+def given_prefill_price(question: Mapping[str, Any]) -> float | None:
+    """``prefill_gpu_hour_price`` as the question gives it, in usd per GPU-second (base units), checked
+    as llm_disagg checks it (its unit, its bounds); None when it is not given."""
+    if "prefill_gpu_hour_price" not in question:
+        return None
+    given = {"prefill_gpu_hour_price": question["prefill_gpu_hour_price"]}
+    return float(resolve_givens(disagg_model(), given).values["prefill_gpu_hour_price"])
 
 
 def prefill_gpu_values(gpus: Sequence[str], providers: Sequence[str]) -> dict[tuple[str, str], dict[str, float]]:

@@ -38,23 +38,36 @@ KIND = "fleet-plan"
 _UNCONFIRMED = "not confirmed by the solver"  # fleet_plan's note when the wall-clock budget ran out
 
 
-def plan_fleet_once(question: Mapping[str, Any], axes: Mapping[str, Sequence[Any]], *, confirm: int = 3) -> FleetPlan:
-    """:func:`concur.analysis.fleet_plan.plan_fleet` of ``question`` over ``axes``, read from the
-    cache folder when this question was planned before with the same inputs (see the module essay)."""
-    key = _key(question, axes, confirm)
+def plan_fleet_once(
+    question: Mapping[str, Any],
+    axes: Mapping[str, Sequence[Any]],
+    *,
+    confirm: int = 3,
+    modes: Sequence[str] = ("agg",),
+    prefill_gpus: Sequence[str] = (),
+) -> FleetPlan:
+    """:func:`concur.analysis.fleet_plan.plan_fleet` of ``question`` over ``axes`` (and its ``modes``
+    and ``prefill_gpus``), read from the cache folder when this question was planned before with the
+    same inputs (see the module essay)."""
+    key = _key(question, axes, confirm, (tuple(modes), tuple(prefill_gpus)))
     path = cache_dir() / "fleet" / f"{key[:40]}.json"
     hit = read_json(path, KIND, _decode)
     if hit is not None and unchanged(hit[0]):
         return hit[1]
     with recording() as reads:
-        result = plan_fleet(question, axes, confirm=confirm)
+        result = plan_fleet(question, axes, confirm=confirm, modes=modes, prefill_gpus=prefill_gpus)
     if not any(_UNCONFIRMED in note for note in result.notes):
         write_json(path, KIND, {"deps": sorted(reads), "plan": _encode(result)})
     return result
 
 
-def _key(question: Mapping[str, Any], axes: Mapping[str, Sequence[Any]], confirm: int) -> str:
-    asked = json.dumps([dict(question), {k: list(v) for k, v in axes.items()}, confirm], sort_keys=True, default=str)
+def _key(question: Mapping[str, Any], axes: Mapping[str, Sequence[Any]], confirm: int, pools: tuple[Any, ...]) -> str:
+    """The entry's name; ``pools`` (modes, prefill GPUs) joins it only when not the aggregated default, so
+    an aggregated plan keeps the name it had before the plan had modes."""
+    asked_for: list[Any] = [dict(question), {k: list(v) for k, v in axes.items()}, confirm]
+    if pools != (("agg",), ()):
+        asked_for.append([list(p) for p in pools])
+    asked = json.dumps(asked_for, sort_keys=True, default=str)
     key = inputs_key(KIND, asked)
     assert key is not None  # None only for named files, and a plan names none
     return key

@@ -58,7 +58,9 @@ an ``axes["spec"]`` of ``("off", "on")`` adds speculative decoding (:data:`SPEC_
 ``prefill_gpus`` (ids of the gpus catalog) runs each disaggregated row's prefill pool on each of
 them instead of the row's GPU: one row per configuration and prefill GPU (``Config.prefill_gpu``;
 "" when it is the row's own GPU, so a plan without the axis is unchanged), each pool priced at its
-own GPU's list price.
+own GPU's list price. A given ``gpu_hour_price`` is the decode GPU's (and a prefill pool's of that
+type); a prefill pool on another GPU type pays ``prefill_gpu_hour_price`` when given, else its list
+price, and a note says which (:mod:`concur.analysis.prefill_prices`).
 
 Non-goals: mixed aggregated fleets, pipeline parallelism in the grid (give ``--set pp=N``),
 queueing delay before admission (the ``queueing`` pack).
@@ -90,6 +92,7 @@ from .disagg_plan import (
     prefill_gpu_values,
     prefill_options,
 )
+from .prefill_prices import prefill_price_notes, price_prefill_pools
 from .providers import plan_providers, provider_note
 
 __all__ = [
@@ -353,6 +356,7 @@ def plan_fleet(
     if not configs:
         raise UsageError("the grid is empty", hint="every axis needs at least one value")
     prefill = prefill_gpu_values(prefill_gpus, sorted({c.provider for c in configs})) if prefill_gpus else {}
+    price_prefill_pools(link_question, axes["gpu"], prefill_gpus, prefill)
     probe = resolve_givens(model, {**question, **configs[0].priced()})  # a bad model or value fails once, here
     _require_positive(probe.values)
     asked = resolve_givens(model, question).values  # what no configuration changes: its input checks fail once, here
@@ -385,7 +389,8 @@ def plan_fleet(
     if "disagg" in modes:
         candidates.extend(disagg)
         candidates.sort(key=Candidate.sort_key)
-    return FleetPlan(question, candidates, notes + _notes(question, candidates, configs), rate, osl)
+    prices = prefill_price_notes(question, link_question, axes["gpu"], prefill_gpus, prefill)
+    return FleetPlan(question, candidates, notes + _notes(question, candidates, configs, prices), rate, osl)
 
 
 def _split_question(question: Mapping[str, Any], modes: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -414,17 +419,25 @@ def _split_question(question: Mapping[str, Any], modes: Sequence[str]) -> tuple[
     return question, link_question
 
 
-def _notes(question: Mapping[str, Any], candidates: Sequence[Candidate], configs: Sequence[Config]) -> list[str]:
-    """What the plan assumed: unpriced rows, the default utilization, the provider, the engines' releases."""
+def _notes(
+    question: Mapping[str, Any],
+    candidates: Sequence[Candidate],
+    configs: Sequence[Config],
+    prefill_prices: Sequence[str] = (),
+) -> list[str]:
+    """What the plan assumed: unpriced rows, the default utilization, the provider (and ``prefill_prices``,
+    what prices a prefill pool on another GPU type), the engines' releases."""
     notes = []
-    unpriced = sum(1 for c in candidates if c.feasible and c.cost_per_month is None)
+    unpriced = [c for c in candidates if c.feasible and c.cost_per_month is None]
     if unpriced:
+        name = "prefill_gpu_hour_price" if all(_PREFILL_PRICE in c.reason for c in unpriced) else "gpu_hour_price"
         notes.append(
-            f"{unpriced} feasible configuration(s) have no public list price: give gpu_hour_price=... to cost them"
+            f"{len(unpriced)} feasible configuration(s) have no public list price: give {name}=... to cost them"
         )
     if "utilization" not in question:
         notes.append("planned at utilization 0.8 (the fleet pack's default headroom; give utilization=... for another)")
-    notes.append(provider_note(sorted({c.provider for c in configs}), question))
+    notes.append(provider_note(sorted({c.provider for c in configs}), question, cross=bool(prefill_prices)))
+    notes.extend(prefill_prices)
     releases = engine_releases_note(sorted({c.engine for c in configs}))
     if releases:
         notes.append(releases)
@@ -612,6 +625,7 @@ def engine_releases_note(engines: Sequence[str]) -> str:
 
 
 _TOO_MANY = "needs more than"
+_PREFILL_PRICE = "prefill_gpu_hour_price"
 _UNBOUNDED_DOMAIN = 1e6  # kv_link_domain of a scale-out network (llm_disagg's default): it joins every GPU
 _POSITIVE = ("arrival_rate", "output_tokens", "itl_slo", "ttft_slo", "utilization")
 
@@ -840,7 +854,8 @@ def _cost(cand: Candidate, price: float | None, rate: float, osl: float, prefill
     missing = cand.config.gpu if price is None else cand.config.prefill_gpu if cross and prefill_price is None else ""
     if missing or cand.fleet_gpus is None:
         cand.cost_per_month = cand.cost_per_million_tokens = None
-        cand.reason = f"no public list price for {missing or cand.config.gpu}: give gpu_hour_price=..."
+        name = _PREFILL_PRICE if price is not None and missing else "gpu_hour_price"  # the prefill GPU's is missing
+        cand.reason = f"no public list price for {missing or cand.config.gpu}: give {name}=..."
         if cand.config.provider:  # it would serve, but the plan's provider does not rent it
             where = f" for {missing}" if cross else ""
             cand.feasible, cand.reason = False, f"no list price at {cand.config.provider}{where}"

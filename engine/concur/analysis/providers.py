@@ -49,9 +49,15 @@ def listed_at(gpu: str, provider: str) -> bool:
     return provider in listed_by(get_catalog(_CATALOG), gpu)
 
 
-def provider_note(providers: Sequence[str], question: Mapping[str, Any]) -> str:
-    """The note a plan prints about whose prices it compared."""
+def provider_note(providers: Sequence[str], question: Mapping[str, Any], cross: bool = False) -> str:
+    """The note a plan prints about whose prices it compared (``cross``: some disaggregated row runs its
+    prefill pool on another GPU type, which a given ``gpu_hour_price`` does not price)."""
     if "gpu_hour_price" in question:
+        if cross:
+            return (
+                "every row is priced at the given gpu_hour_price, not at a provider's list price, except a "
+                "prefill pool on another GPU type than its decode pool's (see below)"
+            )
         return "every row is priced at the given gpu_hour_price, not at a provider's list price"
     if len(providers) > 1:
         return (

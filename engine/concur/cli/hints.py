@@ -66,6 +66,16 @@ HINTS: dict[str, Callable[[ConcurError], str | None]] = {
         "narrow the axis instead: --gpus, --tp, --layouts, --weight-dtypes, --kv-dtypes, --engines, --provider"
         + (" (a disaggregated row's prefill pool: --prefill-gpus)" if e.message.startswith("prefill_gpu") else "")
     ),
+    # a price for a prefill pool on another GPU type, and the plan has none (analysis.prefill_prices)
+    "prefill_price_unused": lambda e: (
+        "add --modes agg,disagg --prefill-gpus ID (a GPU type other than the --gpus one), "
+        f"or drop --set {e.variable}=..."
+    ),
+    # one price for prefill pools on several GPU types (analysis.prefill_prices)
+    "prefill_price_types": lambda e: (
+        "name one GPU type besides the decode GPUs in --prefill-gpus (one plan per priced type), "
+        f"or drop --set {e.variable}=... to price each at its list price"
+    ),
     # speculation given by hand while the plan's spec axis would set it too (analysis.fleet_plan)
     "spec_given": lambda e: (
         "plan your own speculation with --set alone (--spec off), or drop it and let --spec on use the catalog's"

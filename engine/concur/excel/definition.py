@@ -27,13 +27,15 @@ atomically, so a failure leaves no partial file.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..analysis.fleet_axes import narrow_axes
+from ..analysis.fleet_axes import AXIS_KEYS, narrow_axes
 from ..analysis.fleet_memo import plan_fleet_once
 from ..analysis.fleet_plan import AXES, FleetPlan
+from ..analysis.prefill_prices import cross_gpus
 from ..errors import ConcurError, PackError, UsageError
 from ..lang.library import find_used_pack, recording
 from ..lang.model import build_model
@@ -258,13 +260,50 @@ def fleet_plan_of(defn: WorkbookDefinition) -> FleetPlan | None:
         items = value if isinstance(value, list) else [value]
         if not items:
             raise UsageError(f"{where}.{key}: an empty list", hint="name at least one value, or leave the key out")
+        if str(key) not in PLAN_KEYS:
+            raise UsageError(f"{where}: unknown key '{key}'", hint=f"allowed: {', '.join(PLAN_KEYS)}")
         narrow[str(key)] = items
+    modes = tuple(str(m) for m in narrow.pop("modes", ["agg"]))
+    prefill_gpus = tuple(str(g) for g in narrow.pop("prefill_gpus", []))
+    _check_modes(where, modes, prefill_gpus)
     try:
         axes = narrow_axes(build_model(["llm_fleet"]), narrow, model_id=defn.given.get("model"))
+        question = _plan_question(defn.given, axes["gpu"], prefill_gpus)
+        return plan_fleet_once(question, axes, modes=modes, prefill_gpus=prefill_gpus)
     except ConcurError as exc:
-        field = f".{exc.field}" if exc.field else ""
-        raise UsageError(f"{where}{field}: {exc.message}", hint=exc.hint) from None
-    return plan_fleet_once({k: v for k, v in defn.given.items() if k not in AXES}, axes)
+        if exc.field not in PLAN_KEYS:
+            raise
+        raise UsageError(f"{where}.{exc.field}: {exc.message}", hint=exc.hint) from None
+
+
+PLAN_KEYS = (*AXIS_KEYS, "modes", "prefill_gpus")
+"""A ``plan:`` entry's keys: the axes it narrows, the serving modes it compares (``agg``, ``disagg``;
+default ``agg``) and the GPUs a disaggregated row's prefill pool runs on (``concur plan --modes``,
+``--prefill-gpus``; default: the row's own GPU)."""
+
+
+def _check_modes(where: str, modes: Sequence[str], prefill_gpus: Sequence[str]) -> None:
+    """A ``plan:`` entry's modes are agg and/or disagg; ``prefill_gpus`` needs the disaggregated rows."""
+    bad = [m for m in modes if m not in ("agg", "disagg")]
+    if bad:
+        raise UsageError(f"{where}.modes: unknown serving mode '{bad[0]}'", hint="modes: [agg, disagg]")
+    if prefill_gpus and "disagg" not in modes:
+        raise UsageError(
+            f"{where}.prefill_gpus: places the prefill pool of disaggregated rows, and the plan has none",
+            hint="add modes: [agg, disagg] (or [disagg])",
+        )
+
+
+def _plan_question(given: Mapping[str, Any], gpus: Sequence[str], prefill_gpus: Sequence[str]) -> dict[str, Any]:
+    """The plan's question: the definition's givens less the axes the plan compares (the prefill GPU
+    too: the plan's ``prefill_gpus`` axis). The definition's ``prefill_gpu_hour_price`` is the price of
+    its own ``prefill_gpu``, so it prices the plan's prefill pools only when that GPU is the one type
+    they run on beside another decode GPU; else they keep their list prices (inputs on the sheet)."""
+    question = {k: v for k, v in given.items() if k not in AXES and k != "prefill_gpu"}
+    own = given.get("prefill_gpu")
+    if "prefill_gpu_hour_price" in question and (own is None or cross_gpus(gpus, prefill_gpus) != [own]):
+        del question["prefill_gpu_hour_price"]
+    return question
 
 
 def export_definition(

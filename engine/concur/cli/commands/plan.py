@@ -160,8 +160,9 @@ def _price_cell(c: Any) -> str:
     """``$6.88`` per GPU-hour; ``$14.24/$6.88`` (prefill/decode) when the two pools' GPUs differ."""
     if c.gpu_hour_price is None:
         return "-"
-    if c.config.prefill_gpu and c.prefill_gpu_hour_price is not None:
-        return f"${c.prefill_gpu_hour_price:,.2f}/${c.gpu_hour_price:,.2f}"
+    if c.config.prefill_gpu:  # "-": a prefill GPU without a list price (give prefill_gpu_hour_price)
+        prefill = "-" if c.prefill_gpu_hour_price is None else f"${c.prefill_gpu_hour_price:,.2f}"
+        return f"{prefill}/${c.gpu_hour_price:,.2f}"
     return f"${c.gpu_hour_price:,.2f}"
 
 
@@ -409,7 +410,8 @@ def question_from(sets: tuple[str, ...], scenario: str | None) -> tuple[dict[str
     multiple=True,
     metavar="ID[,ID]",
     help="with --modes disagg: run each disaggregated row's prefill pool on each of these GPUs (the decode pool "
-    "stays on the row's --gpus GPU; each pool priced at its own GPU's price); default: the row's own GPU",
+    "stays on the row's --gpus GPU; each pool priced at its own GPU's price: --set gpu_hour_price is the decode "
+    "GPU's, --set prefill_gpu_hour_price another prefill GPU type's, else its list price); default: the row's own GPU",
 )
 @click.option(
     "--spec",
