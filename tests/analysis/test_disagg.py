@@ -485,3 +485,21 @@ def test_an_unpriced_gpu_with_targets_is_refused_for_its_price() -> None:
     priced = solve(find=asked, given={**given, "gpu_hour_price": "3 usd/gpu/hour"}, packs="llm_disagg")
     alone = solve(find=["prefill_workers"], given=given, packs="llm_disagg")
     assert priced.values["prefill_workers"] == alone.values["prefill_workers"]
+
+
+def test_the_plans_prefill_pool_is_the_fewest_workers_meeting_the_ttft() -> None:
+    """``pick_prefill`` searches the workers by doubling then bisecting; a count by brute force agrees:
+    the fewest workers at ``utilization`` whose M/D/c TTFT (:func:`prefill_ttft`) meets the target."""
+    from concur.analysis.disagg_plan import Prefill, pick_prefill, prefill_ttft
+
+    option = Prefill(tp=1, service=0.125, room=1e12, kv_bytes=1e8, transfer=0.003, weights_per_gpu=7e10, peak_time=0.05)
+    first = 0.05
+    for rate, slo in itertools.product((0.5, 7.0, 50.0, 400.0), (0.18, 0.2, 0.3, 2.0)):
+        pick = pick_prefill([option], rate, 0.8, slo, first)
+        n = max(1, -(-rate * option.service // 0.8))
+        while prefill_ttft(option, rate, int(n), first) > slo * (1 + 1e-12):
+            n += 1
+        assert pick.workers == n, (rate, slo)
+        assert pick.ttft == prefill_ttft(option, rate, pick.workers, first) <= slo * (1 + 1e-12)
+    # no count meets a target the idle pool misses
+    assert pick_prefill([option], 50.0, 0.8, 0.17, first).option is None
