@@ -17,6 +17,7 @@ from helpers import concur_child, one_error_line
 from concur.api import solve
 from concur.cli import cli
 from concur.errors import InfeasibleError
+from concur.maths.erlang import md_c_wait
 
 BASE = {
     "model": "llama-3.1-70b",
@@ -41,6 +42,7 @@ _UNITS = {
     "prefill_service": "s",
     "prefill_comm": "s",
     "prefill_kv_room": "B",
+    "prefill_wait": "s",
 }
 
 
@@ -138,8 +140,24 @@ def test_solver_answers_both_directions() -> None:
 
 def test_ttft_target_raises_the_prefill_pool() -> None:
     loose = _values(["prefill_workers", "ttft"], arrival_rate="50 request/s", ttft_slo="2 s")
-    tight = _values(["prefill_workers", "ttft"], arrival_rate="50 request/s", ttft_slo="150 ms")
-    assert tight["prefill_workers"] > loose["prefill_workers"] and tight["ttft"] <= 0.15
+    tight = _values(["prefill_workers", "ttft"], arrival_rate="50 request/s", ttft_slo="135 ms")
+    assert tight["prefill_workers"] > loose["prefill_workers"] and tight["ttft"] <= 0.135
+
+
+def test_prefill_wait_is_one_queue_in_front_of_the_pool() -> None:
+    """The prefill pool is one M/D/c queue (the routers send a prompt to a free worker): at one worker
+    its wait is the exact M/D/1 wait rho x service / (2 (1 - rho)) it always was; at five it is
+    Cosmetatos's M/D/c wait, a small fraction of the M/D/1 wait of one worker's even share."""
+    find = ["prefill_wait", "prefill_service", "prefill_pool_load"]
+    one = _values(find, arrival_rate="10 request/s", prefill_workers=1)
+    rho, service = one["prefill_pool_load"], one["prefill_service"]
+    assert 0.6 < rho < 0.8
+    assert one["prefill_wait"] == pytest.approx(rho * service / (2 * (1 - rho)), rel=1e-12)
+    five = _values(find, arrival_rate="50 request/s", prefill_workers=5)
+    rho, service = five["prefill_pool_load"], five["prefill_service"]
+    assert 0.6 < rho < 0.8
+    assert five["prefill_wait"] == pytest.approx(md_c_wait(5, 5 * rho, service), rel=1e-9)
+    assert five["prefill_wait"] < 0.2 * rho * service / (2 * (1 - rho))
 
 
 PLAN = [
@@ -201,7 +219,7 @@ def test_plan_json_shape(plan_json: list[dict[str, object]]) -> None:
 
 def test_plan_disagg_agrees_with_the_solver() -> None:
     """The plan row's pools and its TTFT are the solver's: the same quantity, the decode worker's first
-    step included (a plan that left it out was 53 ms short of the pack's 236.9 ms here)."""
+    step included (a plan that left it out was 53 ms short of the pack's 142.9 ms here)."""
     res = CliRunner().invoke(cli, [*PLAN, "--json", "--set", "prefill_tp=4", "--tp", "4"])
     rows = json.loads(res.output)["candidates"]
     row = next(r for r in rows if r["mode"] == "disagg" and r["feasible"])
@@ -315,7 +333,7 @@ def test_plan_prefill_pool_matches_the_solver_when_the_ttft_target_binds() -> No
         "arrival_rate": 50,
         "input_tokens": 1000,
         "output_tokens": 400,
-        "ttft_slo": "150 ms",
+        "ttft_slo": "135 ms",
         "prefill_tp": 4,
         "kv_link": "ib-ndr-400g",
     }
@@ -323,11 +341,12 @@ def test_plan_prefill_pool_matches_the_solver_when_the_ttft_target_binds() -> No
     axes.update(gpu=["h100-sxm-80gb"], tp=[4], dtypes=[("bf16", "bf16")], engine=["vllm"])
     result = plan_fleet(question, axes, modes=("disagg",))
     (row,) = result.candidates
-    assert row.feasible and row.mode == "disagg" and row.ttft is not None and row.ttft <= 0.15
-    solver = _values(["prefill_workers", "ttft"], arrival_rate="50 request/s", ttft_slo="150 ms")
-    # the target, not the compute, binds; it leaves the prefill queue what the decode worker's
-    # first step (53 ms) does not take: 11 workers, where 6 met the target without that step
-    assert row.prefill_workers == solver["prefill_workers"] == 11
+    assert row.feasible and row.mode == "disagg" and row.ttft is not None and row.ttft <= 0.135
+    solver = _values(["prefill_workers", "ttft"], arrival_rate="50 request/s", ttft_slo="135 ms")
+    # the target, not the compute (5 workers), binds: the prefill (74 ms), the transfer and the decode
+    # worker's first step (53 ms) leave the pool's M/D/c queue 6 ms: 6 workers (one M/D/1 queue per
+    # worker with an even share of the prompts would ask 28)
+    assert row.prefill_workers == solver["prefill_workers"] == 6
     assert row.ttft == pytest.approx(solver["ttft"], rel=1e-6)
 
 
@@ -466,3 +485,21 @@ def test_an_unpriced_gpu_with_targets_is_refused_for_its_price() -> None:
     priced = solve(find=asked, given={**given, "gpu_hour_price": "3 usd/gpu/hour"}, packs="llm_disagg")
     alone = solve(find=["prefill_workers"], given=given, packs="llm_disagg")
     assert priced.values["prefill_workers"] == alone.values["prefill_workers"]
+
+
+def test_the_plans_prefill_pool_is_the_fewest_workers_meeting_the_ttft() -> None:
+    """``pick_prefill`` searches the workers by doubling then bisecting; a count by brute force agrees:
+    the fewest workers at ``utilization`` whose M/D/c TTFT (:func:`prefill_ttft`) meets the target."""
+    from concur.analysis.disagg_plan import Prefill, pick_prefill, prefill_ttft
+
+    option = Prefill(tp=1, service=0.125, room=1e12, kv_bytes=1e8, transfer=0.003, weights_per_gpu=7e10, peak_time=0.05)
+    first = 0.05
+    for rate, slo in itertools.product((0.5, 7.0, 50.0, 400.0), (0.18, 0.2, 0.3, 2.0)):
+        pick = pick_prefill([option], rate, 0.8, slo, first)
+        n = max(1, -(-rate * option.service // 0.8))
+        while prefill_ttft(option, rate, int(n), first) > slo * (1 + 1e-12):
+            n += 1
+        assert pick.workers == n, (rate, slo)
+        assert pick.ttft == prefill_ttft(option, rate, pick.workers, first) <= slo * (1 + 1e-12)
+    # no count meets a target the idle pool misses
+    assert pick_prefill([option], 50.0, 0.8, 0.17, first).option is None

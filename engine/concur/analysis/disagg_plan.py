@@ -12,9 +12,11 @@ traffic and the KV link, so each is sized on its own and the plan stays forward:
   engine's batch cap and ``itl_slo``;
 * the **prefill pool** is, for each prefill TP of the grid's TP axis, ``prefill_service`` per prompt
   (one vectorised sweep of the llm_disagg pack over every configuration x prefill TP);
-  ``workers = ceil(rate x service / utilization)``, raised until the M/D/1 wait plus the service
-  plus the KV transfer plus the decode worker's first step meet ``ttft_slo``; the prefill TP with
-  the fewest GPUs wins (then the smaller TP);
+  ``workers = ceil(rate x service / utilization)``, raised until the wait plus the service plus the
+  KV transfer plus the decode worker's first step meet ``ttft_slo``; the wait is llm_disagg's
+  ``prefill_wait``, the M/D/c wait of one queue in front of the pool (the routers send each prompt
+  to a free worker; Cosmetatos's approximation, :func:`concur.maths.erlang.md_c_wait`); the prefill
+  TP with the fewest GPUs wins (then the smaller TP);
 * the **first token** streams from the decode worker (llm_disagg's ``decode_first_step``): the
   wait for its next step boundary, half a served step on average, then that step, so a row's TTFT
   adds :data:`FIRST_TOKEN_STEPS` x the sized decode pool's served step
@@ -50,6 +52,7 @@ from typing import Any
 from ..errors import ConcurError, UnknownNameError, UsageError
 from ..lang.fallback import fallback_pairs, fallback_values
 from ..lang.model import Model, build_model
+from ..maths.erlang import md_c_wait
 from ..solver.givens import resolve_givens
 from ..solver.plan import plan_key
 from ..sweep import sweep
@@ -65,6 +68,7 @@ __all__ = [
     "pick_prefill",
     "prefill_gpu_values",
     "prefill_options",
+    "prefill_ttft",
 ]
 
 DEFAULT_LINK = "ib-ndr-400g"
@@ -80,6 +84,7 @@ LINK_NAMES = (
 """The disaggregated rows' own givens, which the fleet pack does not take: the KV link, the prefill TP
 and the price of a prefill GPU of another type than the decode GPU (:func:`given_prefill_price`)."""
 _UNBOUNDED = 1e6  # kv_link_domain's default: a scale-out network joins every GPU
+_LOAD_CAP = 0.999  # llm_disagg caps prefill_pool_load here in prefill_wait: a saturated pool reads as a long wait
 FIRST_TOKEN_STEPS = 1.5
 """Served decode steps from the KV's arrival to the first token (llm_disagg's ``decode_first_step =
 1.5 * t_step_served``): half a step's wait for the decode worker's step boundary, then the step."""
@@ -251,30 +256,45 @@ def decode_first_step(step: float) -> float:
     return FIRST_TOKEN_STEPS * step
 
 
+def prefill_ttft(option: Prefill, rate: float, workers: int, first: float) -> float:
+    """llm_disagg's ``ttft`` of ``workers`` prefill workers at ``rate`` prompts a second (s): the pool's
+    M/D/c wait (:func:`concur.maths.erlang.md_c_wait`, its load per worker capped at
+    :data:`_LOAD_CAP` as the pack caps it), the service, the transfer and ``first``, the decode
+    worker's first step."""
+    rho = min(rate * option.service / workers, _LOAD_CAP)
+    return md_c_wait(workers, workers * rho, option.service) + option.service + option.transfer + first
+
+
 def _workers(
     option: Prefill, rate: float, utilization: float, ttft_slo: float | None, most: float, first: float
 ) -> tuple[int, float]:
     """The fewest workers that compute ``rate`` prompts a second at ``utilization`` and meet ``ttft_slo``
-    (M/D/1 wait + service + transfer + ``first``, the decode worker's first step), with the TTFT they
-    give; (0, inf) when none up to ``most`` does.
+    (:func:`prefill_ttft`), with the TTFT they give; (0, inf) when none up to ``most`` does.
 
-    The TTFT target is met where ``rho / (2 (1 - rho)) <= x = (ttft_slo - transfer - first) / service - 1``,
-    i.e. ``rho <= 2x / (1 + 2x)``: the workers follow in closed form (then checked, one more at most)."""
+    The M/D/c wait falls as workers are added at a fixed load, so the fewest meeting the target are
+    found by doubling the step from the utilization's count until one meets it, then bisecting."""
     workers = max(1, math.ceil(rate * option.service / utilization * (1 - 1e-12)))
-    if ttft_slo is not None:
-        x = (ttft_slo - option.transfer - first) / option.service - 1
-        if x <= 0:
+    if workers > most:
+        return 0, math.inf
+    if ttft_slo is None:
+        return workers, prefill_ttft(option, rate, workers, first)
+    if ttft_slo - option.transfer - first <= option.service:
+        return 0, math.inf
+
+    def meets(n: int) -> bool:
+        return prefill_ttft(option, rate, n, first) <= ttft_slo * (1 + 1e-12)
+
+    fails, step = workers - 1, 1
+    meet = workers
+    while not meets(meet):
+        if meet >= most:
             return 0, math.inf
-        rho_max = min(2 * x / (1 + 2 * x), 0.999)
-        workers = max(workers, math.ceil(rate * option.service / rho_max * (1 - 1e-12)))
-    for n in (workers, workers + 1):
-        if n > most:
-            break
-        rho = min(rate * option.service / n, 0.999)
-        ttft = option.service * (1 + rho / (2 * (1 - rho))) + option.transfer + first
-        if ttft_slo is None or ttft <= ttft_slo * (1 + 1e-12):
-            return n, ttft
-    return 0, math.inf
+        fails, step = meet, step * 2
+        meet = int(min(meet + step, most))
+    while meet - fails > 1:
+        mid = (fails + meet) // 2
+        fails, meet = (fails, mid) if meets(mid) else (mid, meet)
+    return meet, prefill_ttft(option, rate, meet, first)
 
 
 def pick_prefill(

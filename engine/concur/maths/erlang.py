@@ -49,8 +49,10 @@ Consequences.
 * **Approximations are labelled.**  Kingman (G/G/1) and Allen–Cunneen (G/G/c)
   scale the exact M/M/c wait by ``(ca² + cs²)/2``; they are exact for M/M/c and
   M/G/1 (Pollaczek–Khinchine) but only approximate elsewhere (about 5 % low for
-  M/D/3 at ρ = 2/3).  Halfin–Whitt is the c → ∞ limit of Erlang C under
-  square-root staffing.
+  M/D/3 at ρ = 2/3).  :func:`md_c_wait` is Cosmetatos's M/D/c wait (half the
+  M/M/c wait with a correction for deterministic service: within 0.3 % of the
+  simulated M/D/3 case, exact for M/D/1).  Halfin–Whitt is the c → ∞ limit of
+  Erlang C under square-root staffing.
 * **Sweeps** use :func:`erlang_b_array` / :func:`erlang_c_array`, which import
   numpy lazily and run the same recurrence across whole arrays at once.
 
@@ -81,6 +83,7 @@ __all__ = [
     "halfin_whitt_p_wait",
     "kingman_wait",
     "load_for_blocking",
+    "md_c_wait",
     "min_stable_servers",
     "mm1",
     "mm1_number_variance",
@@ -386,6 +389,32 @@ def allen_cunneen_wait(servers: float, arrival_rate: float, service_time: float,
     ca = _check("ca2", ca2)
     cs = _check("cs2", cs2)
     return mmc(arrival_rate, service_time, servers).mean_wait * (ca + cs) / 2
+
+
+def md_c_wait(servers: float, load: float, service_time: float) -> float:
+    """Mean wait in an M/D/c queue (an approximation): Cosmetatos's correction of half the M/M/c wait,
+
+    ``Wq(M/D/c) = Wq(M/M/c)/2 · (1 + (1−ρ)(c−1)(√(4+5c) − 2)/(16ρc))``, ``Wq(M/M/c) = C(c, A)·s/(c − A)``,
+
+    with ρ = A/c (G. P. Cosmetatos, "Some approximate equilibrium results for the multi-server queue
+    (M/G/r)", Operational Research Quarterly 27(3), 1976, pp. 615-620). One server gives the exact
+    M/D/1 (Pollaczek–Khinchine) wait ``ρ·s/(2(1−ρ))``; for M/D/3 at ρ = 2/3 it is 2.331 against a
+    simulated 2.336 (``tests/data/queueing_cases.yaml``), where half the M/M/c wait alone is 5 % low.
+    ``load`` in erlang, the wait in ``service_time``'s unit; 0 at no load, ``inf`` when ``load >= servers``.
+
+    >>> round(md_c_wait(1, 0.9, 1.0), 12)
+    4.5
+    """
+    c = _check("servers", servers, positive=True)
+    a = _check("load", load)
+    s = _check("service_time", service_time, positive=True)
+    if a >= c:
+        return math.inf
+    if a == 0:
+        return 0.0
+    rho = a / c
+    correction = 1 + (1 - rho) * (c - 1) * (math.sqrt(4 + 5 * c) - 2) / (16 * rho * c)
+    return erlang_c(c, a) * s / (c - a) / 2 * correction
 
 
 def _phi(x: float) -> float:
