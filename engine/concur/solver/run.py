@@ -67,7 +67,7 @@ def check_constraints(model: Model, env: Mapping[str, float], inputs_only: bool 
         if (inputs_only and not con.input) or not names_in(con.expr) <= env.keys():
             continue
         try:
-            ok = compile_node(con.expr)(env)
+            ok = compile_node(con.expr)(env if isinstance(env, dict) else dict(env))
         except (ArithmeticError, ValueError):
             ok = False
         if not ok:
