@@ -295,6 +295,24 @@ def test_a_decode_only_step_is_the_packs_t_step(config: dict[str, Any]) -> None:
     assert (step.window_share > 0) == (config["model"] == "gpt-oss-120b")  # the sliding case slides
 
 
+@pytest.mark.parametrize("dp_attention", [1, 8])
+def test_the_simulated_kv_pool_holds_what_the_pack_says(dp_attention: int) -> None:
+    """The simulator's pool holds the pack's kv_batch_limit of whole requests, data-parallel attention
+    included: each of the dp_attention ranks keeps its own requests' KV (DeepSeek-V3's MLA latent, which
+    plain TP replicates on every GPU), so the replica holds dp_attention times one GPU's pool."""
+    config = {"model": "deepseek-v3", "gpu": "h200-sxm-141gb", "tp": 8, "weight_dtype": "fp8", "kv_dtype": "fp8"}
+    config |= {"engine": "sglang", "ep": 8 if dp_attention > 1 else 1, "dp_attention": dp_attention}
+    lengths = {"input_tokens": 1000, "output_tokens": 400}
+    _, limits, _ = solve_engine({**config, **lengths})
+    pack = concur.solve(
+        packs=["llm_throughput"],
+        find=["kv_batch_limit"],
+        given={**config, **{k: f"{v} token/request" for k, v in lengths.items()}, "concurrency": "1 request"},
+    )
+    held = limits.kv_tokens / sum(lengths.values())
+    assert held == pytest.approx(pack.value("kv_batch_limit", "request"), rel=1e-3)
+
+
 # -- against measured TPOT --------------------------------------------------------------------------
 
 REFS = [

@@ -203,6 +203,9 @@ def engine_from_values(values: Mapping[str, float], **override: Any) -> tuple[St
     """The adapter: a :class:`StepModel` and :class:`EngineLimits` from one solved question of
     ``llm_fleet`` (or ``llm_throughput`` plus ``llm_memory``) in base units. ``override`` sets
     ``max_num_seqs``, ``token_budget``, ``block_size``, ``kv_blocks``, ``mixed`` or ``reserve`` directly.
+    Under data-parallel attention each of the ``dp_attention`` ranks holds its own requests' KV in a
+    pool of ``kv_blocks`` (the pack's per-GPU pool): the replica's pool is their sum, one pool here
+    (requests spread evenly over the ranks, as the pack's kv_batch_limit assumes).
     Raises :class:`UsageError` naming the values the question did not produce."""
     missing = [n for n in _REQUIRED if n not in values]
     if missing:
@@ -252,7 +255,7 @@ def engine_from_values(values: Mapping[str, float], **override: Any) -> tuple[St
         prefill_attn_time=_prefill_pair_time(values, layers, attention_flops),
     )
     limits = EngineLimits(
-        kv_blocks=int(override.get("kv_blocks") or values["kv_blocks"]),
+        kv_blocks=int(override.get("kv_blocks") or values["kv_blocks"] * get("dp_attention")),
         block_size=int(override.get("block_size") or get("block_size")),
         max_num_seqs=int(override.get("max_num_seqs") or get("batch_cap", "max_num_seqs")),
         token_budget=int(override.get("token_budget") or get("token_budget")),
