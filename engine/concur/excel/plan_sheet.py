@@ -194,16 +194,28 @@ def _write_row(ws: Any, row: int, c: Any, many_providers: bool, month: str) -> N
         cost.number_format = '"$"#,##0'
         per_m = put_formula(ws, row, 10, f'IF(H{row}="","",G{row}*H{row}/{_SERVED}*1000000)')
         per_m.number_format = '"$"#,##0.00'
-        for col, value in ((11, c.ttft), (12, c.itl)):
-            if value is not None:
-                put_number(ws, row, col, value * 1e3).number_format = "#,##0.0"
-        if c.batch is not None:
-            put_number(ws, row, 13, c.batch).number_format = "#,##0.0"
-        put_text(ws, row, 14, c.binds)
-    put_text(ws, row, 15, "yes" if c.feasible else "no")
-    put_text(ws, row, 16, c.reason).alignment = style.WRAP
+        _put_outcome(ws, row, c, 11)
+    _put_verdict(ws, row, c, 15, _WIDTHS[-1])
+
+
+def _put_outcome(ws: Any, row: int, c: Any, col: int) -> None:
+    """A feasible row's TTFT and ITL (ms), batch and what binds, from column ``col`` on."""
+    for offset, value in enumerate((c.ttft, c.itl)):
+        if value is not None:
+            put_number(ws, row, col + offset, value * 1e3).number_format = "#,##0.0"
+    if c.batch is not None:
+        put_number(ws, row, col + 2, c.batch).number_format = "#,##0.0"
+    put_text(ws, row, col + 3, c.binds)
+
+
+def _put_verdict(ws: Any, row: int, c: Any, col: int, width: int) -> None:
+    """Whether the row is feasible (column ``col``) and why not (the next, wrapped at ``width``)."""
+    from . import style
+
+    put_text(ws, row, col, "yes" if c.feasible else "no")
+    put_text(ws, row, col + 1, c.reason).alignment = style.WRAP
     if c.reason:
-        ws.row_dimensions[row].height = style.line_height(style.wrapped_lines(c.reason, _WIDTHS[-1]))
+        ws.row_dimensions[row].height = style.line_height(style.wrapped_lines(c.reason, width))
 
 
 _WIDTHS = [16, 5, 9, 9, 9, 9, 10, 12, 13, 13, 10, 10, 10, 16, 9, 60]
@@ -214,7 +226,6 @@ def _write_pools_row(ws: Any, row: int, c: Any, many_providers: bool, month: str
     """One candidate's row in the pools layout (module essay): the configuration and its pools, and where
     feasible the decode price input, the prefill price (an input of its own on another GPU type, else a
     formula following the decode price) and the cost formulas reading both; then the verdict and reason."""
-    from . import style
 
     cfg, disagg = c.config, c.config.mode == "disagg"
     gpu = f"{cfg.gpu} at {cfg.provider}" if many_providers else cfg.gpu
@@ -233,16 +244,8 @@ def _write_pools_row(ws: Any, row: int, c: Any, many_providers: bool, month: str
             if count is not None:
                 put_number(ws, row, col, count).number_format = "#,##0"
         _pools_prices(ws, row, c, month)
-        for col, value in ((17, c.ttft), (18, c.itl)):
-            if value is not None:
-                put_number(ws, row, col, value * 1e3).number_format = "#,##0.0"
-        if c.batch is not None:
-            put_number(ws, row, 19, c.batch).number_format = "#,##0.0"
-        put_text(ws, row, 20, c.binds)
-    put_text(ws, row, 21, "yes" if c.feasible else "no")
-    put_text(ws, row, 22, c.reason).alignment = style.WRAP
-    if c.reason:
-        ws.row_dimensions[row].height = style.line_height(style.wrapped_lines(c.reason, _POOLS_WIDTHS[-1]))
+        _put_outcome(ws, row, c, 17)
+    _put_verdict(ws, row, c, 21, _POOLS_WIDTHS[-1])
 
 
 def _pools_prices(ws: Any, row: int, c: Any, month: str) -> None:
