@@ -3,7 +3,7 @@
 How it is designed, and why
 ---------------------------
 Answering a question compiles things that depend on the model and the *shape* of the question,
-never on its values: the ``if_`` conditions and their tests, the structural problems and plans
+never on its values: the ``if_`` conditions and their tests, the structural problems, their matchings and plans
 (:mod:`concur.solver.plan`), the goal-seek decisions (:mod:`concur.solver.seek`), the sweep's
 vector programs (:mod:`concur.sweep.vector`), whether the packs pass their unit check
 (:mod:`concur.lang.check`); and, per values, the torn loops already solved (the in-process half
@@ -99,16 +99,18 @@ class Table(Generic[K, V]):
 class Compiled:
     """Everything compiled for one model (``key``: its content key). ``plans``, ``problems``,
     ``seeks``, ``vectors``: keyed by the question's shape (:func:`concur.solver.plan.plan_key` and
-    what each adds); ``loops``: torn-loop outcomes by (plan, loop, input values); ``checked``: the
+    what each adds); ``matchings``: the structural matchings of the systems the problems reach
+    (:meth:`concur.solver.problem.Problem._match`); ``loops``: torn-loop outcomes by (plan, loop, input values); ``checked``: the
     unit check's errors (None until checked); :meth:`once`: facts of the model itself (its
     conditions, its plain equations), built on first use."""
 
-    __slots__ = ("_once", "checked", "key", "loops", "plans", "problems", "seeks", "vectors")
+    __slots__ = ("_once", "checked", "key", "loops", "matchings", "plans", "problems", "seeks", "vectors")
 
     def __init__(self, key: str) -> None:
         self.key = key
         self.plans: Table[Any, Any] = Table(TABLE_LIMIT)
         self.problems: Table[Any, Any] = Table(TABLE_LIMIT)
+        self.matchings: Table[Any, Any] = Table(TABLE_LIMIT)
         self.seeks: Table[Any, Any] = Table(TABLE_LIMIT)
         self.vectors: Table[Any, Any] = Table(TABLE_LIMIT)
         self.loops: Table[Any, Any] = Table(LOOP_LIMIT)

@@ -72,9 +72,13 @@ class SpecialisedEq:
     names: frozenset[str]
 
 
-def _folding(model: Model) -> tuple[list[frozenset[str]], list[SpecialisedEq | None]]:
+_Folding = tuple[list[frozenset[str]], list[SpecialisedEq | None], dict[str, tuple[int, ...]]]
+
+
+def _folding(model: Model) -> _Folding:
     """Per equation, the names its ``if_`` conditions read (what can change its folding), and the
-    equation as every problem specialises it when it has no ``if_`` (None for one with branches)."""
+    equation as every problem specialises it when it has no ``if_`` (None for one with branches);
+    per name, the equations whose conditions read it (in the model's order)."""
     names_read, plain = [], []
     for eq in model.equations:
         names: set[str] = set()
@@ -86,18 +90,24 @@ def _folding(model: Model) -> tuple[list[frozenset[str]], list[SpecialisedEq | N
                     branches = True
         names_read.append(frozenset(names))
         plain.append(None if branches else SpecialisedEq(eq, eq.lhs, eq.rhs, eq.names))
-    return names_read, plain
+    readers: dict[str, list[int]] = {}
+    for i, names in enumerate(names_read):
+        for name in names:
+            readers.setdefault(name, []).append(i)
+    return names_read, plain, {name: tuple(eqs) for name, eqs in readers.items()}
 
 
-def _conditions(model: Model) -> list[frozenset[str]]:
-    """Per equation, the names its ``if_`` conditions read, built once per model."""
-    return compiled(model.key).once("problem.folding", lambda: _folding(model))[0]
+def _folding_of(model: Model) -> _Folding:
+    """:func:`_folding`, built once per model."""
+    return compiled(model.key).once("problem.folding", lambda: _folding(model))
 
 
-def _plain(model: Model) -> list[SpecialisedEq | None]:
-    """Per equation without ``if_``, the equation as every problem specialises it (folding leaves it
-    as it is), built once per model; None for an equation with branches."""
-    return compiled(model.key).once("problem.folding", lambda: _folding(model))[1]
+def _shape(e: SpecialisedEq) -> tuple[frozenset[str], str | None, bool]:
+    """All the matching (:meth:`Problem._match`) reads of an equation: the names in it, the
+    variable alone on its left (the assignment it prefers) and whether its right side is a
+    ceil/floor (a requirement when its left side is known). Two foldings of one shape match alike."""
+    lhs = e.lhs.name if isinstance(e.lhs, Var) else None
+    return e.names, lhs, isinstance(e.rhs, Call) and e.rhs.fn in ("ceil", "floor")
 
 
 # ---------------------------------------------------------------- the solver
@@ -127,33 +137,44 @@ class Problem:
 
     def _specialise(self, changed: str | None = None) -> bool:
         """Fold every equation (``changed`` None), or only those whose ``if_`` conditions read
-        ``changed`` (a default just applied): the others cannot change. True when any was folded."""
+        ``changed`` (a default just applied): the others cannot change. True when the folding
+        changed what the matching reads of some equation (:func:`_shape`): its names, the variable
+        alone on its left, whether its right side rounds."""
         if changed is None:
             self.eqs: dict[int, SpecialisedEq] = {}
-        conditions, plain = _conditions(self.model), _plain(self.model)
-        folded = False
-        for i, eq in enumerate(self.model.equations):
-            if changed is not None and changed not in conditions[i]:
-                continue
-            folded = True
+        _, plain, readers = _folding_of(self.model)
+        equations = self.model.equations
+        reshaped = False
+        for i in range(len(equations)) if changed is None else readers.get(changed, ()):
+            eq = equations[i]
+            before = self.eqs.get(i)
             same = plain[i]
             if same is not None and i not in self.relax:
                 self.eqs[i] = same
-                continue
-            lhs, rhs = fold_known(eq.lhs, self.known), fold_known(eq.rhs, self.known)
-            if i in self.relax and isinstance(rhs, Call) and rhs.fn in ("ceil", "floor"):
-                rhs = rhs.args[0]
-            self.eqs[i] = SpecialisedEq(eq, lhs, rhs, names_in(lhs) | names_in(rhs))
-        return folded
+            else:
+                lhs, rhs = fold_known(eq.lhs, self.known), fold_known(eq.rhs, self.known)
+                if i in self.relax and isinstance(rhs, Call) and rhs.fn in ("ceil", "floor"):
+                    rhs = rhs.args[0]
+                self.eqs[i] = SpecialisedEq(eq, lhs, rhs, names_in(lhs) | names_in(rhs))
+            reshaped = reshaped or before is None or _shape(before) != _shape(self.eqs[i])
+        return reshaped
 
     def _system(self) -> tuple[dict[int, frozenset[str]], set[str]]:
         unknowns = {n for n in self.model.variables if n not in self.known}
         return {i: e.names for i, e in self.eqs.items() if e.names & unknowns}, unknowns
 
     def _match(self) -> Matching:
+        """The matching of the current system, memoised per model on everything :func:`match` reads
+        (the equations' names in order, the unknowns, the preferred assignments in order, the
+        requirements): problems of one model that differ only in values, or in foldings that
+        leave every equation's shape alone, reach the same systems while their defaults apply."""
         system, unknowns = self._system()
         prefer = {i: lhs.name for i in system if isinstance(lhs := self.eqs[i].lhs, Var)}
-        return match(system, unknowns, prefer, self.requirements())
+        last = self.requirements()
+        key = (tuple(system.items()), frozenset(unknowns), tuple(prefer.items()), last)
+        matchings = compiled(self.model.key).matchings
+        hit: Matching | None = matchings.get(key)
+        return hit if hit is not None else matchings.put(key, match(system, unknowns, prefer, last))
 
     def requirements(self) -> frozenset[int]:
         """Equations that state a requirement on a known left side, solved through only when nothing
