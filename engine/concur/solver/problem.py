@@ -72,14 +72,14 @@ class SpecialisedEq:
     names: frozenset[str]
 
 
-_Folding = tuple[list[frozenset[str]], list[SpecialisedEq | None], dict[str, tuple[int, ...]]]
+_Folding = tuple[list[SpecialisedEq], list[SpecialisedEq | None], dict[str, tuple[int, ...]]]
 
 
 def _folding(model: Model) -> _Folding:
-    """Per equation, the names its ``if_`` conditions read (what can change its folding), and the
-    equation as every problem specialises it when it has no ``if_`` (None for one with branches);
-    per name, the equations whose conditions read it (in the model's order)."""
-    names_read, plain = [], []
+    """Per equation, the equation with nothing folded, and the same as every problem specialises it
+    when it has no ``if_`` (None for one with branches); per name, the equations whose ``if_``
+    conditions read it (what can change their folding), in the model's order."""
+    names_read, unfolded, plain = [], [], []
     for eq in model.equations:
         names: set[str] = set()
         branches = False
@@ -89,12 +89,13 @@ def _folding(model: Model) -> _Folding:
                     names |= names_in(n.cond)
                     branches = True
         names_read.append(frozenset(names))
-        plain.append(None if branches else SpecialisedEq(eq, eq.lhs, eq.rhs, eq.names))
+        unfolded.append(SpecialisedEq(eq, eq.lhs, eq.rhs, eq.names))
+        plain.append(None if branches else unfolded[-1])
     readers: dict[str, list[int]] = {}
     for i, names in enumerate(names_read):
         for name in names:
             readers.setdefault(name, []).append(i)
-    return names_read, plain, {name: tuple(eqs) for name, eqs in readers.items()}
+    return unfolded, plain, {name: tuple(eqs) for name, eqs in readers.items()}
 
 
 def _folding_of(model: Model) -> _Folding:
@@ -142,7 +143,7 @@ class Problem:
         alone on its left, whether its right side rounds."""
         if changed is None:
             self.eqs: dict[int, SpecialisedEq] = {}
-        _, plain, readers = _folding_of(self.model)
+        unfolded, plain, readers = _folding_of(self.model)
         equations = self.model.equations
         reshaped = False
         for i in range(len(equations)) if changed is None else readers.get(changed, ()):
@@ -155,7 +156,10 @@ class Problem:
                 lhs, rhs = fold_known(eq.lhs, self.known), fold_known(eq.rhs, self.known)
                 if i in self.relax and isinstance(rhs, Call) and rhs.fn in ("ceil", "floor"):
                     rhs = rhs.args[0]
-                self.eqs[i] = SpecialisedEq(eq, lhs, rhs, names_in(lhs) | names_in(rhs))
+                if lhs is eq.lhs and rhs is eq.rhs:  # nothing folded: the names are the equation's
+                    self.eqs[i] = unfolded[i]
+                else:
+                    self.eqs[i] = SpecialisedEq(eq, lhs, rhs, names_in(lhs) | names_in(rhs))
             reshaped = reshaped or before is None or _shape(before) != _shape(self.eqs[i])
         return reshaped
 
@@ -171,10 +175,22 @@ class Problem:
         system, unknowns = self._system()
         prefer = {i: lhs.name for i in system if isinstance(lhs := self.eqs[i].lhs, Var)}
         last = self.requirements()
-        key = (tuple(system.items()), frozenset(unknowns), tuple(prefer.items()), last)
+        key = ("match", tuple(system.items()), frozenset(unknowns), tuple(prefer.items()), last)
         matchings = compiled(self.model.key).matchings
         hit: Matching | None = matchings.get(key)
         return hit if hit is not None else matchings.put(key, match(system, unknowns, prefer, last))
+
+    def _repartition(self, m: Matching) -> Matching:
+        """:func:`repartition` of ``m`` for the current system, memoised per model like
+        :meth:`_match`, keyed by ``m``'s identity too: the entry keeps ``m`` alive and a hit is
+        taken only for that very object (matchings come from the memo, so they recur)."""
+        system, unknowns = self._system()
+        key = ("repartition", tuple(system.items()), frozenset(unknowns), id(m))
+        matchings = compiled(self.model.key).matchings
+        hit: tuple[Matching, Matching] | None = matchings.get(key)
+        if hit is not None and hit[0] is m:
+            return hit[1]
+        return matchings.put(key, (m, repartition(system, unknowns, m)))[1]
 
     def requirements(self) -> frozenset[int]:
         """Equations that state a requirement on a known left side, solved through only when nothing
@@ -204,7 +220,7 @@ class Problem:
             free = name not in m.var_to_eq
             if not free:
                 if stale:
-                    m, stale = repartition(*self._system(), m), False
+                    m, stale = self._repartition(m), False
                 if name in m.determined and self._computed_naturally(m, name):
                     continue
             self.known[name] = var.default
@@ -213,7 +229,7 @@ class Problem:
                 m, stale = self._match(), False
             else:
                 stale = True
-        self.matching = repartition(*self._system(), m) if stale else m
+        self.matching = self._repartition(m) if stale else m
 
     def _computed_naturally(self, m: Matching, name: str) -> bool:
         """Whether the givens determine ``name`` in a way that should override its default.
