@@ -92,8 +92,8 @@ def _folding(model: Model) -> _Folding:
         unfolded.append(SpecialisedEq(eq, eq.lhs, eq.rhs, eq.names))
         plain.append(None if branches else unfolded[-1])
     readers: dict[str, list[int]] = {}
-    for i, names in enumerate(names_read):
-        for name in names:
+    for i, read in enumerate(names_read):
+        for name in read:
             readers.setdefault(name, []).append(i)
     return unfolded, plain, {name: tuple(eqs) for name, eqs in readers.items()}
 
@@ -164,17 +164,20 @@ class Problem:
         return reshaped
 
     def _system(self) -> tuple[dict[int, frozenset[str]], set[str]]:
+        """The equations that hold an unknown, each with only its unknowns (all that matching reads:
+        equations that differ only in known names match alike), and the unknowns."""
         unknowns = {n for n in self.model.variables if n not in self.known}
-        return {i: e.names for i, e in self.eqs.items() if e.names & unknowns}, unknowns
+        return {i: held for i, e in self.eqs.items() if (held := e.names & unknowns)}, unknowns
 
     def _match(self) -> Matching:
-        """The matching of the current system, memoised per model on everything :func:`match` reads
-        (the equations' names in order, the unknowns, the preferred assignments in order, the
-        requirements): problems of one model that differ only in values, or in foldings that
-        leave every equation's shape alone, reach the same systems while their defaults apply."""
+        """The matching of the current system, memoised per model on everything :func:`match` reads:
+        the equations' unknowns in order, the unknowns, the preferred assignments (to unknowns) in
+        order, the requirements among those equations. Problems of one model that differ only in
+        values, or in foldings that change known names only (a GPU family's efficiency), reach
+        the same systems while their defaults apply."""
         system, unknowns = self._system()
-        prefer = {i: lhs.name for i in system if isinstance(lhs := self.eqs[i].lhs, Var)}
-        last = self.requirements()
+        prefer = {i: lhs.name for i in system if isinstance(lhs := self.eqs[i].lhs, Var) and lhs.name in unknowns}
+        last = frozenset(i for i in self.requirements() if i in system)
         key = ("match", tuple(system.items()), frozenset(unknowns), tuple(prefer.items()), last)
         matchings = compiled(self.model.key).matchings
         hit: Matching | None = matchings.get(key)
@@ -190,7 +193,9 @@ class Problem:
         hit: tuple[Matching, Matching] | None = matchings.get(key)
         if hit is not None and hit[0] is m:
             return hit[1]
-        return matchings.put(key, (m, repartition(system, unknowns, m)))[1]
+        fresh = repartition(system, unknowns, m)
+        matchings.put(key, (m, fresh))
+        return fresh
 
     def requirements(self) -> frozenset[int]:
         """Equations that state a requirement on a known left side, solved through only when nothing
