@@ -99,8 +99,8 @@ class Table(Generic[K, V]):
 class Compiled:
     """Everything compiled for one model (``key``: its content key). ``plans``, ``problems``,
     ``seeks``, ``vectors``: keyed by the question's shape (:func:`concur.solver.plan.plan_key` and
-    what each adds); ``matchings``: the structural matchings of the systems the problems reach
-    (:meth:`concur.solver.problem.Problem._match`); ``loops``: torn-loop outcomes by (plan, loop, input values); ``checked``: the
+    what each adds); ``matchings``: the structural states problems pass through while their defaults apply, each
+    with its matching (:class:`concur.solver.problem._State`); ``loops``: torn-loop outcomes by (plan, loop, input values); ``checked``: the
     unit check's errors (None until checked); :meth:`once`: facts of the model itself (its
     conditions, its plain equations), built on first use."""
 

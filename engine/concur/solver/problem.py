@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..compiled import closure, compiled
+from ..compiled import Table, closure, compiled
 from ..lang.expr import Bin, Call, Cmp, If, Logic, Neg, Node, Var, compile_node, names_in, walk
 from ..lang.functions import FUNCTIONS
 from ..lang.model import Model
@@ -103,12 +103,37 @@ def _folding_of(model: Model) -> _Folding:
     return compiled(model.key).once("problem.folding", lambda: _folding(model))
 
 
-def _shape(e: SpecialisedEq) -> tuple[frozenset[str], str | None, bool]:
-    """All the matching (:meth:`Problem._match`) reads of an equation: the names in it, the
-    variable alone on its left (the assignment it prefers) and whether its right side is a
-    ceil/floor (a requirement when its left side is known). Two foldings of one shape match alike."""
+def _shape(e: SpecialisedEq, known: dict[str, float]) -> tuple[frozenset[str], str | None, bool]:
+    """All the matching (:meth:`Problem._match`) reads of an equation while ``known`` are known,
+    or later (knowns only grow): the names in it not known, the variable alone on its left (the
+    assignment it prefers; a requirement when it is known and the right side rounds or it is a
+    limit) and whether its right side is a ceil/floor. Two foldings of one shape match alike."""
     lhs = e.lhs.name if isinstance(e.lhs, Var) else None
-    return e.names, lhs, isinstance(e.rhs, Call) and e.rhs.fn in ("ceil", "floor")
+    return (
+        frozenset(n for n in e.names if n not in known),
+        lhs,
+        isinstance(e.rhs, Call) and e.rhs.fn in ("ceil", "floor"),
+    )
+
+
+class _State:
+    """One structural state a problem's defaults pass through: the names known and every equation's
+    :func:`_shape` (all the matching reads), named by a key that determines both -- the first
+    state's lists them, each next state's is (the state before, the default just given, the new
+    shapes of the equations whose ``if_`` conditions read it). Kept per model
+    (:attr:`concur.compiled.Compiled.matchings`) with the matching of its system, found by the
+    first problem to reach it; a state dropped from the table is only a miss for the next."""
+
+    __slots__ = ("matching", "repartitioned")
+
+    def __init__(self) -> None:
+        self.matching: Matching | None = None
+        self.repartitioned: tuple[Matching, Matching] | None = None  # (a stale matching, it repartitioned here)
+
+
+def _state(states: Table[Any, Any], key: tuple[Any, ...]) -> _State:
+    hit: _State | None = states.get(key)
+    return hit if hit is not None else states.put(key, _State())
 
 
 # ---------------------------------------------------------------- the solver
@@ -139,7 +164,7 @@ class Problem:
     def _specialise(self, changed: str | None = None) -> bool:
         """Fold every equation (``changed`` None), or only those whose ``if_`` conditions read
         ``changed`` (a default just applied): the others cannot change. True when the folding
-        changed what the matching reads of some equation (:func:`_shape`): its names, the variable
+        changed what the matching reads of some equation (:func:`_shape`): its unknowns, the variable
         alone on its left, whether its right side rounds."""
         if changed is None:
             self.eqs: dict[int, SpecialisedEq] = {}
@@ -160,7 +185,7 @@ class Problem:
                     self.eqs[i] = unfolded[i]
                 else:
                     self.eqs[i] = SpecialisedEq(eq, lhs, rhs, names_in(lhs) | names_in(rhs))
-            reshaped = reshaped or before is None or _shape(before) != _shape(self.eqs[i])
+            reshaped = reshaped or before is None or _shape(before, self.known) != _shape(self.eqs[i], self.known)
         return reshaped
 
     def _system(self) -> tuple[dict[int, frozenset[str]], set[str]]:
@@ -169,32 +194,22 @@ class Problem:
         unknowns = {n for n in self.model.variables if n not in self.known}
         return {i: held for i, e in self.eqs.items() if (held := e.names & unknowns)}, unknowns
 
-    def _match(self) -> Matching:
-        """The matching of the current system, memoised per model on everything :func:`match` reads:
-        the equations' unknowns in order, the unknowns, the preferred assignments (to unknowns) in
-        order, the requirements among those equations. Problems of one model that differ only in
-        values, or in foldings that change known names only (a GPU family's efficiency), reach
-        the same systems while their defaults apply."""
-        system, unknowns = self._system()
-        prefer = {i: lhs.name for i in system if isinstance(lhs := self.eqs[i].lhs, Var) and lhs.name in unknowns}
-        last = frozenset(i for i in self.requirements() if i in system)
-        key = ("match", tuple(system.items()), frozenset(unknowns), tuple(prefer.items()), last)
-        matchings = compiled(self.model.key).matchings
-        hit: Matching | None = matchings.get(key)
-        return hit if hit is not None else matchings.put(key, match(system, unknowns, prefer, last))
+    def _match(self, state: _State) -> Matching:
+        """The matching of the current system, found once per model for every problem in ``state``."""
+        if state.matching is None:
+            system, unknowns = self._system()
+            prefer = {i: lhs.name for i in system if isinstance(lhs := self.eqs[i].lhs, Var) and lhs.name in unknowns}
+            state.matching = match(system, unknowns, prefer, self.requirements())
+        return state.matching
 
-    def _repartition(self, m: Matching) -> Matching:
-        """:func:`repartition` of ``m`` for the current system, memoised per model like
-        :meth:`_match`, keyed by ``m``'s identity too: the entry keeps ``m`` alive and a hit is
-        taken only for that very object (matchings come from the memo, so they recur)."""
-        system, unknowns = self._system()
-        key = ("repartition", tuple(system.items()), frozenset(unknowns), id(m))
-        matchings = compiled(self.model.key).matchings
-        hit: tuple[Matching, Matching] | None = matchings.get(key)
-        if hit is not None and hit[0] is m:
-            return hit[1]
-        fresh = repartition(system, unknowns, m)
-        matchings.put(key, (m, fresh))
+    def _repartition(self, state: _State, m: Matching) -> Matching:
+        """:func:`repartition` of ``m`` for the current system, found once per ``state`` and ``m``
+        (the very object: matchings come from the states, so they recur)."""
+        done = state.repartitioned
+        if done is not None and done[0] is m:
+            return done[1]
+        fresh = repartition(*self._system(), m)
+        state.repartitioned = (m, fresh)
         return fresh
 
     def requirements(self) -> frozenset[int]:
@@ -213,11 +228,19 @@ class Problem:
     def _apply_defaults(self) -> None:
         """Defaults in declaration order, each decided on the matching of the knowns so far.
 
-        A default given to an unknown the matching left free (nothing computes it) leaves the
-        matching of the rest as a fresh one would find it, so only the Dulmage–Mendelsohn sets
-        are recomputed, and only when a later decision reads them: a pack of 1,000 defaulted
-        inputs costs a few matchings, not 1,000."""
-        m = self._match()
+        A default given to an unknown the matching left free (nothing computes it), or whose
+        folding leaves every equation's :func:`_shape` alone, leaves the matching of the rest as a
+        fresh one would find it, so only the Dulmage–Mendelsohn sets are recomputed, and only when
+        a later decision reads them: a pack of 1,000 defaulted inputs costs a few matchings, not
+        1,000. Each step's system is named by a :class:`_State` of the model, so problems that
+        differ only in values (two GPUs of a family) share their matchings."""
+        states = compiled(self.model.key).matchings
+        readers = _folding_of(self.model)[2]
+        known = self.known
+        state = _state(
+            states, ("start", frozenset(known), self.relax, tuple(_shape(e, known) for e in self.eqs.values()))
+        )
+        m = self._match(state)
         stale = False  # m's DM sets still count unknowns that defaults have since made known
         for name, var in self.model.variables.items():
             if var.default is None or name in self.known or name in self.targets:
@@ -225,16 +248,18 @@ class Problem:
             free = name not in m.var_to_eq
             if not free:
                 if stale:
-                    m, stale = self._repartition(m), False
+                    m, stale = self._repartition(state, m), False
                 if name in m.determined and self._computed_naturally(m, name):
                     continue
             self.known[name] = var.default
             self.defaults_used.append(name)
-            if self._specialise(name) or not free:
-                m, stale = self._match(), False
+            reshaped = self._specialise(name)
+            state = _state(states, (state, name, tuple(_shape(self.eqs[i], known) for i in readers.get(name, ()))))
+            if reshaped or not free:
+                m, stale = self._match(state), False
             else:
                 stale = True
-        self.matching = self._repartition(m) if stale else m
+        self.matching = self._repartition(state, m) if stale else m
 
     def _computed_naturally(self, m: Matching, name: str) -> bool:
         """Whether the givens determine ``name`` in a way that should override its default.
