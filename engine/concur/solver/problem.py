@@ -236,10 +236,10 @@ class Problem:
         differ only in values (two GPUs of a family) share their matchings."""
         states = compiled(self.model.key).matchings
         readers = _folding_of(self.model)[2]
-        known = self.known
-        state = _state(
-            states, ("start", frozenset(known), self.relax, tuple(_shape(e, known) for e in self.eqs.values()))
-        )
+        known, eqs = self.known, self.eqs
+        branchy = [i for i, same in enumerate(_folding_of(self.model)[1]) if same is None]
+        # the start: an equation without if_ has the one shape its knowns give it, so only the others'
+        state = _state(states, ("start", frozenset(known), self.relax, tuple(_shape(eqs[i], known) for i in branchy)))
         m = self._match(state)
         stale = False  # m's DM sets still count unknowns that defaults have since made known
         for name, var in self.model.variables.items():
