@@ -15,7 +15,8 @@ Invariants:
 
 * **One bound.** At most :data:`MODEL_LIMIT` models are kept, the least recently used dropped
   first; inside one, each table holds at most :data:`TABLE_LIMIT` entries (the loop memo
-  :data:`LOOP_LIMIT`), again least recently used first. Nothing here grows without bound.
+  :data:`LOOP_LIMIT`, the structural states :data:`STATE_LIMIT`), again least recently used
+  first. Nothing here grows without bound.
 * **One forget.** :func:`forget` drops every model and every process table: the next question
   compiles afresh (tests that count compilation, the closed-form table tool).
 * **Values never key a compiled program** (a plan holds no values of its question); only the
@@ -42,6 +43,7 @@ __all__ = ["LOOP_LIMIT", "MODEL_LIMIT", "TABLE_LIMIT", "Compiled", "Table", "clo
 MODEL_LIMIT = 64  # models kept (a fleet plan compiles one per engine; a session asks a few)
 TABLE_LIMIT = 2048  # entries per table of one model (plans, problems, seeks, vector programs)
 LOOP_LIMIT = 4096  # loop outcomes per model (a goal seek's trials)
+STATE_LIMIT = 16384  # structural states per model: one per default a problem gives (~30), most shared
 CLOSURE_LIMIT = 65536  # compiled expression closures, process-wide
 
 K = TypeVar("K", bound=Hashable)
@@ -110,7 +112,7 @@ class Compiled:
         self.key = key
         self.plans: Table[Any, Any] = Table(TABLE_LIMIT)
         self.problems: Table[Any, Any] = Table(TABLE_LIMIT)
-        self.matchings: Table[Any, Any] = Table(TABLE_LIMIT)
+        self.matchings: Table[Any, Any] = Table(STATE_LIMIT)
         self.seeks: Table[Any, Any] = Table(TABLE_LIMIT)
         self.vectors: Table[Any, Any] = Table(TABLE_LIMIT)
         self.loops: Table[Any, Any] = Table(LOOP_LIMIT)
