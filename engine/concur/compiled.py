@@ -3,7 +3,7 @@
 How it is designed, and why
 ---------------------------
 Answering a question compiles things that depend on the model and the *shape* of the question,
-never on its values: the ``if_`` conditions and their tests, the structural problems and plans
+never on its values: the ``if_`` conditions and their tests, the structural problems, their matchings and plans
 (:mod:`concur.solver.plan`), the goal-seek decisions (:mod:`concur.solver.seek`), the sweep's
 vector programs (:mod:`concur.sweep.vector`), whether the packs pass their unit check
 (:mod:`concur.lang.check`); and, per values, the torn loops already solved (the in-process half
@@ -15,7 +15,8 @@ Invariants:
 
 * **One bound.** At most :data:`MODEL_LIMIT` models are kept, the least recently used dropped
   first; inside one, each table holds at most :data:`TABLE_LIMIT` entries (the loop memo
-  :data:`LOOP_LIMIT`), again least recently used first. Nothing here grows without bound.
+  :data:`LOOP_LIMIT`, the structural states :data:`STATE_LIMIT`), again least recently used
+  first. Nothing here grows without bound.
 * **One forget.** :func:`forget` drops every model and every process table: the next question
   compiles afresh (tests that count compilation, the closed-form table tool).
 * **Values never key a compiled program** (a plan holds no values of its question); only the
@@ -42,6 +43,7 @@ __all__ = ["LOOP_LIMIT", "MODEL_LIMIT", "TABLE_LIMIT", "Compiled", "Table", "clo
 MODEL_LIMIT = 64  # models kept (a fleet plan compiles one per engine; a session asks a few)
 TABLE_LIMIT = 2048  # entries per table of one model (plans, problems, seeks, vector programs)
 LOOP_LIMIT = 4096  # loop outcomes per model (a goal seek's trials)
+STATE_LIMIT = 16384  # structural states per model: one per default a problem gives (~30), most shared
 CLOSURE_LIMIT = 65536  # compiled expression closures, process-wide
 
 K = TypeVar("K", bound=Hashable)
@@ -99,16 +101,18 @@ class Table(Generic[K, V]):
 class Compiled:
     """Everything compiled for one model (``key``: its content key). ``plans``, ``problems``,
     ``seeks``, ``vectors``: keyed by the question's shape (:func:`concur.solver.plan.plan_key` and
-    what each adds); ``loops``: torn-loop outcomes by (plan, loop, input values); ``checked``: the
+    what each adds); ``matchings``: the structural states problems pass through while their defaults apply, each
+    with its matching (:class:`concur.solver.problem._State`); ``loops``: torn-loop outcomes by (plan, loop, input values); ``checked``: the
     unit check's errors (None until checked); :meth:`once`: facts of the model itself (its
     conditions, its plain equations), built on first use."""
 
-    __slots__ = ("_once", "checked", "key", "loops", "plans", "problems", "seeks", "vectors")
+    __slots__ = ("_once", "checked", "key", "loops", "matchings", "plans", "problems", "seeks", "vectors")
 
     def __init__(self, key: str) -> None:
         self.key = key
         self.plans: Table[Any, Any] = Table(TABLE_LIMIT)
         self.problems: Table[Any, Any] = Table(TABLE_LIMIT)
+        self.matchings: Table[Any, Any] = Table(STATE_LIMIT)
         self.seeks: Table[Any, Any] = Table(TABLE_LIMIT)
         self.vectors: Table[Any, Any] = Table(TABLE_LIMIT)
         self.loops: Table[Any, Any] = Table(LOOP_LIMIT)

@@ -117,8 +117,7 @@ def _expand_preset(model: Model, given: dict[str, Any], key: str, raw: str, out:
     if version is not None:
         out.versions[key] = (version, typed is not None)
     out.presets[key] = raw
-    for n, preset in enumerate(model.presets[key]):
-        catalog = get_catalog(preset.catalog)
+    for n, (preset, catalog) in enumerate(zip(model.presets[key], chain)):  # the catalogs read above, not again
         entry = catalog.entries.get(raw)
         if entry is None and n == 0:
             import difflib

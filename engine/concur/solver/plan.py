@@ -58,7 +58,7 @@ from .closed_forms import (
     solve_loop,
 )
 from .problem import Problem, SpecialisedEq, smooth_in
-from .structure import Matching, blocks_in_order, match
+from .structure import Matching, blocks_in_order, dependencies, match, needed_for
 
 if TYPE_CHECKING:
     from .closed_forms import LinearRow
@@ -283,6 +283,7 @@ def _compile(
     for i in checks:
         wanted |= set(problem.eqs[i].names) - problem.known.keys()
     system = {i: problem.eqs[i].names for i in m.eq_to_var}
+    deps = dependencies(system, m)  # once: every constraint below and the steps read the same graph
     requirements = problem.requirements()
     for con in model.constraints:  # a constraint its defining equations determine is checked, so computed too
         unknown = names_in(con.expr) - problem.known.keys()
@@ -291,11 +292,11 @@ def _compile(
         if not all(n in wanted or _defined_by(problem, m, n) for n in unknown):
             continue
         # ...unless computing its inputs would invert a requirement (a given count's ceil)
-        needed = {i for block in blocks_in_order(system, m, wanted | unknown) for i in block}
+        needed = needed_for(deps, m, wanted | unknown)
         if not needed & requirements:
             wanted |= unknown
     compiler = _Compiler(model, problem.eqs)
-    steps = tuple(compiler.block(block, m) for block in blocks_in_order(system, m, wanted))
+    steps = tuple(compiler.block(block, m) for block in blocks_in_order(system, m, wanted, deps))
     computed = frozenset(v for s in steps for v in s.variables)
     relevant = set(targets) | computed
     for s in steps:

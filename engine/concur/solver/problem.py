@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..compiled import closure, compiled
+from ..compiled import Table, closure, compiled
 from ..lang.expr import Bin, Call, Cmp, If, Logic, Neg, Node, Var, compile_node, names_in, walk
 from ..lang.functions import FUNCTIONS
 from ..lang.model import Model
@@ -72,10 +72,14 @@ class SpecialisedEq:
     names: frozenset[str]
 
 
-def _folding(model: Model) -> tuple[list[frozenset[str]], list[SpecialisedEq | None]]:
-    """Per equation, the names its ``if_`` conditions read (what can change its folding), and the
-    equation as every problem specialises it when it has no ``if_`` (None for one with branches)."""
-    names_read, plain = [], []
+_Folding = tuple[list[SpecialisedEq], list[SpecialisedEq | None], dict[str, tuple[int, ...]]]
+
+
+def _folding(model: Model) -> _Folding:
+    """Per equation, the equation with nothing folded, and the same as every problem specialises it
+    when it has no ``if_`` (None for one with branches); per name, the equations whose ``if_``
+    conditions read it (what can change their folding), in the model's order."""
+    names_read, unfolded, plain = [], [], []
     for eq in model.equations:
         names: set[str] = set()
         branches = False
@@ -85,19 +89,51 @@ def _folding(model: Model) -> tuple[list[frozenset[str]], list[SpecialisedEq | N
                     names |= names_in(n.cond)
                     branches = True
         names_read.append(frozenset(names))
-        plain.append(None if branches else SpecialisedEq(eq, eq.lhs, eq.rhs, eq.names))
-    return names_read, plain
+        unfolded.append(SpecialisedEq(eq, eq.lhs, eq.rhs, eq.names))
+        plain.append(None if branches else unfolded[-1])
+    readers: dict[str, list[int]] = {}
+    for i, read in enumerate(names_read):
+        for name in read:
+            readers.setdefault(name, []).append(i)
+    return unfolded, plain, {name: tuple(eqs) for name, eqs in readers.items()}
 
 
-def _conditions(model: Model) -> list[frozenset[str]]:
-    """Per equation, the names its ``if_`` conditions read, built once per model."""
-    return compiled(model.key).once("problem.folding", lambda: _folding(model))[0]
+def _folding_of(model: Model) -> _Folding:
+    """:func:`_folding`, built once per model."""
+    return compiled(model.key).once("problem.folding", lambda: _folding(model))
 
 
-def _plain(model: Model) -> list[SpecialisedEq | None]:
-    """Per equation without ``if_``, the equation as every problem specialises it (folding leaves it
-    as it is), built once per model; None for an equation with branches."""
-    return compiled(model.key).once("problem.folding", lambda: _folding(model))[1]
+def _shape(e: SpecialisedEq, known: dict[str, float]) -> tuple[frozenset[str], str | None, bool]:
+    """All the matching (:meth:`Problem._match`) reads of an equation while ``known`` are known,
+    or later (knowns only grow): the names in it not known, the variable alone on its left (the
+    assignment it prefers; a requirement when it is known and the right side rounds or it is a
+    limit) and whether its right side is a ceil/floor. Two foldings of one shape match alike."""
+    lhs = e.lhs.name if isinstance(e.lhs, Var) else None
+    return (
+        frozenset(n for n in e.names if n not in known),
+        lhs,
+        isinstance(e.rhs, Call) and e.rhs.fn in ("ceil", "floor"),
+    )
+
+
+class _State:
+    """One structural state a problem's defaults pass through: the names known and every equation's
+    :func:`_shape` (all the matching reads), named by a key that determines both -- the first
+    state's lists them, each next state's is (the state before, the default just given, the new
+    shapes of the equations whose ``if_`` conditions read it). Kept per model
+    (:attr:`concur.compiled.Compiled.matchings`) with the matching of its system, found by the
+    first problem to reach it; a state dropped from the table is only a miss for the next."""
+
+    __slots__ = ("matching", "repartitioned")
+
+    def __init__(self) -> None:
+        self.matching: Matching | None = None
+        self.repartitioned: tuple[Matching, Matching] | None = None  # (a stale matching, it repartitioned here)
+
+
+def _state(states: Table[Any, Any], key: tuple[Any, ...]) -> _State:
+    hit: _State | None = states.get(key)
+    return hit if hit is not None else states.put(key, _State())
 
 
 # ---------------------------------------------------------------- the solver
@@ -127,33 +163,54 @@ class Problem:
 
     def _specialise(self, changed: str | None = None) -> bool:
         """Fold every equation (``changed`` None), or only those whose ``if_`` conditions read
-        ``changed`` (a default just applied): the others cannot change. True when any was folded."""
+        ``changed`` (a default just applied): the others cannot change. True when the folding
+        changed what the matching reads of some equation (:func:`_shape`): its unknowns, the variable
+        alone on its left, whether its right side rounds."""
         if changed is None:
             self.eqs: dict[int, SpecialisedEq] = {}
-        conditions, plain = _conditions(self.model), _plain(self.model)
-        folded = False
-        for i, eq in enumerate(self.model.equations):
-            if changed is not None and changed not in conditions[i]:
-                continue
-            folded = True
+        unfolded, plain, readers = _folding_of(self.model)
+        equations = self.model.equations
+        reshaped = False
+        for i in range(len(equations)) if changed is None else readers.get(changed, ()):
+            eq = equations[i]
+            before = self.eqs.get(i)
             same = plain[i]
             if same is not None and i not in self.relax:
                 self.eqs[i] = same
-                continue
-            lhs, rhs = fold_known(eq.lhs, self.known), fold_known(eq.rhs, self.known)
-            if i in self.relax and isinstance(rhs, Call) and rhs.fn in ("ceil", "floor"):
-                rhs = rhs.args[0]
-            self.eqs[i] = SpecialisedEq(eq, lhs, rhs, names_in(lhs) | names_in(rhs))
-        return folded
+            else:
+                lhs, rhs = fold_known(eq.lhs, self.known), fold_known(eq.rhs, self.known)
+                if i in self.relax and isinstance(rhs, Call) and rhs.fn in ("ceil", "floor"):
+                    rhs = rhs.args[0]
+                if lhs is eq.lhs and rhs is eq.rhs:  # nothing folded: the names are the equation's
+                    self.eqs[i] = unfolded[i]
+                else:
+                    self.eqs[i] = SpecialisedEq(eq, lhs, rhs, names_in(lhs) | names_in(rhs))
+            reshaped = reshaped or before is None or _shape(before, self.known) != _shape(self.eqs[i], self.known)
+        return reshaped
 
     def _system(self) -> tuple[dict[int, frozenset[str]], set[str]]:
+        """The equations that hold an unknown, each with only its unknowns (all that matching reads:
+        equations that differ only in known names match alike), and the unknowns."""
         unknowns = {n for n in self.model.variables if n not in self.known}
-        return {i: e.names for i, e in self.eqs.items() if e.names & unknowns}, unknowns
+        return {i: held for i, e in self.eqs.items() if (held := e.names & unknowns)}, unknowns
 
-    def _match(self) -> Matching:
-        system, unknowns = self._system()
-        prefer = {i: lhs.name for i in system if isinstance(lhs := self.eqs[i].lhs, Var)}
-        return match(system, unknowns, prefer, self.requirements())
+    def _match(self, state: _State) -> Matching:
+        """The matching of the current system, found once per model for every problem in ``state``."""
+        if state.matching is None:
+            system, unknowns = self._system()
+            prefer = {i: lhs.name for i in system if isinstance(lhs := self.eqs[i].lhs, Var) and lhs.name in unknowns}
+            state.matching = match(system, unknowns, prefer, self.requirements())
+        return state.matching
+
+    def _repartition(self, state: _State, m: Matching) -> Matching:
+        """:func:`repartition` of ``m`` for the current system, found once per ``state`` and ``m``
+        (the very object: matchings come from the states, so they recur)."""
+        done = state.repartitioned
+        if done is not None and done[0] is m:
+            return done[1]
+        fresh = repartition(*self._system(), m)
+        state.repartitioned = (m, fresh)
+        return fresh
 
     def requirements(self) -> frozenset[int]:
         """Equations that state a requirement on a known left side, solved through only when nothing
@@ -171,11 +228,19 @@ class Problem:
     def _apply_defaults(self) -> None:
         """Defaults in declaration order, each decided on the matching of the knowns so far.
 
-        A default given to an unknown the matching left free (nothing computes it) leaves the
-        matching of the rest as a fresh one would find it, so only the Dulmage–Mendelsohn sets
-        are recomputed, and only when a later decision reads them: a pack of 1,000 defaulted
-        inputs costs a few matchings, not 1,000."""
-        m = self._match()
+        A default given to an unknown the matching left free (nothing computes it), or whose
+        folding leaves every equation's :func:`_shape` alone, leaves the matching of the rest as a
+        fresh one would find it, so only the Dulmage–Mendelsohn sets are recomputed, and only when
+        a later decision reads them: a pack of 1,000 defaulted inputs costs a few matchings, not
+        1,000. Each step's system is named by a :class:`_State` of the model, so problems that
+        differ only in values (two GPUs of a family) share their matchings."""
+        states = compiled(self.model.key).matchings
+        readers = _folding_of(self.model)[2]
+        known, eqs = self.known, self.eqs
+        branchy = [i for i, same in enumerate(_folding_of(self.model)[1]) if same is None]
+        # the start: an equation without if_ has the one shape its knowns give it, so only the others'
+        state = _state(states, ("start", frozenset(known), self.relax, tuple(_shape(eqs[i], known) for i in branchy)))
+        m = self._match(state)
         stale = False  # m's DM sets still count unknowns that defaults have since made known
         for name, var in self.model.variables.items():
             if var.default is None or name in self.known or name in self.targets:
@@ -183,16 +248,18 @@ class Problem:
             free = name not in m.var_to_eq
             if not free:
                 if stale:
-                    m, stale = repartition(*self._system(), m), False
+                    m, stale = self._repartition(state, m), False
                 if name in m.determined and self._computed_naturally(m, name):
                     continue
             self.known[name] = var.default
             self.defaults_used.append(name)
-            if self._specialise(name) or not free:
-                m, stale = self._match(), False
+            reshaped = self._specialise(name)
+            state = _state(states, (state, name, tuple(_shape(self.eqs[i], known) for i in readers.get(name, ()))))
+            if reshaped or not free:
+                m, stale = self._match(state), False
             else:
                 stale = True
-        self.matching = repartition(*self._system(), m) if stale else m
+        self.matching = self._repartition(state, m) if stale else m
 
     def _computed_naturally(self, m: Matching, name: str) -> bool:
         """Whether the givens determine ``name`` in a way that should override its default.

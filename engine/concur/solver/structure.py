@@ -19,7 +19,7 @@ from typing import Any
 
 from ..records import record
 
-__all__ = ["Matching", "blocks_in_order", "match", "repartition"]
+__all__ = ["Matching", "blocks_in_order", "dependencies", "match", "needed_for", "repartition"]
 
 
 @record
@@ -125,14 +125,19 @@ def _partition(
     return Matching(eq_to_var, var_to_eq, frozenset(undetermined), frozenset(free), redundant)
 
 
-def blocks_in_order(equations: dict[int, frozenset[str]], matching: Matching, wanted: set[str]) -> list[list[int]]:
-    """Blocks (lists of equation ids) needed for ``wanted``, each after the blocks it reads."""
-    computes = matching.eq_to_var
+def dependencies(equations: dict[int, frozenset[str]], matching: Matching) -> dict[int, list[int]]:
+    """Per matched equation, the matched equations computing what it reads (in name order)."""
     var_to_eq = matching.var_to_eq
-    deps: dict[int, list[int]] = {}
-    for e, v in computes.items():
-        deps[e] = [var_to_eq[w] for w in sorted(equations[e]) if w != v and w in var_to_eq]  # sorted: one order
-    # equations needed: ancestors of the wanted variables
+    return {
+        e: [var_to_eq[w] for w in sorted(equations[e]) if w != v and w in var_to_eq]  # sorted: one order
+        for e, v in matching.eq_to_var.items()
+    }
+
+
+def needed_for(deps: dict[int, list[int]], matching: Matching, wanted: set[str]) -> set[int]:
+    """The equations ``wanted`` needs (those computing it and their ancestors in ``deps``): exactly
+    the equations of :func:`blocks_in_order`'s blocks, without ordering them."""
+    var_to_eq = matching.var_to_eq
     needed: set[int] = set()
     stack = [var_to_eq[v] for v in wanted if v in var_to_eq]
     while stack:
@@ -141,6 +146,20 @@ def blocks_in_order(equations: dict[int, frozenset[str]], matching: Matching, wa
             continue
         needed.add(e)
         stack.extend(deps[e])
+    return needed
+
+
+def blocks_in_order(
+    equations: dict[int, frozenset[str]],
+    matching: Matching,
+    wanted: set[str],
+    deps: dict[int, list[int]] | None = None,
+) -> list[list[int]]:
+    """Blocks (lists of equation ids) needed for ``wanted``, each after the blocks it reads.
+    ``deps``: :func:`dependencies` of ``equations`` and ``matching`` when the caller has them."""
+    if deps is None:
+        deps = dependencies(equations, matching)
+    needed = needed_for(deps, matching, wanted)  # ancestors of the wanted variables
     # Tarjan's SCC (iterative), emits components in reverse topological order of deps -> which is
     # dependency-first order here because edges point from an equation to what it reads.
     index: dict[int, int] = {}
