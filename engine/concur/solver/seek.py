@@ -369,14 +369,16 @@ def _rounded_output(model: Model, name: str) -> bool:
 
 
 def _invertible_path(model: Model, problem: Problem, x: str) -> bool:
-    """Whether x's block can be solved directly (forward evaluation or smooth inversion)."""
+    """Whether x's block can be solved directly (forward evaluation or smooth inversion), every block
+    upstream of it too: a forward formula over a value found by inverting a ceil or floor (replicas
+    given, in_flight wanted) has no unique answer, it is a search for the boundary."""
     m = problem.matching
     i = m.var_to_eq.get(x)
     if i is None:
         return True
     e = problem.eqs[i]
     if isinstance(e.lhs, Var) and e.lhs.name == x and x not in names_in(e.rhs):
-        return True
+        return _upstream_smooth(problem, x)
     if model.variables[x].integer:
         return False
     return smooth_in(e.lhs, x) and smooth_in(e.rhs, x) and _upstream_smooth(problem, x)
