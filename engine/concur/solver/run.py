@@ -9,10 +9,13 @@ llm_memory.yaml:40: the model gives 55") and the packs' constraints are tested.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
+from ..compiled import compiled
 from ..errors import ContradictionError, InfeasibleError, UsageError
 from ..lang.expr import Call, Var, compile_node, names_in
 from ..lang.model import Model
+from ..lang.pack import Constraint
 from .blocks import run_plan
 from .plan import Plan, Step, make_plan
 from .problem import SpecialisedEq, evaluate
@@ -58,20 +61,28 @@ def run_question(
     return plan, env, steps
 
 
+def _constraint_checks(model: Model) -> tuple[tuple[Constraint, frozenset[str], Any], ...]:
+    """Each pack constraint with the names it reads and its compiled test, built once per model
+    (every checked run tests them)."""
+    return compiled(model.key).once(
+        "run.constraints", lambda: tuple((c, names_in(c.expr), compile_node(c.expr)) for c in model.constraints)
+    )
+
+
 def check_constraints(model: Model, env: Mapping[str, float], inputs_only: bool = False) -> None:
     """Test the packs' constraints whose names ``env`` all holds (only those marked ``input`` when
     ``inputs_only``: the givens alone, before any equation runs, so a bad input is named before a
     value derived from it leaves its bounds). An input constraint raises UsageError, any other
     InfeasibleError."""
-    for con in model.constraints:
-        if (inputs_only and not con.input) or not names_in(con.expr) <= env.keys():
+    for con, names, holds in _constraint_checks(model):
+        if (inputs_only and not con.input) or not names <= env.keys():
             continue
         try:
-            ok = compile_node(con.expr)(env if isinstance(env, dict) else dict(env))
+            ok = holds(env if isinstance(env, dict) else dict(env))
         except (ArithmeticError, ValueError):
             ok = False
         if not ok:
-            detail = ", ".join(f"{n}={show_value(model, n, env[n])}" for n in sorted(names_in(con.expr)))
+            detail = ", ".join(f"{n}={show_value(model, n, env[n])}" for n in sorted(names))
             if con.input:
                 raise UsageError(f"'{con.text}' does not hold ({detail}): {con.doc}", where=con.where)
             raise InfeasibleError(
