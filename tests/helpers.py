@@ -24,6 +24,29 @@ from ruamel.yaml import YAML
 #: The measured and published data the tests compare against, each with its source.
 DATA = Path(__file__).resolve().parent / "data"
 
+#: T10's headline question (docs/t10-fleet-planning.md), as `concur plan` takes it.
+T10_QUESTION: dict[str, Any] = {
+    "model": "llama-3.1-70b",
+    "arrival_rate": 50,
+    "input_tokens": 1000,
+    "output_tokens": 400,
+    "ttft_slo": "2 s",
+    "itl_slo": "50 ms",
+}
+
+#: T11's disaggregated fleet (docs/t11-serving-modes.md): Llama-3.1-70B bf16 on H100, vLLM, prefill
+#: and decode workers of TP4, the KV cache over one 400 Gb/s InfiniBand NIC per GPU.
+T11_DISAGG: dict[str, Any] = {
+    "model": "llama-3.1-70b",
+    "gpu": "h100-sxm-80gb",
+    "engine": "vllm",
+    "prefill_tp": 4,
+    "tp": 4,
+    "weight_dtype": "bf16",
+    "kv_dtype": "bf16",
+    "kv_link": "ib-ndr-400g",
+}
+
 
 def ci_enabled() -> bool:
     """True when running in CI, where a missing tool must fail rather than skip."""

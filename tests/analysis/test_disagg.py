@@ -12,7 +12,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from helpers import concur_child, one_error_line
+from helpers import T11_DISAGG, concur_child, one_error_line
 
 from concur.api import solve
 from concur.cli import cli
@@ -20,14 +20,7 @@ from concur.errors import InfeasibleError
 from concur.maths.erlang import md_c_wait
 
 BASE = {
-    "model": "llama-3.1-70b",
-    "gpu": "h100-sxm-80gb",
-    "engine": "vllm",
-    "prefill_tp": 4,
-    "tp": 4,
-    "weight_dtype": "bf16",
-    "kv_dtype": "bf16",
-    "kv_link": "ib-ndr-400g",
+    **T11_DISAGG,
     "input_tokens": "1000 token/request",
     "output_tokens": "400 token/request",
 }

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+from helpers import T10_QUESTION
 
 from concur.analysis.fleet_plan import Candidate, Config, plan_fleet
 from concur.analysis.simulate import LLMFleet, simulate
@@ -20,14 +21,7 @@ from concur.errors import ConcurError, UsageError
 from concur.lang.model import build_model
 from concur.solver.question import solve_model
 
-QUESTION = {
-    "model": "llama-3.1-70b",
-    "arrival_rate": 50,
-    "input_tokens": 1000,
-    "output_tokens": 400,
-    "ttft_slo": "2 s",
-    "itl_slo": "50 ms",
-}
+QUESTION = T10_QUESTION
 SETS = [x for k, v in QUESTION.items() for x in ("--set", f"{k}={v}")]
 SMALL = {
     "gpu": ["h100-sxm-80gb", "h200-sxm-141gb", "mi300x", "l40s"],

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from helpers import concur_child, one_error_line
+from helpers import T10_QUESTION, concur_child, one_error_line
 
 from concur.analysis.fleet_axes import narrow_axes
 from concur.analysis.fleet_plan import HOURS_PER_MONTH, Candidate, FleetPlan, plan_fleet, rows
@@ -26,14 +26,7 @@ from concur.lang.library import get_catalog
 from concur.lang.model import build_model
 
 H100, B200 = "h100-sxm-80gb", "b200"
-QUESTION = {
-    "model": "llama-3.1-70b",
-    "arrival_rate": 50,
-    "input_tokens": 1000,
-    "output_tokens": 400,
-    "ttft_slo": "2 s",
-    "itl_slo": "50 ms",
-}
+QUESTION = T10_QUESTION
 CLI = [
     "plan",
     "--modes",

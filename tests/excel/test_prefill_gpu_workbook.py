@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("openpyxl")
 
-from helpers import require_soffice
+from helpers import T11_DISAGG, require_soffice
 
 from concur.excel.from_solution import plan_from_solution
 from concur.excel.writer import write_workbook
@@ -21,14 +21,7 @@ from concur.solver.question import solve_model
 pytestmark = pytest.mark.libreoffice
 
 FLEET = {
-    "model": "llama-3.1-70b",
-    "gpu": "h100-sxm-80gb",
-    "engine": "vllm",
-    "prefill_tp": 4,
-    "tp": 4,
-    "weight_dtype": "bf16",
-    "kv_dtype": "bf16",
-    "kv_link": "ib-ndr-400g",
+    **T11_DISAGG,
     "arrival_rate": "50 request/s",
     "input_tokens": "1000 token/request",
     "output_tokens": "400 token/request",

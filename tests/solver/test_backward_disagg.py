@@ -11,18 +11,12 @@
 from __future__ import annotations
 
 import pytest
+from helpers import T11_DISAGG
 
 import concur
 
 GIVEN = {
-    "model": "llama-3.1-70b",
-    "gpu": "h100-sxm-80gb",
-    "engine": "vllm",
-    "prefill_tp": 4,
-    "tp": 4,
-    "weight_dtype": "bf16",
-    "kv_dtype": "bf16",
-    "kv_link": "ib-ndr-400g",
+    **T11_DISAGG,
     "input_tokens": 1000,
     "output_tokens": 400,
     "itl_slo": "50 ms",
