@@ -58,6 +58,7 @@ __all__ = [
     "names_in",
     "parse_equation",
     "parse_expression",
+    "scalar_comparison",
     "split_equation",
     "to_text",
 ]
@@ -611,6 +612,11 @@ _PY_CMP: dict[str, Callable[[Any, Any], Any]] = {
     "==": lambda a, b: abs(a - b) <= 1e-12 * max(abs(a), abs(b), 1e-300),
     "!=": lambda a, b: abs(a - b) > 1e-12 * max(abs(a), abs(b), 1e-300),
 }
+
+
+def scalar_comparison(op: str) -> Callable[[Any, Any], Any]:
+    """The function a scalar closure compares with under ``op`` (``==``/``!=`` with a relative tolerance)."""
+    return _PY_CMP[op]
 
 
 def _np_cmp(op: str) -> Callable[[Any, Any], Any]:

@@ -35,6 +35,7 @@ from ..lang.pack import Variable
 from . import integers, loopmemo
 from .budget import Interrupted, interruptible, spend, timed_out
 from .closed_forms import symbolic_size_ok
+from .forward_program import ForwardProgram
 from .plan import BlockStep, Method, Plan, Step, Tear
 from .problem import SpecialisedEq, fold_known
 from .roots import (
@@ -176,26 +177,16 @@ class _Run:
             self.loop(step)
 
     def probe(self, steps: tuple[BlockStep, ...]) -> None:
-        """:meth:`run` without a trace (a torn loop's residual, an integer search's test): a forward
-        step whose value is finite and inside its bounds is kept at once, with no lookup but its
-        variable's; any other step -- and a forward one that fails there -- takes the full path,
-        which keeps the same value or raises the same error. Most of a search's work is here."""
-        variables = self.model.variables
-        for step, var, fn in closure(steps, _forward_program):
-            if fn is not None:
-                try:
-                    value = float(fn(self.env))
-                except (ZeroDivisionError, OverflowError, ValueError):
-                    value = math.nan
-                v = variables[var]
-                if math.isfinite(value):
-                    if v.integer:
-                        value = snap_integer(value)
-                    lo, hi = v.bounds  # strictly inside needs no slack; at or past an edge, the rule decides
-                    if ((lo is None or value >= lo) and (hi is None or value <= hi)) or in_bounds(v.bounds, value):
-                        self.env[var] = value
-                        continue
-            self.step(step)
+        """:meth:`run` without a trace (a torn loop's residual, an integer search's test): the
+        forward steps whose values are finite and inside their bounds are settled by one compiled
+        function (:mod:`concur.solver.forward_program`); any other step -- and a forward one that
+        fails there -- takes the full path, which keeps the same value or raises the same error,
+        and the function goes on from the next step. Most of a search's work is here."""
+        program = closure(steps, ForwardProgram).for_variables(self.model.variables)
+        n, i = len(steps), program(self.env, 0)
+        while i < n:
+            self.step(steps[i])
+            i = program(self.env, i + 1)
 
     def single(self, step: BlockStep) -> None:
         i, var = step.equations[0], step.variables[0]
@@ -678,21 +669,6 @@ def _texts(texts: list[str]) -> str:
     if len(texts) <= 16:
         return "; ".join(texts)
     return "; ".join(texts[:3]) + f"; ... ({len(texts)} equations)"
-
-
-def _forward_program(steps: tuple[BlockStep, ...]) -> list[tuple[BlockStep, str, Any]]:
-    """``(step, its variable, the compiled closure of its expression)`` per step of ``steps``; the
-    closure is None for a step that is not a forward single (kept with ``steps``: :func:`closure`)."""
-    return [
-        (
-            step,
-            step.variables[0],
-            closure(step.forms[0], compile_node)
-            if step.method is Method.FORWARD and len(step.variables) == 1
-            else None,
-        )
-        for step in steps
-    ]
 
 
 def _remember(key: tuple[Any, ...], value: tuple[Any, list[Step]]) -> None:
