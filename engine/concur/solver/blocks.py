@@ -562,7 +562,7 @@ class _Run:
                 float(chosen),
                 Method.INTEGER_TEAR,
                 tear.equation,
-                f"{word} {v} with {to_text(e.rhs)} = {g:.6g} {rel} {v}{why_not} (loop torn at {v})",
+                f"{word} {v} with {to_text(e.rhs)} = {g:.6g} {rel} {v} = {chosen}{why_not} (loop torn at {v})",
             )
         )
         self.trace.extend(steps)  # after the torn integer: every inner step reads it

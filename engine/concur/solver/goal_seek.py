@@ -182,6 +182,13 @@ def search(
             if chosen is None:
                 lo_f = lo if lo is not None and lo > 0 else None
                 chosen = _continuous_search(evaluate, meets, lo_f, hi, xv.default)
+                if chosen is _UNCONSTRAINED:
+                    raise UsageError(
+                        f"every {x} in its range gives {_describe(model, goals)}: the question does not constrain {x}",
+                        variable=x,
+                        hint=f"give {x} directly and ask for {', '.join(g.name for g in goals)} instead, or "
+                        f"give a tighter target",
+                    )
         except BudgetError as exc:  # say what was searched, not which inner loop the clock stopped in
             raise BudgetError(
                 f"could not find the {x} giving {_describe(model, goals)} within the solve budget: "
@@ -476,6 +483,10 @@ def _integer_exact(evaluate: Any, meets: Any, goal: Goal, lo: int, hi: int) -> t
     return float(n), "smallest"
 
 
+_UNCONSTRAINED = (math.nan, "unconstrained")
+"""What :func:`_continuous_search` answers when every value of its range meets the goals."""
+
+
 def _continuous_search(
     evaluate: Any, meets: Any, lo: float | None, hi: float | None, start: float | None
 ) -> tuple[float, str] | None:
@@ -508,12 +519,7 @@ def _continuous_search(
             if ok(high):  # fails below, meets above: the smallest value that meets
                 return _bisect(evaluate, meets, grid[low], grid[high], want_low=True), "smallest"
             return _bisect(evaluate, meets, grid[low], grid[high], want_low=False), "largest"
-    if not centre:
-        return None
-    raise UsageError(
-        "every value in range meets the target: the question does not constrain it",
-        hint="ask for the target instead, or give tighter bounds",
-    )
+    return _UNCONSTRAINED if centre else None
 
 
 def _bisect(evaluate: Any, meets: Any, a: float, b: float, want_low: bool) -> float:
