@@ -303,14 +303,13 @@ def test_disagg_ttft_agrees_with_the_pack_at_a_loaded_prefill_pool(
     dtype: str, prefill_tp: int, prefill_workers: int, tp: int
 ) -> None:
     """Llama-3.1-70B on H100 at 50 req/s, 1,000 in / 400 out, three decode workers: several prefill
-    workers 74-78 % busy (the second layout is ``concur plan``'s cheapest disaggregated row for this
+    workers 70-76 % busy in full passes (the second layout is ``concur plan``'s cheapest disaggregated row for this
     traffic). The simulator routes each prompt to the least-loaded prefill worker, as the
     disaggregated routers do, so the pool queues as one M/D/c queue: its mean TTFT is within 10 % of
-    llm_disagg's ttft (M/D/c wait, Cosmetatos): 150.6 ms against 142.9 ms and 207.0 ms against
-    195.3 ms. It sits 5-6 % above, since a prompt queued behind a busy worker stays there when
-    another frees first. The wait of one M/D/1 queue per worker with an even share of the prompts
-    (the pack's old model) put the pack's TTFT at 236.9 ms and 400.3 ms, 1.6 and 1.9 times the
-    simulated one."""
+    llm_disagg's ttft (M/D/c wait, Cosmetatos): 150.6 ms against 139.0 ms and 207.0 ms against
+    192.6 ms. It sits 7-8 % above, since a prompt queued behind a busy worker stays there when
+    another frees first (and a pass of a dense model's prompts shares only its fixed costs). The wait of one M/D/1 queue per worker with an even share of the prompts
+    (the pack's first model) put the pack's TTFT 1.6 and 1.9 times above the simulated one."""
     given = {**CONFIG, "model": "llama-3.1-70b", "tp": tp, "weight_dtype": dtype, "kv_dtype": dtype}
     given.update(input_tokens=1000, output_tokens=400)
     names = ["ttft", "prefill_wait", "prefill_service"]
@@ -330,7 +329,7 @@ def test_disagg_ttft_agrees_with_the_pack_at_a_loaded_prefill_pool(
     )
     pack = {n: float(sol[n].to("s").magnitude) for n in names}
     rho = float(sol.values["prefill_pool_load"])
-    assert 0.7 < rho < 0.8
+    assert 0.65 < rho < 0.8
     prefill, decode, kv_bytes, _ = solve_pools(
         given, {"tp": prefill_tp, "workers": prefill_workers}, {"tp": tp, "workers": 3}
     )
@@ -349,6 +348,64 @@ def test_disagg_ttft_agrees_with_the_pack_at_a_loaded_prefill_pool(
     per_worker_md1 = pack["prefill_service"] * rho / (2 * (1 - rho))
     old_ttft = pack["ttft"] - pack["prefill_wait"] + per_worker_md1
     assert old_ttft > (1 + 3 * LOADED_POOL_TOLERANCE) * res.ttft.mean
+
+
+MOE_POOL = {
+    "model": "deepseek-v3",
+    "gpu": "h200-sxm-141gb",
+    "engine": "sglang",
+    "tp": 8,
+    "ep": 8,
+    "dp_attention": 8,
+    "weight_dtype": "fp8",
+    "kv_dtype": "fp8",
+}
+MOE_POOL_TOLERANCE = 0.15  # |simulated mean TTFT / llm_disagg's ttft - 1|, one MoE prefill worker 31-63 % busy
+
+
+@pytest.mark.parametrize("rate", [20.0, 40.0])
+def test_one_moe_prefill_worker_batches_its_prompts_as_the_pack_says(rate: float) -> None:
+    """DeepSeek-V3 on H200, one TP8 prefill worker and one decode worker, 1,000 in / 400 out. A pass
+    of one prompt is one read of the FP8 weights (41 ms, the prompt's FLOPs 8 ms), so prompts that
+    arrive faster than one per 41 ms can only be served in shared passes: the simulator's prefill
+    worker fills each pass from its queue (up to the 8,192-token budget) and carries 20 and 40
+    request/s stably, its passes averaging 1.3 and 2.2 prompts. llm_disagg sizes the pool on a
+    prompt's share of a full pass (15.7 ms: one worker, 31 % and 63 % busy) and its TTFT is within
+    15 % of the simulated mean (111.4 ms against 120.3 ms, 139.1 ms against 156.0 ms). One pass per
+    prompt (the pack's earlier sizing) asked for two workers at 20 request/s and found one worker
+    at 40 request/s 1.64 times overloaded."""
+    given = {**MOE_POOL, "input_tokens": 1000, "output_tokens": 400}
+    sol = concur.solve(
+        find=["ttft", "prefill_pool_load", "prefill_service", "prefill_batched_service"],
+        given={
+            **given,
+            "prefill_tp": 8,
+            "kv_link": "ib-ndr-400g",
+            "arrival_rate": f"{rate} request/s",
+            "prefill_workers": 1,
+            "decode_workers": 1,
+            "input_tokens": "1000 token/request",
+            "output_tokens": "400 token/request",
+        },
+        packs="llm_disagg",
+    )
+    service = float(sol["prefill_service"].to("s").magnitude)
+    assert float(sol["prefill_batched_service"].to("s").magnitude) < service / 2
+    assert float(sol.values["prefill_pool_load"]) < 0.8
+    if rate == 40.0:
+        assert rate * service > 1.5  # one prompt a pass could not keep up
+    prefill, decode, kv_bytes, _ = solve_pools(given, {"tp": 8, "workers": 1}, {"tp": 8, "workers": 1})
+    res = simulate_disagg(
+        prefill,
+        decode,
+        catalog_link("ib-ndr-400g"),
+        Synthetic(rate, 1000, 400, seed=1),
+        kv_bytes=kv_bytes,
+        requests=1000,
+        warmup=300,
+    )
+    assert res.stable and res.disagg is not None and res.disagg.prefill_batch > 1100  # shared passes
+    assert res.ttft.mean == pytest.approx(float(sol["ttft"].to("s").magnitude), rel=MOE_POOL_TOLERANCE)
 
 
 def test_more_decode_workers_are_never_worse() -> None:

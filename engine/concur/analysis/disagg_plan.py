@@ -10,9 +10,10 @@ traffic and the KV link, so each is sized on its own and the plan stays forward:
   aggregated rows (one per plan shape), and the aggregated rows' sizing (``fleet_plan._size``) sizes it
   with a residence of ``output_tokens x itl(b)`` (no prefill in it) against the KV pool, the
   engine's batch cap and ``itl_slo``;
-* the **prefill pool** is, for each prefill TP of the grid's TP axis, ``prefill_service`` per prompt
-  (one vectorised sweep of the llm_disagg pack over every configuration x prefill TP);
-  ``workers = ceil(rate x service / utilization)``, raised until the wait plus the service plus the
+* the **prefill pool** is, for each prefill TP of the grid's TP axis, ``prefill_batched_service`` per
+  prompt, a prompt's share of a full pass (one vectorised sweep of the llm_disagg pack over every
+  configuration x prefill TP); ``workers = ceil(rate x batched service / utilization)``, raised
+  until the wait plus the service (a pass of one prompt) plus the
   KV transfer plus the decode worker's first step meet ``ttft_slo``; the wait is llm_disagg's
   ``prefill_wait``, the M/D/c wait of one queue in front of the pool (the routers send each prompt
   to a free worker; Cosmetatos's approximation, :func:`concur.maths.erlang.md_c_wait`); the prefill
@@ -96,6 +97,8 @@ _OUT = (
     "kv_transfer_time",
     "prefill_weights_per_gpu",
     "prefill_peak_time",
+    "prefill_batched_service",
+    "prefill_pass_prompts",
 )
 
 
@@ -104,13 +107,20 @@ class Prefill:
     """One prefill TP's figures for one configuration (base units: s, B)."""
 
     tp: int
-    service: float  # s per prompt on one worker
+    service: float  # s: a pass of one prompt on one worker (what a prompt finding it idle waits for)
     room: float  # B per GPU left after weights and overhead (< 0: does not fit)
     kv_bytes: float  # B per request moved to the decode pool
     transfer: float  # s per request over the link
     weights_per_gpu: float  # B
     peak_time: float  # s: one prompt's FLOPs on one GPU at the dense peak
     hbm_bandwidth: float = math.nan  # B/s of one prefill GPU (nan: the configuration's GPU's)
+    batched: float = math.nan  # s per prompt in full passes (llm_disagg's prefill_batched_service; nan: service)
+    pass_prompts: float = 1.0  # prompts one full pass carries
+
+    @property
+    def capacity_service(self) -> float:
+        """s of a worker's time per prompt once prompts queue (full passes): what sizes the pool."""
+        return self.batched if math.isfinite(self.batched) else self.service
 
 
 def disagg_model() -> Model:
@@ -223,6 +233,8 @@ def prefill_options(
                     float(series["prefill_weights_per_gpu"][j]),
                     float(series["prefill_peak_time"][j]),
                     points[i][2].get("prefill_hbm_bandwidth", math.nan),
+                    float(series["prefill_batched_service"][j]),
+                    float(series["prefill_pass_prompts"][j]),
                 )
             )
     return out
@@ -258,10 +270,10 @@ def decode_first_step(step: float) -> float:
 
 def prefill_ttft(option: Prefill, rate: float, workers: int, first: float) -> float:
     """llm_disagg's ``ttft`` of ``workers`` prefill workers at ``rate`` prompts a second (s): the pool's
-    M/D/c wait (:func:`concur.maths.erlang.md_c_wait`, its load per worker capped at
-    :data:`_LOAD_CAP` as the pack caps it), the service, the transfer and ``first``, the decode
-    worker's first step."""
-    rho = min(rate * option.service / workers, _LOAD_CAP)
+    M/D/c wait (:func:`concur.maths.erlang.md_c_wait`: its load per worker in full passes, capped at
+    :data:`_LOAD_CAP` as the pack caps it; its service a pass of one prompt), the service, the
+    transfer and ``first``, the decode worker's first step."""
+    rho = min(rate * option.capacity_service / workers, _LOAD_CAP)
     return md_c_wait(workers, workers * rho, option.service) + option.service + option.transfer + first
 
 
@@ -273,7 +285,7 @@ def _workers(
 
     The M/D/c wait falls as workers are added at a fixed load, so the fewest meeting the target are
     found by doubling the step from the utilization's count until one meets it, then bisecting."""
-    workers = max(1, math.ceil(rate * option.service / utilization * (1 - 1e-12)))
+    workers = max(1, math.ceil(rate * option.capacity_service / utilization * (1 - 1e-12)))
     if workers > most:
         return 0, math.inf
     if ttft_slo is None:

@@ -537,13 +537,13 @@ def _size_prefill(
         return
     option = pick.option
     cand.prefill_tp, cand.prefill_workers, cand.ttft = option.tp, pick.workers, pick.ttft
-    cand.binds = f"{cand.binds} / {'ttft_slo' if pick.workers > math.ceil(rate * option.service / cap.utilization * (1 - 1e-12)) else 'prefill compute'}"
+    cand.binds = f"{cand.binds} / {'ttft_slo' if pick.workers > math.ceil(rate * option.capacity_service / cap.utilization * (1 - 1e-12)) else 'prefill compute'}"
     if _link_refuses(cand, option, pick.workers, rate, link):
         return
     per_worker = rate / pick.workers
     hbm = option.hbm_bandwidth if math.isfinite(option.hbm_bandwidth) else cap.values["hbm_bandwidth"]
     cand.prefill_compute_utilization = per_worker * option.peak_time
-    cand.prefill_bandwidth_utilization = per_worker * option.weights_per_gpu / hbm
+    cand.prefill_bandwidth_utilization = per_worker * option.weights_per_gpu / option.pass_prompts / hbm
     for name in ("prefill_compute_utilization", "prefill_bandwidth_utilization"):
         value = getattr(cand, name)
         if value > UTILIZATION_CEILING:
