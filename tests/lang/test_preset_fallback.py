@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from concur.api import solve
-from concur.errors import ConcurError, UnknownNameError
+from concur.errors import ConcurError, UnderdeterminedError, UnknownNameError
 from concur.lang.fallback import fallback_pairs, fallback_values, following_model
 from concur.lang.model import build_model
 from concur.solver.givens import resolve_givens
@@ -132,7 +132,7 @@ def test_a_fallback_to_an_undeclared_preset_is_refused_where_it_is_written(tmp_p
 def test_asking_for_what_the_fallback_would_lend_makes_ours_follow_the_answer(pack: str) -> None:
     """Without side_gpu, side_price is gpu_hour_price: asked for gpu_hour_price, the question has one
     unknown, and both sides are priced at the answer (it was refused, as if there were two)."""
-    sol = solve(["gpu_hour_price", "side_price"], {"gpu": "h100-sxm-80gb", "price_sum": "10 usd/gpu/hour"}, pack)
+    sol = solve(["gpu_hour_price"], {"gpu": "h100-sxm-80gb", "price_sum": "10 usd/gpu/hour"}, pack)
     assert _num(sol, "gpu_hour_price") == pytest.approx(5 / 3600, rel=1e-9)  # never 10 - 6.88, the list price
     assert _num(sol, "side_price") == _num(sol, "gpu_hour_price")
     step = next(s for s in sol.trace if s.variable == "side_price")
@@ -147,6 +147,10 @@ def test_asking_for_what_the_fallback_would_lend_makes_ours_follow_the_answer(pa
     sol = solve(["gpu_hour_price"], {"gpu": "h100-sxm-80gb", "side_gpu": "b200", "price_sum": "20 usd/gpu/hour"}, pack)
     assert _num(sol, "gpu_hour_price") == pytest.approx((20 - 14.2416) / 3600, rel=1e-9)  # B200's aws list price
     assert all(eq.text != "side_price = gpu_hour_price" for eq in sol.model.equations)
+    # side_price asked for as well is an unknown of its own, as when gpu_hour_price is known: two
+    # unknowns, one equation
+    with pytest.raises(UnderdeterminedError):
+        solve(["gpu_hour_price", "side_price"], {"gpu": "h100-sxm-80gb", "price_sum": "10 usd/gpu/hour"}, pack)
 
 
 def test_a_following_model_adds_one_equation_per_pair_once_and_keys_apart(pack: str) -> None:
@@ -154,6 +158,7 @@ def test_a_following_model_adds_one_equation_per_pair_once_and_keys_apart(pack: 
     assert following_model(model, ("gpu",), ("bw_ratio",)) is model  # nothing asked that lends
     assert following_model(model, ("side_gpu",), ("gpu_hour_price",)) is model  # side_gpu given: its own entry
     assert following_model(model, ("side_price",), ("gpu_hour_price",)) is model  # ours given
+    assert following_model(model, ("gpu",), ("gpu_hour_price", "side_price")) is model  # ours asked: its own
     follows = following_model(model, ("gpu",), ("gpu_hour_price", "hbm_bandwidth"))
     added = follows.equations[len(model.equations) :]
     assert [eq.text for eq in added] == ["side_bw = hbm_bandwidth", "side_price = gpu_hour_price"]
@@ -209,9 +214,9 @@ def test_a_sweep_asking_for_the_lender_follows_it_too(pack: str, tmp_path: Path)
     model = build_model([str(path)])
     given = {"gpu": "h100-sxm-80gb"}
     for validate in (True, False):
-        out = sweep(model, {"twice_price": [10.0, 20.0]}, given, ["gpu_hour_price", "side_price"], validate=validate)
+        out = sweep(model, {"twice_price": [10.0, 20.0]}, given, ["gpu_hour_price", "price_sum"], validate=validate)
         assert out.method == "vector"
-        assert list(out["side_price"]) == pytest.approx([5.0, 10.0], rel=1e-12)  # never 6.88, the list price
+        assert list(out["price_sum"]) == pytest.approx([10.0, 20.0], rel=1e-12)  # never 6.88 + the price
     # a loop (side_price is in the equation solved for gpu_hour_price) is solved per point, alike
-    out = sweep(build_model([pack]), {"price_sum": [10.0, 20.0]}, given, ["gpu_hour_price", "side_price"])
-    assert list(out["gpu_hour_price"]) == list(out["side_price"]) == pytest.approx([5.0, 10.0], rel=1e-12)
+    out = sweep(build_model([pack]), {"price_sum": [10.0, 20.0]}, given, ["gpu_hour_price"])
+    assert list(out["gpu_hour_price"]) == pytest.approx([5.0, 10.0], rel=1e-12)

@@ -19,7 +19,9 @@ it. Invariants:
 * a variable the question asks for has no value to lend: ours then *follows* it, an equation
   ``ours = theirs`` for that question (:func:`following_model`), so asking for ``gpu_hour_price``
   without ``prefill_gpu`` prices both pools at the one answer. Only a pair whose choice lists
-  differ cannot follow as a number, and that question is refused (:func:`asked_fallbacks`).
+  differ cannot follow as a number, and that question is refused (:func:`asked_fallbacks`). Ours
+  asked for as well is an unknown of its own (as it is when its lender is known), never made to
+  follow: a question that solved the two apart is not turned into a contradiction.
 
 The solver's givens (:func:`concur.solver.givens.resolve_givens`) and any caller that builds
 base-unit givens without it (``concur plan``'s disaggregated rows) call :func:`fallback_values`.
@@ -110,13 +112,14 @@ def fallback_values(
 
 def _asked_pairs(model: Model, given: Collection[str], find: Collection[str]) -> list[tuple[str, str, str]]:
     """``(key, ours, theirs)`` for each variable a fallback preset not given would take from a variable
-    the question asks for (nothing can be lent), ``ours`` itself not given."""
+    the question asks for (nothing can be lent), ``ours`` itself neither given nor asked for (asked
+    for, it is an unknown of its own, as when its lender is known)."""
     out: list[tuple[str, str, str]] = []
     for key in model.presets:
         if key in given:
             continue
         for ours, theirs in fallback_pairs(model, key):
-            if theirs in find and ours not in given:
+            if theirs in find and ours not in given and ours not in find:
                 out.append((key, ours, theirs))
     return out
 
