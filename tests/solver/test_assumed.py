@@ -77,6 +77,18 @@ def test_the_price_is_stated_once_the_gpu_is_chosen_but_not_when_typed(capsys):
     assert "gpu_hour_price" in json.loads(out)["assumed"] and "tp" not in json.loads(out)["assumed"]
 
 
+def test_a_price_asked_for_is_the_answer_not_an_assumption(capsys):
+    """Asked for the price a budget allows, the answer is the price: the list price it replaced was
+    still noted as assumed (llm_fleet printed 'assumed gpu_hour_price = 6.88' under 'gpu_hour_price 7.34')."""
+    question = [arg if arg != "replicas,cost_per_month" else "gpu_hour_price,replicas" for arg in FLEET]
+    code, out, err = cli(capsys, "solve", *question, "--set", "monthly_budget=40000", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert "gpu_hour_price" not in doc["assumed"]
+    assert not any(n.startswith("assumed gpu_hour_price") for n in doc["notes"])
+    assert "utilization" in doc["assumed"]  # what the answer did read is still said
+
+
 def test_an_unpriced_gpu_says_it_has_no_list_price(capsys):
     args = ["--set", "model=llama-3.1-8b", "--set", "gpu=mi300x", "--set", "input_tokens=2000"]
     args += ["--set", "output_tokens=500"]

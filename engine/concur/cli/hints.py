@@ -43,8 +43,8 @@ HINTS: dict[str, Callable[[ConcurError], str | None]] = {
     "given_and_asked": lambda e: f"drop --set {e.variable}=... or --find {e.variable}",
     # a given count a rounding asks more or fewer of (solver.run): "give X of at least N, or ask for it"
     "ask_for": lambda e: f"{e.hint} (--find {e.variable})",
-    # a fallback preset's variable whose source is asked for (solver.question): field is the preset
-    "asked_fallback": lambda e: f"--set {e.field}=ID (or --set {e.variable}=...): the two cannot both be found",
+    # a fallback preset's choice whose source is asked for and cannot follow it (solver.question): field is the preset
+    "asked_fallback": lambda e: f"give --set {e.field}=ID (or --set {e.variable}=...)",
     # a price the chosen provider does not list (solver.question)
     "unlisted_price": lambda e: (
         f"give --set {e.variable}=... (your own price) or --set provider=NAME (one that lists it)"

@@ -243,8 +243,8 @@ def plan_for(
 
 def solve_definition(defn: WorkbookDefinition) -> tuple[Any, Any]:
     """(model, solution) for a workbook definition."""
-    model = build_model(list(defn.packs))
-    return model, solve_model(model, defn.find, defn.given)
+    sol = solve_model(build_model(list(defn.packs)), defn.find, defn.given)
+    return sol.model, sol  # the model solved: with the equations a question adds (lang.fallback)
 
 
 def fleet_plan_of(defn: WorkbookDefinition) -> FleetPlan | None:

@@ -15,7 +15,13 @@ it. Invariants:
   (source ``preset prefill_gpu=h100-sxm-80gb``: the prefill GPU is the H100 ``gpu`` named); one typed
   for the fallback's variable reads ``as hbm_bandwidth`` (:data:`LENT`);
 * a picked catalog (the price list) pairs the variables its ``sets`` fills through each preset's
-  ``fields`` (``gpu_hour_price`` -> ``prefill_gpu_hour_price``).
+  ``fields`` (``gpu_hour_price`` -> ``prefill_gpu_hour_price``);
+* a variable the question asks for has no value to lend: ours then *follows* it, an equation
+  ``ours = theirs`` for that question (:func:`following_model`), so asking for ``gpu_hour_price``
+  without ``prefill_gpu`` prices both pools at the one answer. Only a pair whose choice lists
+  differ cannot follow as a number, and that question is refused (:func:`asked_fallbacks`). Ours
+  asked for as well is an unknown of its own (as it is when its lender is known), never made to
+  follow: a question that solved the two apart is not turned into a contradiction.
 
 The solver's givens (:func:`concur.solver.givens.resolve_givens`) and any caller that builds
 base-unit givens without it (``concur plan``'s disaggregated rows) call :func:`fallback_values`.
@@ -23,13 +29,24 @@ base-unit givens without it (``concur plan``'s disaggregated rows) call :func:`f
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 
+from .expr import Var
 from .library import get_catalog
 from .model import Model
-from .pack import Preset
+from .pack import Equation, Preset
 
-__all__ = ["LENT", "asked_fallbacks", "fallback_of", "fallback_pairs", "fallback_values", "preset_targets"]
+__all__ = [
+    "LENT",
+    "asked_fallbacks",
+    "fallback_of",
+    "fallback_pairs",
+    "fallback_values",
+    "following_model",
+    "preset_targets",
+]
 
 LENT = "as "
 """Source prefix of a value lent from one typed for the fallback's variable (``as gpu_hour_price``):
@@ -93,10 +110,10 @@ def fallback_values(
     return out
 
 
-def asked_fallbacks(model: Model, given: Collection[str], find: Collection[str]) -> list[tuple[str, str, str]]:
+def _asked_pairs(model: Model, given: Collection[str], find: Collection[str]) -> list[tuple[str, str, str]]:
     """``(key, ours, theirs)`` for each variable a fallback preset not given would take from a variable
-    the question asks for: nothing can be lent, and ``ours`` is neither given nor asked (a question
-    the solver would answer for one pool's price but not the other's, so it is refused instead)."""
+    the question asks for (nothing can be lent), ``ours`` itself neither given nor asked for (asked
+    for, it is an unknown of its own, as when its lender is known)."""
     out: list[tuple[str, str, str]] = []
     for key in model.presets:
         if key in given:
@@ -105,3 +122,52 @@ def asked_fallbacks(model: Model, given: Collection[str], find: Collection[str])
             if theirs in find and ours not in given and ours not in find:
                 out.append((key, ours, theirs))
     return out
+
+
+def _can_follow(model: Model, ours: str, theirs: str) -> bool:
+    """Whether ``ours = theirs`` says what lending says: numbers are numbers, a choice is the same
+    text only when both lists hold the same choices in the same order."""
+    return model.variables[ours].choices == model.variables[theirs].choices
+
+
+def asked_fallbacks(model: Model, given: Collection[str], find: Collection[str]) -> list[tuple[str, str, str]]:
+    """``(key, ours, theirs)`` for each variable a fallback preset not given would take from a variable
+    the question asks for, where ours cannot follow the answer as a number (two choice lists that
+    differ): the question is refused rather than answered with ours at its default."""
+    return [(k, o, t) for k, o, t in _asked_pairs(model, given, find) if not _can_follow(model, o, t)]
+
+
+def following_model(model: Model, given: Collection[str], find: Collection[str]) -> Model:
+    """``model`` with ``ours = theirs`` for each variable a fallback preset not given would take from a
+    variable the question asks for (``prefill_gpu_hour_price = gpu_hour_price`` when the question asks
+    for ``gpu_hour_price`` and names no ``prefill_gpu``): what is asked for has no value to lend, so
+    ours follows it instead of staying unknown. Each equation is placed at the preset's declaration
+    and numbered past the pack's last; the model's key covers them, so plans and caches of the
+    model as written are never mixed with these. ``model`` itself when nothing follows."""
+    written = {eq.text for eq in model.equations}  # a model already following (a sweep's, solved per point)
+    pairs = [
+        (k, o, t)
+        for k, o, t in _asked_pairs(model, given, find)
+        if _can_follow(model, o, t) and f"{o} = {t}" not in written
+    ]
+    if not pairs:
+        return model
+    added: list[Equation] = []
+    for key, ours, theirs in pairs:
+        preset = next(p for p in model.presets[key] if p.fallback)
+        pack = next((p for p in model.packs if key in p.presets), model.packs[0])
+        added.append(
+            Equation(
+                f"{ours} = {theirs}",
+                Var(ours),
+                Var(theirs),
+                f"{key} is not given, so it is {preset.fallback} ({key} falls back to it): {ours} follows "
+                f"{theirs}, which is asked for",
+                preset.where,
+                pack.name,
+                1 + max((eq.index for eq in model.equations if eq.pack == pack.name), default=0) + len(added),
+            )
+        )
+    salt = "\0".join(eq.text for eq in added)
+    key = hashlib.sha256(f"{model.key}\0{salt}".encode()).hexdigest()[:20]
+    return replace(model, equations=model.equations + tuple(added), key=key)

@@ -138,12 +138,7 @@ def assumptions(model: Model, values: Mapping[str, float], givens: Givens, trace
                     if a.name == key and any(b.name == key for b in out):  # a second catalog of the key
                         a = replace(a, name=f"{key}:{preset.catalog}")
                     out.append(a)
-    used = {s.variable for s in trace}
-    for name, (note, source) in givens.assumed.items():  # a catalog column picked for the answer (a provider's price)
-        if name in used and name in values and name not in covered:
-            value, unit = _shown(model, name, values[name])
-            covered.add(name)
-            out.append(Assumption(name, value, unit, source, note))
+    out.extend(_picked(model, values, givens, trace, covered))
     for name, var in model.variables.items():
         if var.stated and name not in covered and defaulted(name):
             value, unit = _shown(model, name, values[name])
@@ -156,6 +151,21 @@ def assumptions(model: Model, values: Mapping[str, float], givens: Givens, trace
                     f"assumed {name} = {_text(value, unit)} (the pack's default; give {name} to change it)",
                 )
             )
+    return out
+
+
+def _picked(
+    model: Model, values: Mapping[str, float], givens: Givens, trace: Sequence[Step], covered: set[str]
+) -> list[Assumption]:
+    """A catalog column picked for the answer (a provider's price) that the answer read as an input:
+    one it solved for (``gpu_hour_price`` a budget allows) is the answer, not an assumption."""
+    read = {s.variable for s in trace if s.method in ("given", "preset", "default")}
+    out: list[Assumption] = []
+    for name, (note, source) in givens.assumed.items():
+        if name in read and name in values and name not in covered:
+            value, unit = _shown(model, name, values[name])
+            covered.add(name)
+            out.append(Assumption(name, value, unit, source, note))
     return out
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import InfeasibleError, UnderdeterminedError, UsageError
 from ..lang.check import require_checked
-from ..lang.fallback import asked_fallbacks
+from ..lang.fallback import asked_fallbacks, following_model
 from ..lang.model import Model
 from ..lang.units import save_cache
 from .budget import budget
@@ -93,12 +93,15 @@ def solve_model(model: Model, find: tuple[str, ...], given: Mapping[str, Any]) -
     givens = resolve_givens(model, dict(given), find)
     for key, ours, theirs in asked_fallbacks(model, given, find)[:1]:
         raise UsageError(
-            f"{ours} is {theirs} while {key} is not given, and {theirs} is asked for",
+            f"{ours} is {theirs} while {key} is not given, and {theirs} is asked for: their choices "
+            f"differ, so {ours} cannot follow the answer",
             variable=ours,
-            hint=f"give {key} (or {ours}): both cannot be found from one equation",
+            hint=f"give {key} (or {ours})",
             kind="asked_fallback",
             field=key,
         )
+    model = following_model(model, given, find)
+    require_checked(model)
     require_fixed(model, set(given), find)
     for name in find:
         if name in givens.values and givens.sources.get(name) == "given":

@@ -52,6 +52,7 @@ from typing import Any
 from ..compiled import compiled as compiled_model
 from ..errors import ConcurError, InfeasibleError, UsageError
 from ..lang.expr import Compiled, compile_node, names_in
+from ..lang.fallback import following_model
 from ..lang.model import Model
 from ..solver.blocks import render_template
 from ..solver.givens import resolve_givens
@@ -381,8 +382,9 @@ def _plan(
     if cached is not None:
         return cached
     first = {k: _display_text(model, k, float(v[0])) for k, v in arrays.items()}
-    givens = resolve_givens(model, {**given, **first})
     find = tuple(o for o in outputs if o not in arrays)
+    model = following_model(model, {**given, **first}, find)  # as solve_model: what is asked lends nothing
+    givens = resolve_givens(model, {**given, **first}, find)
     for name in find:
         if name in givens.values and givens.sources.get(name) == "given":
             raise UsageError(f"'{name}' is both given and asked for", variable=name)
