@@ -63,10 +63,13 @@ static void *worker(void *p) {
     uint64_t ops = 0;
     pin(a->index);
     while (!atomic_load_explicit(&start_flag, memory_order_acquire)) { }
-    while (!atomic_load_explicit(&stop_flag, memory_order_relaxed)) {
+    /* one batch at least, whenever the thread first runs: on a loaded machine a thread may first
+       get a core after the main thread has raised stop_flag, and a run that counted nothing
+       would measure nothing (the exact-count check needs increments to check) */
+    do {
         for (int i = 0; i < BATCH; i++) atomic_fetch_add_explicit(target, 1, order);
         ops += BATCH;
-    }
+    } while (!atomic_load_explicit(&stop_flag, memory_order_relaxed));
     a->ops = ops;
     return NULL;
 }
