@@ -254,20 +254,13 @@ def test_disagg_ttft_is_prefill_plus_transfer_plus_first_decode_step() -> None:
 PACK_TTFT_TOLERANCE = 0.05  # |simulated mean TTFT / llm_disagg's ttft - 1| at light load
 
 
-@pytest.mark.parametrize("rate", [1.0, 3.0])
-def test_disagg_ttft_agrees_with_the_pack_at_light_load(rate: float) -> None:
-    """Llama-3.1-70B bf16 on H100, one prefill worker (TP4) and one decode worker (TP4), 1,000 in /
-    400 out over ib-ndr-400g: the simulator's mean TTFT and llm_disagg's ttft for the same fleet and
-    rate are one quantity (queue, prefill, transfer, the decode worker's first step), within 5 %. The
-    pack's ttft without the decode worker's first step (its old meaning) misses by more than 25 %."""
-    given = {**CONFIG, "model": "llama-3.1-70b", "tp": 4, "weight_dtype": "bf16", "kv_dtype": "bf16"}
-    given.update(input_tokens=1000, output_tokens=400)
-    names = ["ttft", "decode_first_step", "kv_transfer_time", "itl"]
-    sol = concur.solve(
-        find=names,
+def _solve_1p1d(given: dict[str, Any], find: list[str], *, prefill_tp: int, rate: float) -> Any:
+    """llm_disagg for one prefill worker of ``prefill_tp`` GPUs and one decode worker, 1,000 in / 400 out."""
+    return concur.solve(
+        find=find,
         given={
             **given,
-            "prefill_tp": 4,
+            "prefill_tp": prefill_tp,
             "kv_link": "ib-ndr-400g",
             "arrival_rate": f"{rate} request/s",
             "prefill_workers": 1,
@@ -277,6 +270,18 @@ def test_disagg_ttft_agrees_with_the_pack_at_light_load(rate: float) -> None:
         },
         packs="llm_disagg",
     )
+
+
+@pytest.mark.parametrize("rate", [1.0, 3.0])
+def test_disagg_ttft_agrees_with_the_pack_at_light_load(rate: float) -> None:
+    """Llama-3.1-70B bf16 on H100, one prefill worker (TP4) and one decode worker (TP4), 1,000 in /
+    400 out over ib-ndr-400g: the simulator's mean TTFT and llm_disagg's ttft for the same fleet and
+    rate are one quantity (queue, prefill, transfer, the decode worker's first step), within 5 %. The
+    pack's ttft without the decode worker's first step (its old meaning) misses by more than 25 %."""
+    given = {**CONFIG, "model": "llama-3.1-70b", "tp": 4, "weight_dtype": "bf16", "kv_dtype": "bf16"}
+    given.update(input_tokens=1000, output_tokens=400)
+    names = ["ttft", "decode_first_step", "kv_transfer_time", "itl"]
+    sol = _solve_1p1d(given, names, prefill_tp=4, rate=rate)
     pack = {n: float(sol[n].to("s").magnitude) for n in names}
     prefill, decode, kv_bytes, _ = solve_pools(given, {"tp": 4, "workers": 1}, {"tp": 4, "workers": 1})
     link = catalog_link("ib-ndr-400g")
@@ -375,19 +380,8 @@ def test_one_moe_prefill_worker_batches_its_prompts_as_the_pack_says(rate: float
     prompt (the pack's earlier sizing) asked for two workers at 20 request/s and found one worker
     at 40 request/s 1.64 times overloaded."""
     given = {**MOE_POOL, "input_tokens": 1000, "output_tokens": 400}
-    sol = concur.solve(
-        find=["ttft", "prefill_pool_load", "prefill_service", "prefill_batched_service"],
-        given={
-            **given,
-            "prefill_tp": 8,
-            "kv_link": "ib-ndr-400g",
-            "arrival_rate": f"{rate} request/s",
-            "prefill_workers": 1,
-            "decode_workers": 1,
-            "input_tokens": "1000 token/request",
-            "output_tokens": "400 token/request",
-        },
-        packs="llm_disagg",
+    sol = _solve_1p1d(
+        given, ["ttft", "prefill_pool_load", "prefill_service", "prefill_batched_service"], prefill_tp=8, rate=rate
     )
     service = float(sol["prefill_service"].to("s").magnitude)
     assert float(sol["prefill_batched_service"].to("s").magnitude) < service / 2
