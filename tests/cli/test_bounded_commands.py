@@ -19,6 +19,7 @@ import pytest
 
 from concur.analysis.bench_import import MAX_RUNS
 from concur.analysis.simulate import MAX_ARRIVALS, MAX_UNITS
+from concur.analysis.verify import MAX_VERIFY
 from concur.errors import MAX_HINT, MAX_MESSAGE, UsageError, clip
 from concur.excel.live_search import MAX_CANDIDATES
 from concur.lang import yamlsafe
@@ -73,6 +74,15 @@ def test_plan_refuses_a_rate_past_the_replica_bound(rate):
     narrow = ("--gpus", "h100-sxm-80gb", "--tp", "4", "--weight-dtypes", "bf16", "--kv-dtypes", "bf16")
     line = refused(concur(*PLAN, *narrow, "--set", f"arrival_rate={rate}"))
     assert "needs more than 1,000,000 replicas" in line and "arrival_rate" in line
+
+
+def test_plan_verify_is_bounded_and_top_is_a_count():
+    """``--verify 1000000`` simulated every feasible row (384 of the default grid: minutes); it is
+    refused before the plan. ``--top -5`` silently dropped the five last rows."""
+    narrow = ("--gpus", "h100-sxm-80gb", "--tp", "1", "--set", "arrival_rate=5")
+    line = refused(concur(*PLAN, *narrow, "--verify", "1000000"))
+    assert f"--verify 1,000,000 asks for more simulated rows than a plan verifies ({MAX_VERIFY})" in line
+    assert "'--top': -5 is not in the range x>=0" in refused(concur(*PLAN, *narrow, "--top", "-5"))
 
 
 @pytest.mark.parametrize(
