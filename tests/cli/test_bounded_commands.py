@@ -1,11 +1,13 @@
 """Every command answers or refuses up front, naming the limit; a refusal is one short line.
 
 Each input here used to give a traceback or run for minutes: ``plan`` with a zero SLA,
-utilization, rate or output length (ZeroDivisionError), ``arrival_rate=1e308`` (OverflowError) or
-``1e30`` (471 s of replica searches); ``calibrate --from`` a 400- or 5,000-digit integer or deeply
-nested JSON (tracebacks) or a 5 MB field (a 5 MB error line); ``export --search-up-to 1000`` (15 s
-of table cells); a per-point sweep of 10^7 points. Limits are counts, so the tests assert exit
-codes and messages, never durations (each command runs under a generous subprocess timeout).
+utilization, rate or output length (ZeroDivisionError), ``arrival_rate=1e308`` (OverflowError),
+``1e30`` (471 s of replica searches) or ``--verify 1000000`` (every feasible row simulated);
+``calibrate --from`` a 400- or 5,000-digit integer or deeply nested JSON (tracebacks) or a 5 MB
+field (a 5 MB error line); ``export --search-up-to 1000`` (15 s of table cells); a per-point
+sweep of 10^7 points; ``simulate --batches 100000000`` and an engine simulation of 10^8
+closed-loop clients. Limits are counts, so the tests assert exit codes and messages, never
+durations (each command runs under a generous subprocess timeout).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from concur.analysis.bench_import import MAX_RUNS
-from concur.analysis.simulate import MAX_ARRIVALS, MAX_UNITS
+from concur.analysis.simulate import MAX_ARRIVALS, MAX_BATCHES, MAX_UNITS
 from concur.analysis.verify import MAX_VERIFY
 from concur.errors import MAX_HINT, MAX_MESSAGE, UsageError, clip
 from concur.excel.live_search import MAX_CANDIDATES
@@ -27,6 +29,7 @@ from concur.sweep.vector import MAX_SEARCH_POINTS
 
 PLAN = ("plan", "--set", "model=llama-3.1-70b", "--set", "input_tokens=1000", "--set", "output_tokens=400")
 CAL = ("--set", "model=llama-3.1-8b", "--set", "gpu=h100-sxm-80gb")
+ENGINE = ("--model", "engine", *CAL, "--set", "engine=vllm", "--set", "input_tokens=100", "--set", "output_tokens=100")
 RUN = {
     "completed": 10,
     "mean_tpot_ms": 20,
@@ -174,8 +177,13 @@ def test_check_parses_a_pure_parser_file_once(tmp_path, monkeypatch):
             f"1,000,000,000 servers is more than a simulation holds ({MAX_UNITS:,})",
         ),
         (("--rate", "1e6", "--replicas", "1000", "--duration", "1e6"), "2,000,000,000,000 arrivals"),
+        (("--rate", "1", "--batches", "2000"), f"2,000 batches is more than a simulation slices ({MAX_BATCHES:,})"),
+        (
+            (*ENGINE, "--concurrency", "5000", "--requests", "100", "--warmup-requests", "0", "--max-events", "1000"),
+            "5,000 closed-loop clients cannot finish within max_events (1,000)",
+        ),
     ],
-    ids=["arrivals", "servers", "fleet"],
+    ids=["arrivals", "servers", "fleet", "batches", "engine-clients"],
 )
 def test_simulate_refuses_runs_over_its_counts(args, says):
     assert says in refused(concur("simulate", *args))
