@@ -78,6 +78,17 @@ def test_nested_abs_and_even_powers_do_not_multiply_closed_forms(tmp_path, monke
         assert b.used < 20_000
 
 
+def test_an_overflow_is_said_in_words(tmp_path, monkeypatch):
+    """The message quoted errno: "cannot compute x from '...': (34, 'Numerical result out of range')"."""
+    monkeypatch.setenv("CONCUR_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "big.yaml"
+    path.write_text("pack: big\nvariables:\n  x: {}\n  y: {}\nequations:\n  - x = ((y ** 64) ** 64) ** 64\n")
+    with pytest.raises(ConcurError) as err:
+        concur.solve("x", {"y": 2}, str(path))
+    assert "Numerical result out of range" not in str(err.value) and "(34," not in str(err.value)
+    assert err.value.exit_code == 3 and err.value.variable == "x"
+
+
 def test_a_target_the_givens_determine_is_compared_not_used_as_a_value():
     given = {"arrival_rate": 1, "service_time": "1 s", "servers": 3}
     sol = concur.solve(["mean_residence", "mean_in_system"], {**given, "mean_wait": "100 s"}, "queueing")
