@@ -170,6 +170,18 @@ def test_littles_law_the_same_numbers_through_a_scenario_give_13(tmp_path):
     assert answer(out)["results"]["replicas"]["value"] == 13
 
 
+@pytest.mark.parametrize("key", ["Given", "givn", "given_values"])
+def test_a_scenario_key_that_is_not_given_packs_or_find_is_refused(tmp_path, key):
+    """A misspelt ``given:`` was ignored: its values never reached the solve, so ``Given: {tp: 2}`` with
+    the rest on --set answered for llm_memory's default tp=1 (exit 0), and here the error blamed
+    t_step's missing step times instead of the file."""
+    scenario = tmp_path / "typo.yaml"
+    scenario.write_text(f"packs: [littles_law]\n{key}:\n  t_step: 1000\n")
+    given = {k: v for k, v in LITTLE.items() if k != "t_step"}
+    line = one_line_error(concur_cli("solve", "--scenario", str(scenario), "--find", "replicas", *sets(given)), 2)
+    assert f"{scenario}:2:1: unknown key(s) ['{key}'] in a scenario; allowed: find, given, packs" in line
+
+
 def test_littles_law_the_same_numbers_through_the_api_give_13():
     assert concur.solve(find="replicas", given=LITTLE, packs="littles_law").value("replicas") == 13
     assert (

@@ -21,6 +21,8 @@ from .hints import for_cli
 
 __all__ = ["default_scenario", "load_scenario", "parse_sets", "solve_question", "split_names"]
 
+_SCENARIO_KEYS = frozenset({"given", "packs", "find"})
+
 
 def parse_sets(items: tuple[str, ...]) -> dict[str, Any]:
     """``NAME=VALUE`` pairs; a plain number stays a number (the variable's display unit).
@@ -72,6 +74,12 @@ def load_scenario(path: str) -> tuple[dict[str, Any], list[str], list[str]]:
         raise UsageError(exc.render_body(), where=exc.where) from None
     if not isinstance(data, YMap) or not isinstance(data.get("given", {}), dict):
         raise UsageError(f"{label}: a scenario is a mapping with given: {{NAME: VALUE}}")
+    unknown = sorted(str(k) for k in data if k not in _SCENARIO_KEYS)
+    if unknown:  # a misspelt 'given:' was ignored: the packs' defaults answered instead of its values
+        raise UsageError(
+            f"{data.where(unknown[0])}: unknown key(s) {unknown} in a scenario; allowed: {', '.join(sorted(_SCENARIO_KEYS))}",
+            hint="a scenario holds given: {NAME: VALUE} and optionally packs: and find:",
+        )
     packs = data.get("packs") or []
     find = data.get("find") or []
     if isinstance(packs, str):
