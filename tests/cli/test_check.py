@@ -76,6 +76,15 @@ def test_duplicate_keys_and_reserved_names(tmp_path):
     assert "reserved" in check(res).stdout
 
 
+def test_an_equation_with_the_same_side_twice_is_a_problem(tmp_path):
+    """``a = a`` passed the check ("ok: unit-consistent"); every solve using it then said a was
+    undetermined, far from the line that made it so."""
+    path = write(tmp_path, "same", GOOD_HEAD.format(name="same") + "  - x = a\n  - b = b\n")
+    out = check(path)
+    assert out.returncode == 1 and out.stdout.count("error:") == 1, out.stdout
+    assert f"{path}:8:5: error: equation 'b = b' has the same expression on both sides" in out.stdout
+
+
 def test_floor_of_bytes_is_refused(tmp_path):
     path = write(
         tmp_path, "rnd", "pack: rnd\nvariables:\n  a: {unit: GiB}\n  n: {unit: GiB}\nequations:\n  - n = floor(a)\n"
