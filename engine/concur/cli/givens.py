@@ -11,6 +11,7 @@ Every problem here is the user's input: :class:`concur.errors.UsageError` (exit 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -96,9 +97,11 @@ def load_scenario(path: str) -> tuple[dict[str, Any], list[str], list[str]]:
         raise UsageError(exc.render_body(), where=exc.where) from None
     given = data.get("given") or {}
     for name, value in given.items():
+        where = given.where(name) if isinstance(given, YMap) else label
         if not isinstance(value, (int, float, str)) or isinstance(value, bool):
-            where = given.where(name) if isinstance(given, YMap) else label
             raise UsageError(f"{where}: '{name}' must be a number or text such as '8192 token'")
+        if isinstance(value, float) and not math.isfinite(value):  # .nan, .inf, 1e400: said where, as --set's are
+            raise UsageError(f"{where}: {name}: {value} is not a finite number", variable=name)
     check_given_units(given, label)
     return dict(given), list(packs), list(find)
 
