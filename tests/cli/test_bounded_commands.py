@@ -20,11 +20,13 @@ from pathlib import Path
 import pytest
 
 from concur.analysis.bench_import import MAX_RUNS
+from concur.analysis.fleet_plan import MAX_CONFIGS
 from concur.analysis.simulate import MAX_ARRIVALS, MAX_BATCHES, MAX_UNITS
 from concur.analysis.verify import MAX_VERIFY
 from concur.errors import MAX_HINT, MAX_MESSAGE, UsageError, clip
 from concur.excel.live_search import MAX_CANDIDATES
 from concur.lang import yamlsafe
+from concur.lang.library import get_catalog
 from concur.sweep.vector import MAX_SEARCH_POINTS
 
 PLAN = ("plan", "--set", "model=llama-3.1-70b", "--set", "input_tokens=1000", "--set", "output_tokens=400")
@@ -77,6 +79,19 @@ def test_plan_refuses_a_rate_past_the_replica_bound(rate):
     narrow = ("--gpus", "h100-sxm-80gb", "--tp", "4", "--weight-dtypes", "bf16", "--kv-dtypes", "bf16")
     line = refused(concur(*PLAN, *narrow, "--set", f"arrival_rate={rate}"))
     assert "needs more than 1,000,000 replicas" in line and "arrival_rate" in line
+
+
+def test_plan_refuses_a_grid_past_its_configuration_cap():
+    """Every GPU as a prefill GPU, with every provider and speculation on and off, was 94,080
+    configurations and 141 s of sizing; TP 1 to 1,024 was 172,032."""
+    every_gpu = ",".join(get_catalog("gpus").entries)
+    wide = ("--modes", "agg,disagg", "--prefill-gpus", every_gpu, "--provider", "all", "--spec", "off,on")
+    line = refused(concur(*PLAN, "--set", "arrival_rate=5", *wide))
+    assert f"configurations (6,720 x 14 prefill GPUs); a plan sizes at most {MAX_CONFIGS:,}" in line
+    tps = ",".join(str(t) for t in range(1, 1025))
+    assert "the plan's grid holds 172,032 configurations" in refused(
+        concur(*PLAN, "--set", "arrival_rate=5", "--tp", tps)
+    )
 
 
 def test_plan_verify_is_bounded_and_top_is_a_count():
