@@ -75,12 +75,7 @@ def load_scenario(path: str) -> tuple[dict[str, Any], list[str], list[str]]:
         raise UsageError(exc.render_body(), where=exc.where) from None
     if not isinstance(data, YMap) or not isinstance(data.get("given", {}), dict):
         raise UsageError(f"{label}: a scenario is a mapping with given: {{NAME: VALUE}}")
-    unknown = sorted(str(k) for k in data if k not in _SCENARIO_KEYS)
-    if unknown:  # a misspelt 'given:' was ignored: the packs' defaults answered instead of its values
-        raise UsageError(
-            f"{data.where(unknown[0])}: unknown key(s) {unknown} in a scenario; allowed: {', '.join(sorted(_SCENARIO_KEYS))}",
-            hint="a scenario holds given: {NAME: VALUE} and optionally packs: and find:",
-        )
+    _refuse_unknown_keys(data)
     packs = data.get("packs") or []
     find = data.get("find") or []
     if isinstance(packs, str):
@@ -96,14 +91,33 @@ def load_scenario(path: str) -> tuple[dict[str, Any], list[str], list[str]]:
     except PackError as exc:
         raise UsageError(exc.render_body(), where=exc.where) from None
     given = data.get("given") or {}
+    _check_given_values(given, label)
+    check_given_units(given, label)
+    return dict(given), list(packs), list(find)
+
+
+def _refuse_unknown_keys(data: Any) -> None:
+    """A scenario's keys are given, packs and find: a misspelt ``given:`` was ignored, and the packs'
+    defaults answered instead of its values."""
+    unknown = sorted(str(k) for k in data if k not in _SCENARIO_KEYS)
+    if unknown:
+        raise UsageError(
+            f"{data.where(unknown[0])}: unknown key(s) {unknown} in a scenario; allowed: {', '.join(sorted(_SCENARIO_KEYS))}",
+            hint="a scenario holds given: {NAME: VALUE} and optionally packs: and find:",
+        )
+
+
+def _check_given_values(given: Any, label: str) -> None:
+    """Each value a number or text, and a number finite (``.nan``, ``.inf``, ``1e400`` are refused
+    where they are written, as --set's are)."""
+    from ..lang.yamlsafe import YMap
+
     for name, value in given.items():
         where = given.where(name) if isinstance(given, YMap) else label
         if not isinstance(value, (int, float, str)) or isinstance(value, bool):
             raise UsageError(f"{where}: '{name}' must be a number or text such as '8192 token'")
-        if isinstance(value, float) and not math.isfinite(value):  # .nan, .inf, 1e400: said where, as --set's are
+        if isinstance(value, float) and not math.isfinite(value):
             raise UsageError(f"{where}: {name}: {value} is not a finite number", variable=name)
-    check_given_units(given, label)
-    return dict(given), list(packs), list(find)
 
 
 def solve_question(
