@@ -59,6 +59,26 @@ def test_diagnose_errors():
         diagnose(L70, measured_tokens_per_s=100)
 
 
+@pytest.mark.parametrize("flag", ["--measured-tokens-per-s", "--measured-itl"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0"])
+def test_a_measurement_that_is_not_a_finite_positive_number_is_a_usage_error(flag, value):
+    """nan passed 'must be positive' (nan <= 0 is false): exit 0 and a report of nan; inf beat the
+    roofline and exited 1, as if the physics were wrong."""
+    args = ["diagnose", "--set", "model=llama-3.1-8b", "--set", "gpu=h100-sxm-80gb", "--set", "concurrency=64"]
+    got = CliRunner().invoke(cli, [*args, "--set", "input_tokens=128", "--set", "output_tokens=128", flag, value])
+    assert isinstance(got.exception, UsageError) and got.exception.exit_code == 2, got.output
+    assert f"{flag} must be a finite number > 0" in str(got.exception)
+
+
+@pytest.mark.parametrize("option", ["real_context", "shared_prefix"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_remedies_refuse_a_length_that_is_not_finite(option, value):
+    """--real-context inf read as 'the reservation is already no larger', --shared-prefix nan as a
+    caveat: exit 0 for a number that is not one."""
+    with pytest.raises(UsageError, match="must be a finite number of tokens"):
+        remedies(MEM, **{option: value})
+
+
 def test_diagnose_cli_above_bound_exits_1():
     args = ["diagnose"] + [x for k, v in {**L70, "concurrency": 64}.items() for x in ("--set", f"{k}={v}")]
     res = CliRunner().invoke(cli, args + ["--measured-tokens-per-s", "5000"])

@@ -30,6 +30,16 @@ def test_named_axes_replace_theirs_and_dtypes_pair_up(fleet: Model) -> None:
     assert axes["gpu"] == default_axes(fleet, {})["gpu"]
 
 
+def test_a_value_named_twice_is_sized_once_and_tp_stays_within_the_packs_bound(fleet: Model) -> None:
+    """5,000 copies of one GPU were 5,000 copies of its rows (minutes); TP 1 to 4,999 was 1.1
+    million configurations, past the fleet pack's bound of 1,024 on tp."""
+    axes = narrow_axes(fleet, {"gpus": ["h100-sxm-80gb"] * 5000, "tp": [4, 2, 4], "engines": ["vllm", "vllm"]})
+    assert axes["gpu"] == ["h100-sxm-80gb"] and axes["tp"] == [4, 2] and axes["engine"] == ["vllm"]
+    with pytest.raises(UsageError, match=r"TP values are at most 1,024 \(the fleet pack's bound\), got 2048") as err:
+        narrow_axes(fleet, {"tp": [4, 2048]})
+    assert err.value.field == "tp"
+
+
 @pytest.mark.parametrize(
     ("narrow", "field", "error"),
     [

@@ -121,3 +121,41 @@ def test_bench_runs_and_prints_its_peer_and_a_ratio(name: str, tmp_path, monkeyp
         assert peer in result.output, f"{name}: {peer!r} missing from\n{result.output}"
     assert RATIO.search(result.output), f"{name}: no ratio like '1.23x' in\n{result.output}"
     assert "not installed" not in result.output, result.output  # the test extra brings every peer
+
+
+TINY_LIMITER = ["--iterations", "10", "--repeats", "1", "--contended-admissions", "10", "--contended-repeats", "1"]
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["queue", "--workers", "0"], "'--workers': 0 is not in the range x>=1"),
+        (["queue", "--bound", "0"], "'--bound': 0 is not in the range x>=1"),
+        (["queue", "--repeats", "0"], "'--repeats': 0 is not in the range x>=1"),
+        (["limiter", *TINY_LIMITER, "--redis-url", "notaurl"], "--redis-url: Redis URL must specify one of"),
+        (["simulate", "--rate", "-1", "--runs", "1"], "--rate: must be a finite number > 0, got -1"),
+        (["simulate", "--rate", "nan", "--runs", "1"], "--rate: must be a finite number > 0, got nan"),
+        (["simulate", "--duration", "1e12", "--runs", "1"], "a simulation takes at most 600,000"),
+        (["sweep", "--points", "1000000000"], "--points and --csv-points take at most 10,000,000"),
+        (["deque", "--native-mb", "abc"], "'abc' is not a list of whole numbers of MiB"),
+        (["deque", "--native-mb", "4,100000"], "each size must be 1 to 4,096 MiB"),
+    ],
+    ids=[
+        "queue-workers",
+        "queue-bound",
+        "queue-repeats",
+        "limiter-url",
+        "sim-rate-neg",
+        "sim-rate-nan",
+        "sim-duration",
+        "sweep-points",
+        "deque-mb-text",
+        "deque-mb-huge",
+    ],
+)
+def test_bench_refuses_bad_options_before_it_runs(args: list[str], says: str) -> None:
+    """Each was a traceback (a pool of 0 workers, an empty list of timings, a URL that is not one, a
+    size that is not a number -- after minutes of other benchmarks), or a run that never ended
+    (SimPy at a rate of nan or for 10^12 s, a sweep of 10^9 points)."""
+    result = CliRunner().invoke(cli, ["bench", *args])
+    assert result.exit_code == 2 and says in result.output, (result.output, result.exception)

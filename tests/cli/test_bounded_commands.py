@@ -1,11 +1,13 @@
 """Every command answers or refuses up front, naming the limit; a refusal is one short line.
 
 Each input here used to give a traceback or run for minutes: ``plan`` with a zero SLA,
-utilization, rate or output length (ZeroDivisionError), ``arrival_rate=1e308`` (OverflowError) or
-``1e30`` (471 s of replica searches); ``calibrate --from`` a 400- or 5,000-digit integer or deeply
-nested JSON (tracebacks) or a 5 MB field (a 5 MB error line); ``export --search-up-to 1000`` (15 s
-of table cells); a per-point sweep of 10^7 points. Limits are counts, so the tests assert exit
-codes and messages, never durations (each command runs under a generous subprocess timeout).
+utilization, rate or output length (ZeroDivisionError), ``arrival_rate=1e308`` (OverflowError),
+``1e30`` (471 s of replica searches) or ``--verify 1000000`` (every feasible row simulated);
+``calibrate --from`` a 400- or 5,000-digit integer or deeply nested JSON (tracebacks) or a 5 MB
+field (a 5 MB error line); ``export --search-up-to 1000`` (15 s of table cells); a per-point
+sweep of 10^7 points; ``simulate --batches 100000000`` and an engine simulation of 10^8
+closed-loop clients. Limits are counts, so the tests assert exit codes and messages, never
+durations (each command runs under a generous subprocess timeout).
 """
 
 from __future__ import annotations
@@ -18,14 +20,18 @@ from pathlib import Path
 import pytest
 
 from concur.analysis.bench_import import MAX_RUNS
-from concur.analysis.simulate import MAX_ARRIVALS, MAX_UNITS
+from concur.analysis.fleet_plan import MAX_CONFIGS
+from concur.analysis.simulate import MAX_ARRIVALS, MAX_BATCHES, MAX_UNITS
+from concur.analysis.verify import MAX_VERIFY
 from concur.errors import MAX_HINT, MAX_MESSAGE, UsageError, clip
 from concur.excel.live_search import MAX_CANDIDATES
 from concur.lang import yamlsafe
+from concur.lang.library import get_catalog
 from concur.sweep.vector import MAX_SEARCH_POINTS
 
 PLAN = ("plan", "--set", "model=llama-3.1-70b", "--set", "input_tokens=1000", "--set", "output_tokens=400")
 CAL = ("--set", "model=llama-3.1-8b", "--set", "gpu=h100-sxm-80gb")
+ENGINE = ("--model", "engine", *CAL, "--set", "engine=vllm", "--set", "input_tokens=100", "--set", "output_tokens=100")
 RUN = {
     "completed": 10,
     "mean_tpot_ms": 20,
@@ -73,6 +79,28 @@ def test_plan_refuses_a_rate_past_the_replica_bound(rate):
     narrow = ("--gpus", "h100-sxm-80gb", "--tp", "4", "--weight-dtypes", "bf16", "--kv-dtypes", "bf16")
     line = refused(concur(*PLAN, *narrow, "--set", f"arrival_rate={rate}"))
     assert "needs more than 1,000,000 replicas" in line and "arrival_rate" in line
+
+
+def test_plan_refuses_a_grid_past_its_configuration_cap():
+    """Every GPU as a prefill GPU, with every provider and speculation on and off, was 94,080
+    configurations and 141 s of sizing; TP 1 to 1,024 was 172,032."""
+    every_gpu = ",".join(get_catalog("gpus").entries)
+    wide = ("--modes", "agg,disagg", "--prefill-gpus", every_gpu, "--provider", "all", "--spec", "off,on")
+    line = refused(concur(*PLAN, "--set", "arrival_rate=5", *wide))
+    assert f"configurations (6,720 x 14 prefill GPUs); a plan sizes at most {MAX_CONFIGS:,}" in line
+    tps = ",".join(str(t) for t in range(1, 1025))
+    assert "the plan's grid holds 172,032 configurations" in refused(
+        concur(*PLAN, "--set", "arrival_rate=5", "--tp", tps)
+    )
+
+
+def test_plan_verify_is_bounded_and_top_is_a_count():
+    """``--verify 1000000`` simulated every feasible row (384 of the default grid: minutes); it is
+    refused before the plan. ``--top -5`` silently dropped the five last rows."""
+    narrow = ("--gpus", "h100-sxm-80gb", "--tp", "1", "--set", "arrival_rate=5")
+    line = refused(concur(*PLAN, *narrow, "--verify", "1000000"))
+    assert f"--verify 1,000,000 asks for more simulated rows than a plan verifies ({MAX_VERIFY})" in line
+    assert "'--top': -5 is not in the range x>=0" in refused(concur(*PLAN, *narrow, "--top", "-5"))
 
 
 @pytest.mark.parametrize(
@@ -164,8 +192,13 @@ def test_check_parses_a_pure_parser_file_once(tmp_path, monkeypatch):
             f"1,000,000,000 servers is more than a simulation holds ({MAX_UNITS:,})",
         ),
         (("--rate", "1e6", "--replicas", "1000", "--duration", "1e6"), "2,000,000,000,000 arrivals"),
+        (("--rate", "1", "--batches", "2000"), f"2,000 batches is more than a simulation slices ({MAX_BATCHES:,})"),
+        (
+            (*ENGINE, "--concurrency", "5000", "--requests", "100", "--warmup-requests", "0", "--max-events", "1000"),
+            "5,000 closed-loop clients cannot finish within max_events (1,000)",
+        ),
     ],
-    ids=["arrivals", "servers", "fleet"],
+    ids=["arrivals", "servers", "fleet", "batches", "engine-clients"],
 )
 def test_simulate_refuses_runs_over_its_counts(args, says):
     assert says in refused(concur("simulate", *args))

@@ -76,6 +76,28 @@ def test_duplicate_keys_and_reserved_names(tmp_path):
     assert "reserved" in check(res).stdout
 
 
+def test_an_equation_with_the_same_side_twice_is_a_problem(tmp_path):
+    """``a = a`` passed the check ("ok: unit-consistent"); every solve using it then said a was
+    undetermined, far from the line that made it so."""
+    path = write(tmp_path, "same", GOOD_HEAD.format(name="same") + "  - x = a\n  - b = b\n")
+    out = check(path)
+    assert out.returncode == 1 and out.stdout.count("error:") == 1, out.stdout
+    assert f"{path}:8:5: error: equation 'b = b' has the same expression on both sides" in out.stdout
+
+
+def test_a_rename_that_merges_two_variables_of_a_used_pack_is_a_problem(tmp_path):
+    """``rename: {a: x}`` on a pack with ``x = a`` made ``x = x``: check said ok and solve answered
+    x = 0 with exit 0. Renaming onto a name the pack does not declare, or swapping two, stays fine."""
+    write(tmp_path, "base", GOOD_HEAD.format(name="base") + "  - x = a\n")
+    merged = write(tmp_path, "merged", "pack: merged\nuses: [{pack: base, rename: {a: x}}]\nequations: []\n")
+    out = check(merged)
+    assert out.returncode == 1, out.stdout
+    assert f"{merged}:2:8: error: the rename makes base's variables 'a' and 'x' one variable 'x'" in out.stdout
+    swapped = write(tmp_path, "swapped", "pack: swapped\nuses: [{pack: base, rename: {a: x, x: a}}]\nequations: []\n")
+    shared = write(tmp_path, "shared", "pack: shared\nuses: [{pack: base, rename: {a: c}}]\nequations: []\n")
+    assert check(swapped, shared).returncode == 0
+
+
 def test_floor_of_bytes_is_refused(tmp_path):
     path = write(
         tmp_path, "rnd", "pack: rnd\nvariables:\n  a: {unit: GiB}\n  n: {unit: GiB}\nequations:\n  - n = floor(a)\n"

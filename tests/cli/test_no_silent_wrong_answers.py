@@ -170,6 +170,28 @@ def test_littles_law_the_same_numbers_through_a_scenario_give_13(tmp_path):
     assert answer(out)["results"]["replicas"]["value"] == 13
 
 
+@pytest.mark.parametrize("key", ["Given", "givn", "given_values"])
+def test_a_scenario_key_that_is_not_given_packs_or_find_is_refused(tmp_path, key):
+    """A misspelt ``given:`` was ignored: its values never reached the solve, so ``Given: {tp: 2}`` with
+    the rest on --set answered for llm_memory's default tp=1 (exit 0), and here the error blamed
+    t_step's missing step times instead of the file."""
+    scenario = tmp_path / "typo.yaml"
+    scenario.write_text(f"packs: [littles_law]\n{key}:\n  t_step: 1000\n")
+    given = {k: v for k, v in LITTLE.items() if k != "t_step"}
+    line = one_line_error(concur_cli("solve", "--scenario", str(scenario), "--find", "replicas", *sets(given)), 2)
+    assert f"{scenario}:2:1: unknown key(s) ['{key}'] in a scenario; allowed: find, given, packs" in line
+
+
+@pytest.mark.parametrize("value, shown", [(".nan", "nan"), (".inf", "inf"), ("1e400", "inf")])
+def test_a_scenario_value_that_is_not_finite_is_refused_where_it_is_written(tmp_path, value, shown):
+    """The refusal named the variable but not the file or line: 'nan is not a finite number (variable
+    't_step')', as if it had come from --set."""
+    scenario = tmp_path / "nan.yaml"
+    scenario.write_text(f"packs: [littles_law]\ngiven:\n  arrival_rate: 50\n  t_step: {value}\n")
+    line = one_line_error(concur_cli("solve", "--scenario", str(scenario), "--find", "replicas"), 2)
+    assert line.startswith(f"error: {scenario}:4:3: t_step: {shown} is not a finite number"), line
+
+
 def test_littles_law_the_same_numbers_through_the_api_give_13():
     assert concur.solve(find="replicas", given=LITTLE, packs="littles_law").value("replicas") == 13
     assert (

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -365,6 +366,27 @@ def test_the_worker_answers_in_order_and_shutdown_fails_what_is_left():
     assert done.result() == 42 and after.result() == "after"
     assert isinstance(failed.exception(), ZeroDivisionError)
     assert type(refused.exception()).__name__ == "_Shutdown"
+
+
+def test_the_worker_queue_is_bounded_and_an_abandoned_question_never_runs(monkeypatch):
+    """The queue took every question (a flood of requests, each timing out after ANSWER_SECONDS, left
+    all of them to run one by one afterwards); a request that stopped waiting did not cancel its own."""
+    from concur.cli.web import server as web
+
+    worker = SolveWorker()
+    ran: list[int] = []
+    queued = [worker.submit(lambda i=i: ran.append(i)) for i in range(web.MAX_WAITING)]
+    busy = worker.submit(lambda: ran.append(-1))
+    assert type(busy.exception(timeout=0)).__name__ == "_Busy"
+    monkeypatch.setattr(web, "ANSWER_SECONDS", 0.0)  # the worker is not running: the wait times out at once
+    handler = SimpleNamespace(server=SimpleNamespace(worker=SolveWorker()))
+    with pytest.raises(web._Asked):
+        web._Handler._ask(handler, lambda: ran.append(-2), None)  # type: ignore[arg-type]
+    handler.server.worker.stop()
+    handler.server.worker.run()
+    worker.stop()
+    worker.run()
+    assert ran == list(range(web.MAX_WAITING)) and all(f.done() for f in queued)
 
 
 def test_busy_port_is_one_line(server):

@@ -88,6 +88,23 @@ def test_an_unknown_over_name_is_named(capsys):
     assert code == 2 and "'arival_rate'" in err and "did you mean arrival_rate" in err
 
 
+@pytest.mark.parametrize(
+    "option, words",
+    [
+        (("--over", "context=1..inf"), "--over 'context=1..inf': inf is not a finite number"),
+        (("--over", "context=nan..100"), "--over 'context=nan..100': nan is not a finite number"),
+        (("--over", "context=5,inf,7"), "--over 'context=5,inf,7': inf is not a finite number"),
+        (("--over", "context=5,1e309"), "--over 'context=5,1e309': inf is not a finite number"),
+        (("--over", "context=5,7", "--compare", "mem_util=0.9,nan"), "--compare 'mem_util=0.9,nan': nan is not"),
+    ],
+)
+def test_over_and_compare_refuse_values_that_are_not_finite(capsys, option, words):
+    """--set context=inf is refused; --over context=1..inf printed numpy's RuntimeWarning and then
+    blamed 'nan token/user', and context=5,inf,7 gave a silent nan row with exit 0."""
+    code, _, err = cli(capsys, "sweep", "llm_memory", "--find", "users", *T70[:4], "--set", "tp=4", *option)
+    assert code == 2 and err.count("\n") == 1 and words in err, err
+
+
 def _interrupting_writer(action):
     from concur.cli import tabular
 

@@ -162,6 +162,16 @@ def test_put_text_never_makes_formulas_or_errors(tmp_path, text):
     assert cell.value == text.replace("\x00", "\ufffd")
 
 
+def test_a_title_with_control_characters_leaves_a_readable_workbook(tmp_path):
+    """``--title $'a\\x01b'`` went raw into docProps/core.xml: exit 0 and a file no reader opens."""
+    from dataclasses import replace
+
+    path = tmp_path / "t.xlsx"
+    write_workbook(replace(t1_plan(), title="a\x01b\x1bc"), path)
+    wb = openpyxl.load_workbook(path)
+    assert wb.properties.title == "a\ufffdb\ufffdc" and wb["Inputs"]["A1"].value == "a\ufffdb\ufffdc"
+
+
 def test_sweep_sheet_has_row_formulas_and_a_chart(t1_book):
     _, wb = t1_book
     ws = wb["Sweep tp"]

@@ -66,6 +66,8 @@ def test_ordinary_units_pass(text):
         ("m**(2)**3", "not a plain number"),
         (f"m**{MAX_UNIT_EXPONENT + 1}", f"at most {MAX_UNIT_EXPONENT}"),
         ("m**(999/2)", "at most"),
+        ("token**1000000", f"exponent of magnitude 1e+06 (at most {MAX_UNIT_EXPONENT})"),  # said 100: 3 digits read
+        ("m**-12345.5", "exponent of magnitude 12345.5"),
         (LONG, f"at most {MAX_UNIT_CHARS}"),
         ("m" + "*m" * 50, "parts"),
         ("(" * 6 + "m" + ")" * 6, "brackets"),

@@ -253,6 +253,34 @@ def test_other_error_replies_raise(fake_server, reply, raised):
     assert bucket.errors == 0
 
 
+@pytest.mark.parametrize(
+    "reply, says",
+    [
+        (b"$100000000\r\n", "a bulk reply of 100,000,000 bytes"),
+        (b"$99999999999999\r\n", "a bulk reply of 99,999,999,999,999 bytes"),
+        (b"$abc\r\n", "a bulk reply of no length"),
+        (b"-ERR " + b"x" * 1_000_000 + b"\r\n", "a reply line of more than 65,536 bytes"),
+    ],
+    ids=["100MB", "100TB", "no-length", "1MB-line"],
+)
+def test_a_reply_larger_than_any_decision_is_refused_unread(fake_server, reply, says):
+    """The bucket allocated whatever size a peer announced (2 GB took 5 s of a 0.5 s budget; 100 TB
+    raised MemoryError), a length that is not a number raised ValueError, and a 1 MB error line
+    became a 1 MB exception. Each is a peer that is not Redis: refused, nothing buffered."""
+    import tracemalloc
+
+    server = fake_server(scripted(reply))
+    bucket = RedisTokenBucket(redis.Redis(port=server.port), "k", 10, 1, on_error="open", budget=SLOW_OK)
+    tracemalloc.start()
+    try:
+        with pytest.raises(redis.exceptions.InvalidResponse, match=says):
+            bucket.try_acquire()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000 and bucket.errors == 0
+
+
 @pytest.mark.parametrize("code", ["LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"])
 def test_not_now_replies_are_outages(fake_server, clock, code):
     server = fake_server(scripted(b"-" + code.encode() + b" try again later\r\n"))

@@ -59,6 +59,36 @@ def test_a_quintic_sympy_cannot_solve_is_bracketed_not_called_impossible(tmp_pat
     assert concur.solve("a", {"b": 5}, str(path)).value("a") == pytest.approx(1.29915, rel=1e-5)
 
 
+def test_nested_abs_and_even_powers_do_not_multiply_closed_forms(tmp_path, monkeypatch):
+    """Each ``abs`` or even power peeled doubles the roots: ``abs(...abs(y)...)`` forty deep in a
+    user's pack made isolation build 2^40 closed forms, and the solve never ended. Past
+    ISOLATED_ROOT_LIMIT roots the equation goes to sympy or to bracketing."""
+    from concur.lang.expr import parse_equation
+    from concur.solver.closed_forms import ISOLATED_ROOT_LIMIT, isolate
+
+    assert isolate(*parse_equation("x = " + "abs(" * 20 + "y" + ")" * 20), "y") is None
+    assert len(isolate(*parse_equation("x = abs(abs(y)) ** 2"), "y") or ()) == 8 <= ISOLATED_ROOT_LIMIT
+    monkeypatch.setenv("CONCUR_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "deep.yaml"
+    path.write_text(
+        "pack: deep\nvariables:\n  x: {}\n  y: {}\nequations:\n  - x = " + "abs(" * 40 + "y" + ")" * 40 + "\n"
+    )
+    with budget() as b:
+        assert abs(concur.solve("y", {"x": 2}, str(path)).value("y")) == 2
+        assert b.used < 20_000
+
+
+def test_an_overflow_is_said_in_words(tmp_path, monkeypatch):
+    """The message quoted errno: "cannot compute x from '...': (34, 'Numerical result out of range')"."""
+    monkeypatch.setenv("CONCUR_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "big.yaml"
+    path.write_text("pack: big\nvariables:\n  x: {}\n  y: {}\nequations:\n  - x = ((y ** 64) ** 64) ** 64\n")
+    with pytest.raises(ConcurError) as err:
+        concur.solve("x", {"y": 2}, str(path))
+    assert "Numerical result out of range" not in str(err.value) and "(34," not in str(err.value)
+    assert err.value.exit_code == 3 and err.value.variable == "x"
+
+
 def test_a_target_the_givens_determine_is_compared_not_used_as_a_value():
     given = {"arrival_rate": 1, "service_time": "1 s", "servers": 3}
     sol = concur.solve(["mean_residence", "mean_in_system"], {**given, "mean_wait": "100 s"}, "queueing")

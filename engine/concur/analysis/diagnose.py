@@ -75,6 +75,12 @@ def diagnose(
             "give exactly one measurement: --measured-tokens-per-s or --measured-itl",
             hint="tokens/s is decode output of the whole replica at the stated concurrency",
         )
+    for flag, value, unit in (
+        ("--measured-tokens-per-s", measured_tokens_per_s, ""),
+        ("--measured-itl", measured_itl_ms, " (ms)"),
+    ):
+        if value is not None and not (math.isfinite(value) and value > 0):  # nan passed 'value <= 0'
+            raise UsageError(f"{flag} must be a finite number > 0{unit}, got {value:g}")
     model = build_model(["llm_throughput"])
     outputs = (
         "bound_tokens_per_s",
@@ -93,14 +99,11 @@ def diagnose(
     c = sol.value("concurrency")
     if c <= 0:
         raise UsageError("concurrency must be positive to diagnose a throughput", variable="concurrency")
-    if measured_tokens_per_s is None:
-        if measured_itl_ms is None or measured_itl_ms <= 0:
-            raise UsageError("--measured-itl must be positive (ms)")
-        measured = c * 1000.0 / measured_itl_ms
-    else:
-        if measured_tokens_per_s <= 0:
-            raise UsageError("--measured-tokens-per-s must be positive")
+    if measured_tokens_per_s is not None:
         measured = measured_tokens_per_s
+    else:
+        assert measured_itl_ms is not None  # exactly one measurement, checked above
+        measured = c * 1000.0 / measured_itl_ms
     eff = sol.values["efficiency"]
     mem, comp, fixed = sol.value("memory_time"), sol.value("compute_time"), sol.values["t_fixed"] * 1000
     bound, modelled = sol.value("bound_tokens_per_s"), sol.value("tokens_per_s")

@@ -221,6 +221,18 @@ def simulate_engine(
     return sim.result()
 
 
+def _within_events(concurrency: int | None, max_events: int) -> None:
+    """Refuse up front a closed loop of more clients than ``max_events``: each client's first request
+    is made before the loop counts events, so ``--concurrency 100000000`` never reached the budget."""
+    if concurrency is not None and concurrency > max_events:
+        raise UsageError(
+            f"{concurrency:,} closed-loop clients cannot finish within max_events ({max_events:,}): "
+            "each is at least one event",
+            variable="concurrency",
+            hint="simulate fewer clients, or raise --max-events",
+        )
+
+
 class EventLoop(ABC):
     """The event loop both engine simulators share: a heap of ``(time, seq, kind, where)`` events,
     arrivals drawn one ahead from ``source`` (or ``closed`` clients re-arriving as they finish), every
@@ -242,6 +254,7 @@ class EventLoop(ABC):
     ) -> None:
         import numpy as np
 
+        _within_events(concurrency, max_events)
         self.np = np
         self.source = source
         self.first_rec, self.end_rec = warmup, warmup + requests

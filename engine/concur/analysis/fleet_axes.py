@@ -4,7 +4,8 @@ definition's ``plan:`` entry both follow.
 Invariants: an axis the narrowing does not name (or names with an empty list) keeps every value of
 :func:`concur.analysis.fleet_plan.default_axes`; every id named is checked against its catalog (an
 engine may name a fitted release, ``vllm@0.10``, per :mod:`concur.lang.versions`) before anything
-is sized; a TP is a whole number of at least 1; naming weight or KV dtypes replaces the default
+is sized; a value named twice is sized once; a TP is a whole number of at least 1 and at most the
+fleet pack's bound on ``tp`` (1,024); naming weight or KV dtypes replaces the default
 (weights, KV) pairs by every pair of the named ones. An error carries ``field`` (the key of
 :data:`AXIS_KEYS` it concerns) and no option text: the presenter says which flag or key that is.
 
@@ -14,6 +15,7 @@ the three default dtype pairs, and sizes TP 4 on the default engine only.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -44,6 +46,7 @@ def narrow_axes(
     bad = sorted(set(narrow) - set(AXIS_KEYS))
     if bad:
         raise UsageError(f"unknown key '{bad[0]}'", hint=f"allowed: {', '.join(AXIS_KEYS)}", field=bad[0])
+    narrow = {key: list(dict.fromkeys(values)) for key, values in narrow.items()}  # a value named twice is sized once
     axes = default_axes(model, {"model": model_id})
     layouts = _known_layouts([str(n) for n in narrow.get("layouts", ())])
     if layouts:
@@ -58,7 +61,16 @@ def narrow_axes(
     if tps:
         if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in tps):
             raise UsageError(
-                f"TP values are whole numbers of at least 1, got {', '.join(map(str, tps))}",
+                f"TP values are whole numbers of at least 1, got {_listed(tps)}",
+                hint="e.g. 1, 2, 4, 8",
+                kind="tp_values",
+                field="tp",
+            )
+        most = model.variables["tp"].bounds[1] or math.inf
+        over = [t for t in tps if t > most]
+        if over:  # 1 to 4,999 was 1.1 million configurations, sized for minutes
+            raise UsageError(
+                f"TP values are at most {most:,.0f} (the fleet pack's bound), got {_listed(over)}",
                 hint="e.g. 1, 2, 4, 8",
                 kind="tp_values",
                 field="tp",
@@ -67,6 +79,12 @@ def narrow_axes(
     if narrow.get("weight_dtypes") or narrow.get("kv_dtypes"):
         axes["dtypes"] = _dtype_pairs(narrow, axes["dtypes"])
     return axes
+
+
+def _listed(values: Sequence[Any], most: int = 8) -> str:
+    """``values`` comma-separated, the first ``most`` of them and how many more."""
+    shown = ", ".join(map(str, values[:most]))
+    return shown if len(values) <= most else f"{shown} ... ({len(values):,} values)"
 
 
 def _known_layouts(names: list[str]) -> list[str]:

@@ -98,6 +98,7 @@ from .providers import plan_providers, provider_note
 __all__ = [
     "AXES",
     "HOURS_PER_MONTH",
+    "MAX_CONFIGS",
     "UTILIZATION_CEILING",
     "Candidate",
     "Config",
@@ -330,6 +331,25 @@ def _grid(axes: Mapping[str, Sequence[Any]]) -> list[Config]:
     ]
 
 
+MAX_CONFIGS = 50_000
+"""Configurations one plan sizes at most: the grid's rows, times the prefill GPUs a disaggregated row
+is tried on. The default grids hold a few hundred to a few thousand (an MoE model with every
+provider, speculation and layout, 33,600); a milliseconds each they take seconds to a minute. A TP
+axis of 1 to 4,999 (1.1 million rows) or every GPU as a prefill GPU with every provider (125,440)
+ran for minutes."""
+
+
+def _require_grid_size(configs: int, prefill_gpus: int) -> None:
+    """Refuse, before anything is sized, a grid of more than :data:`MAX_CONFIGS` configurations."""
+    sized = configs * max(1, prefill_gpus)
+    if sized > MAX_CONFIGS:
+        how = f" ({configs:,} x {prefill_gpus} prefill GPUs)" if prefill_gpus > 1 else ""
+        raise UsageError(
+            f"the plan's grid holds {sized:,} configurations{how}; a plan sizes at most {MAX_CONFIGS:,}",
+            hint="narrow it: fewer GPUs, TP degrees, dtypes, engines, providers or prefill GPUs",
+        )
+
+
 def plan_fleet(
     question: Mapping[str, Any],
     axes: Mapping[str, Sequence[Any]] | None = None,
@@ -355,6 +375,7 @@ def plan_fleet(
     configs = _grid(axes)
     if not configs:
         raise UsageError("the grid is empty", hint="every axis needs at least one value")
+    _require_grid_size(len(configs), len(prefill_gpus) if "disagg" in modes else 0)
     prefill = prefill_gpu_values(prefill_gpus, sorted({c.provider for c in configs})) if prefill_gpus else {}
     price_prefill_pools(link_question, axes["gpu"], prefill_gpus, prefill)
     probe = resolve_givens(model, {**question, **configs[0].priced()})  # a bad model or value fails once, here

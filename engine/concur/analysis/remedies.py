@@ -38,6 +38,7 @@ caveats, not modelled; combinations of remedies are one ``concur solve`` away.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -155,6 +156,9 @@ def remedies(
     really holds (token); ``shared_prefix``: tokens every request shares (token); ``larger_gpu``:
     a GPU id (default: the next larger in the catalog). Raises ``UsageError`` for a bad scenario.
     """
+    for flag, value in (("--real-context", real_context), ("--shared-prefix", shared_prefix)):
+        if value is not None and not math.isfinite(value):  # inf read as 'no larger than', nan as 'not in range'
+            raise UsageError(f"{flag} must be a finite number of tokens, got {value:g}")
     if "context" not in given:
         raise UsageError(
             "remedies need the per-request reservation",

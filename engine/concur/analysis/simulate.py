@@ -66,6 +66,7 @@ from .plot import pyplot, save_png
 
 __all__ = [
     "MAX_ARRIVALS",
+    "MAX_BATCHES",
     "MAX_UNITS",
     "Estimate",
     "LLMFleet",
@@ -89,6 +90,10 @@ def _positive(name: str, value: float, *, allow_zero: bool = False) -> None:
         )
 
 
+MAX_BATCHES = 1_000
+"""Batch-means slices: each must span many arrivals for its mean to be a sample (a run holds at most
+:data:`MAX_ARRIVALS`). The recorder keeps two lists of ``batches`` floats and walks every slice
+boundary: ``--batches 100000000`` built lists of 10^8 floats and never ended."""
 MAX_UNITS = 1_000_000
 """Replicas or servers: the loop keeps a few slots per unit."""
 
@@ -370,6 +375,8 @@ def simulate(
         raise UsageError(f"warmup ({warm}) must be shorter than duration ({duration})", variable="warmup")
     if not isinstance(batches, int) or batches < 2:
         raise UsageError(f"batches must be a whole number >= 2, got {batches!r}", variable="batches")
+    if batches > MAX_BATCHES:
+        raise UsageError(f"{batches:,} batches is more than a simulation slices ({MAX_BATCHES:,})", variable="batches")
     if not isinstance(samples, int) or samples < 2:
         raise UsageError(f"samples must be a whole number >= 2, got {samples!r}", variable="samples")
     if not isinstance(model, (LLMFleet, MMcQueue)):

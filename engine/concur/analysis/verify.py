@@ -50,17 +50,36 @@ from .fleet_plan import Candidate, Config, FleetPlan
 from .step_model import solve_engine
 
 __all__ = [
+    "MAX_VERIFY",
     "PERCENTILE_SLOS",
     "Verified",
     "disagg_layout",
     "slo_values",
     "split_percentile_slos",
+    "verify_count",
     "verify_disagg_row",
     "verify_plan",
     "verify_row",
 ]
 
 PERCENTILE_SLOS = tuple(n for n in SLO_NAMES if n not in ("ttft_slo", "itl_slo"))
+MAX_VERIFY = 20
+"""Rows one plan verifies at most. Each is a step-by-step run of some 2,000 requests (a quarter to
+half a second on a laptop, more for a large fleet), and the cheapest rows are the ones worth
+checking: ``--verify 1000000`` simulated every feasible row of the default grid, for minutes."""
+
+
+def verify_count(count: int) -> int:
+    """``count`` when it is a whole number in ``[0, MAX_VERIFY]``; else a :class:`UsageError`."""
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise UsageError(f"--verify takes a whole number >= 0, got {count!r}", variable="verify")
+    if count > MAX_VERIFY:
+        raise UsageError(
+            f"--verify {count:,} asks for more simulated rows than a plan verifies ({MAX_VERIFY})",
+            variable="verify",
+            hint=f"verify the cheapest rows: --verify {MAX_VERIFY} or fewer",
+        )
+    return count
 
 
 @dataclass(frozen=True)
@@ -185,8 +204,7 @@ def verify_plan(
     max_events: int | None = None,
 ) -> dict[Config, Verified]:
     """Verify the ``count`` cheapest feasible rows of ``result`` (see the module essay)."""
-    if not isinstance(count, int) or count < 0:
-        raise UsageError(f"--verify takes a whole number >= 0, got {count!r}", variable="verify")
+    verify_count(count)
     out: dict[Config, Verified] = {}
     rows: list[Candidate] = [c for c in result.feasible if c.replicas or disagg_layout(c)][:count]
     for cand in rows:

@@ -249,6 +249,21 @@ def _chunk(bounds: tuple[int, int]) -> int:
     return sum(i * i for i in range(lo, hi))
 
 
+MAX_NATIVE_MB = 4096
+"""The largest array of the C run, MiB: it is allocated whole (``--native-mb 100000`` asked for 100 GB)."""
+
+
+def _sizes(text: str) -> list[int]:
+    """``--native-mb``'s sizes, checked before any benchmark runs (``abc`` was a traceback after them)."""
+    try:
+        sizes = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a list of whole numbers of MiB, e.g. 4,64,256") from None
+    if not sizes or not all(1 <= s <= MAX_NATIVE_MB for s in sizes):
+        raise click.BadParameter(f"{text!r}: each size must be 1 to {MAX_NATIVE_MB:,} MiB")
+    return sizes
+
+
 @click.command(name="deque")
 @click.option("--runs", default=5, show_default=True, type=click.IntRange(1, 50), help="runs per cell")
 @click.option(
@@ -256,7 +271,13 @@ def _chunk(bounds: tuple[int, int]) -> int:
 )
 @click.option("--leaf", default=2000, show_default=True, type=click.IntRange(1), help="leaf size of the split")
 @click.option("--native/--no-native", default=True, show_default=True, help="also run the C measurement")
-@click.option("--native-mb", default="4,64,256", show_default=True, help="array sizes (MiB) for the C run")
+@click.option(
+    "--native-mb",
+    default="4,64,256",
+    show_default=True,
+    callback=lambda _ctx, _param, text: _sizes(text),
+    help=f"array sizes (MiB) for the C run, each 1 to {MAX_NATIVE_MB:,}",
+)
 @click.option("--max-workers", type=click.IntRange(1, 64), default=None, help="override the worker counts' top")
 @click.option(
     "--fib",
@@ -278,7 +299,7 @@ def command(
     n: int,
     leaf: int,
     native: bool,
-    native_mb: str,
+    native_mb: list[int],
     max_workers: int | None,
     fib_n: int,
     owner_ops: int,
@@ -414,11 +435,10 @@ def _process_section(n: int, runs: int, cores: int, expected: int) -> None:
     click.echo(markdown_table(["processes", "seconds", "speed-up"], prow))
 
 
-def _native_section(native_mb: str, runs: int) -> None:
-    """The C deque over arrays of ``native_mb`` MiB: LIFO against FIFO locality."""
+def _native_section(sizes: list[int], runs: int) -> None:
+    """The C deque over arrays of ``sizes`` MiB: LIFO against FIFO locality."""
     from concur.native import deque_table
 
-    sizes = [int(s) for s in native_mb.split(",") if s.strip()]
     click.echo(
         f"\n## Native C: tree over an array, one pass per task, leaves of 4,096 elements; "
         f"ms, median (min-max) of {runs} runs\n"

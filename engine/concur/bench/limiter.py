@@ -42,6 +42,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import click
 
@@ -245,19 +246,30 @@ def _raw_evalsha(url: str, sha: str, key: str) -> tuple[Callable[[], bytes], Cal
     return bare, sock.close
 
 
-def _on_redis(url: str, iterations: int, repeats: int) -> tuple[list[tuple[str, float, float]], str]:
+def _client(url: str) -> Any:
+    """A client of the Redis at ``url`` that answered PING (a server starting up gets 10 s); a URL that
+    is not one, or a server that does not answer, is a one-line usage error, not a traceback."""
     import redis
 
-    client = redis.Redis.from_url(url)
+    try:
+        client = redis.Redis.from_url(url)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--redis-url") from None
     deadline = time.monotonic() + 10
     while True:
         try:
             client.ping()
-            break
-        except redis.exceptions.ConnectionError:
+            return client
+        except redis.exceptions.ConnectionError as exc:
             if time.monotonic() > deadline:
-                raise
+                raise click.BadParameter(
+                    f"{url} did not answer PING within 10 s: {exc}", param_hint="--redis-url"
+                ) from None
             time.sleep(0.02)
+
+
+def _on_redis(url: str, iterations: int, repeats: int) -> tuple[list[tuple[str, float, float]], str]:
+    client = _client(url)
     from concur.primitives import RedisTokenBucket
 
     # budget 5 s: this measures decisions, so no decision may be an on_error one (checked below)
@@ -305,8 +317,10 @@ def _print_table(title: str, rows: list[tuple[str, float, float]], reference: st
 
 
 @click.command("limiter")
-@click.option("--iterations", default=200_000, show_default=True, help="calls per timed run")
-@click.option("--repeats", default=5, show_default=True, help="timed runs; best and median shown")
+@click.option("--iterations", type=click.IntRange(1), default=200_000, show_default=True, help="calls per timed run")
+@click.option(
+    "--repeats", type=click.IntRange(1), default=5, show_default=True, help="timed runs; best and median shown"
+)
 @click.option(
     "--redis-url",
     default=None,
@@ -314,17 +328,25 @@ def _print_table(title: str, rows: list[tuple[str, float, float]], reference: st
 )
 @click.option(
     "--redis-iterations",
+    type=click.IntRange(1),
     default=5_000,
     show_default=True,
     help="calls per timed run on Redis",
 )
 @click.option(
     "--contended-admissions",
+    type=click.IntRange(1),
     default=4_000,
     show_default=True,
     help="admissions per contended asyncio run (2 s each at 2,000/s)",
 )
-@click.option("--contended-repeats", default=3, show_default=True, help="contended asyncio runs per contender")
+@click.option(
+    "--contended-repeats",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="contended asyncio runs per contender",
+)
 def command(
     iterations: int,
     repeats: int,
@@ -334,6 +356,8 @@ def command(
     contended_repeats: int,
 ) -> None:
     """Time one uncontended rate-limit decision: concur vs floor, limits, pyrate-limiter, aiolimiter, Redis."""
+    if redis_url is not None:
+        _client(redis_url)  # a URL that is not one, or a server that does not answer: refused before the timing
     click.echo(f"cores: {os.cpu_count()}  python: {sys.version.split()[0]}  iterations: {iterations} x {repeats}")
     rows = _in_process(iterations, repeats)
     _print_table(

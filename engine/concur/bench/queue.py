@@ -143,12 +143,16 @@ def _bare_run(fn: Callable[[int], int], items: int, workers: int, bound: int, fu
 
 
 @click.command("queue")
-@click.option("--iterations", default=200_000, show_default=True, help="put+get pairs per run")
-@click.option("--items", default=50_000, show_default=True, help="items through each pool per run")
-@click.option("--workers", default=4, show_default=True)
-@click.option("--bound", default=64, show_default=True)
-@click.option("--work", default=200, show_default=True, help="loop iterations inside fn per item")
-@click.option("--repeats", default=5, show_default=True)
+@click.option("--iterations", type=click.IntRange(1), default=200_000, show_default=True, help="put+get pairs per run")
+@click.option(
+    "--items", type=click.IntRange(1), default=50_000, show_default=True, help="items through each pool per run"
+)
+@click.option("--workers", type=click.IntRange(1), default=4, show_default=True)
+@click.option("--bound", type=click.IntRange(1), default=64, show_default=True)
+@click.option(
+    "--work", type=click.IntRange(0), default=200, show_default=True, help="loop iterations inside fn per item"
+)
+@click.option("--repeats", type=click.IntRange(1), default=5, show_default=True)
 def command(iterations: int, items: int, workers: int, bound: int, work: int, repeats: int) -> None:
     """Time queue hand-offs and WorkerPool throughput against the standard library."""
     from concur.primitives.worker_queue import BoundedQueue

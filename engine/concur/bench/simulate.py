@@ -39,7 +39,7 @@ from typing import Any
 
 import click
 
-from ..analysis.simulate import Estimate, MMcQueue, simulate
+from ..analysis.simulate import MAX_ARRIVALS, Estimate, MMcQueue, simulate
 from ..cli.progress import progress
 from ..maths.erlang import mmc
 from .counter import core_count
@@ -108,6 +108,15 @@ def command(
         import simpy
     except ImportError:
         raise click.ClickException("SimPy is not installed (pip install simpy): no peer to compare with") from None
+    for flag, value in (("--rate", rate), ("--service-time", service_time), ("--duration", duration)):
+        if not (math.isfinite(value) and value > 0):  # nan passed the load test below and SimPy never ended
+            raise click.BadParameter(f"must be a finite number > 0, got {value:g}", param_hint=flag)
+    if 2 * rate * duration > MAX_ARRIVALS:  # concur's own bound; SimPy's side ran first, without one
+        raise click.BadParameter(
+            f"rate x duration makes about {2 * rate * duration:,.0f} arrivals; a simulation takes at most "
+            f"{MAX_ARRIVALS:,}",
+            param_hint="--duration",
+        )
     if rate * service_time >= servers:
         raise click.UsageError(f"load {rate * service_time:g} >= {servers} servers: the queue never drains")
     warmup = duration / 10

@@ -86,11 +86,13 @@ def command(points: int, runs: int, csv_points: int | None) -> None:
 
     from ..lang.model import build_model
     from ..solver.question import solve_model
-    from ..sweep.vector import sweep
+    from ..sweep.vector import MAX_POINTS, sweep
 
     csv_points = 10 * points if csv_points is None else csv_points
     if points < 1 or runs < 1 or csv_points < 1:
         raise click.UsageError("--points, --runs and --csv-points must be positive")
+    if max(points, csv_points) > MAX_POINTS:  # concur sweep's own cap: 10^9 points ran for minutes
+        raise click.UsageError(f"--points and --csv-points take at most {MAX_POINTS:,} (a sweep's cap)")
     model = build_model(["llm_throughput"])
     wanted = (
         "weights_per_gpu",

@@ -11,6 +11,7 @@ Every problem here is the user's input: :class:`concur.errors.UsageError` (exit 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ from ..lang.units import check_given_units
 from .hints import for_cli
 
 __all__ = ["default_scenario", "load_scenario", "parse_sets", "solve_question", "split_names"]
+
+_SCENARIO_KEYS = frozenset({"given", "packs", "find"})
 
 
 def parse_sets(items: tuple[str, ...]) -> dict[str, Any]:
@@ -72,6 +75,7 @@ def load_scenario(path: str) -> tuple[dict[str, Any], list[str], list[str]]:
         raise UsageError(exc.render_body(), where=exc.where) from None
     if not isinstance(data, YMap) or not isinstance(data.get("given", {}), dict):
         raise UsageError(f"{label}: a scenario is a mapping with given: {{NAME: VALUE}}")
+    _refuse_unknown_keys(data)
     packs = data.get("packs") or []
     find = data.get("find") or []
     if isinstance(packs, str):
@@ -87,12 +91,33 @@ def load_scenario(path: str) -> tuple[dict[str, Any], list[str], list[str]]:
     except PackError as exc:
         raise UsageError(exc.render_body(), where=exc.where) from None
     given = data.get("given") or {}
-    for name, value in given.items():
-        if not isinstance(value, (int, float, str)) or isinstance(value, bool):
-            where = given.where(name) if isinstance(given, YMap) else label
-            raise UsageError(f"{where}: '{name}' must be a number or text such as '8192 token'")
+    _check_given_values(given, label)
     check_given_units(given, label)
     return dict(given), list(packs), list(find)
+
+
+def _refuse_unknown_keys(data: Any) -> None:
+    """A scenario's keys are given, packs and find: a misspelt ``given:`` was ignored, and the packs'
+    defaults answered instead of its values."""
+    unknown = sorted(str(k) for k in data if k not in _SCENARIO_KEYS)
+    if unknown:
+        raise UsageError(
+            f"{data.where(unknown[0])}: unknown key(s) {unknown} in a scenario; allowed: {', '.join(sorted(_SCENARIO_KEYS))}",
+            hint="a scenario holds given: {NAME: VALUE} and optionally packs: and find:",
+        )
+
+
+def _check_given_values(given: Any, label: str) -> None:
+    """Each value a number or text, and a number finite (``.nan``, ``.inf``, ``1e400`` are refused
+    where they are written, as --set's are)."""
+    from ..lang.yamlsafe import YMap
+
+    for name, value in given.items():
+        where = given.where(name) if isinstance(given, YMap) else label
+        if not isinstance(value, (int, float, str)) or isinstance(value, bool):
+            raise UsageError(f"{where}: '{name}' must be a number or text such as '8192 token'")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UsageError(f"{where}: {name}: {value} is not a finite number", variable=name)
 
 
 def solve_question(

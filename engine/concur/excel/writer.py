@@ -74,7 +74,7 @@ from openpyxl.worksheet.datavalidation import DataValidation
 from ..errors import UsageError
 from ..lang.units import unit_info
 from . import style
-from .cells import put_formula, put_number, put_text, require_folder, save_atomically
+from .cells import clean_text, put_formula, put_number, put_text, require_folder, save_atomically
 from .layout import Layout, Tape, display_expr, over_display, print_formula, sheet_ref, unit_label
 from .names import mangle_all
 from .plan import Derived, Input, SheetVar, WorkbookPlan
@@ -756,7 +756,7 @@ def write_workbook(plan: WorkbookPlan, path: str | os.PathLike[str], tape: Tape 
     _write_sources(wb, layout, lookups)
     _write_notes(wb, layout)
     wb.active = 0
-    wb.properties.title = plan.title
+    wb.properties.title = clean_text(plan.title)  # raw, a control character made docProps/core.xml unreadable
     wb.properties.creator = "concur"
     wb.calculation.fullCalcOnLoad = True
     layout.tape.finished()

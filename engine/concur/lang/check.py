@@ -247,7 +247,7 @@ def range_problems(node: Node) -> list[str]:
 
 
 def _equation_problems(model, var_dims: dict[str, Dims], only_pack: str | None) -> list[Diagnostic]:  # type: ignore[no-untyped-def]
-    """Unit mismatches and constant arguments out of range in the equations."""
+    """Unit mismatches, constant arguments out of range and identities (``a = a``) in the equations."""
     out: list[Diagnostic] = []
     for eq in model.equations:
         if only_pack and eq.pack != only_pack:
@@ -258,6 +258,14 @@ def _equation_problems(model, var_dims: dict[str, Dims], only_pack: str | None) 
             out.append(Diagnostic(eq.where, f"unit mismatch in '{eq.text}': {msg} (units: {names})"))
         for problem in range_problems(eq.lhs) + range_problems(eq.rhs):
             out.append(Diagnostic(eq.where, f"{problem} in '{eq.text}'"))
+        if eq.lhs == eq.rhs:  # 'a = a' passed the check; every solve using it then said a is undetermined
+            out.append(
+                Diagnostic(
+                    eq.where,
+                    f"equation '{eq.text}' has the same expression on both sides: it holds for every value "
+                    "and determines nothing; write the relation meant, or remove it",
+                )
+            )
     return out
 
 

@@ -84,6 +84,7 @@ def _collect(refs: list[str], each: Problems) -> list[tuple[Pack, dict[str, str]
         pack = load_pack_file(path, problems=each.sink)
         if pack.name in stack:
             raise PackError(f"packs use each other in a cycle: {' -> '.join(stack + (pack.name,))}", where=where)
+        _refuse_merging_rename(pack, rename, where)
         if pack.name in seen:
             return
         seen.add(pack.name)
@@ -99,6 +100,24 @@ def _collect(refs: list[str], each: Problems) -> list[tuple[Pack, dict[str, str]
     for ref in refs:
         visit(find_pack(ref), {}, (), None)
     return out
+
+
+def _refuse_merging_rename(pack: Pack, rename: dict[str, str], where: Location | None) -> None:
+    """A rename may give a used pack's variable the name another pack declares (that is how packs
+    share), never the name of another variable of the same pack: ``uses: [{pack: p, rename: {a: b}}]``
+    on a pack with ``b = 2 * a`` made ``b = 2 * b``, and ``b`` was answered 0 with exit 0."""
+    ours: dict[str, str] = {}
+    for name in pack.variables:
+        new = rename.get(name, name)
+        if new in ours:
+            first, second = sorted((ours[new], name))
+            raise PackError(
+                f"the rename makes {pack.name}'s variables '{first}' and '{second}' one variable '{new}'",
+                where=where,
+                variable=new,
+                hint=f"rename to a name {pack.name} does not declare",
+            )
+        ours[new] = name
 
 
 def build_model(refs: list[str] | None = None, *, problems: list[ConcurError] | None = None) -> Model:

@@ -114,7 +114,7 @@ _UNIT_PART = re.compile(
     r"\s+|(?P<pow>\*\*|\^)|(?P<num>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
     r"|(?P<name>[A-Za-z_][A-Za-z_0-9]*)|(?P<op>[*/()+-])"
 )
-_EXPONENT = re.compile(r"\s*(\(\s*)?([-+]?\s*\d{1,3}(?:\.\d{1,6})?(?:\s*/\s*\d{1,3})?)\s*(?(1)\))")
+_EXPONENT = re.compile(r"\s*(\(\s*)?([-+]?\s*\d+(?:\.\d+)?(?:\s*/\s*\d+)?)\s*(?(1)\))")
 
 
 @record

@@ -102,6 +102,10 @@ clock does not apply here), and every blocking step is given only the time left:
   accessor; ``_sock`` has been the attribute since redis-py 2 and a test pins it):
   before writing it sets the socket timeout to the time left, and again before each
   read. A frozen server therefore costs one budget, not ``socket_timeout``.
+* A reply is read only up to 64 KiB (a decision's is ~40 bytes): a longer line, a bulk string
+  announced longer, or a length that is not a number is a peer that is not Redis
+  (``InvalidResponse``), refused before anything is buffered, so a peer announcing 2 GB costs
+  neither the memory nor the time to allocate it.
 * A connection found dead when reused (the server restarted or closed it while it was
   idle: EOF or reset, not a timeout) is replaced once within the same deadline, and the
   other idle connections to that server are dropped too. The command may have run
@@ -226,6 +230,7 @@ _SCRIPT_LOAD = resp_command(b"SCRIPT", b"LOAD", SCRIPT.encode())
 _ASKING = resp_command(b"ASKING")
 _MAX_HOPS = 5  # NOSCRIPT once, MOVED and ASK redirects: more means a misconfigured cluster
 _BUFFER = 4096  # initial reply buffer; a decision's reply is ~40 bytes
+_MAX_REPLY = 64 * 1024  # a longer reply is not the script's: refused before it is buffered
 # server replies that mean "not now" (an outage), not "never" (a configuration error)
 _UNAVAILABLE = frozenset({"BUSY", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"})
 _HINTS = {
@@ -348,15 +353,22 @@ class _Link:
             nl = self.buf.find(b"\r\n", self.start, self.end)
             if nl >= 0:
                 break
+            if self.end - self.start > _MAX_REPLY:
+                raise _ProtocolError(f"a reply line of more than {_MAX_REPLY:,} bytes")
             self._fill(deadline, self.end - self.start + 1)
         buf, start = self.buf, self.start
         kind = buf[start]
         if kind == 36:  # '$': bulk string
-            size = int(buf[start + 1 : nl])
+            try:
+                size = int(buf[start + 1 : nl])
+            except ValueError:
+                raise _ProtocolError(f"a bulk reply of no length: {bytes(buf[start:nl])[:80]!r}") from None
             head = nl + 2 - start
             total = head + size + 2
             if size < 0:
                 raise _ProtocolError(f"expected a string reply, got a nil reply {bytes(buf[start:nl])!r}")
+            if size > _MAX_REPLY:  # never allocate what the peer announces: it may be 2 GB
+                raise _ProtocolError(f"a bulk reply of {size:,} bytes (a decision's is ~40)")
             while self.end - self.start < total:
                 self._fill(deadline, total)
             buf, start = self.buf, self.start  # _fill may have moved the data

@@ -201,7 +201,13 @@ class _Run:
         except (ZeroDivisionError, OverflowError, ValueError) as exc:
             if isinstance(exc, ConcurError):
                 raise
-            detail = "division by zero" if isinstance(exc, ZeroDivisionError) else str(exc) or type(exc).__name__
+            detail = (
+                "division by zero"
+                if isinstance(exc, ZeroDivisionError)
+                else "the result is too large for a float (over 1.8e308)"
+                if isinstance(exc, OverflowError)  # its own text is errno's "(34, 'Numerical result out of range')"
+                else str(exc) or type(exc).__name__
+            )
             known = ", ".join(f"{n}={show_value(self.model, n, self.env[n])}" for n in sorted(e.names) if n in self.env)
             raise InfeasibleError(
                 f"cannot compute {var} from '{e.eq.text}': {detail} ({known})",

@@ -50,6 +50,7 @@ from .problem import SpecialisedEq, smooth_in
 from .symbolic import from_sympy, to_sympy
 
 __all__ = [
+    "ISOLATED_ROOT_LIMIT",
     "SYMBOLIC_DEGREE_LIMIT",
     "SYMBOLIC_LOOP_LIMIT",
     "SYMBOLIC_NODE_LIMIT",
@@ -67,6 +68,12 @@ __all__ = [
 ]
 
 SYMBOLIC_LOOP_LIMIT = 16
+ISOLATED_ROOT_LIMIT = 16
+"""Isolation keeps at most this many roots. Each ``abs`` or even power peeled doubles them (``x ** 2 =
+t`` gives ``x = ±t ** (1/2)``), so a pack's ``abs(abs(...abs(x)...))`` or ``((x ** 2) ** 2) ** 2...``
+forty deep would make 2^40 closed forms, each compiled and tried; past the limit the equation
+goes to sympy (within :data:`SYMBOLIC_DEGREE_LIMIT`) or to numeric bracketing instead. The shipped
+packs isolate one root per equation."""
 SYMBOLIC_DEGREE_LIMIT = 8
 """sympy is attempted only on systems whose degree bound (the product of each equation's degree in
 the unknowns, a square root counting 2: :func:`degree`) is at most this. A ring of three
@@ -178,7 +185,8 @@ _HALF = Num(0.5)
 
 def isolate(lhs: Node, rhs: Node, var: str) -> tuple[Node, ...] | None:
     """Every root of ``lhs = rhs`` for ``var`` by peeling, when ``var`` occurs exactly once;
-    None when it cannot (several occurrences, or a function without an inverse here).
+    None when it cannot (several occurrences, a function without an inverse here, or more than
+    :data:`ISOLATED_ROOT_LIMIT` roots).
 
     >>> from concur.lang.expr import parse_equation, to_text
     >>> [to_text(r) for r in isolate(*parse_equation("t = a + k * b / r"), "r")]
@@ -190,7 +198,7 @@ def isolate(lhs: Node, rhs: Node, var: str) -> tuple[Node, ...] | None:
     targets: list[Node] = [other]
     while not (isinstance(side, Var) and side.name == var):
         peeled = _peel(side, targets, var)
-        if peeled is None:
+        if peeled is None or len(peeled[1]) > ISOLATED_ROOT_LIMIT:
             return None
         side, targets = peeled
     return tuple(targets)

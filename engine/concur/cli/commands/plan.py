@@ -421,7 +421,9 @@ def question_from(sets: tuple[str, ...], scenario: str | None) -> tuple[dict[str
     help="speculative decoding as a plan axis: on = one MTP/EAGLE-style draft token per step at the acceptance "
     "catalogs/speculators.yaml cites (--set acceptance_rate=... is refused with it: plan your own with --set alone)",
 )
-@click.option("--top", type=int, default=15, show_default=True, help="feasible rows shown in the table (0: all)")
+@click.option(
+    "--top", type=click.IntRange(0), default=15, show_default=True, help="feasible rows shown in the table (0: all)"
+)
 @click.option("--rejected", "show_rejected", is_flag=True, help="list every rejected configuration and why")
 @click.option("--csv", "csv_path", metavar="FILE|-", help="one row per candidate ('-': stdout)")
 @click.option("--plot", "plot_path", metavar="FILE.png", help="Pareto front: tokens/s per GPU vs tokens/s per user")
@@ -431,7 +433,7 @@ def question_from(sets: tuple[str, ...], scenario: str | None) -> tuple[dict[str
     type=click.IntRange(0),
     default=0,
     metavar="N",
-    help="simulate the N cheapest feasible rows step by step (concur simulate --model engine) and mark those "
+    help="simulate the N (at most 20) cheapest feasible rows step by step (concur simulate --model engine) and mark those "
     "whose simulated latencies miss the SLAs (ttft_slo/itl_slo on means; ttft_p90_slo, itl_p90_slo, "
     "ttft_p99_slo, itl_p99_slo on percentiles)",
 )
@@ -531,11 +533,12 @@ def _prefill_gpus(values: tuple[str, ...], modes: tuple[str, ...]) -> list[str]:
 
 def _percentile_slos(question: dict[str, Any], verify: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """The question less the percentile SLOs the fleet pack does not declare (only the simulation
-    checks them, so they need --verify), and those SLOs."""
-    from ...analysis.verify import split_percentile_slos
+    checks them, so they need --verify), and those SLOs; ``verify`` is checked here, before the plan."""
+    from ...analysis.verify import split_percentile_slos, verify_count
     from ...errors import UsageError
     from ...lang.model import build_model
 
+    verify_count(verify)  # before the plan: a count past the limit is refused at once
     rest, pulled = split_percentile_slos(question, set(build_model(["llm_fleet"]).variables))
     if pulled and not verify:
         raise UsageError(

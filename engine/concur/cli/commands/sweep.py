@@ -190,7 +190,7 @@ def command(
         over[name] = range_values(values[0], values[1], values[2], log) if is_range else values
     compare: dict[str, list[Any]] = {}
     for text in compares:
-        name, values, is_range = parse_range(text)
+        name, values, is_range = parse_range(text, "--compare")
         if is_range:
             raise UsageError(f"--compare {name}: list the values (NAME=v1,v2), not a range")
         compare[name] = values

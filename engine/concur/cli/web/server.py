@@ -8,7 +8,9 @@ for the answer. The worker runs questions one at a time on the thread that calls
 :meth:`SolveWorker.run` -- the main thread under ``concur serve`` -- because the solve budget
 (:mod:`concur.solver.budget`) can interrupt sympy only there, and because the solver's caches
 were written for one question at a time. A slow question therefore delays the next; none runs
-past the budget.
+past the budget. At most :data:`MAX_WAITING` questions wait for it (the next is refused at once,
+503), and a question whose request stopped waiting (:data:`ANSWER_SECONDS`) is cancelled, never
+run: a flood of requests leaves no queue of work behind it.
 
 Every request is checked before anything is solved:
 
@@ -59,6 +61,7 @@ __all__ = [
     "IDLE_SECONDS",
     "MAX_BODY",
     "MAX_TARGET",
+    "MAX_WAITING",
     "ConcurServer",
     "SolveWorker",
     "is_loopback",
@@ -70,6 +73,7 @@ MAX_BODY = 64 * 1024  # bytes of one request body
 MAX_TARGET = 8 * 1024  # characters of one request target (path and query)
 IDLE_SECONDS = 30.0  # a connection that sends nothing for this long is closed
 ANSWER_SECONDS = 120.0  # a request thread waits this long for the worker (queued questions included)
+MAX_WAITING = 64  # questions queued for the worker; the next is refused at once (503), not queued
 
 # file name -> content type: the only files served
 ASSETS = {
@@ -91,6 +95,10 @@ class _Shutdown(Exception):
     """A queued question the server will not answer: it is shutting down."""
 
 
+class _Busy(Exception):
+    """A question refused because :data:`MAX_WAITING` are already queued."""
+
+
 class SolveWorker:
     """Runs submitted calls one at a time, in order, on the thread that calls :meth:`run`."""
 
@@ -100,10 +108,14 @@ class SolveWorker:
         self._stopped = threading.Event()  # set once by stop(); submit() refuses afterwards
 
     def submit(self, fn: Callable[[], Any]) -> Future[Any]:
-        """Queue ``fn``; its future holds the result, or the exception it raised."""
+        """Queue ``fn``; its future holds the result, or the exception it raised (``_Busy`` at once when
+        :data:`MAX_WAITING` calls are queued). A future cancelled while queued is never run."""
         future: Future[Any] = Future()
         if self._stopped.is_set():
             future.set_exception(_Shutdown())
+            return future
+        if self._jobs.qsize() >= MAX_WAITING:  # a flood of questions waits in no unbounded queue
+            future.set_exception(_Busy())
             return future
         self._jobs.put((fn, future))
         return future
@@ -334,6 +346,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif isinstance(exc, TimeoutError):
             line = f"error: no answer within {ANSWER_SECONDS:g} s: the server is busy with other questions; ask again"
             self._json(HTTPStatus.SERVICE_UNAVAILABLE, {"error": {"line": line, "field": None}})
+        elif isinstance(exc, _Busy):
+            line = f"error: {MAX_WAITING} questions are already waiting: the server is busy; ask again"
+            self._json(HTTPStatus.SERVICE_UNAVAILABLE, {"error": {"line": line, "field": None}})
         elif isinstance(exc, (_Shutdown, KeyboardInterrupt)):  # Ctrl-C stopped the question: the server is stopping
             self._json(
                 HTTPStatus.SERVICE_UNAVAILABLE, {"error": {"line": "error: the server is shutting down", "field": None}}
@@ -405,6 +420,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             return future.result(timeout=ANSWER_SECONDS)
         except BaseException as exc:
+            future.cancel()  # nobody waits for it any more: a question still queued is never run
             if q is None and isinstance(exc, ConcurError):
                 raise
             raise _Asked(q or questions.Question((), (), ())) from exc
