@@ -87,7 +87,7 @@ def command(
 
         if path.is_file() and is_definition(path):
             defn = load_definition(path)
-            target = output or str(defn.path.with_suffix(".xlsx"))
+            target = output or _beside(defn.path)
             with binary_output(target, ".xlsx") as staged:
                 export_definition(defn, staged, search_up_to)
             _save_caches(None)
@@ -123,3 +123,17 @@ def _save_caches(model: Any) -> None:
 
     if model is not None:
         flush_caches(model)
+
+
+def _beside(definition: Path) -> str:
+    """The workbook a definition writes when no ``-o`` names one: ``NAME.xlsx`` beside it, and only
+    as a regular file (or a new one). A link planted there (a definition's folder comes from a
+    checkout, ``concur export`` runs in CI) would otherwise be written through to wherever it
+    points; a path the user names with ``-o`` is followed as every output path is."""
+    target = definition.with_suffix(".xlsx")
+    if target.is_symlink() or (target.exists() and not target.is_file()):
+        raise UsageError(
+            f"cannot write '{target}': it is not a regular file (a link or a device beside the definition)",
+            hint=f"remove it, or name the output yourself: -o {target}",
+        )
+    return str(target)
