@@ -144,12 +144,11 @@ def following_model(model: Model, given: Collection[str], find: Collection[str])
     ours follows it instead of staying unknown. Each equation is placed at the preset's declaration
     and numbered past the pack's last; the model's key covers them, so plans and caches of the
     model as written are never mixed with these. ``model`` itself when nothing follows."""
+    pairs = [(k, o, t) for k, o, t in _asked_pairs(model, given, find) if _can_follow(model, o, t)]
+    if not pairs:  # every question but the few that follow: nothing more to look at
+        return model
     written = {eq.text for eq in model.equations}  # a model already following (a sweep's, solved per point)
-    pairs = [
-        (k, o, t)
-        for k, o, t in _asked_pairs(model, given, find)
-        if _can_follow(model, o, t) and f"{o} = {t}" not in written
-    ]
+    pairs = [(k, o, t) for k, o, t in pairs if f"{o} = {t}" not in written]
     if not pairs:
         return model
     added: list[Equation] = []
