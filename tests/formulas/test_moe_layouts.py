@@ -31,8 +31,10 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from concur.analysis.disagg_plan import disagg_model, link_values, prefill_options
 from concur.lang.library import get_catalog
 from concur.lang.model import Model, build_model
+from concur.solver.givens import resolve_givens
 from concur.solver.question import solve_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,6 +161,35 @@ def test_dense_models_have_no_expert_terms(model: str, engine: str) -> None:
     assert all(w[n] == v[n] for n in ("itl", "ttft", "t_comm"))
 
 
+def test_a_prefill_pool_of_another_tp_under_an_ep_layout_gets_one_line_and_exit_2() -> None:
+    """llm_disagg has one layout for both pools: its prefill workers run the layout's collectives, so a
+    prefill_tp other than tp under expert parallelism is refused before solving."""
+    sets = {
+        "model": "qwen3-235b-a22b",
+        "gpu": "h200-sxm-141gb",
+        "engine": "sglang",
+        "tp": 8,
+        "ep": 8,
+        "prefill_tp": 4,
+        "weight_dtype": "fp8",
+        "kv_link": "ib-ndr-400g",
+        "arrival_rate": 20,
+        "input_tokens": 1000,
+        "output_tokens": 400,
+    }
+    args = [x for k, v in sets.items() for x in ("--set", f"{k}={v}")]
+    res = subprocess.run(
+        [sys.executable, "-m", "concur", "solve", "llm_disagg", *args, "--find", "prefill_workers"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert res.returncode == 2, res.stderr
+    assert len(lines) == 1 and "(dp_attention=1, ep=8, prefill_tp=4, tp=8)" in lines[0], res.stderr
+    assert "give prefill_tp = tp" in lines[0]
+
+
 def _point_question(point: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     q: dict[str, Any] = {
         "model": point["model"],
@@ -261,6 +292,29 @@ def test_plan_offers_moe_layouts_and_reports_them() -> None:
     assert any(r["ep"] > 1 for r in feasible) and any(r["dp_attention"] > 1 for r in feasible)
     assert all(r["nodes"] == math.ceil(r["tp"] / 8) for r in feasible)
     assert all(r["compute_utilization"] <= 1 and r["bandwidth_utilization"] <= 1 for r in feasible)
+
+
+@pytest.mark.parametrize(("ep", "dp_attention", "tps"), [(8, 1, [8]), (8, 8, [8]), (1, 1, [2, 4, 8])])
+def test_plan_prefill_pools_run_their_fleets_layout(ep: int, dp_attention: int, tps: list[int]) -> None:
+    """concur plan's prefill options for a TP8 configuration of Qwen3-235B: under EP or DP attention only
+    the decode TP (llm_disagg's one layout, whose collectives are both pools'); tensor-parallel experts
+    pair any prefill TP that holds the weights."""
+    given = {
+        "model": "qwen3-235b-a22b",
+        "gpu": "h200-sxm-141gb",
+        "engine": "sglang",
+        "tp": 8,
+        "ep": ep,
+        "dp_attention": dp_attention,
+        "weight_dtype": "fp8",
+        "kv_dtype": "fp8",
+        "input_tokens": "1000 token/request",
+        "output_tokens": "400 token/request",
+    }
+    values = resolve_givens(disagg_model(), given).values
+    link, _note = link_values({"kv_link": "ib-ndr-400g"})
+    options = prefill_options([("row", values)], [1, 2, 4, 8], link, given)
+    assert [o.tp for o in options["row"]] == tps
 
 
 def test_plan_of_a_dense_model_has_no_moe_layouts() -> None:

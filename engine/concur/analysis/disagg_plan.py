@@ -186,7 +186,8 @@ def prefill_options(
     prefill_gpus: Mapping[Any, Mapping[str, float]] | None = None,
 ) -> dict[Any, list[Prefill]]:
     """Per key of ``rows`` (key, resolved base-unit givens of its configuration): a :class:`Prefill` for
-    each prefill TP of ``tps`` dividing the attention heads and fitting the prefill GPU, from one
+    each prefill TP of ``tps`` dividing the attention heads and fitting the prefill GPU (under an EP or
+    DP-attention layout only the decode TP: llm_disagg has one layout for both pools), from one
     vectorised sweep of llm_disagg per plan shape. A key of ``prefill_gpus`` runs its prefill pool on
     the GPU whose :func:`prefill_gpu_values` it maps to; every other key on its configuration's GPU."""
     import numpy as np
@@ -197,9 +198,12 @@ def prefill_options(
         known = _prefill_known(model, values, (prefill_gpus or {}).get(key))
         heads = values.get("attention_heads")
         weights = values.get("params", 0.0) * values.get("weight_bytes", 0.0)
+        one_layout = values.get("ep", 1.0) > 1 or values.get("dp_attention", 1.0) > 1
         for tp in tps:
             if heads and int(heads) % tp:
                 continue
+            if one_layout and tp != values.get("tp"):
+                continue  # llm_disagg's input check: an EP / DP-attention layout is both pools' (prefill_tp = tp)
             if weights / tp > known.get("prefill_gpu_memory", values.get("gpu_memory", math.inf)):
                 continue  # the weights alone exceed the GPU: no need to sweep what cannot fit
             # the link's domain is checked by the caller, per pair of workers, with a reason of its own
