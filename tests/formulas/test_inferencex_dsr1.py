@@ -229,3 +229,43 @@ def test_a_prefill_worker_carries_what_a_loaded_run_carried(run: dict[str, Any])
     rate = output_per_gpu(run) * run["n_gpus"] / (MEAN_LENGTH * run["osl"])
     floor = rate * MEAN_LENGTH * run["isl"] / run["prefill_workers"]
     assert floor <= prefill_capacity(run) <= 2 * floor
+
+
+class _BenchmarkLengths:
+    """InferenceX's random dataset for a closed loop: prompt and output lengths uniform in [0.8, 1] x
+    nominal (arrival times are the clients' own)."""
+
+    def __init__(self, isl: int, osl: int) -> None:
+        import numpy as np
+
+        self.isl, self.osl, self.rng = isl, osl, np.random.default_rng(1)
+
+    def next(self) -> tuple[float, int, int]:
+        draw = self.rng.integers
+        return 0.0, int(draw(int(0.8 * self.isl), self.isl + 1)), int(draw(int(0.8 * self.osl), self.osl + 1))
+
+
+@pytest.mark.parametrize("run_id", ["ix-h200-sglang-fp8-tp8-1k1k-c64", "ix-h200-sglang-fp8-tp8-8k1k-c32"])
+def test_a_closed_loop_started_at_once_inflates_the_mean_ttft(run_id: str) -> None:
+    """Why the tests compare with the median TTFT: the engine simulator run as the benchmark runs (all
+    clients at once, 10 requests a client, none discarded) puts the mean TTFT 2.3x and 2.6x its median
+    (the runs measured 2.35x and 2.80x); with the first wave of prompts discarded, mean and median agree.
+    The steady state the pack models is the median's."""
+    from concur.analysis.enginesim import simulate_engine
+    from concur.analysis.step_model import solve_engine
+
+    run = next(r for r in SINGLE if r["id"] == run_id)
+    clients = run["concurrency"]
+    step, limits, _ = solve_engine({**_question(run), "concurrency": f"{clients} request", "kv_fit": "ignore"})
+
+    def ratio(warmup: int) -> float:
+        lengths = _BenchmarkLengths(run["isl"], run["osl"])
+        ttft = simulate_engine(
+            step, limits, lengths, requests=10 * clients - warmup, warmup=warmup, concurrency=clients
+        )
+        return ttft.ttft.mean / ttft.ttft.p50
+
+    measured = run["measured"]["ttft_ms_mean"] / run["measured"]["ttft_ms_median"]
+    at_once = ratio(0)
+    assert at_once > 2.0 and 0.75 * measured < at_once < 1.25 * measured
+    assert ratio(clients) < 1.1
