@@ -161,6 +161,39 @@ def test_dense_models_have_no_expert_terms(model: str, engine: str) -> None:
     assert all(w[n] == v[n] for n in ("itl", "ttft", "t_comm"))
 
 
+def test_the_prefill_pool_charges_the_stated_expert_imbalance() -> None:
+    """Under expert parallelism the busiest prefill GPU runs expert_imbalance times its share of the
+    routed experts' tokens, as the decode step does: the prompt's peak time grows by exactly that share."""
+    given = {
+        "model": "deepseek-v3",
+        "gpu": "h200-sxm-141gb",
+        "engine": "sglang",
+        "tp": 8,
+        "ep": 8,
+        "prefill_tp": 8,
+        "weight_dtype": "fp8",
+        "kv_link": "ib-ndr-400g",
+        "arrival_rate": "5 request/s",
+        "input_tokens": "8000 token/request",
+        "output_tokens": "400 token/request",
+    }
+    model = build_model(["llm_disagg"])
+    names = ("prefill_peak_time", "routed_active_params", "prefill_peak_flops")
+    even = solve_model(model, names, given)
+    skewed = solve_model(model, names, {**given, "expert_imbalance": 1.5})
+    extra = (
+        2
+        * 0.5
+        * even.value("routed_active_params", "parameter")
+        * 8000
+        / even.value("prefill_peak_flops", "flop/s")
+        / 8
+    )
+    assert skewed.value("prefill_peak_time", "s") - even.value("prefill_peak_time", "s") == pytest.approx(
+        extra, rel=1e-9
+    )
+
+
 def test_a_prefill_pool_of_another_tp_under_an_ep_layout_gets_one_line_and_exit_2() -> None:
     """llm_disagg has one layout for both pools: its prefill workers run the layout's collectives, so a
     prefill_tp other than tp under expert parallelism is refused before solving."""
