@@ -117,14 +117,18 @@ def decode_worker_itl(run: dict[str, Any]) -> float:
     return solve_model(_model("llm_throughput"), ("itl",), q).value("itl", "ms")
 
 
+def arrival_rate(run: dict[str, Any]) -> float:
+    """A disaggregated run's requests a second: its output over the mean output length."""
+    return output_per_gpu(run) * run["n_gpus"] / (MEAN_LENGTH * run["osl"])
+
+
 def disaggregated_ttft(run: dict[str, Any]) -> float:
-    """llm_disagg's TTFT in ms at the run's pools and arrival rate (its output over the mean output length);
+    """llm_disagg's TTFT in ms at the run's pools and :func:`arrival_rate`;
     the prefill pool takes the decode workers' layout (llm_disagg has one layout for both)."""
-    rate = output_per_gpu(run) * run["n_gpus"] / (MEAN_LENGTH * run["osl"])
     q = {
         **_question(run),
         "kv_link": "ib-ndr-400g",
-        "arrival_rate": f"{rate} request/s",
+        "arrival_rate": f"{arrival_rate(run)} request/s",
         "utilization": 1,
         **{k: run[k] for k in ("prefill_workers", "prefill_tp", "decode_workers")},
     }
@@ -199,10 +203,6 @@ def report() -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
-    print(report())
-
-
 def _loaded_with_one_layout(run: dict[str, Any]) -> bool:
     """A run of at least 256 clients whose prompts waited (a median TTFT over 1.5 s) and whose prefill
     workers have the decode workers' layout."""
@@ -226,8 +226,7 @@ def test_a_prefill_worker_carries_what_a_loaded_run_carried(run: dict[str, Any])
     all-reduce of every token, crosses the nodes of a wide-EP worker (the all-reduce put a TP16 worker
     over two H100 nodes at 0.29x and 0.26x what two such runs carried). At most 2x above it (the MoE
     prefill the pack prices too cheap, docs/t11-serving-modes.md)."""
-    rate = output_per_gpu(run) * run["n_gpus"] / (MEAN_LENGTH * run["osl"])
-    floor = rate * MEAN_LENGTH * run["isl"] / run["prefill_workers"]
+    floor = arrival_rate(run) * MEAN_LENGTH * run["isl"] / run["prefill_workers"]
     assert floor <= prefill_capacity(run) <= 2 * floor
 
 
@@ -260,12 +259,16 @@ def test_a_closed_loop_started_at_once_inflates_the_mean_ttft(run_id: str) -> No
 
     def ratio(warmup: int) -> float:
         lengths = _BenchmarkLengths(run["isl"], run["osl"])
-        ttft = simulate_engine(
+        result = simulate_engine(
             step, limits, lengths, requests=10 * clients - warmup, warmup=warmup, concurrency=clients
         )
-        return ttft.ttft.mean / ttft.ttft.p50
+        return result.ttft.mean / result.ttft.p50
 
     measured = run["measured"]["ttft_ms_mean"] / run["measured"]["ttft_ms_median"]
     at_once = ratio(0)
     assert at_once > 2.0 and 0.75 * measured < at_once < 1.25 * measured
     assert ratio(clients) < 1.1
+
+
+if __name__ == "__main__":
+    print(report())

@@ -177,7 +177,7 @@ def test_the_prefill_pool_charges_the_stated_expert_imbalance() -> None:
         "input_tokens": "8000 token/request",
         "output_tokens": "400 token/request",
     }
-    model = build_model(["llm_disagg"])
+    model = disagg_model()
     names = ("prefill_peak_time", "routed_active_params", "prefill_peak_flops")
     even = solve_model(model, names, given)
     skewed = solve_model(model, names, {**given, "expert_imbalance": 1.5})
