@@ -133,8 +133,8 @@ def test_solver_answers_both_directions() -> None:
 
 def test_ttft_target_raises_the_prefill_pool() -> None:
     loose = _values(["prefill_workers", "ttft"], arrival_rate="50 request/s", ttft_slo="2 s")
-    tight = _values(["prefill_workers", "ttft"], arrival_rate="50 request/s", ttft_slo="135 ms")
-    assert tight["prefill_workers"] > loose["prefill_workers"] and tight["ttft"] <= 0.135
+    tight = _values(["prefill_workers", "ttft"], arrival_rate="50 request/s", ttft_slo="130 ms")
+    assert tight["prefill_workers"] > loose["prefill_workers"] and tight["ttft"] <= 0.130
 
 
 def test_prefill_wait_is_one_queue_in_front_of_the_pool() -> None:
@@ -326,7 +326,7 @@ def test_plan_prefill_pool_matches_the_solver_when_the_ttft_target_binds() -> No
         "arrival_rate": 50,
         "input_tokens": 1000,
         "output_tokens": 400,
-        "ttft_slo": "135 ms",
+        "ttft_slo": "130 ms",
         "prefill_tp": 4,
         "kv_link": "ib-ndr-400g",
     }
@@ -334,11 +334,11 @@ def test_plan_prefill_pool_matches_the_solver_when_the_ttft_target_binds() -> No
     axes.update(gpu=["h100-sxm-80gb"], tp=[4], dtypes=[("bf16", "bf16")], engine=["vllm"])
     result = plan_fleet(question, axes, modes=("disagg",))
     (row,) = result.candidates
-    assert row.feasible and row.mode == "disagg" and row.ttft is not None and row.ttft <= 0.135
-    solver = _values(["prefill_workers", "ttft"], arrival_rate="50 request/s", ttft_slo="135 ms")
-    # the target, not the compute (5 workers), binds: the prefill (74 ms), the transfer and the decode
-    # worker's first step (53 ms) leave the pool's M/D/c queue 6 ms: 6 workers (one M/D/1 queue per
-    # worker with an even share of the prompts would ask 28)
+    assert row.feasible and row.mode == "disagg" and row.ttft is not None and row.ttft <= 0.130
+    solver = _values(["prefill_workers", "ttft"], arrival_rate="50 request/s", ttft_slo="130 ms")
+    # the target, not the compute (5 workers), binds: the prefill (72 ms), the transfer and the decode
+    # worker's first step (55 ms) leave the pool's M/D/c queue 3 ms: 6 workers (one M/D/1 queue per
+    # worker with an even share of the prompts would ask 42)
     assert row.prefill_workers == solver["prefill_workers"] == 6
     assert row.ttft == pytest.approx(solver["ttft"], rel=1e-6)
 

@@ -365,30 +365,30 @@ MOE_POOL = {
     "weight_dtype": "fp8",
     "kv_dtype": "fp8",
 }
-MOE_POOL_TOLERANCE = 0.15  # |simulated mean TTFT / llm_disagg's ttft - 1|, one MoE prefill worker 24-48 % busy
+MOE_POOL_TOLERANCE = 0.15  # |simulated mean TTFT / llm_disagg's ttft - 1|, one MoE prefill worker 58-73 % busy
 
 
-@pytest.mark.parametrize("rate", [20.0, 40.0])
+@pytest.mark.parametrize("rate", [20.0, 25.0])
 def test_one_moe_prefill_worker_batches_its_prompts_as_the_pack_says(rate: float) -> None:
     """DeepSeek-V3 on H200 (EP8, DP attention), one TP8 prefill worker and one decode worker, 1,000 in /
     400 out. A pass of one prompt is one read of the FP8 weights (32 ms: the experts split over the eight
-    GPUs, the attention weights whole on each), the layout's all-to-all and the fixed cost: 42 ms, the
-    prompt's FLOPs 8 ms. So prompts that arrive faster than one per 42 ms can only be served in shared
-    passes: the simulator's prefill worker fills each pass from its queue (up to the 8,192-token budget)
-    and carries 20 and 40 request/s stably, its passes averaging 1.3 and 2.0 prompts. llm_disagg sizes
-    the pool on a prompt's share of a full pass (12.1 ms: one worker, 24 % and 48 % busy) and its TTFT is
-    within 15 % of the simulated mean (110.1 ms against 125.3 ms, 125.8 ms against 144.5 ms). One pass per
-    prompt (the pack's earlier sizing) asked for two workers at 20 request/s and found one worker at 40
-    request/s 1.69 times overloaded."""
+    GPUs, the attention weights whole on each), the layout's all-to-all and the fixed cost: 42 ms. So
+    prompts that arrive faster than one per 42 ms can only be served in shared passes: the simulator's
+    prefill worker fills each pass from its queue (up to the 8,192-token budget) and carries 20 and 25
+    request/s stably, its passes averaging 1.4 and 1.8 prompts. A shared pass reads the weights once but
+    each prompt still pays its routed experts' grouped GEMMs at SGLang's expert-parallel MoE rate, so
+    llm_disagg sizes the pool on a prompt's share of a full pass of 29.0 ms (one worker, 58 % and 73 %
+    busy) and its TTFT is within 15 % of the simulated mean (133.3 ms against 153.2 ms, 160.7 ms against
+    183.5 ms). One pass per prompt would find one worker at 25 request/s 1.06 times overloaded."""
     given = {**MOE_POOL, "input_tokens": 1000, "output_tokens": 400}
     sol = _solve_1p1d(
         given, ["ttft", "prefill_pool_load", "prefill_service", "prefill_batched_service"], prefill_tp=8, rate=rate
     )
     service = float(sol["prefill_service"].to("s").magnitude)
-    assert float(sol["prefill_batched_service"].to("s").magnitude) < service / 2
+    assert float(sol["prefill_batched_service"].to("s").magnitude) < 0.75 * service
     assert float(sol.values["prefill_pool_load"]) < 0.8
-    if rate == 40.0:
-        assert rate * service > 1.5  # one prompt a pass could not keep up
+    if rate == 25.0:
+        assert rate * service > 1  # one prompt a pass could not keep up
     prefill, decode, kv_bytes, _ = solve_pools(given, {"tp": 8, "workers": 1}, {"tp": 8, "workers": 1})
     res = simulate_disagg(
         prefill,
@@ -399,7 +399,7 @@ def test_one_moe_prefill_worker_batches_its_prompts_as_the_pack_says(rate: float
         requests=1000,
         warmup=300,
     )
-    assert res.stable and res.disagg is not None and res.disagg.prefill_batch > 1100  # shared passes
+    assert res.stable and res.disagg is not None and res.disagg.prefill_batch > 1300  # shared passes
     assert res.ttft.mean == pytest.approx(float(sol["ttft"].to("s").magnitude), rel=MOE_POOL_TOLERANCE)
 
 

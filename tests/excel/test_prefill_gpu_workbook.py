@@ -71,8 +71,8 @@ def test_the_cases_differ(recalculated: dict[str, Path]) -> None:
     from concur.excel.recalc import read_names
 
     cost = {k: read_names(p, ["cost_per_month"])["cost_per_month"] for k, p in recalculated.items()}
-    # B200 prefill: 3 workers at 14.2416 usd/GPU-hour; all-H100: 5 at 6.88; a typed 2 usd for every GPU
-    assert cost["b200"] == pytest.approx((12 * 14.2416 + 12 * 6.88) * 730, rel=1e-9)
+    # B200 prefill: 2 workers at 14.2416 usd/GPU-hour; all-H100: 5 at 6.88; a typed 2 usd for every GPU
+    assert cost["b200"] == pytest.approx((8 * 14.2416 + 12 * 6.88) * 730, rel=1e-9)
     assert cost["fallback"] == pytest.approx(32 * 6.88 * 730, rel=1e-9)
     assert cost["switched"] == pytest.approx(cost["b200"], rel=1e-12)
     assert cost["typed_price"] == pytest.approx(32 * 2 * 730, rel=1e-9)
@@ -93,4 +93,4 @@ def test_an_unnamed_prefill_gpu_follows_gpu_in_the_sheet(recalculated: dict[str,
         str(r[1].value).startswith("=") for r in named.iter_rows(min_col=1, max_col=2) if r[0].value == "prefill_gpu"
     )
     got = read_names(recalculated["gpu_switched"], ["prefill_workers", "cost_per_month"])
-    assert got["prefill_workers"] == 3  # B200's FLOP/s, as the b200 case
+    assert got["prefill_workers"] == 2  # B200's FLOP/s, as the b200 case

@@ -30,6 +30,7 @@ from ruamel.yaml import YAML
 from concur.analysis.calibration import Point, evaluate, gpu_entry, load_points, median, point_from
 from concur.analysis.engine_catalog import SCHEDULER_FACTS, engine_versions, engines_catalog
 from concur.analysis.engine_fits import cross_validate, fit_prefill, fit_set
+from concur.analysis.moe_kernels import fit_moe_gemm
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "throughput_points.yaml"
 ROOT = Path(__file__).resolve().parents[2]
@@ -329,7 +330,8 @@ def test_engines_catalog_is_the_current_fit(calibration: Any) -> None:
     fs, cv = calibration
     prefill = fit_prefill(ROOT / "tests" / "data" / "prefill_points.yaml")
     versions = engine_versions(ROOT / "tests" / "data" / "throughput_points.yaml", FIT_POINTS)
-    fresh = engines_catalog(fs, cv, FIT_POINTS, prefill=prefill, versions=versions)
+    moe = fit_moe_gemm(ROOT / "tests" / "data" / "moe_kernels.yaml", prefill.value)
+    fresh = engines_catalog(fs, cv, FIT_POINTS, prefill=prefill, versions=versions, moe=moe)
     assert set(shipped["entries"]) == set(fresh["entries"]) == {"default", "sglang", "trtllm", "vllm"}
     for name, entry in fresh["entries"].items():
         assert set(shipped["entries"][name]) == set(entry)
@@ -342,6 +344,8 @@ def test_engines_catalog_is_the_current_fit(calibration: Any) -> None:
             assert shipped["entries"][name][field]["value"] == pytest.approx(item["value"], rel=2e-3), (name, field)
             if field == "efficiency_prefill":  # fitted on low-load prefill measurements only
                 assert "concurrency 1" in item["source"] and "prefill_points" in item["source"], name
+            elif field.startswith("moe_gemm_efficiency_"):  # measured on the engines' MoE kernels only
+                assert "silicon measurements" in item["source"] and "moe_kernels" in item["source"], name
             elif field not in SCHEDULER_FACTS:
                 assert "leave-one-source-out" in item["source"], (name, field)
 

@@ -76,7 +76,7 @@ def test_a_budget_gives_the_gpu_price_of_both_pools_without_a_prefill_gpu() -> N
 
 @pytest.mark.parametrize(
     ("prefill", "prefill_gpus", "prefill_price"),
-    [("b200", 12, 14.2416), ("h100-sxm-80gb", 20, 6.88)],  # aws list prices (catalogs/prices.yaml)
+    [("b200", 8, 14.2416), ("h100-sxm-80gb", 20, 6.88)],  # aws list prices (catalogs/prices.yaml)
 )
 def test_a_named_prefill_gpu_keeps_its_list_price_and_the_decode_price_is_found(
     prefill: str, prefill_gpus: int, prefill_price: float

@@ -32,6 +32,7 @@ from .engine_fits import (
     fit_prefill,
     fit_set,
 )
+from .moe_kernels import LAYOUTS, MOE_KERNELS_LABEL, MoeGemmFit, fit_moe_gemm
 
 __all__ = [
     "DATA_LABEL",
@@ -203,6 +204,31 @@ def _scheduler_facts(engine: str) -> dict[str, Any]:
     return {name: {"value": table[engine][0], "source": table[engine][1]} for name, table in SCHEDULER_FACTS.items()}
 
 
+_LAYOUT_WORDS = {
+    "one": "every expert whole on one GPU (TP1)",
+    "tp": "experts sliced tensor-parallel (TP8)",
+    "ep": "whole experts per GPU (EP8)",
+}
+
+
+def _moe_gemm_entry(engine: str, layout: str, moe: dict[tuple[str, str], MoeGemmFit]) -> dict[str, Any]:
+    """The engine's moe_gemm_efficiency for one layout with the measurements it is the median of
+    (every engine's for ``default`` or an engine without rows of its own)."""
+    own = (engine, layout) in moe and engine != "default"
+    fit = moe[(engine, layout)] if own else moe[("default", layout)]
+    whose = f"{engine}'s MoE op" if own else "every engine's MoE op"
+    return {
+        "value": fit.value,
+        "source": (
+            f"median of {fit.n} silicon measurements of {whose} with {_LAYOUT_WORDS[layout]} at prefill sizes "
+            "(8,192 and 16,384 tokens; H100, H200, B200; DeepSeek-V3, Qwen3-235B-A22B, Qwen3-30B-A3B and "
+            f"Mixtral-8x7B expert shapes; FP8 with block scales and BF16; quartiles {fit.q25:.2f} to {fit.q75:.2f}) in {MOE_KERNELS_LABEL}, each "
+            "the routed experts' FLOPs per second over a dense prefill's on the same GPU and format "
+            "(concur.analysis.moe_kernels)"
+        ),
+    }
+
+
 def _catalog_fields() -> dict[str, Any]:
     """The engines catalog's field declarations: units and what each constant or setting means."""
     fields: dict[str, Any] = {}
@@ -211,6 +237,10 @@ def _catalog_fields() -> dict[str, Any]:
         fields[f"t_layer_{fam}"] = {"unit": "ms", "doc": f"fixed decode-step cost per dense layer on {fam} GPUs"}
     fields["efficiency_prefill"] = {"doc": "fraction of peak_flops x flops_fraction a prefill reaches (per engine)"}
     fields["moe_layer_factor"] = {"doc": "fixed cost of an MoE layer over a dense layer's"}
+    for layout in LAYOUTS:
+        fields[f"moe_gemm_efficiency_{layout}"] = {
+            "doc": f"rate of the engine's MoE kernels ({_LAYOUT_WORDS[layout]}) at prefill sizes over a dense prefill's"
+        }
     fields["prefill_overlap"] = {"doc": "1 when the engine runs prefill chunks inside decode steps, else 0"}
     fields["token_budget"] = {"unit": "token", "doc": "tokens one engine step may carry (decodes and prefill chunk)"}
     fields["prefix_caching"] = {
@@ -239,6 +269,7 @@ def engines_catalog(
     data_label: str = DATA_LABEL,
     prefill: PrefillFit | None = None,
     versions: dict[str, list[str]] | None = None,
+    moe: dict[tuple[str, str], MoeGemmFit] | None = None,
 ) -> dict[str, Any]:
     """The engines catalog document (plain data) for a calibration and its cross-validation."""
     fields = _catalog_fields()
@@ -274,6 +305,9 @@ def engines_catalog(
                 "source": f"fitted with the decode constants on {len(wide.ids)} points of {data_label}",
             }
         entry["moe_layer_factor"] = {"value": fs.moe_factor, "source": moe_src}
+        if moe is not None:
+            for layout in LAYOUTS:
+                entry[f"moe_gemm_efficiency_{layout}"] = _moe_gemm_entry(engine, layout, moe)
         entry.update(_scheduler_facts(engine))
         entries[engine] = entry
     return {
@@ -489,7 +523,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cv = cross_validate(points, efficiency_prefill=prefill.value)
     sys.stdout.write("\n".join(report(fs, cv, points, per_point=per_point)) + "\n")
     if len(args) > 1:
-        write_catalog(engines_catalog(fs, cv, points, prefill=prefill, versions=versions), args[1])
+        moe = fit_moe_gemm(MOE_KERNELS_LABEL, prefill.value)
+        write_catalog(engines_catalog(fs, cv, points, prefill=prefill, versions=versions, moe=moe), args[1])
         sys.stdout.write(f"wrote {args[1]}\n")
     if plot:
         plot_fit(fs, cv, points, plot)

@@ -14,7 +14,9 @@ into per-token and per-context-token coefficients, so a step of any composition 
   pack's ``weights_read``) plus every sequence's KV cache;
 * compute: ``n x token_time`` (2 flop per active parameter) plus ``attn_time x (query x key
   pairs)``: a decode token at context ``L`` attends to ``L`` keys, a prefill chunk of ``c`` tokens
-  starting at position ``p`` to ``c x p + c(c+1)/2`` (causal);
+  starting at position ``p`` to ``c x p + c(c+1)/2`` (causal). A prompt token's matmuls cost
+  ``prefill_token_time`` (the routed experts' grouped GEMMs at the engine's moe_gemm_efficiency)
+  and its attention pairs run at the BF16 peak, as the pack's prefill_token_time says;
 * ``t = max(memory, decode compute + prefill compute x efficiency / efficiency_prefill) /
   efficiency + t_comm(n) + t_fixed``: the pack's decode step, with the prefill tokens' FLOPs at
   the engine's prefill efficiency; ``t_comm(n)`` the all-reduces of ``n`` tokens.
@@ -71,6 +73,7 @@ class StepModel:
     spec: Speculation | None = None  # speculative decoding (None: one token per sequence and step)
     expert_read_time: float | None = None  # MoE: the pack's expert_read_scale at full bandwidth (None: older form)
     prefill_attn_time: float | None = None  # one causal prompt (query, key) pair (None: attn_time; MLA differs)
+    prefill_token_time: float | None = None  # a prompt token's matmuls, MoE grouped GEMMs included (None: token_time)
 
     def weights(self, tokens: float) -> float:
         """Time to read the weights a step of ``tokens`` tokens touches: all but the routed experts
@@ -110,7 +113,8 @@ class StepModel:
         memory = self.weights(n) + self.kv_time_per_token * (decode_context + prefill_context)
         decode = decode_tokens * verify * self.token_time + self.attn_time * verify * decode_context
         pair = self.attn_time if self.prefill_attn_time is None else self.prefill_attn_time
-        prefill = prefill_tokens * self.token_time + pair * prefill_pairs
+        per_token = self.token_time if self.prefill_token_time is None else self.prefill_token_time
+        prefill = prefill_tokens * per_token + pair * prefill_pairs
         compute = decode + prefill * self.efficiency / self.efficiency_prefill
         comm = self.comm_fixed + self.comm_per_token * n if self.comm_fixed or self.comm_per_token else 0.0
         return max(memory, compute) / self.efficiency + comm + self.t_fixed
@@ -252,7 +256,12 @@ def engine_from_values(values: Mapping[str, float], **override: Any) -> tuple[St
         window=values.get("sliding_window", math.inf) if sliding > 0 else math.inf,
         spec=_speculation(values, get),
         expert_read_time=values["expert_read_scale"] / bw if "expert_read_scale" in values else None,
-        prefill_attn_time=_prefill_pair_time(values, layers, attention_flops),
+        prefill_attn_time=_prefill_pair_time(
+            values, layers, values.get("peak_flops_bf16", 0.0) * values["flops_fraction"]
+        ),
+        prefill_token_time=2 * values["prefill_gemm_params_per_gpu"] / flops
+        if "prefill_gemm_params_per_gpu" in values
+        else None,
     )
     limits = EngineLimits(
         kv_blocks=int(override.get("kv_blocks") or values["kv_blocks"] * get("dp_attention")),
@@ -270,7 +279,7 @@ def _prefill_pair_time(values: Mapping[str, float], layers: int, attention_flops
     """Time of one causal (query, key) pair of a prompt on one GPU: ``2 x prefill_pair_dim`` flop per
     head (the pack's prefill_attention_flops counts half of them, the masked half) over the GPU's heads
     and layers; None when the pack did not say (the decode pair's cost then stands in)."""
-    if "prefill_pair_dim" not in values or "attention_heads" not in values:
+    if "prefill_pair_dim" not in values or "attention_heads" not in values or attention_flops <= 0:
         return None
     heads = values["attention_heads"] / values["tp"]
     return 2 * values["prefill_pair_dim"] * heads * layers / attention_flops
@@ -310,6 +319,8 @@ _TARGETS = (
     "prefill_time",
     "attention_flops",
     "peak_flops_attention",
+    "peak_flops_bf16",
+    "prefill_gemm_params_per_gpu",
     "prefill_pair_dim",
     "weights_read",
     "t_comm",
