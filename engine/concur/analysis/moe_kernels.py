@@ -18,9 +18,8 @@ on one GPU (tp 1, ep 1), ``tp`` where the experts are sliced tensor-parallel (ev
 slice of every expert, matmuls narrower by tp), ``ep`` where whole experts are spread over the GPUs
 (ep > 1). The kernels differ by layout as much as by engine: one GPU's matmuls carry eight times the
 work of a GPU of eight and fill it better, and TensorRT-LLM's expert-parallel path is twice its
-tensor-parallel one. The ``default`` entry's is
-the median over every engine's rows of the layout. Invariant: a value is in (0, 1] (a row faster
-than a dense prefill counts as 1).
+tensor-parallel one. The ``default`` entry's is the median over every engine's rows of the layout.
+Invariant: a value is in (0, 1] (a row faster than a dense prefill counts as 1).
 """
 
 from __future__ import annotations
