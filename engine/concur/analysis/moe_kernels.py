@@ -48,19 +48,19 @@ class MoeGemmFit:
 
 
 def _gpu_value(gpu: Any, name: str, default: float | None = None) -> float:
-    """A gpus catalog value in the field's unit (Tflop/s for peaks); ``default`` where the entry has none."""
+    """A gpus catalog value in base units (flop/s for peaks); ``default`` where the entry has none."""
     if name not in gpu.values:
         if default is None:
             raise KeyError(f"gpus catalog entry {gpu.id} has no {name}")
         return default
-    return float(gpu.values[name][0])
+    return float(gpu.values[name][0]) * get_catalog("gpus").fields[name].unit.factor
 
 
 def row_efficiency(row: dict[str, Any], shape: dict[str, Any], efficiency_prefill: float) -> float:
     """One measured row's grouped-GEMM rate over a dense prefill's on the same GPU and format, capped at 1."""
     gpu = get_catalog("gpus").entries[row["gpu"]]
     peak_name = "peak_flops_fp8" if str(row["dtype"]).startswith("fp8") else "peak_flops_bf16"
-    peak = _gpu_value(gpu, peak_name) * 1e12
+    peak = _gpu_value(gpu, peak_name)
     dense = peak * _gpu_value(gpu, "flops_fraction", 1.0) * efficiency_prefill
     flops = (
         2 * row["tokens"] * shape["topk"] * 3 * shape["hidden"] * shape["moe_intermediate"] / (row["tp"] * row["ep"])
