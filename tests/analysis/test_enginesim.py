@@ -295,6 +295,31 @@ def test_a_decode_only_step_is_the_packs_t_step(config: dict[str, Any]) -> None:
     assert (step.window_share > 0) == (config["model"] == "gpt-oss-120b")  # the sliding case slides
 
 
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"model": "llama-3.1-70b", "gpu": "h100-pcie-80gb", "tp": 4},
+        {"model": "qwen3-235b-a22b", "gpu": "h100-sxm-80gb", "tp": 16},
+        {"model": "deepseek-v3", "gpu": "h200-sxm-141gb", "tp": 16, "ep": 16, "dp_attention": 16},
+    ],
+    ids=["tp-over-pcie", "tp-over-the-nic", "wide-ep"],
+)
+def test_every_token_of_a_simulated_step_pays_the_packs_collectives(config: dict[str, Any]) -> None:
+    """A prompt token in a simulated step crosses the link the pack's all-reduces cross (PCIe between
+    NVLink-bridged pairs, the NIC between boards) or the layout's all-to-all: one value, the pack's."""
+    given = {**config, "weight_dtype": "fp8", "kv_dtype": "fp8", "engine": "vllm"}
+    lengths = {"input_tokens": 1000, "output_tokens": 400}
+    step, _, _ = solve_engine({**given, **lengths})
+    pack = concur.solve(
+        packs=["llm_throughput"],
+        find=["t_comm_per_token", "t_comm_latency", "tp_link_bandwidth"],
+        given={**given, **lengths, "concurrency": "64 request", "kv_fit": "ignore"},
+    )
+    assert step.comm_per_token == pytest.approx(pack.value("t_comm_per_token", "s/token"), rel=1e-12)
+    assert step.comm_fixed == pytest.approx(pack.value("t_comm_latency", "s"), rel=1e-12)
+    assert pack.value("tp_link_bandwidth", "GB/s") < 100  # each crosses the slow link
+
+
 @pytest.mark.parametrize("dp_attention", [1, 8])
 def test_the_simulated_kv_pool_holds_what_the_pack_says(dp_attention: int) -> None:
     """The simulator's pool holds the pack's kv_batch_limit of whole requests, data-parallel attention

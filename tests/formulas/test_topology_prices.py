@@ -75,6 +75,21 @@ def test_crossing_the_slow_link_costs_communication_time() -> None:
     assert comm("h100-pcie-80gb", 2) == pytest.approx(comm("h100-sxm-80gb", 2) * 1.0, rel=0.2)
 
 
+def test_a_prompts_all_reduces_cross_the_same_link_as_the_decodes() -> None:
+    """The bandwidth part of a step's all-reduces per token (what every prompt token pays) runs at
+    the link tp crosses, as t_comm does: beyond the NVLink board it is the scale-out NIC's."""
+
+    def per_token(gpu: str, tp: int) -> float:
+        sol = concur.solve(
+            find=["t_comm_per_token", "tp_link_bandwidth"], given={**STEP, "gpu": gpu, "tp": tp}, packs="llm_throughput"
+        )
+        return float(sol.value("t_comm_per_token", "s/token") * sol.value("tp_link_bandwidth", "GB/s"))
+
+    # bytes a token moves (t x link bandwidth) grow only by the ring's 2 (tp - 1) / tp, whichever link carries them
+    assert per_token("h100-sxm-80gb", 16) == pytest.approx(per_token("h100-sxm-80gb", 8) * (15 / 16) / (7 / 8))
+    assert per_token("h100-pcie-80gb", 4) == pytest.approx(per_token("h100-sxm-80gb", 4))
+
+
 def test_a_given_interconnect_without_a_gpu_applies_at_every_tp() -> None:
     given = {
         "model": "llama-3.1-70b",

@@ -229,15 +229,9 @@ def engine_from_values(values: Mapping[str, float], **override: Any) -> tuple[St
     flops = values["peak_flops"] * values["flops_fraction"]
     attention_flops = values.get("peak_flops_attention", values["peak_flops"]) * values["flops_fraction"]
     layers = math.ceil(values["layers"] / get("pp"))
-    tp = values["tp"]
-    comm_fixed = comm_per_token = 0.0
-    if get("ep") > 1 or get("dp_attention") > 1:  # an MoE layout's collectives (all-to-all, DP-attention all-reduces)
-        comm_fixed, comm_per_token = values["layout_comm_latency"], values["layout_comm_per_token"]
-    elif tp > 1 and "interconnect_bandwidth" in values:
-        comm_fixed = 2 * layers * values.get("allreduce_latency", 0.0)
-        link = values.get("tp_link_bandwidth", values["interconnect_bandwidth"])  # the link tp crosses
-        per_token = values.get("hidden", 0.0) * values.get("activation_bytes", 0.0) / link
-        comm_per_token = 2 * layers * 2 * (tp - 1) / tp * per_token
+    # a step's collectives as the pack charges them: the tensor-parallel all-reduces over the link tp
+    # crosses, or an MoE layout's all-to-all and DP-attention all-reduces (0 on one GPU)
+    comm_fixed, comm_per_token = values["t_comm_latency"], values["t_comm_per_token"]
     context = values["kv_read_context"]
     sliding = get("sliding_window_layers")
     step = StepModel(
@@ -324,11 +318,10 @@ _TARGETS = (
     "prefill_pair_dim",
     "weights_read",
     "t_comm",
-    "tp_link_bandwidth",
+    "t_comm_latency",
+    "t_comm_per_token",
     "token_budget",
     "expert_read_scale",
-    "layout_comm_latency",
-    "layout_comm_per_token",
 )
 
 
