@@ -82,6 +82,28 @@ def test_given_and_asked_is_refused():
         concur.solve("users", {**T1, "users": 3}, packs="llm_memory")
 
 
+def test_a_preset_value_asked_for_is_answered_and_said_to_be_the_presets():
+    """Asking for what a preset fills (the GPU's memory) with no target to solve it from answers
+    the preset's value, says whose it is, and still computes what else was asked from it."""
+    sol = concur.solve(("gpu_memory", "users"), T1, packs="llm_memory")
+    assert sol.values["gpu_memory"] == sol.givens.values["gpu_memory"] and sol.value("gpu_memory", "GiB") > 79
+    assert sol.value("users") == 55
+    assert any(n.startswith("gpu_memory = ") and "is what gpu=h100-sxm-80gb gives" in n for n in sol.notes)
+
+
+def test_a_preset_value_asked_for_with_a_target_is_solved_backwards():
+    """With a target that fixes it, the asked preset variable is the unknown: no note, another value."""
+    given = {**T1, "kv_pool": "40 GiB"}
+    sol = concur.solve("gpu_memory", given, packs="llm_memory")
+    assert sol.value("gpu_memory", "GiB") > 80
+    assert not any("is what gpu=" in n for n in sol.notes)
+
+
+def test_an_underdetermined_question_still_names_what_is_missing_when_a_preset_is_asked():
+    with pytest.raises(UnderdeterminedError, match="cannot determine"):
+        concur.solve(("gpu_memory", "kv_blocks"), {"gpu": "h100-sxm-80gb"}, packs="llm_memory")
+
+
 def test_unknown_preset_id_suggests():
     with pytest.raises(UsageError, match="h100-sxm-80gb"):
         concur.solve("users", {**T1, "gpu": "h100-sxm-80"}, packs="llm_memory")

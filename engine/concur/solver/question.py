@@ -112,29 +112,47 @@ def solve_model(model: Model, find: tuple[str, ...], given: Mapping[str, Any]) -
                 kind="given_and_asked",
             )
     known = {k: v for k, v in givens.values.items() if k not in find}
-    sources = dict(givens.sources)
     try:
-        with budget():
-            seek = needs_search(model, find, known, givens)
-            if seek is not None and seek.via is not None:
-                sol = search_via(model, find, known, givens, seek.variable, seek.goals, seek.via, seek.later)
-            elif seek is not None:
-                sol = search(model, find, known, givens, seek.variable, seek.goals, seek.requirement, seek.held)
-            else:
-                targets = targets_as_checks(model, known, find, givens)
-                plan, env, trace = run_question(
-                    model, {k: v for k, v in known.items() if k not in targets}, find + targets, sources
-                )
-                for g in targets:
-                    _target_met(model, g, env[g], known[g], givens.limits[g])
-                sol = Solution(model, find, env, givens, trace, plan=plan)
+        sol = _answer(model, find, known, givens)
     except UnderdeterminedError as exc:
-        raise _unlisted(exc, givens) from None
+        # an asked name a preset fills, that nothing given determines, is answered with the preset's
+        # value; not when the solver would need another asked name given (two unknowns tied together)
+        kept = [n for n in find if n in givens.values and givens.sources.get(n, "").startswith("preset ")]
+        if not kept or any(m in find and m not in kept for m in exc.missing):
+            raise _unlisted(exc, givens) from None
+        try:
+            sol = _answer(model, find, {**known, **{n: givens.values[n] for n in kept}}, givens)
+        except UnderdeterminedError:
+            raise _unlisted(exc, givens) from None
+        sol.notes.extend(
+            f"{n} = {show_value(model, n, givens.values[n])} is what {givens.sources[n][len('preset ') :]} "
+            "gives: asked for, it is solved for only when a target fixes it (give one to solve it backwards)"
+            for n in kept
+        )
     chosen = frozenset(s.variable for s in sol.trace if s.method in (Method.SEARCH, Method.INTEGER_TEAR))
     given = {k: v for k, v in givens.values.items() if givens.sources.get(k) == "given"}
     verify(model, sol.values, given, givens.limits, chosen)
     flush_caches(model)
     return sol
+
+
+def _answer(model: Model, find: tuple[str, ...], known: dict[str, float], givens: Givens) -> Solution:
+    """One solve of ``find`` from ``known``: a goal seek where a target or an integer asks for one,
+    else the plan run once, with the given targets compared after."""
+    sources = dict(givens.sources)
+    with budget():
+        seek = needs_search(model, find, known, givens)
+        if seek is not None and seek.via is not None:
+            return search_via(model, find, known, givens, seek.variable, seek.goals, seek.via, seek.later)
+        if seek is not None:
+            return search(model, find, known, givens, seek.variable, seek.goals, seek.requirement, seek.held)
+        targets = targets_as_checks(model, known, find, givens)
+        plan, env, trace = run_question(
+            model, {k: v for k, v in known.items() if k not in targets}, find + targets, sources
+        )
+        for g in targets:
+            _target_met(model, g, env[g], known[g], givens.limits[g])
+        return Solution(model, find, env, givens, trace, plan=plan)
 
 
 def _unlisted(exc: UnderdeterminedError, givens: Givens) -> UnderdeterminedError:
