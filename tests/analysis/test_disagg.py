@@ -258,6 +258,35 @@ def test_a_slow_link_rejects_disagg_rows_with_a_structured_reason() -> None:
     assert {r["rejection"]["kind"] for r in disagg if r["rejection"]} == {"link"}
 
 
+DSV3_PLAN = [
+    "plan",
+    "--modes",
+    "agg,disagg",
+    *("--set", "model=deepseek-v3", "--set", "arrival_rate=20", "--set", "input_tokens=1000"),
+    *("--set", "output_tokens=400", "--gpus", "h200-sxm-141gb", "--weight-dtypes", "fp8", "--kv-dtypes", "fp8"),
+    *("--engines", "sglang", "--tp", "8", "--layouts", "ep"),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        ([*PLAN, "--set", "prefill_tp=3"], "prefill pool: no prefill TP of 3 divides the attention heads (64)"),
+        (
+            [*DSV3_PLAN, "--set", "prefill_tp=4"],
+            "prefill pool: an EP or DP-attention layout runs both pools at the decode TP (8), not at prefill TP 4",
+        ),
+    ],
+    ids=["heads", "one-layout"],
+)
+def test_a_prefill_tp_the_pack_refuses_is_named_as_the_reason(args: list[str], reason: str) -> None:
+    """A fixed prefill TP that llm_disagg's input checks refuse is the rows' reason, not a memory fit."""
+    res = CliRunner().invoke(cli, [*args, "--json"])
+    rows = json.loads(res.output)["candidates"]
+    disagg = [r for r in rows if r["mode"] == "disagg" and (r["reason"] or "").startswith("prefill pool")]
+    assert disagg and {r["reason"] for r in disagg} == {reason}
+
+
 def test_nvlink_domain_rejects_workers_that_do_not_share_a_board() -> None:
     res = CliRunner().invoke(cli, [*PLAN, "--json", "--set", "kv_link=nvlink-4", "--tp", "8"])
     rows = json.loads(res.output)["candidates"]

@@ -69,6 +69,7 @@ __all__ = [
     "pick_prefill",
     "prefill_gpu_values",
     "prefill_options",
+    "prefill_tps",
     "prefill_ttft",
 ]
 
@@ -178,6 +179,27 @@ def prefill_gpu_values(gpus: Sequence[str], providers: Sequence[str]) -> dict[tu
     return out
 
 
+def prefill_tps(values: Mapping[str, float], tps: Sequence[int]) -> tuple[list[int], str]:
+    """The prefill TPs of ``tps`` that llm_disagg's input checks accept for one configuration (``values``:
+    its resolved givens): those dividing the attention heads, and under an EP or DP-attention layout
+    only the decode TP (one layout for both pools); with none, the reason, else ""."""
+    heads = values.get("attention_heads")
+    fine = [tp for tp in tps if not (heads and int(heads) % tp)]
+    if not fine:
+        listed = ", ".join(str(tp) for tp in tps)
+        return [], f"prefill pool: no prefill TP of {listed} divides the attention heads ({int(heads or 0)})"
+    if values.get("ep", 1.0) > 1 or values.get("dp_attention", 1.0) > 1:
+        same = [tp for tp in fine if tp == values.get("tp")]
+        if not same:
+            listed = ", ".join(str(tp) for tp in fine)
+            return [], (
+                f"prefill pool: an EP or DP-attention layout runs both pools at the decode TP "
+                f"({int(values.get('tp', 0))}), not at prefill TP {listed}"
+            )
+        fine = same
+    return fine, ""
+
+
 def prefill_options(
     rows: Sequence[tuple[Any, Mapping[str, float]]],
     tps: Sequence[int],
@@ -196,14 +218,8 @@ def prefill_options(
     points: list[tuple[Any, int, dict[str, float]]] = []
     for key, values in rows:
         known = _prefill_known(model, values, (prefill_gpus or {}).get(key))
-        heads = values.get("attention_heads")
         weights = values.get("params", 0.0) * values.get("weight_bytes", 0.0)
-        one_layout = values.get("ep", 1.0) > 1 or values.get("dp_attention", 1.0) > 1
-        for tp in tps:
-            if heads and int(heads) % tp:
-                continue
-            if one_layout and tp != values.get("tp"):
-                continue  # llm_disagg's input check: an EP / DP-attention layout is both pools' (prefill_tp = tp)
+        for tp in prefill_tps(values, tps)[0]:
             if weights / tp > known.get("prefill_gpu_memory", values.get("gpu_memory", math.inf)):
                 continue  # the weights alone exceed the GPU: no need to sweep what cannot fit
             # the link's domain is checked by the caller, per pair of workers, with a reason of its own

@@ -91,6 +91,7 @@ from .disagg_plan import (
     pick_prefill,
     prefill_gpu_values,
     prefill_options,
+    prefill_tps,
 )
 from .prefill_prices import prefill_price_notes, price_prefill_pools
 from .providers import plan_providers, provider_note
@@ -499,7 +500,10 @@ def _disagg(
             first = _size_decode(sized, capacity[config], decode[config], traffic, slo)
         for row in rows[config]:
             cand = replace(sized, config=row)
-            if cand.feasible:
+            refused = "" if options.get(row) else prefill_tps(capacity[config].values, tps)[1]
+            if cand.feasible and refused:
+                cand.feasible, cand.reason = False, refused
+            elif cand.feasible:
                 price = lent[row].get("prefill_gpu_hour_price") if row in lent else capacity[config].price
                 _size_prefill(cand, capacity[config], options.get(row, []), link, traffic, slo, price, first)
             out.append(cand)
