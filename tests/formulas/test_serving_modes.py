@@ -74,6 +74,8 @@ def drafts(draw: st.DrawFn) -> dict[str, Any]:
         d["draft_layers"] = draw(st.sampled_from([4, 16, 28]))
     elif kind == "heads":
         d["mtp_layers"] = draw(st.sampled_from([0.5, 1, 2]))
+    else:
+        d["draft_params"] = "0 parameter"  # said, never assumed: a draft that costs nothing
     return d
 
 
@@ -147,6 +149,34 @@ def test_tokens_per_step_is_leviathans_expectation_and_solves_back(k: int, rate:
     back = solve_model(_model(), ("acceptance_rate", "itl"), {**q, "spec_tokens_per_step": expected}).values
     assert back["acceptance_rate"] == pytest.approx(rate, rel=1e-6)
     assert back["itl"] == pytest.approx(forward["itl"], rel=1e-6)
+
+
+def test_a_draft_whose_cost_is_not_said_is_refused_not_assumed_free() -> None:
+    """draft_tokens > 0 without mtp_layers, draft_params or draft_layers would take a free draft, the
+    most optimistic speedup: refused with what to give (exit 2), in solve and in plan; a draft that
+    costs nothing is said with draft_params=0, and draft_tokens 0 needs no draft."""
+    q = {
+        "model": "llama-3.1-70b",
+        "gpu": "h100-sxm-80gb",
+        "tp": 4,
+        "input_tokens": "1000 token/request",
+        "output_tokens": "400 token/request",
+        "concurrency": "64 request",
+        "acceptance_rate": 0.7,
+    }
+    with pytest.raises(ConcurError, match="draft has a cost, and concur assumes none") as info:
+        solve_model(_model(), ("itl",), {**q, "draft_tokens": 3})
+    assert info.value.exit_code == 2 and info.value.missing == ("mtp_layers",)  # type: ignore[attr-defined]
+    free = solve_model(_model(), ("itl",), {**q, "draft_tokens": 3, "draft_params": "0 parameter"}).values["itl"]
+    heads = solve_model(_model(), ("itl",), {**q, "draft_tokens": 3, "mtp_layers": 1}).values["itl"]
+    assert free < heads  # the free draft is the optimistic one
+    assert solve_model(_model(), ("itl",), {**q, "draft_tokens": 0}).values["itl"] > 0
+    traffic = ("--set", "arrival_rate=50", "--set", "input_tokens=1000", "--set", "output_tokens=400")
+    res = concur_child(
+        "plan", "--set", "model=llama-3.1-70b", *traffic, "--gpus", "h100-sxm-80gb", "--engines", "vllm",
+        "--set", "draft_tokens=2", "--set", "acceptance_rate=0.6",
+    )  # fmt: skip
+    assert res.returncode == 2 and "draft has a cost" in one_error_line(res)
 
 
 def test_higher_acceptance_is_faster_and_a_low_one_is_reported_slower() -> None:

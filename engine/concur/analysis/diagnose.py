@@ -93,7 +93,7 @@ def diagnose(
         "input_tokens",
         "output_tokens",
     )
-    require_fixed(model, set(given), outputs)
+    require_fixed(model, given, outputs)
     g = {"kv_fit": "ignore", **given}  # the measured run did hold its batch: diagnose it, do not refuse it
     sol = solve_model(model, tuple(o for o in outputs if o not in g), g)
     c = sol.value("concurrency")

@@ -83,6 +83,7 @@ from ..solver.html import html_number, html_table
 from ..solver.plan import plan_key
 from ..solver.question import solve_model
 from ..solver.run import check_constraints, run_question
+from ..solver.throughput_inputs import require_draft_cost
 from ..sweep import sweep
 from .disagg_plan import (
     LINK_NAMES,
@@ -622,6 +623,7 @@ def _check_spec_axis(axes: Mapping[str, Sequence[Any]], question: Mapping[str, A
     if bad or not spec:
         raise UsageError(f"unknown speculative decoding setting '{bad[0] if bad else ''}'", hint="spec: off, on")
     given = [n for n in SPEC_NAMES if n in question]
+    require_draft_cost(question)
     if "on" in spec and given:
         raise UsageError(
             f"{given[0]} is given, and the plan's spec axis would set it too",

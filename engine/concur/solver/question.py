@@ -102,7 +102,7 @@ def solve_model(model: Model, find: tuple[str, ...], given: Mapping[str, Any]) -
         )
     model = following_model(model, given, find)
     require_checked(model)
-    require_fixed(model, set(given), find)
+    require_fixed(model, given, find)
     for name in find:
         if name in givens.values and givens.sources.get(name) == "given":
             raise UsageError(

@@ -12,17 +12,30 @@ a swept or compared variable) or is itself asked for: ``--find request_rate --se
 concurrency=64`` asks what rate a load of 64 in flight sustains, which is a fixed offered load.
 Non-goals: checking the values (the solver and bounds do that) and packs other than those
 listed in :data:`FIXED_INPUTS`.
+
+One more thing is never assumed: what a speculative draft costs. ``draft_tokens`` > 0 with neither
+MTP/EAGLE heads (``mtp_layers``) nor a draft model (``draft_params``, ``draft_layers``) named would
+otherwise take the pack's defaults, a draft that costs nothing: the most optimistic speedup, and
+only right for an n-gram or prompt-lookup draft, which ``draft_params=0`` says explicitly
+(:func:`require_draft_cost`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import UnderdeterminedError
 from ..records import record
 
-__all__ = ["FIXED_INPUTS", "THROUGHPUT_OUTPUTS", "UnfixedThroughputError", "require_fixed"]
+__all__ = [
+    "DRAFT_COST",
+    "FIXED_INPUTS",
+    "THROUGHPUT_OUTPUTS",
+    "UnfixedThroughputError",
+    "require_draft_cost",
+    "require_fixed",
+]
 
 
 class UnfixedThroughputError(UnderdeterminedError):
@@ -68,12 +81,16 @@ THROUGHPUT_OUTPUTS = frozenset(
 )
 """The answers that are throughputs or latencies (and so depend on all four)."""
 
+DRAFT_COST = ("mtp_layers", "draft_params", "draft_layers")
+"""The names that say what a speculative draft costs (one of them must be given with draft_tokens > 0)."""
 
-def require_fixed(model: Any, fixed: Iterable[str], outputs: Sequence[str]) -> None:
+
+def require_fixed(model: Any, fixed: Iterable[str] | Mapping[str, Any], outputs: Sequence[str]) -> None:
     """Refuse a throughput question that leaves one of the four fixed variables open.
 
     ``model``: a :class:`concur.lang.model.Model`; ``fixed``: the names the user gave, swept or
-    compared (presets included); ``outputs``: the names asked for. Applies only when a pack in
+    compared (presets included), or the givens themselves (name to raw value), which also checks
+    :func:`require_draft_cost`; ``outputs``: the names asked for. Applies only when a pack in
     ``model`` is listed in :data:`FIXED_INPUTS` and an output is in :data:`THROUGHPUT_OUTPUTS`.
     Raises :class:`concur.errors.UnderdeterminedError` (exit 2) naming each missing thing (its
     ``missing`` lists the name that fixes each); returns None otherwise.
@@ -85,10 +102,12 @@ def require_fixed(model: Any, fixed: Iterable[str], outputs: Sequence[str]) -> N
     ...     print(exc.missing)
     ('output_tokens', 'concurrency')
     """
+    packs = {p.name for p in model.packs}
+    if isinstance(fixed, Mapping) and "llm_throughput" in packs:
+        require_draft_cost(fixed)
     if not set(outputs) & THROUGHPUT_OUTPUTS:
         return
     names = set(fixed) | set(outputs)
-    packs = {p.name for p in model.packs}
     missing: list[Need] = []
     for pack, needs in FIXED_INPUTS.items():
         if pack in packs:
@@ -100,5 +119,33 @@ def require_fixed(model: Any, fixed: Iterable[str], outputs: Sequence[str]) -> N
             f"configuration are fixed; missing {what}",
             missing=tuple(n.any_of[0] for n in missing),
             hint="concur assumes none of them",
+            kind="unfixed_inputs",
+        )
+
+
+def require_draft_cost(given: Mapping[str, Any]) -> None:
+    """Refuse speculative decoding (``draft_tokens`` given, not 0) whose draft's cost is not given.
+
+    >>> require_draft_cost({"draft_tokens": 3, "mtp_layers": 1})
+    >>> require_draft_cost({"draft_tokens": 0})
+    >>> try:
+    ...     require_draft_cost({"draft_tokens": "3", "acceptance_rate": 0.7})
+    ... except UnderdeterminedError as exc:
+    ...     print(exc.missing)
+    ('mtp_layers',)
+    """
+    raw = given.get("draft_tokens")
+    try:
+        drafting = raw is not None and float(str(raw).split()[0]) != 0
+    except ValueError:
+        return  # the solver refuses the value itself
+    if drafting and not set(given) & set(DRAFT_COST):
+        raise UnfixedThroughputError(
+            "speculative decoding's draft has a cost, and concur assumes none: give mtp_layers (MTP or EAGLE "
+            "heads on the target: 1), draft_params and draft_layers (a separate draft model), or draft_params=0 "
+            "(an n-gram or prompt-lookup draft that costs nothing)",
+            missing=("mtp_layers",),
+            variable="draft_tokens",
+            hint="a free draft is the most optimistic speedup; say which draft runs",
             kind="unfixed_inputs",
         )
