@@ -336,15 +336,18 @@ def pick_prefill(
     ttft_slo: float | None,
     first_step: float,
     most: float = 100_000,
+    refused: str = "",
 ) -> PrefillPick:
     """The prefill TP needing the fewest GPUs (then the smaller TP); a reason when none fits or meets the
     TTFT. ``first_step``: the decode worker's first step after the transfer (:func:`decode_first_step`
-    of the sized decode pool), part of every row's TTFT."""
+    of the sized decode pool), part of every row's TTFT. ``refused``: the reason when llm_disagg's input
+    checks took no prefill TP (:func:`prefill_tps`), said instead of a memory fit when ``options`` is empty."""
     fits = [o for o in options if o.room * o.tp >= o.kv_bytes and math.isfinite(o.service) and o.service > 0]
     if not fits:
         return PrefillPick(
             None,
-            reason="prefill pool: the model and one prompt's KV cache do not fit a prefill worker at any TP of the grid",
+            reason=refused
+            or "prefill pool: the model and one prompt's KV cache do not fit a prefill worker at any TP of the grid",
         )
     best: PrefillPick | None = None
     nearest = min(fits, key=lambda o: o.service + o.transfer)

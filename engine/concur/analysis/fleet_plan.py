@@ -499,14 +499,12 @@ def _disagg(
             sized.reason = "the throughput model has no answer for this configuration's decode pool"
         else:
             first = _size_decode(sized, capacity[config], decode[config], traffic, slo)
+        refused = prefill_tps(capacity[config].values, tps)[1]  # why llm_disagg takes none of the prefill TPs
         for row in rows[config]:
             cand = replace(sized, config=row)
-            refused = "" if options.get(row) else prefill_tps(capacity[config].values, tps)[1]
-            if cand.feasible and refused:
-                cand.feasible, cand.reason = False, refused
-            elif cand.feasible:
+            if cand.feasible:
                 price = lent[row].get("prefill_gpu_hour_price") if row in lent else capacity[config].price
-                _size_prefill(cand, capacity[config], options.get(row, []), link, traffic, slo, price, first)
+                _size_prefill(cand, capacity[config], options.get(row, []), link, traffic, slo, price, (first, refused))
             out.append(cand)
     return out, note
 
@@ -549,15 +547,17 @@ def _size_prefill(
     traffic: tuple[float, float, float],
     slo: Mapping[str, float],
     prefill_price: float | None,
-    first: float,
+    first_refused: tuple[float, str],
 ) -> None:
     """The prefill pool of a disaggregated row whose decode pool :func:`_size_decode` sized, by
-    :func:`concur.analysis.disagg_plan.pick_prefill` (``first``: the decode worker's first step, s,
-    part of the TTFT); then the link, the physics guard of the prefill pool (on the prefill GPU's
-    figures), and the cost (``prefill_price``: usd per prefill GPU-second)."""
+    :func:`concur.analysis.disagg_plan.pick_prefill` (``first_refused``: the decode worker's first
+    step, s, part of the TTFT, and why llm_disagg's input checks take no prefill TP, "" when they take
+    one); then the link, the physics guard of the prefill pool (on the prefill GPU's figures), and the
+    cost (``prefill_price``: usd per prefill GPU-second)."""
     rate, osl, most = traffic
+    first, refused = first_refused
     cand.feasible = False
-    pick = pick_prefill(options, rate, cap.utilization, slo.get("ttft_slo"), first, most)
+    pick = pick_prefill(options, rate, cap.utilization, slo.get("ttft_slo"), first, most, refused)
     if pick.option is None:
         cand.reason, cand.rejection = pick.reason, pick.rejection
         return
