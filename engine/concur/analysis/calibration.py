@@ -463,7 +463,8 @@ def point_from(
     sequence (the pack's compute_time and t_comm count them) and emits at most that many.
     """
     if terms is None:
-        spec = {"draft_tokens": draft_tokens} if draft_tokens else {}
+        # the bound's terms leave the draft's own steps out (a bound may only be optimistic): said, not assumed
+        spec = {"draft_tokens": draft_tokens, "draft_params": 0} if draft_tokens else {}
         terms = _terms(
             {
                 **given,
