@@ -65,13 +65,18 @@ def refused(out: subprocess.CompletedProcess, code: int = 2) -> str:
         ("itl_slo=0", "itl_slo"),
         ("utilization=0", "utilization"),
         ("arrival_rate=0", "arrival_rate"),
-        ("output_tokens=0", "output_tokens"),
     ],
 )
 def test_plan_refuses_zero_rates_slas_and_utilization(setting, name):
     args = PLAN if setting.startswith("arrival_rate") else (*PLAN, "--set", "arrival_rate=50")
     line = refused(concur(*args, "--set", setting))
     assert f"{name} must be a positive finite number for a plan" in line
+
+
+def test_a_request_yields_at_least_its_first_token():
+    """output_tokens 0 is below the pack's bound (the first token ends the TTFT), in plan as in solve."""
+    line = refused(concur(*PLAN, "--set", "arrival_rate=50", "--set", "output_tokens=0"))
+    assert "output_tokens=0 is below its lower bound 1 token/request" in line
 
 
 @pytest.mark.parametrize("rate", ["1e30", "1e308"])

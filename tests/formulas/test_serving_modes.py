@@ -284,3 +284,22 @@ def test_the_fleet_sizes_on_speculation_and_prefix_caching() -> None:
     prefix = solve_model(model, ("replicas",), {**q, "shared_prefix": "800 token"}).values["replicas"]
     assert good < plain < bad
     assert prefix < plain
+
+
+@pytest.mark.parametrize("find", ["ttft", "replicas"], ids=["forward", "goal-seek"])
+def test_a_request_longer_than_the_context_window_is_one_error_line(find: str) -> None:
+    """Prompt and output beyond the model's max_position_embeddings (models catalog) is refused as the
+    input it is (exit 2), before a fleet's goal seek could fail on it as an unservable load."""
+    args = ["solve", "llm_fleet", "--find", find]
+    for given_ in ("model=llama-3.1-70b", "gpu=h100-sxm-80gb", "tp=4", "arrival_rate=50", "concurrency=8"):
+        args += ["--set", given_] if find == "ttft" or not given_.startswith("concurrency") else []
+    res = concur_child(*args, "--set", "input_tokens=2000000", "--set", "output_tokens=400")
+    line = one_error_line(res)
+    assert res.returncode == 2 and "max_context=131072 token" in line and "context window" in line
+    fits = solve_model(
+        build_model(["llm_fleet"]),
+        ("ttft",),
+        {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "tp": 4, "concurrency": "1 request"}
+        | {"input_tokens": "130000 token/request", "output_tokens": "1000 token/request", "kv_fit": "ignore"},
+    )
+    assert fits.values["ttft"] > 0  # up to the window (and a measured run beyond it, kv_fit=ignore) is answered
