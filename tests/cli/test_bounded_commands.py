@@ -65,6 +65,7 @@ def refused(out: subprocess.CompletedProcess, code: int = 2) -> str:
         ("itl_slo=0", "itl_slo"),
         ("utilization=0", "utilization"),
         ("arrival_rate=0", "arrival_rate"),
+        ("output_tokens=0", "output_tokens"),
     ],
 )
 def test_plan_refuses_zero_rates_slas_and_utilization(setting, name):
@@ -73,10 +74,11 @@ def test_plan_refuses_zero_rates_slas_and_utilization(setting, name):
     assert f"{name} must be a positive finite number for a plan" in line
 
 
-def test_a_request_yields_at_least_its_first_token():
-    """output_tokens 0 is below the pack's bound (the first token ends the TTFT), in plan as in solve."""
-    line = refused(concur(*PLAN, "--set", "arrival_rate=50", "--set", "output_tokens=0"))
-    assert "output_tokens=0 is below its lower bound 1 token/request" in line
+def test_a_fleet_request_yields_at_least_its_first_token():
+    """output_tokens 0 in a fleet question is one input error (exit 2), not a failed replica search."""
+    args = ("solve", "llm_fleet", "--find", "replicas", "--scenario", "default", "--set", "output_tokens=0")
+    line = refused(concur(*args))
+    assert "'output_tokens >= [1 token/request]' does not hold" in line and "first token" in line
 
 
 @pytest.mark.parametrize("rate", ["1e30", "1e308"])
