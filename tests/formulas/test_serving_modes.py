@@ -151,19 +151,21 @@ def test_tokens_per_step_is_leviathans_expectation_and_solves_back(k: int, rate:
     assert back["itl"] == pytest.approx(forward["itl"], rel=1e-6)
 
 
+LLAMA70_TP4_AT_64 = {
+    "model": "llama-3.1-70b",
+    "gpu": "h100-sxm-80gb",
+    "tp": 4,
+    "input_tokens": "1000 token/request",
+    "output_tokens": "400 token/request",
+    "concurrency": "64 request",
+}
+
+
 def test_a_draft_whose_cost_is_not_said_is_refused_not_assumed_free() -> None:
     """draft_tokens > 0 without mtp_layers, draft_params or draft_layers would take a free draft, the
     most optimistic speedup: refused with what to give (exit 2), in solve and in plan; a draft that
     costs nothing is said with draft_params=0, and draft_tokens 0 needs no draft."""
-    q = {
-        "model": "llama-3.1-70b",
-        "gpu": "h100-sxm-80gb",
-        "tp": 4,
-        "input_tokens": "1000 token/request",
-        "output_tokens": "400 token/request",
-        "concurrency": "64 request",
-        "acceptance_rate": 0.7,
-    }
+    q = {**LLAMA70_TP4_AT_64, "acceptance_rate": 0.7}
     with pytest.raises(ConcurError, match="draft has a cost, and concur assumes none") as info:
         solve_model(_model(), ("itl",), {**q, "draft_tokens": 3})
     assert info.value.exit_code == 2 and info.value.missing == ("mtp_layers",)  # type: ignore[attr-defined]
@@ -183,12 +185,7 @@ def test_higher_acceptance_is_faster_and_a_low_one_is_reported_slower() -> None:
     """itl falls as the acceptance rate rises; the rate below which speculation loses shows as
     spec_speedup < 1 (never clamped)."""
     q = {
-        "model": "llama-3.1-70b",
-        "gpu": "h100-sxm-80gb",
-        "tp": 4,
-        "input_tokens": "1000 token/request",
-        "output_tokens": "400 token/request",
-        "concurrency": "64 request",
+        **LLAMA70_TP4_AT_64,
         "draft_tokens": 4,
         "draft_params": "1.24e9 parameter",
         "draft_layers": 16,
