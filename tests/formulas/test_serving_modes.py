@@ -293,10 +293,23 @@ def test_a_request_longer_than_the_context_window_is_one_error_line(find: str) -
     res = concur_child(*args, "--set", "input_tokens=2000000", "--set", "output_tokens=400")
     line = one_error_line(res)
     assert res.returncode == 2 and "max_context=131072 token" in line and "context window" in line
-    fits = solve_model(
-        build_model(["llm_fleet"]),
-        ("ttft",),
-        {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "tp": 4, "concurrency": "1 request"}
-        | {"input_tokens": "130000 token/request", "output_tokens": "1000 token/request", "kv_fit": "ignore"},
-    )
-    assert fits.values["ttft"] > 0  # up to the window (and a measured run beyond it, kv_fit=ignore) is answered
+    q = {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "tp": 4, "concurrency": "1 request", "kv_fit": "ignore"}
+    fits = {**q, "input_tokens": "130000 token/request", "output_tokens": "1000 token/request"}
+    assert solve_model(build_model(["llm_fleet"]), ("ttft",), fits).values["ttft"] > 0  # up to the window
+    beyond = {**q, "input_tokens": "140000 token/request", "output_tokens": "1000 token/request"}
+    with pytest.raises(ConcurError, match="context window"):
+        solve_model(build_model(["llm_fleet"]), ("ttft",), beyond)
+    measured = solve_model(build_model(["llm_fleet"]), ("ttft",), {**beyond, "context_fit": "ignore"})
+    assert measured.values["ttft"] > 0  # a measured run that extended the window is reproduced as run
+
+
+def test_the_simulator_refuses_a_free_draft_and_a_request_beyond_the_window() -> None:
+    """concur simulate --model engine reads the same rules as solve: one error line, exit 2."""
+    sets = ("model=llama-3.1-8b", "gpu=h100-sxm-80gb", "engine=vllm", "input_tokens=1000", "output_tokens=200")
+    args = ["simulate", "--model", "engine", "--rate", "4", "--requests", "20"]
+    for given_ in sets:
+        args += ["--set", given_]
+    draft = concur_child(*args, "--set", "draft_tokens=3", "--set", "acceptance_rate=0.7")
+    assert draft.returncode == 2 and "draft has a cost" in one_error_line(draft)
+    long = concur_child(*args, "--set", "input_tokens=200000")
+    assert long.returncode == 2 and "max_context=131072 token" in one_error_line(long)

@@ -48,6 +48,7 @@ from ..errors import UsageError
 from ..lang.model import build_model
 from ..solver.givens import resolve_givens
 from ..solver.run import run_question
+from ..solver.throughput_inputs import require_draft_cost
 from .speculation import Speculation
 
 __all__ = ["EngineLimits", "StepModel", "engine_from_values", "solve_engine"]
@@ -336,6 +337,7 @@ def _engine_given(model: Any, name: str) -> bool:
 def solve_engine(given: Mapping[str, Any], **override: Any) -> tuple[StepModel, EngineLimits, dict[str, float]]:
     """Solve ``llm_fleet`` for one configuration (``given``: model, gpu, tp, dtypes, engine, input and
     output tokens; fleet-level names and SLAs are ignored) and adapt it; also returns the values."""
+    require_draft_cost(given)  # a simulated draft costs what the question says, never nothing by default
     model = build_model(["llm_fleet"])
     question = {k: v for k, v in given.items() if _engine_given(model, k)}
     question["concurrency"] = "1 request"
