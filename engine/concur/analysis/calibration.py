@@ -372,7 +372,14 @@ def load_terms(given: Mapping[str, Any], loads: Sequence[tuple[float, float, flo
     first = _terms(
         {**given, "concurrency": distinct[0][0], "input_tokens": distinct[0][1], "output_tokens": distinct[0][2]}
     )
-    base = {**given, "efficiency": 1, "t_fixed": 0, "efficiency_prefill": 1, "kv_fit": "ignore", "context_fit": "ignore"}
+    base = {
+        **given,
+        "efficiency": 1,
+        "t_fixed": 0,
+        "efficiency_prefill": 1,
+        "kv_fit": "ignore",
+        "context_fit": "ignore",
+    }
     names = [t for t in _TERMS if t not in given]
     model = build_model(["llm_throughput"])
     over = {k: np.asarray([load[i] for load in distinct]) for i, k in enumerate(_LOAD_NAMES)}
