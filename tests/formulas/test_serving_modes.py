@@ -301,6 +301,9 @@ def test_a_request_longer_than_the_context_window_is_one_error_line(find: str) -
         solve_model(build_model(["llm_fleet"]), ("ttft",), beyond)
     measured = solve_model(build_model(["llm_fleet"]), ("ttft",), {**beyond, "context_fit": "ignore"})
     assert measured.values["ttft"] > 0  # a measured run that extended the window is reproduced as run
+    traffic = ("--set", "arrival_rate=50", "--set", "input_tokens=200000", "--set", "output_tokens=400")
+    plan = concur_child("plan", "--set", "model=llama-3.1-70b", *traffic, "--gpus", "h100-sxm-80gb")
+    assert plan.returncode == 2 and "context window" in one_error_line(plan)  # once, not per configuration
 
 
 def test_the_simulator_refuses_a_free_draft_and_a_request_beyond_the_window() -> None:

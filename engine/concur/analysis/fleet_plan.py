@@ -383,7 +383,8 @@ def plan_fleet(
     probe = resolve_givens(model, {**question, **configs[0].priced()})  # a bad model or value fails once, here
     _require_positive(probe.values)
     asked = resolve_givens(model, question).values  # what no configuration changes: its input checks fail once, here
-    check_constraints(model, {n: probe.values[n] for n in asked}, inputs_only=True)
+    switches = {n: v.default for n, v in model.variables.items() if v.choices and v.default is not None}
+    check_constraints(model, {**switches, **{n: probe.values[n] for n in asked}}, inputs_only=True)
     slo: dict[str, float] = {n: probe.values[n] for n in ("itl_slo", "ttft_slo") if n in probe.values}
     rate, osl = probe.values["arrival_rate"], probe.values["output_tokens"]
     most = model.variables["replicas"].bounds[1] or math.inf
