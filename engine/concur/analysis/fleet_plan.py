@@ -382,9 +382,7 @@ def plan_fleet(
     price_prefill_pools(link_question, axes["gpu"], prefill_gpus, prefill)
     probe = resolve_givens(model, {**question, **configs[0].priced()})  # a bad model or value fails once, here
     _require_positive(probe.values)
-    asked = resolve_givens(model, question).values  # what no configuration changes: its input checks fail once, here
-    switches = {n: v.default for n, v in model.variables.items() if v.choices and v.default is not None}
-    check_constraints(model, {**switches, **{n: probe.values[n] for n in asked}}, inputs_only=True)
+    _check_question_inputs(model, question, probe.values)
     slo: dict[str, float] = {n: probe.values[n] for n in ("itl_slo", "ttft_slo") if n in probe.values}
     rate, osl = probe.values["arrival_rate"], probe.values["output_tokens"]
     most = model.variables["replicas"].bounds[1] or math.inf
@@ -656,6 +654,15 @@ _TOO_MANY = "needs more than"
 _PREFILL_PRICE = "prefill_gpu_hour_price"
 _UNBOUNDED_DOMAIN = 1e6  # kv_link_domain of a scale-out network (llm_disagg's default): it joins every GPU
 _POSITIVE = ("arrival_rate", "output_tokens", "itl_slo", "ttft_slo", "utilization")
+
+
+def _check_question_inputs(model: Model, question: Mapping[str, Any], probe: Mapping[str, float]) -> None:
+    """The packs' input checks on what no configuration changes (the model, the lengths), with the
+    switches' defaults (``context_fit``, ``kv_fit``): a question that fails one fails once, here,
+    not once per configuration. ``probe``: the question resolved with the grid's first configuration."""
+    asked = resolve_givens(model, question).values
+    switches = {n: v.default for n, v in model.variables.items() if v.choices and v.default is not None}
+    check_constraints(model, {**switches, **{n: probe[n] for n in asked}}, inputs_only=True)
 
 
 def _require_positive(values: Mapping[str, float]) -> None:
