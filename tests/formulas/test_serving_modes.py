@@ -179,6 +179,9 @@ def test_a_draft_whose_cost_is_not_said_is_refused_not_assumed_free() -> None:
         "--set", "draft_tokens=2", "--set", "acceptance_rate=0.6",
     )  # fmt: skip
     assert res.returncode == 2 and "draft has a cost" in one_error_line(res)
+    question = ("--set", "model=llama-3.1-8b", "--set", "gpu=h100-sxm-80gb", "--set", "concurrency=8", *traffic[2:])
+    swept = concur_child("sweep", "llm_throughput", "--over", "draft_tokens=0..4:5", "--find", "itl", *question)
+    assert swept.returncode == 2 and "draft has a cost" in one_error_line(swept)  # a swept draft length too
 
 
 def test_higher_acceptance_is_faster_and_a_low_one_is_reported_slower() -> None:

@@ -124,10 +124,12 @@ def require_fixed(model: Any, fixed: Iterable[str] | Mapping[str, Any], outputs:
 
 
 def require_draft_cost(given: Mapping[str, Any]) -> None:
-    """Refuse speculative decoding (``draft_tokens`` given, not 0) whose draft's cost is not given.
+    """Refuse speculative decoding (``draft_tokens`` given, not 0, or swept over a value other than 0)
+    whose draft's cost is not given.
 
     >>> require_draft_cost({"draft_tokens": 3, "mtp_layers": 1})
     >>> require_draft_cost({"draft_tokens": 0})
+    >>> require_draft_cost({"draft_tokens": [0, 0]})  # swept, never drafting
     >>> try:
     ...     require_draft_cost({"draft_tokens": "3", "acceptance_rate": 0.7})
     ... except UnderdeterminedError as exc:
@@ -135,8 +137,9 @@ def require_draft_cost(given: Mapping[str, Any]) -> None:
     ('mtp_layers',)
     """
     raw = given.get("draft_tokens")
+    swept = raw if isinstance(raw, list | tuple) or hasattr(raw, "__array__") else [raw]  # a sweep's values
     try:
-        drafting = raw is not None and float(str(raw).split()[0]) != 0
+        drafting = any(v is not None and float(str(v).split()[0]) != 0 for v in swept)
     except ValueError:
         return  # the solver refuses the value itself
     if drafting and not set(given) & set(DRAFT_COST):

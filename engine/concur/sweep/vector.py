@@ -212,7 +212,7 @@ def _check_question(model: Model, over: Mapping[str, Any], given: Mapping[str, A
             )
     for name in outputs:
         model.variable(name)
-    require_fixed(model, {**dict.fromkeys(over), **given}, outputs)
+    require_fixed(model, {**over, **given}, outputs)
 
 
 def _shape(lengths: list[int], grid: bool) -> tuple[int, ...]:

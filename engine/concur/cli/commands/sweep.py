@@ -209,7 +209,7 @@ def command(
     given = {**{k: v for k, v in base.items() if k not in swept}, **given}
     require_points([len(v) for v in over.values()] + [len(v) for v in compare.values()])
     model = build_model(pack_list)
-    require_fixed(model, {**dict.fromkeys([*over, *compare]), **given}, outputs)
+    require_fixed(model, {**compare, **over, **given}, outputs)
     extra = extra_outputs(model, over, outputs) if plot_path else []
     runs = run_sweeps(model, over, given, outputs + extra, compare)
     flush_caches(model)

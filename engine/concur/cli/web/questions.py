@@ -303,7 +303,7 @@ def curve(q: Question, over: str, log: bool) -> dict[str, Any]:
     name, (start, stop, points), _ = parse_range(over)
     model = build_model(list(q.packs) if q.packs else packs_for(q.find))
     given = parse_sets(q.sets())
-    require_fixed(model, {name: None, **given}, q.find)
+    require_fixed(model, {name: [start, stop], **given}, q.find)
     for target in q.find:
         if model.variable(target).choices:
             raise UsageError(f"'{target}' is a choice, not a number to draw", variable=target)
