@@ -660,7 +660,7 @@ def _check_question_inputs(model: Model, question: Mapping[str, Any], probe: Map
     """The packs' input checks on what no configuration changes (the model, the lengths), with the
     switches' defaults (``context_fit``, ``kv_fit``): a question that fails one fails once, here,
     not once per configuration. ``probe``: the question resolved with the grid's first configuration."""
-    asked = resolve_givens(model, question).values
+    asked = resolve_givens(model, dict(question)).values
     switches = {n: v.default for n, v in model.variables.items() if v.choices and v.default is not None}
     check_constraints(model, {**switches, **{n: probe[n] for n in asked}}, inputs_only=True)
 

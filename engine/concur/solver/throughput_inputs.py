@@ -23,7 +23,7 @@ only right for an n-gram or prompt-lookup draft, which ``draft_params=0`` says e
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ..errors import UnderdeterminedError
 from ..records import record
@@ -137,7 +137,8 @@ def require_draft_cost(given: Mapping[str, Any]) -> None:
     ('mtp_layers',)
     """
     raw = given.get("draft_tokens")
-    swept = raw if isinstance(raw, list | tuple) or hasattr(raw, "__array__") else [raw]  # a sweep's values
+    array = isinstance(raw, list | tuple) or hasattr(raw, "__array__")  # a sweep's values
+    swept: list[Any] = list(cast(Iterable[Any], raw)) if array else [raw]
     try:
         drafting = any(v is not None and float(str(v).split()[0]) != 0 for v in swept)
     except ValueError:
