@@ -439,6 +439,25 @@ def test_cli_engine_table_and_json() -> None:
     assert doc["meets_sla"] is False and doc["misses"][0].startswith("ITL p90")
 
 
+def test_cli_engine_without_an_engine_runs_the_packs_defaults_and_says_so() -> None:
+    """No engine= is the packs' defaults (the engines catalog's default entry), as a solve takes them,
+    with a note; it had failed with 'cannot determine token_budget'."""
+    without = [a for a in CONFIG if a != "engine=vllm"]
+    without = [a for i, a in enumerate(without) if not (a == "--set" and without[i + 1].startswith("--"))]
+    got = CliRunner().invoke(cli, ["simulate", "--model", "engine", *without, "--rate", "2", "--requests", "20"])
+    assert got.exit_code == 0, got.output
+    assert got.output.splitlines()[-1].startswith("note: assumed engine = default: the packs' engine-agnostic")
+    assert "token budget of 8,192" in got.output
+    doc = json.loads(
+        CliRunner()
+        .invoke(cli, ["simulate", "--model", "engine", *without, "--rate", "2", "--requests", "20", "--json"])
+        .output
+    )
+    assert doc["notes"] and doc["notes"][0].startswith("assumed engine = default")
+    named = CliRunner().invoke(cli, ["simulate", "--model", "engine", *CONFIG, "--rate", "2", "--requests", "20"])
+    assert "note: assumed engine" not in named.output
+
+
 def exit_and_stderr(capsys: pytest.CaptureFixture[str], args: list[str]) -> tuple[int, str]:
     """``concur ARGS`` through the real entry point: its exit code and what it wrote on stderr."""
     from concur.cli import main
@@ -460,6 +479,7 @@ def test_cli_engine_trace_and_errors(tmp_path: Path, capsys: pytest.CaptureFixtu
         (["--model", "engine", *CONFIG[:6], "--trace", str(trace)], 2, f"{trace}:3: input_tokens must be a number"),
         (["--model", "engine", *CONFIG, "--rate", "1", "--concurrency", "2"], 2, "exactly one load"),
         (["--model", "engine", *CONFIG], 2, "exactly one load"),
+        (["--model", "engine", *CONFIG, "--rate", "0"], 2, "rate must be a finite number > 0, got 0.0"),
         (["--model", "llm"], 2, "needs --rate"),
         (["--model", "engine", *CONFIG, "--rate", "50", "--max-events", "300"], 3, "after 300 events (max_events)"),
     ]

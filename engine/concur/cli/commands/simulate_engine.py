@@ -61,13 +61,24 @@ def run_engine(
             seed=seed,
         )
     misses = sla_misses(res, slo) if slo else []
+    notes = [] if "engine" in config else [_no_engine_note(res.engine, limits.token_budget)]
     if as_json:
         doc = res.as_dict()
-        doc.update(load=load, seed=seed, warmup=warm, limits=limits_dict(limits))
+        doc.update(load=load, seed=seed, warmup=warm, limits=limits_dict(limits), notes=notes)
         click.echo(json.dumps(with_slo(doc, slo, misses), indent=2))
         return
     for line in _table(res, limits, load, count, warm, seed, inp, out, slo, misses):
         click.echo(line)
+    for note in notes:
+        click.echo(f"note: {note}")
+
+
+def _no_engine_note(scheduler: str, budget: int) -> str:
+    """What a simulation without ``engine=`` took: the packs' defaults (the engines catalog's default entry)."""
+    return (
+        f"assumed engine = default: the packs' engine-agnostic constants, a {scheduler} scheduler and a token "
+        f"budget of {budget:,} (give --set engine=vllm, sglang or trtllm to simulate one)"
+    )
 
 
 def engine_question(
@@ -127,7 +138,9 @@ def engine_load(
         return recorded, count, warm, f"trace {trace}: {len(recorded):,} requests"
     count = 2000 if requests is None else requests
     warm = count // 4 if warmup is None else warmup
-    source = Synthetic(rate or 1.0, max(inp, 1), max(out, 1), burstiness=burstiness, seed=seed)
+    # a closed loop draws only the lengths (its clients set the pace): the rate is a placeholder there
+    pace = 1.0 if rate is None and concurrency is not None else rate
+    source = Synthetic(pace, max(inp, 1), max(out, 1), burstiness=burstiness, seed=seed)  # type: ignore[arg-type]
     if concurrency is not None:
         return source, count, warm, f"closed loop, {concurrency} clients"
     kind = "Poisson" if burstiness == 1 else f"Gamma gaps, burstiness {burstiness:g}"
