@@ -82,7 +82,7 @@ from ..solver.givens import resolve_givens
 from ..solver.html import html_number, html_table
 from ..solver.plan import plan_key
 from ..solver.question import solve_model
-from ..solver.run import check_constraints, run_question
+from ..solver.run import check_constraints, pack_defaults, run_question
 from ..solver.throughput_inputs import require_draft_cost
 from ..sweep import sweep
 from .disagg_plan import (
@@ -503,7 +503,9 @@ def _disagg(
             cand = replace(sized, config=row)
             if cand.feasible:
                 price = lent[row].get("prefill_gpu_hour_price") if row in lent else capacity[config].price
-                _size_prefill(cand, capacity[config], options.get(row, []), link, traffic, slo, price, (first, refused))
+                _size_prefill(
+                    cand, capacity[config], options.get(row, []), link, traffic, slo, price, first, refused=refused
+                )
             out.append(cand)
     return out, note
 
@@ -546,15 +548,15 @@ def _size_prefill(
     traffic: tuple[float, float, float],
     slo: Mapping[str, float],
     prefill_price: float | None,
-    first_refused: tuple[float, str],
+    first: float,
+    refused: str = "",
 ) -> None:
     """The prefill pool of a disaggregated row whose decode pool :func:`_size_decode` sized, by
-    :func:`concur.analysis.disagg_plan.pick_prefill` (``first_refused``: the decode worker's first
-    step, s, part of the TTFT, and why llm_disagg's input checks take no prefill TP, "" when they take
+    :func:`concur.analysis.disagg_plan.pick_prefill` (``first``: the decode worker's first step, s,
+    part of the TTFT; ``refused``: why llm_disagg's input checks take no prefill TP, "" when they take
     one); then the link, the physics guard of the prefill pool (on the prefill GPU's figures), and the
     cost (``prefill_price``: usd per prefill GPU-second)."""
     rate, osl, most = traffic
-    first, refused = first_refused
     cand.feasible = False
     pick = pick_prefill(options, rate, cap.utilization, slo.get("ttft_slo"), first, most, refused)
     if pick.option is None:
@@ -661,7 +663,7 @@ def _check_question_inputs(model: Model, question: Mapping[str, Any], probe: Map
     switches' defaults (``context_fit``, ``kv_fit``): a question that fails one fails once, here,
     not once per configuration. ``probe``: the question resolved with the grid's first configuration."""
     asked = resolve_givens(model, dict(question)).values
-    switches = {n: v.default for n, v in model.variables.items() if v.choices and v.default is not None}
+    switches = {n: v for n, v in pack_defaults(model).items() if model.variables[n].choices}
     check_constraints(model, {**switches, **{n: probe[n] for n in asked}}, inputs_only=True)
 
 

@@ -47,7 +47,7 @@ from typing import Any
 from ..errors import UsageError
 from ..lang.model import build_model
 from ..solver.givens import resolve_givens
-from ..solver.run import run_question
+from ..solver.run import pack_defaults, run_question
 from ..solver.throughput_inputs import require_draft_cost
 from .speculation import Speculation
 
@@ -346,7 +346,7 @@ def solve_engine(given: Mapping[str, Any], **override: Any) -> tuple[StepModel, 
     givens = resolve_givens(model, question)
     targets = tuple(t for t in _TARGETS if t in model.variables and t not in givens.values)
     # an engine setting no preset gave (token_budget without engine=) takes the pack's default, as a solve does
-    defaults = {t: float(d) for t in targets if (d := model.variables[t].default) is not None}
+    defaults = {t: d for t in targets if (d := pack_defaults(model).get(t)) is not None}
     targets = tuple(t for t in targets if t not in defaults)
     if "spec_tokens_per_step" in givens.values and "acceptance_rate" not in givens.values:
         targets += ("acceptance_rate",)  # a measured mean acceptance length: the pack finds the rate

@@ -34,7 +34,7 @@ from .givens import Givens, resolve_givens
 from .goal_seek import search, search_via
 from .plan import Method, structure
 from .roots import within
-from .run import check_constraints, run_question
+from .run import check_constraints, pack_defaults, run_question
 from .seek import needs_search
 from .solution import Solution, show_value
 from .throughput_inputs import require_fixed
@@ -141,7 +141,7 @@ def _answer(model: Model, find: tuple[str, ...], known: dict[str, float], givens
     else the plan run once, with the given targets compared after."""
     sources = dict(givens.sources)
     # a bad input is named before any search for the answer (with the defaults the answer would use)
-    defaults = {n: v.default for n, v in model.variables.items() if v.default is not None and n not in find}
+    defaults = {n: v for n, v in pack_defaults(model).items() if n not in find}
     check_constraints(model, {**defaults, **known}, inputs_only=True)
     with budget():
         seek = needs_search(model, find, known, givens)

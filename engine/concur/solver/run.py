@@ -22,7 +22,7 @@ from .problem import SpecialisedEq, evaluate
 from .roots import close
 from .solution import show_value
 
-__all__ = ["check_constraints", "run_question"]
+__all__ = ["check_constraints", "pack_defaults", "run_question"]
 
 
 def run_question(
@@ -66,6 +66,14 @@ def _constraint_checks(model: Model) -> tuple[tuple[Constraint, frozenset[str], 
     (every checked run tests them)."""
     return compiled(model.key).once(
         "run.constraints", lambda: tuple((c, names_in(c.expr), compile_node(c.expr)) for c in model.constraints)
+    )
+
+
+def pack_defaults(model: Model) -> Mapping[str, float]:
+    """Every variable's pack default (base units; a choice's index), built once per model: what an
+    answer takes for a name nobody gave, so an input check can see it before any plan applies it."""
+    return compiled(model.key).once(
+        "run.defaults", lambda: {n: float(v.default) for n, v in model.variables.items() if v.default is not None}
     )
 
 

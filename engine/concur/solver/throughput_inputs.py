@@ -89,15 +89,16 @@ def require_fixed(model: Any, fixed: Iterable[str] | Mapping[str, Any], outputs:
     """Refuse a throughput question that leaves one of the four fixed variables open.
 
     ``model``: a :class:`concur.lang.model.Model`; ``fixed``: the names the user gave, swept or
-    compared (presets included), or the givens themselves (name to raw value), which also checks
-    :func:`require_draft_cost`; ``outputs``: the names asked for. Applies only when a pack in
+    compared (presets included), or the givens themselves (name to raw value or swept values), whose
+    draft length :func:`require_draft_cost` then also checks; ``outputs``: the names asked for. Applies only when a pack in
     ``model`` is listed in :data:`FIXED_INPUTS` and an output is in :data:`THROUGHPUT_OUTPUTS`.
     Raises :class:`concur.errors.UnderdeterminedError` (exit 2) naming each missing thing (its
     ``missing`` lists the name that fixes each); returns None otherwise.
 
     >>> from concur.lang.model import build_model
     >>> try:
-    ...     require_fixed(build_model(["llm_throughput"]), {"model", "gpu", "input_tokens"}, ["t_step"])
+    ...     given = {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "input_tokens": 1000}
+    ...     require_fixed(build_model(["llm_throughput"]), given, ["t_step"])
     ... except UnderdeterminedError as exc:
     ...     print(exc.missing)
     ('output_tokens', 'concurrency')

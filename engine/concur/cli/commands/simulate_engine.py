@@ -138,9 +138,9 @@ def engine_load(
         return recorded, count, warm, f"trace {trace}: {len(recorded):,} requests"
     count = 2000 if requests is None else requests
     warm = count // 4 if warmup is None else warmup
-    # a closed loop draws only the lengths (its clients set the pace): the rate is a placeholder there
-    pace = 1.0 if rate is None and concurrency is not None else rate
-    source = Synthetic(pace, max(inp, 1), max(out, 1), burstiness=burstiness, seed=seed)  # type: ignore[arg-type]
+    # a closed loop (the only load without a rate here) draws only the lengths: its clients set the pace
+    pace = 1.0 if rate is None else rate
+    source = Synthetic(pace, max(inp, 1), max(out, 1), burstiness=burstiness, seed=seed)
     if concurrency is not None:
         return source, count, warm, f"closed loop, {concurrency} clients"
     kind = "Poisson" if burstiness == 1 else f"Gamma gaps, burstiness {burstiness:g}"
