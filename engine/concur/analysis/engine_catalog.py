@@ -12,6 +12,7 @@ back to the evidence. The catalog is written to a temporary file and renamed.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from .engine_fits import (
     fit_prefill,
     fit_set,
 )
-from .moe_kernels import LAYOUTS, MOE_KERNELS_LABEL, MoeGemmFit, fit_moe_gemm
+from .moe_kernels import MOE_KERNELS_LABEL, MoeGemmFit, fit_moe_gemm
 
 __all__ = [
     "DATA_LABEL",
@@ -204,28 +205,39 @@ def _scheduler_facts(engine: str) -> dict[str, Any]:
     return {name: {"value": table[engine][0], "source": table[engine][1]} for name, table in SCHEDULER_FACTS.items()}
 
 
-_LAYOUT_WORDS = {
-    "one": "every expert whole on one GPU (TP1)",
-    "tp": "experts sliced tensor-parallel (TP8)",
-    "ep": "whole experts per GPU (EP8)",
-}
+_KERNEL_ROWS = (
+    "at prefill sizes (8,192 and 16,384 tokens; H100, H200, B200; DeepSeek-V3, Qwen3-235B-A22B, Qwen3-30B-A3B "
+    f"and Mixtral-8x7B expert shapes; FP8 with block scales and BF16) in {MOE_KERNELS_LABEL}"
+)
 
 
-def _moe_gemm_entry(engine: str, layout: str, moe: dict[tuple[str, str], MoeGemmFit]) -> dict[str, Any]:
-    """The engine's moe_gemm_efficiency for one layout with the measurements it is the median of
-    (every engine's for ``default`` or an engine without rows of its own)."""
-    own = (engine, layout) in moe and engine != "default"
-    fit = moe[(engine, layout)] if own else moe[("default", layout)]
-    whose = f"{engine}'s MoE op" if own else "every engine's MoE op"
+def _moe_gemm_entries(engine: str, moe: MoeGemmFit) -> dict[str, Any]:
+    """The engine's MoE kernel constants (concur.analysis.moe_kernels) with the measurements behind them
+    (every engine's EP rows for ``default`` or an engine without EP rows of its own)."""
+    errors = (
+        f"the three constants reproduce every row's rate within x{math.exp(moe.error):.2f} (median), "
+        f"each model shape predicted from the other three within x{math.exp(moe.loso_error):.2f}"
+    )
+    whose = engine if engine in moe.ep_rate and engine != "default" else "default"
+    every = f"fitted once on {moe.n['tile']} silicon measurements of every engine's MoE op with the experts whole or sliced tensor-parallel on each GPU (TP1, TP8) {_KERNEL_ROWS}"
     return {
-        "value": fit.value,
-        "source": (
-            f"median of {fit.n} silicon measurements of {whose} with {_LAYOUT_WORDS[layout]} at prefill sizes "
-            "(8,192 and 16,384 tokens; H100, H200, B200; DeepSeek-V3, Qwen3-235B-A22B, Qwen3-30B-A3B and "
-            f"Mixtral-8x7B expert shapes; FP8 with block scales and BF16; quartiles {fit.q25:.2f} to {fit.q75:.2f}) in {MOE_KERNELS_LABEL}, each "
-            "the routed experts' FLOPs per second over a dense prefill's on the same GPU and format "
-            "(concur.analysis.moe_kernels)"
-        ),
+        "moe_gemm_tile_depth": {
+            "value": moe.tile_depth,
+            "source": f"{every}: the depth that best reproduces them with a BF16 grouped GEMM of a given shape at a dense prefill's rate; {errors} (concur.analysis.moe_kernels)",
+        },
+        "moe_gemm_fp8_rate": {
+            "value": moe.fp8_rate,
+            "source": f"{every}: the FP8 rows' median rate over their shape's; {errors} (concur.analysis.moe_kernels)",
+        },
+        "moe_gemm_ep_rate": {
+            "value": moe.ep_rate[whose],
+            "source": (
+                f"median over {moe.n[whose]} silicon measurements of "
+                + (f"{engine}'s" if whose == engine else "every engine's")
+                + f" MoE op with whole experts per GPU (EP8) {_KERNEL_ROWS} of the measured rate over the "
+                f"shape's and format's; {errors} (concur.analysis.moe_kernels)"
+            ),
+        },
     }
 
 
@@ -237,10 +249,15 @@ def _catalog_fields() -> dict[str, Any]:
         fields[f"t_layer_{fam}"] = {"unit": "ms", "doc": f"fixed decode-step cost per dense layer on {fam} GPUs"}
     fields["efficiency_prefill"] = {"doc": "fraction of peak_flops x flops_fraction a prefill reaches (per engine)"}
     fields["moe_layer_factor"] = {"doc": "fixed cost of an MoE layer over a dense layer's"}
-    for layout in LAYOUTS:
-        fields[f"moe_gemm_efficiency_{layout}"] = {
-            "doc": f"rate of the engine's MoE kernels ({_LAYOUT_WORDS[layout]}) at prefill sizes over a dense prefill's"
-        }
+    fields["moe_gemm_tile_depth"] = {
+        "doc": "fixed cost of a grouped GEMM's output tile in steps of its reduction (one value for every engine)"
+    }
+    fields["moe_gemm_fp8_rate"] = {
+        "doc": "rate of block-scaled FP8 grouped GEMMs over BF16 ones of the same shape (one value for every engine)"
+    }
+    fields["moe_gemm_ep_rate"] = {
+        "doc": "rate of the engine's expert-parallel MoE op over its op with the experts on every GPU"
+    }
     fields["prefill_overlap"] = {"doc": "1 when the engine runs prefill chunks inside decode steps, else 0"}
     fields["token_budget"] = {"unit": "token", "doc": "tokens one engine step may carry (decodes and prefill chunk)"}
     fields["prefix_caching"] = {
@@ -269,7 +286,7 @@ def engines_catalog(
     data_label: str = DATA_LABEL,
     prefill: PrefillFit | None = None,
     versions: dict[str, list[str]] | None = None,
-    moe: dict[tuple[str, str], MoeGemmFit] | None = None,
+    moe: MoeGemmFit | None = None,
 ) -> dict[str, Any]:
     """The engines catalog document (plain data) for a calibration and its cross-validation."""
     fields = _catalog_fields()
@@ -306,8 +323,7 @@ def engines_catalog(
             }
         entry["moe_layer_factor"] = {"value": fs.moe_factor, "source": moe_src}
         if moe is not None:
-            for layout in LAYOUTS:
-                entry[f"moe_gemm_efficiency_{layout}"] = _moe_gemm_entry(engine, layout, moe)
+            entry.update(_moe_gemm_entries(engine, moe))
         entry.update(_scheduler_facts(engine))
         entries[engine] = entry
     return {

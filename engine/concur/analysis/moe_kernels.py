@@ -1,30 +1,48 @@
-"""``moe_gemm_efficiency``: the rate an engine's MoE kernels run the routed experts' matmuls at.
+"""The rate an engine's MoE kernels run the routed experts' matmuls at, from the experts' shape.
 
-A prefill's routed experts are grouped GEMMs: each expert multiplies only the tokens routed to it
-(tokens x topk / experts of them), so a fine-grained MoE runs hundreds of small matmuls where a dense
-layer runs one large one. Silicon measurements of the engines' own MoE ops at prefill sizes
-(``tests/data/moe_kernels.yaml``: 8,192 and 16,384 tokens, where the matmuls and not the weights' read
-set the time) put them well below a dense prefill's rate. For one measured row::
+A prefill's routed experts are grouped GEMMs: each expert multiplies only the tokens routed to it, in
+two matmuls per GPU -- gate and up (reduction over ``hidden``, output the expert's slice of
+``moe_intermediate``) and down (reduction over that slice, output ``hidden``). Silicon measurements of
+the engines' own MoE ops at prefill sizes (``tests/data/moe_kernels.yaml``: 8,192 and 16,384 tokens,
+where the matmuls and not the weights' read set the time; H100, H200, B200; four expert shapes; FP8 with
+block scales and BF16) fix three constants, each for what it stands for:
 
-    flops      = 2 x tokens x topk x 3 x hidden x moe_intermediate / (tp x ep)   (gate, up, down; one GPU)
-    efficiency = flops / latency / (peak x flops_fraction x efficiency_prefill)
+* ``moe_gemm_tile_depth`` (K0): every output tile of a matmul pays a fixed cost -- loading its first
+  operands, applying scales, writing it back -- worth K0 steps of its reduction. A matmul reducing over
+  K runs at K / (K + K0) of its rate, so the grouped GEMMs of one GPU run at::
 
-with the GPU's dense peak of the weights' format (FP8 for fp8 and fp8_block rows, BF16 for bfloat16)
-and its flops_fraction from the gpus catalog, and the engines' efficiency_prefill (a dense prefill's
-fraction of that peak). ``efficiency`` is the grouped GEMMs' rate as a fraction of a dense prefill's:
-the pack divides the routed experts' prefill FLOPs by it. An engine's value is the median over its
-rows of one layout (every GPU, model shape and format measured): ``one`` where every expert sits whole
-on one GPU (tp 1, ep 1), ``tp`` where the experts are sliced tensor-parallel (every GPU multiplies a
-slice of every expert, matmuls narrower by tp), ``ep`` where whole experts are spread over the GPUs
-(ep > 1). The kernels differ by layout as much as by engine: one GPU's matmuls carry eight times the
-work of a GPU of eight and fill it better, and TensorRT-LLM's expert-parallel path is twice its
-tensor-parallel one. The ``default`` entry's is the median over every engine's rows of the layout.
-Invariant: a value is in (0, 1] (a row faster than a dense prefill counts as 1).
+      shape = 1 / (2/3 x (1 + K0 / hidden) + 1/3 x (1 + K0 / slice))
+
+  of a dense prefill's rate (gate and up are two thirds of the FLOPs; slice is one expert's
+  intermediate width on the GPU: moe_intermediate / tp when the experts are sliced tensor-parallel, the
+  whole width when whole experts sit on it). This is why slicing the experts over eight GPUs halves the
+  kernels' rate for DeepSeek-V3 (slice 256) but not for Mixtral (slice 1,792).
+* ``moe_gemm_fp8_rate``: block-scaled FP8 grouped GEMMs reach a lower fraction of the FP8 peak than
+  BF16 ones of the BF16 peak (the scales are applied inside the main loop).
+* ``moe_gemm_ep_rate`` (per engine): an engine's expert-parallel op (whole experts per GPU, tokens
+  dispatched to them) against its op with the experts on every GPU, at the same shape and format.
+  TensorRT-LLM's runs at about the same rate; vLLM's and SGLang's at half or less.
+
+K0 and the FP8 rate are fitted once over every engine's rows with the experts sliced or whole on each
+GPU (tp 1 or tp 8, no EP): K0 minimises the total |log error| with a BF16 grouped GEMM of a given shape
+at a dense prefill's rate (no free level: the shape alone carries the layouts' difference), the FP8 rate
+is the median of the FP8 rows' remaining ratio. Each engine's EP rate is the median over its EP rows of
+the measured rate over that model; ``default``'s over every engine's. One measured row's rate::
+
+    flops = 2 x tokens x topk x 3 x hidden x moe_intermediate / (tp x ep)   (gate, up, down; one GPU)
+    rate  = flops / latency / (peak x flops_fraction x efficiency_prefill)
+
+with the GPU's dense peak of the weights' format (FP8 for fp8 rows, BF16 for bfloat16) and its
+flops_fraction from the gpus catalog, and the engines' efficiency_prefill (a dense prefill's fraction of
+that peak). Invariant: the pack's moe_gemm_efficiency, min(1, shape x format rate x layout rate), is in
+(0, 1].
 """
 
 from __future__ import annotations
 
+import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,19 +50,49 @@ from typing import Any
 from ..lang.library import get_catalog
 from ..lang.yamlsafe import load_yaml
 
-__all__ = ["LAYOUTS", "MOE_KERNELS_LABEL", "MoeGemmFit", "fit_moe_gemm", "row_efficiency"]
+__all__ = [
+    "MOE_KERNELS_LABEL",
+    "KernelRow",
+    "MoeGemmFit",
+    "fit_moe_gemm",
+    "kernel_rows",
+    "moe_gemm_shape",
+    "predicted_rate",
+]
 
 MOE_KERNELS_LABEL = "tests/data/moe_kernels.yaml"
+TILE_DEPTHS = tuple(range(0, 2049, 32))  # the K0 values tried (reduction steps)
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """One measured MoE op: who ran it, its shape on one GPU and its rate over a dense prefill's."""
+
+    engine: str
+    gpu: str
+    model: str
+    fp8: bool
+    expert_parallel: bool
+    hidden: float
+    slice: float
+    rate: float
 
 
 @dataclass(frozen=True)
 class MoeGemmFit:
-    """One engine's moe_gemm_efficiency: the median over ``n`` rows and the rows' quartiles."""
+    """The three constants and how well they reproduce the rows.
 
-    value: float
-    n: int
-    q25: float
-    q75: float
+    ``ep_rate`` maps each engine (and ``default``) to its expert-parallel rate; ``n`` counts the rows
+    behind each constant (``tile``: the rows without EP; an engine name: its EP rows). ``error`` is the
+    median |log| ratio of predicted to measured rate over every row, ``loso_error`` the same with each
+    model shape predicted by constants fitted on the other shapes."""
+
+    tile_depth: float
+    fp8_rate: float
+    ep_rate: dict[str, float]
+    n: dict[str, int]
+    error: float
+    loso_error: float
 
 
 def _gpu_value(gpu: Any, name: str, default: float | None = None) -> float:
@@ -56,34 +104,92 @@ def _gpu_value(gpu: Any, name: str, default: float | None = None) -> float:
     return float(gpu.values[name][0]) * get_catalog("gpus").fields[name].unit.factor
 
 
-def row_efficiency(row: dict[str, Any], shape: dict[str, Any], efficiency_prefill: float) -> float:
-    """One measured row's grouped-GEMM rate over a dense prefill's on the same GPU and format, capped at 1."""
-    gpu = get_catalog("gpus").entries[row["gpu"]]
-    peak_name = "peak_flops_fp8" if str(row["dtype"]).startswith("fp8") else "peak_flops_bf16"
-    peak = _gpu_value(gpu, peak_name)
-    dense = peak * _gpu_value(gpu, "flops_fraction", 1.0) * efficiency_prefill
-    flops = (
-        2 * row["tokens"] * shape["topk"] * 3 * shape["hidden"] * shape["moe_intermediate"] / (row["tp"] * row["ep"])
-    )
-    return min(1.0, float(flops) / (float(row["latency_ms"]) * 1e-3) / dense)
-
-
-LAYOUTS = ("one", "tp", "ep")
-
-
-def fit_moe_gemm(path: str | Path, efficiency_prefill: float) -> dict[tuple[str, str], MoeGemmFit]:
-    """Per (engine, layout) -- and (``default``, layout) over every engine -- the median of
-    :func:`row_efficiency`; layout ``ep`` for rows with ep > 1, ``tp`` for tp > 1, else ``one``."""
+def kernel_rows(path: str | Path, efficiency_prefill: float) -> list[KernelRow]:
+    """Every measured row with its rate over a dense prefill's on the same GPU and format (not capped)."""
     data = load_yaml(Path(path))
-    shapes = data["shapes"]
-    per: dict[tuple[str, str], list[float]] = {}
+    out = []
     for row in data["rows"]:
-        eff = row_efficiency(row, shapes[row["shape"]], efficiency_prefill)
-        layout = "ep" if row["ep"] > 1 else "tp" if row["tp"] > 1 else "one"
-        per.setdefault((str(row["engine"]), layout), []).append(eff)
-        per.setdefault(("default", layout), []).append(eff)
-    out = {}
-    for key, values in per.items():
-        q = statistics.quantiles(values, n=4)
-        out[key] = MoeGemmFit(round(statistics.median(values), 3), len(values), q[0], q[2])
+        shape = data["shapes"][row["shape"]]
+        fp8 = str(row["dtype"]).startswith("fp8")
+        gpu = get_catalog("gpus").entries[row["gpu"]]
+        peak = _gpu_value(gpu, "peak_flops_fp8" if fp8 else "peak_flops_bf16")
+        dense = peak * _gpu_value(gpu, "flops_fraction", 1.0) * efficiency_prefill
+        per_token = 2 * shape["topk"] * 3 * shape["hidden"] * shape["moe_intermediate"]  # gate, up, down
+        flops = row["tokens"] * per_token / (row["tp"] * row["ep"])
+        out.append(
+            KernelRow(
+                engine=str(row["engine"]),
+                gpu=str(row["gpu"]),
+                model=str(row["shape"]),
+                fp8=fp8,
+                expert_parallel=row["ep"] > 1,
+                hidden=float(shape["hidden"]),
+                slice=float(shape["moe_intermediate"]) / row["tp"],
+                rate=float(flops) / (float(row["latency_ms"]) * 1e-3) / dense,
+            )
+        )
     return out
+
+
+def moe_gemm_shape(hidden: float, slice_width: float, tile_depth: float) -> float:
+    """The grouped GEMMs' rate over a dense prefill's from their reduction depths (the pack's moe_gemm_shape)."""
+    return 1.0 / (2.0 / 3.0 * (1.0 + tile_depth / hidden) + 1.0 / 3.0 * (1.0 + tile_depth / slice_width))
+
+
+def predicted_rate(row: KernelRow, fit: MoeGemmFit) -> float:
+    """The pack's moe_gemm_efficiency for the row's engine, shape, format and layout (capped at 1)."""
+    rate = moe_gemm_shape(row.hidden, row.slice, fit.tile_depth) * (fit.fp8_rate if row.fp8 else 1.0)
+    if row.expert_parallel:
+        rate *= fit.ep_rate.get(row.engine, fit.ep_rate["default"])
+    return min(1.0, rate)
+
+
+def _log_median(values: Sequence[float]) -> float:
+    return math.exp(statistics.median(math.log(v) for v in values))
+
+
+def _fit_constants(rows: Sequence[KernelRow]) -> tuple[float, float, dict[str, float], dict[str, int]]:
+    """(K0, FP8 rate, EP rates, row counts) fitted on ``rows``; see the module docstring."""
+    whole = [r for r in rows if not r.expert_parallel]
+
+    def fp8_rate(k0: float) -> float:
+        return _log_median([r.rate / moe_gemm_shape(r.hidden, r.slice, k0) for r in whole if r.fp8])
+
+    def total_error(k0: float) -> float:
+        f = fp8_rate(k0)
+        return sum(
+            abs(math.log(min(1.0, moe_gemm_shape(r.hidden, r.slice, k0) * (f if r.fp8 else 1.0)) / r.rate))
+            for r in whole
+        )
+
+    k0 = min(TILE_DEPTHS, key=total_error)
+    f = fp8_rate(k0)
+    per: dict[str, list[float]] = {}
+    for r in rows:
+        if r.expert_parallel:
+            ratio = r.rate / (moe_gemm_shape(r.hidden, r.slice, k0) * (f if r.fp8 else 1.0))
+            per.setdefault(r.engine, []).append(ratio)
+            per.setdefault("default", []).append(ratio)
+    ep = {engine: _log_median(ratios) for engine, ratios in per.items()}
+    counts = {"tile": len(whole), **{engine: len(ratios) for engine, ratios in per.items()}}
+    return float(k0), f, ep, counts
+
+
+def _median_error(rows: Sequence[KernelRow], fit: MoeGemmFit) -> float:
+    return statistics.median(abs(math.log(predicted_rate(r, fit) / r.rate)) for r in rows)
+
+
+def fit_moe_gemm(path: str | Path, efficiency_prefill: float) -> MoeGemmFit:
+    """The engines catalog's MoE kernel constants from the measured rows, with in-sample and
+    leave-one-shape-out errors."""
+    rows = kernel_rows(path, efficiency_prefill)
+    k0, f, ep, counts = _fit_constants(rows)
+    fit = MoeGemmFit(round(k0), round(f, 3), {k: round(v, 3) for k, v in ep.items()}, counts, 0.0, 0.0)
+    held_out: list[float] = []
+    for model in sorted({r.model for r in rows}):
+        k, g, e, c = _fit_constants([r for r in rows if r.model != model])
+        fold = MoeGemmFit(k, g, e, c, 0.0, 0.0)
+        held_out += [abs(math.log(predicted_rate(r, fold) / r.rate)) for r in rows if r.model == model]
+    return MoeGemmFit(
+        fit.tile_depth, fit.fp8_rate, fit.ep_rate, counts, _median_error(rows, fit), statistics.median(held_out)
+    )
