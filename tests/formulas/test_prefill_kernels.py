@@ -216,3 +216,23 @@ def test_mla_prefill_attention_runs_at_the_bf16_peak(row: dict[str, Any]) -> Non
         assert 1 / 1.5 <= ratio <= 1.5, ratio
     else:
         assert 0.45 <= ratio <= 1.5, ratio
+
+
+@pytest.mark.parametrize("model", ["deepseek-v3", "qwen3-235b-a22b", "mixtral-8x7b", "gpt-oss-120b"])
+def test_slicing_experts_thinner_never_speeds_their_kernels(model: str) -> None:
+    """More tensor parallelism slices every expert thinner, so its grouped GEMMs never run faster; expert
+    parallelism keeps experts whole, at the width tp 1 has. Every rate stays in (0, 1]."""
+    rates = []
+    for tp in (1, 2, 4, 8):
+        given = {"model": model, "gpu": "h200-sxm-141gb", "tp": tp, "weight_dtype": "fp8", "kv_dtype": "fp8"}
+        v = solve_model(_throughput(), ("moe_gemm_efficiency", "expert_slice", "expert_width"), given).values
+        assert v["expert_slice"] == pytest.approx(v["expert_width"] / tp)
+        assert 0 < v["moe_gemm_efficiency"] <= 1
+        rates.append(v["moe_gemm_efficiency"])
+    assert rates == sorted(rates, reverse=True) and rates[-1] < rates[0]
+    ep = solve_model(
+        _throughput(),
+        ("expert_slice", "expert_width"),
+        {"model": model, "gpu": "h200-sxm-141gb", "tp": 8, "ep": 8, "weight_dtype": "fp8", "kv_dtype": "fp8"},
+    ).values
+    assert ep["expert_slice"] == pytest.approx(ep["expert_width"])
