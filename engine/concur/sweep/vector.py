@@ -49,6 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..compiled import closure
 from ..compiled import compiled as compiled_model
 from ..errors import ConcurError, InfeasibleError, UsageError
 from ..lang.expr import Compiled, compile_node, names_in
@@ -404,7 +405,7 @@ def _plan(
         computed = set(arrays) | {s[0] for s in steps}
         scalars = {**plan.defaults, **known}
         cons = tuple(
-            (con.text, con.doc, compile_node(con.expr, vector=True))
+            (con.text, con.doc, closure(con.expr, _vector))
             for con in model.constraints
             if names_in(con.expr) <= (scalars.keys() | computed) and names_in(con.expr) & computed
         )
@@ -532,7 +533,7 @@ def _fold_parts(model: Model, arrays: dict[str, Any], given: dict[str, Any]) -> 
         if not names <= env.keys():
             continue  # not folded by the plan: evaluated per point by np.where
         with np.errstate(all="ignore"):
-            columns.append(np.broadcast_to(np.asarray(compile_node(node, vector=True)(env), dtype=bool), (n,)))
+            columns.append(np.broadcast_to(np.asarray(closure(node, _vector)(env), dtype=bool), (n,)))
     if not columns:
         return [((), None)]
     codes = np.stack(columns, axis=1)
@@ -692,6 +693,12 @@ def _display_text(model: Model, name: str, value: float) -> Any:
     return f"{value!r} {var.display.text}"
 
 
+def _vector(node: Any) -> Compiled:
+    """``node`` compiled for numpy arrays; through :func:`concur.compiled.closure`, once per node, so
+    the plans of a fleet grid that solve the same equation the same way share one closure."""
+    return compile_node(node, vector=True)
+
+
 _Step = tuple[str, Any, Compiled, frozenset[str]]  # (variable, expression or None, evaluator, names read)
 
 
@@ -706,7 +713,7 @@ def _vector_plan(model: Model, plan: Any) -> list[_Step] | None:
         var, i = step.variables[0], step.equations[0]
         e = plan.eqs[i]
         if step.method is Method.FORWARD:
-            out.append((var, step.forms[0], compile_node(step.forms[0], vector=True), step.reads))
+            out.append((var, step.forms[0], closure(step.forms[0], _vector), step.reads))
         else:
             out.append(
                 (
@@ -715,9 +722,9 @@ def _vector_plan(model: Model, plan: Any) -> list[_Step] | None:
                     _pick_root(
                         model,
                         var,
-                        [compile_node(r, vector=True) for r in step.forms],
-                        compile_node(e.lhs, vector=True),
-                        compile_node(e.rhs, vector=True),
+                        [closure(r, _vector) for r in step.forms],
+                        closure(e.lhs, _vector),
+                        closure(e.rhs, _vector),
                     ),
                     step.reads,
                 )
