@@ -118,6 +118,23 @@ def test_the_optimism_at_full_budget_stays_as_documented(run_id: str) -> None:
     assert r.ratio <= FASTEST, (run_id, r.simulated_s, r.measured_s)
 
 
+MOE_WITHIN = 1.8  # measured / simulated duration of every MoE run, at most
+
+
+def test_moe_runs_replay_within_what_their_kernels_explain() -> None:
+    """An MoE prompt's routed experts run at what the engines' MoE kernels measure for the experts'
+    shape (concur.analysis.moe_kernels): every MoE run replays within x1.8 of its measured duration
+    (0.89x to 1.71x). With one median kernel rate per engine and layout, whatever the shape, DeepSeek-R1's
+    2K run on 8 x H200 replayed at 2.10x; with the routed experts at a dense prefill's rate, 2.6x."""
+    from concur.lang.library import get_catalog
+
+    models = get_catalog("models").entries
+    moe = [r["id"] for r in RUNS if r["id"] in REPLAYED and models[r["model"]].values.get("experts", (0,))[0]]
+    assert len(moe) >= 15
+    for run_id in moe:
+        assert 1 / MOE_WITHIN < replay(run_id).ratio < MOE_WITHIN, (run_id, replay(run_id).ratio)
+
+
 def test_four_bit_weights_on_a_gpu_without_fp4_units_compute_at_the_bf16_peak() -> None:
     """gpt-oss (MXFP4 experts) on one H100: the matmuls run dequantised to BF16, so its 2K runs are no
     more than 2.5x optimistic; charged at the FP8 peak they were 2.3x and 3.9x."""
