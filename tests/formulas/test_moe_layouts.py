@@ -318,7 +318,9 @@ def _plan(model: str, *extra: str) -> dict[str, Any]:
 def test_plan_offers_moe_layouts_and_reports_them() -> None:
     """Qwen3-235B-A22B on H200: tp, ep and ep+dp layouts per TP, TP16 over two nodes; every row says its
     ep, dp_attention and nodes; the feasible ones stay within the GPUs' peak FLOP/s and bandwidth."""
-    rows = _plan("qwen3-235b-a22b")["candidates"]
+    plan = _plan("qwen3-235b-a22b")
+    rows = plan["candidates"]
+    assert any("balanced routing (expert_imbalance 1" in n for n in plan["notes"])  # an assumption, stated
     layouts = {(r["tp"], r["ep"], r["dp_attention"]) for r in rows}
     assert {(8, 1, 1), (8, 8, 1), (8, 8, 8), (16, 16, 16)} <= layouts
     feasible = [r for r in rows if r["feasible"]]
@@ -351,8 +353,28 @@ def test_plan_prefill_pools_run_their_fleets_layout(ep: int, dp_attention: int, 
 
 
 def test_plan_of_a_dense_model_has_no_moe_layouts() -> None:
-    rows = _plan("llama-3.1-70b", "--tp", "4,8")["candidates"]
-    assert {(r["ep"], r["dp_attention"]) for r in rows} == {(1, 1)}
+    plan = _plan("llama-3.1-70b", "--tp", "4,8")
+    assert {(r["ep"], r["dp_attention"]) for r in plan["candidates"]} == {(1, 1)}
+    assert not any("expert_imbalance" in n for n in plan["notes"])
+
+
+def test_balanced_routing_is_stated_where_expert_parallelism_reads_it() -> None:
+    """A solve under EP notes the expert_imbalance it assumed; at ep 1 it reads none and says nothing,
+    and a plan given the ratio does not restate it."""
+    base = ["solve", "llm_throughput", "--find", "itl", "--set", "model=deepseek-v3", "--set", "gpu=h200-sxm-141gb"]
+    base += ["--set", "tp=8", "--set", "weight_dtype=fp8", "--set", "kv_dtype=fp8", "--set", "concurrency=32"]
+    base += ["--set", "input_tokens=1000", "--set", "output_tokens=400"]
+    notes = {}
+    for ep in (1, 8):
+        res = subprocess.run(
+            [sys.executable, "-m", "concur", *base, "--set", f"ep={ep}"], capture_output=True, text=True
+        )
+        assert res.returncode == 0, res.stderr
+        notes[ep] = "assumed expert_imbalance = 1" in res.stdout + res.stderr
+    assert notes == {1: False, 8: True}
+    given = _plan("qwen3-235b-a22b", "--tp", "8", "--layouts", "ep", "--set", "expert_imbalance=1.2")
+    assert any(r["ep"] == 8 and r["feasible"] for r in given["candidates"])
+    assert not any("expert_imbalance" in n for n in given["notes"])
 
 
 def test_plan_refuses_an_unknown_layout() -> None:

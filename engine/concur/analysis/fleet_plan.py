@@ -458,6 +458,11 @@ def _notes(
         )
     if "utilization" not in question:
         notes.append("planned at utilization 0.8 (the fleet pack's default headroom; give utilization=... for another)")
+    if "expert_imbalance" not in question and any(c.feasible and c.config.ep > 1 for c in candidates):
+        notes.append(
+            "expert-parallel rows assume balanced routing (expert_imbalance 1: the busiest GPU gets the mean "
+            "share of routed tokens); give expert_imbalance=... for a measured ratio"
+        )
     notes.append(provider_note(sorted({c.provider for c in configs}), question, cross=bool(prefill_prices)))
     notes.extend(prefill_prices)
     releases = engine_releases_note(sorted({c.engine for c in configs}))
