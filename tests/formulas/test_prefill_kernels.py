@@ -48,6 +48,9 @@ def _throughput() -> Model:
 
 
 def _layout(row: dict[str, Any]) -> str:
+    """``deepep`` for SGLang's wide-EP op; else ``ep``, ``tp`` or ``one`` as the engines' default ops."""
+    if row.get("path") == "deepep":
+        return "deepep"
     return "ep" if row["ep"] > 1 else "tp" if row["tp"] > 1 else "one"
 
 
@@ -69,6 +72,7 @@ def _pack_routed(row: dict[str, Any]) -> tuple[float, float]:
         "input_tokens": "1000 token/request",
         "output_tokens": "100 token/request",
         "kv_fit": "ignore",
+        "moe_dispatch": "deepep" if row.get("path") == "deepep" else "engine",
     }
     v = solve_model(_throughput(), names, given)
     efficiency = v.value("moe_gemm_efficiency", "")
@@ -101,7 +105,9 @@ def test_the_kernel_data_span_engines_gpus_layouts_and_models() -> None:
     rows = MOE["rows"]
     assert {r["engine"] for r in rows} == {"sglang", "trtllm", "vllm"}
     assert {r["gpu"] for r in rows} == {"h100-sxm-80gb", "h200-sxm-141gb", "b200"}
-    assert {_layout(r) for r in rows} == {"one", "tp", "ep"} and set(MOE["shapes"]) == {r["shape"] for r in rows}
+    assert {_layout(r) for r in rows} == {"one", "tp", "ep", "deepep"} and set(MOE["shapes"]) == {
+        r["shape"] for r in rows
+    }
     assert len(rows) >= 200 and {r["compute_dtype"] for r in ATTENTION["rows"]} == {"bfloat16"}
 
 
@@ -123,6 +129,27 @@ def test_each_expert_shape_pays_what_its_kernels_measure(shape: str, layout: str
     ratios = _grouped(lambda row: (row["shape"], _layout(row)))[(shape, layout)]
     within = 2.0 if layout == "ep" else 1.25
     assert 1 / within <= statistics.median(ratios) <= within, statistics.median(ratios)
+
+
+def test_deepep_fed_kernels_pay_what_they_measure() -> None:
+    """SGLang's wide-EP op (DeepEP dispatch into DeepGEMM) for DeepSeek-V3 at EP8 and EP16 on H100, H200
+    and B200: with moe_dispatch deepep the pack's routed-expert time is within x1.25 of the rows (median)
+    and every row within x1.6; at the engine's default EP rate the pack is 4x slower."""
+    ratios = _grouped(lambda row: ("sglang", _layout(row)))[("sglang", "deepep")]
+    assert len(ratios) >= 8
+    assert 1 / 1.25 <= statistics.median(ratios) <= 1.25 and all(1 / 1.6 < r < 1.6 for r in ratios), ratios
+    base = {"model": "deepseek-v3", "gpu": "h200-sxm-141gb", "tp": 8, "ep": 8, "engine": "sglang"}
+    base |= {"weight_dtype": "fp8", "kv_dtype": "fp8"}
+    rate = {
+        d: solve_model(_throughput(), ("moe_gemm_efficiency",), {**base, "moe_dispatch": d}).values[
+            "moe_gemm_efficiency"
+        ]
+        for d in ("engine", "deepep")
+    }
+    assert rate["deepep"] > 3.5 * rate["engine"]
+    at_ep1 = {**base, "ep": 1}  # no tokens are dispatched without expert parallelism: nothing changes
+    ep1 = {d: solve_model(_throughput(), ("moe_gemm_efficiency",), {**at_ep1, "moe_dispatch": d}) for d in rate}
+    assert ep1["deepep"].values["moe_gemm_efficiency"] == ep1["engine"].values["moe_gemm_efficiency"]
 
 
 def test_the_packs_moe_gemm_efficiency_is_the_fits() -> None:

@@ -229,6 +229,15 @@ def _moe_gemm_entries(engine: str, moe: MoeGemmFit) -> dict[str, Any]:
             "value": moe.fp8_rate,
             "source": f"{every}: the FP8 rows' median rate over their shape's; {errors} (concur.analysis.moe_kernels)",
         },
+        "moe_gemm_deepep_rate": {
+            "value": moe.deepep_rate,
+            "source": (
+                f"median over {moe.n['deepep']} silicon measurements of SGLang's wide-EP MoE op (DeepEP dispatch "
+                "into DeepGEMM grouped GEMMs; DeepSeek-V3 experts, FP8 with block scales, EP8 and EP16, 8,192 "
+                f"and 16,384 token-expert pairs a GPU; H100, H200, B200) in {MOE_KERNELS_LABEL} of the measured "
+                "rate over the shape's; one value for every engine (concur.analysis.moe_kernels)"
+            ),
+        },
         "moe_gemm_ep_rate": {
             "value": moe.ep_rate[whose],
             "source": (
@@ -256,7 +265,10 @@ def _catalog_fields() -> dict[str, Any]:
         "doc": "rate of block-scaled FP8 grouped GEMMs over BF16 ones of the same shape (one value for every engine)"
     }
     fields["moe_gemm_ep_rate"] = {
-        "doc": "rate of the engine's expert-parallel MoE op over its op with the experts on every GPU"
+        "doc": "rate of the engine's default expert-parallel MoE op over its op with the experts on every GPU"
+    }
+    fields["moe_gemm_deepep_rate"] = {
+        "doc": "rate of DeepEP-fed DeepGEMM grouped GEMMs over a dense prefill's at the shape (one value for every engine)"
     }
     fields["prefill_overlap"] = {"doc": "1 when the engine runs prefill chunks inside decode steps, else 0"}
     fields["token_budget"] = {"unit": "token", "doc": "tokens one engine step may carry (decodes and prefill chunk)"}

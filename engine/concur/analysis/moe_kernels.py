@@ -19,15 +19,20 @@ block scales and BF16) fix three constants, each for what it stands for:
   kernels' rate for DeepSeek-V3 (slice 256) but not for Mixtral (slice 1,792).
 * ``moe_gemm_fp8_rate``: block-scaled FP8 grouped GEMMs reach a lower fraction of the FP8 peak than
   BF16 ones of the BF16 peak (the scales are applied inside the main loop).
-* ``moe_gemm_ep_rate`` (per engine): an engine's expert-parallel op (whole experts per GPU, tokens
-  dispatched to them) against its op with the experts on every GPU, at the same shape and format.
+* ``moe_gemm_ep_rate`` (per engine): an engine's default expert-parallel op (whole experts per GPU,
+  fed every token) against its op with the experts on every GPU, at the same shape and format.
   TensorRT-LLM's runs at about the same rate; vLLM's and SGLang's at half or less.
+* ``moe_gemm_deepep_rate``: the wide-EP op (tokens dispatched by DeepEP to their experts' GPUs, grouped
+  GEMMs by DeepGEMM; the rows marked ``path: deepep``, SGLang's) against a dense prefill's rate at the
+  shape, whatever the format: DeepGEMM's FP8 kernels do not pay the block scales' cost the others do.
 
 K0 and the FP8 rate are fitted once over every engine's rows with the experts sliced or whole on each
 GPU (tp 1 or tp 8, no EP): K0 minimises the total |log error| with a BF16 grouped GEMM of a given shape
 at a dense prefill's rate (no free level: the shape alone carries the layouts' difference), the FP8 rate
 is the median of the FP8 rows' remaining ratio. Each engine's EP rate is the median over its EP rows of
-the measured rate over that model; ``default``'s over every engine's. One measured row's rate::
+the measured rate over that model; ``default``'s over every engine's. The DeepEP rate is the median of
+its rows' rate over their shape's (DeepSeek-V3's shape only, so it is left out of the leave-one-shape-out
+error). One measured row's rate::
 
     flops = 2 x tokens x topk x 3 x hidden x moe_intermediate / (tp x ep)   (gate, up, down; one GPU)
     rate  = flops / latency / (peak x flops_fraction x efficiency_prefill)
@@ -73,6 +78,7 @@ class KernelRow:
     model: str
     fp8: bool
     expert_parallel: bool
+    deepep: bool  # SGLang's wide-EP op (DeepEP dispatch, DeepGEMM), not the engine's default EP op
     hidden: float
     slice: float
     rate: float
@@ -83,13 +89,15 @@ class MoeGemmFit:
     """The three constants and how well they reproduce the rows.
 
     ``ep_rate`` maps each engine (and ``default``) to its expert-parallel rate; ``n`` counts the rows
-    behind each constant (``tile``: the rows without EP; an engine name: its EP rows). ``error`` is the
+    behind each constant (``tile``: the rows without EP; an engine name: its EP rows; ``deepep``: the
+    DeepEP rows). ``error`` is the
     median |log| ratio of predicted to measured rate over every row, ``loso_error`` the same with each
     model shape predicted by constants fitted on the other shapes."""
 
     tile_depth: float
     fp8_rate: float
     ep_rate: dict[str, float]
+    deepep_rate: float
     n: dict[str, int]
     error: float
     loso_error: float
@@ -123,6 +131,7 @@ def kernel_rows(path: str | Path, efficiency_prefill: float) -> list[KernelRow]:
                 model=str(row["shape"]),
                 fp8=fp8,
                 expert_parallel=row["ep"] > 1,
+                deepep=row.get("path") == "deepep",
                 hidden=float(shape["hidden"]),
                 slice=float(shape["moe_intermediate"]) / row["tp"],
                 rate=float(flops) / (float(row["latency_ms"]) * 1e-3) / dense,
@@ -138,6 +147,8 @@ def moe_gemm_shape(hidden: float, slice_width: float, tile_depth: float) -> floa
 
 def predicted_rate(row: KernelRow, fit: MoeGemmFit) -> float:
     """The pack's moe_gemm_efficiency for the row's engine, shape, format and layout (capped at 1)."""
+    if row.deepep:
+        return min(1.0, moe_gemm_shape(row.hidden, row.slice, fit.tile_depth) * fit.deepep_rate)
     rate = moe_gemm_shape(row.hidden, row.slice, fit.tile_depth) * (fit.fp8_rate if row.fp8 else 1.0)
     if row.expert_parallel:
         rate *= fit.ep_rate.get(row.engine, fit.ep_rate["default"])
@@ -149,7 +160,8 @@ def _log_median(values: Sequence[float]) -> float:
 
 
 def _fit_constants(rows: Sequence[KernelRow]) -> tuple[float, float, dict[str, float], dict[str, int]]:
-    """(K0, FP8 rate, EP rates, row counts) fitted on ``rows``; see the module docstring."""
+    """(K0, FP8 rate, EP rates, row counts) fitted on the rows of the engines' default ops; see the
+    module docstring."""
     whole = [r for r in rows if not r.expert_parallel]
 
     def fp8_rate(k0: float) -> float:
@@ -166,7 +178,7 @@ def _fit_constants(rows: Sequence[KernelRow]) -> tuple[float, float, dict[str, f
     f = fp8_rate(k0)
     per: dict[str, list[float]] = {}
     for r in rows:
-        if r.expert_parallel:
+        if r.expert_parallel and not r.deepep:
             ratio = r.rate / (moe_gemm_shape(r.hidden, r.slice, k0) * (f if r.fp8 else 1.0))
             per.setdefault(r.engine, []).append(ratio)
             per.setdefault("default", []).append(ratio)
@@ -182,14 +194,24 @@ def _median_error(rows: Sequence[KernelRow], fit: MoeGemmFit) -> float:
 def fit_moe_gemm(path: str | Path, efficiency_prefill: float) -> MoeGemmFit:
     """The engines catalog's MoE kernel constants from the measured rows, with in-sample and
     leave-one-shape-out errors."""
-    rows = kernel_rows(path, efficiency_prefill)
+    every = kernel_rows(path, efficiency_prefill)
+    rows = [r for r in every if not r.deepep]
     k0, f, ep, counts = _fit_constants(rows)
-    fit = MoeGemmFit(round(k0), round(f, 3), {k: round(v, 3) for k, v in ep.items()}, counts, 0.0, 0.0)
+    deepep = [r for r in every if r.deepep]
+    wide = _log_median([r.rate / moe_gemm_shape(r.hidden, r.slice, k0) for r in deepep]) if deepep else 1.0
+    counts["deepep"] = len(deepep)
+    fit = MoeGemmFit(round(k0), round(f, 3), {k: round(v, 3) for k, v in ep.items()}, round(wide, 3), counts, 0.0, 0.0)
     held_out: list[float] = []
     for model in sorted({r.model for r in rows}):
         k, g, e, c = _fit_constants([r for r in rows if r.model != model])
-        fold = MoeGemmFit(k, g, e, c, 0.0, 0.0)
+        fold = MoeGemmFit(k, g, e, fit.deepep_rate, c, 0.0, 0.0)
         held_out += [abs(math.log(predicted_rate(r, fold) / r.rate)) for r in rows if r.model == model]
     return MoeGemmFit(
-        fit.tile_depth, fit.fp8_rate, fit.ep_rate, counts, _median_error(rows, fit), statistics.median(held_out)
+        fit.tile_depth,
+        fit.fp8_rate,
+        fit.ep_rate,
+        fit.deepep_rate,
+        counts,
+        _median_error(every, fit),
+        statistics.median(held_out),
     )
