@@ -111,6 +111,24 @@ def test_expert_parallel_all_to_all_is_charged_and_wide_ep_pays_the_scale_out_li
     assert one["t_comm"] > 0
 
 
+def test_deepep_dispatches_fp8_tokens_and_combines_bf16() -> None:
+    """With moe_dispatch deepep and FP8 experts a token goes out in FP8 (1 B a value) and comes back in
+    BF16 (2 B): the all-to-all's bytes are 3/4 of the engine path's 2 x 2 B. BF16 experts are dispatched
+    in BF16."""
+    ep = {**DSV3_H200, "ep": 8, "dp_attention": 8}  # attention on one GPU a rank: no all-reduce, the all-to-all alone
+    engine = _solve(ep, "layout_comm_per_token", "dispatch_bytes")
+    deepep = _solve({**ep, "moe_dispatch": "deepep"}, "layout_comm_per_token", "dispatch_bytes")
+    qwen_bf16 = {**DSV3_H200, "model": "qwen3-235b-a22b", "weight_dtype": "bf16", "ep": 8, "moe_dispatch": "deepep"}
+    bf16 = _solve(qwen_bf16, "dispatch_bytes")
+    assert (
+        engine["dispatch_bytes"] / BITS == 2
+        and deepep["dispatch_bytes"] / BITS == 1
+        and bf16["dispatch_bytes"] / BITS == 2
+    )
+    assert deepep["layout_comm_per_token"] == pytest.approx(0.75 * engine["layout_comm_per_token"], rel=1e-9)
+    assert deepep["layout_comm_per_token"] < engine["layout_comm_per_token"]
+
+
 def test_dp_attention_replicates_the_shared_weights_and_splits_the_kv() -> None:
     """DP attention over 8 ranks: 7 more copies of the non-expert weights per GPU, and every rank holds
     only its own requests' MLA latent (replicated on all 8 GPUs at plain TP8), so the KV pool holds
