@@ -215,7 +215,7 @@ def _moe_gemm_entries(engine: str, moe: MoeGemmFit) -> dict[str, Any]:
     """The engine's MoE kernel constants (concur.analysis.moe_kernels) with the measurements behind them
     (every engine's EP rows for ``default`` or an engine without EP rows of its own)."""
     errors = (
-        f"the three constants reproduce every row's rate within x{math.exp(moe.error):.2f} (median), "
+        f"the constants reproduce every row's rate within x{math.exp(moe.error):.2f} (median), "
         f"each model shape predicted from the other three within x{math.exp(moe.loso_error):.2f}"
     )
     whose = engine if engine in moe.ep_rate and engine != "default" else "default"

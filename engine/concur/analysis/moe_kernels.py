@@ -5,7 +5,7 @@ two matmuls per GPU -- gate and up (reduction over ``hidden``, output the expert
 ``moe_intermediate``) and down (reduction over that slice, output ``hidden``). Silicon measurements of
 the engines' own MoE ops at prefill sizes (``tests/data/moe_kernels.yaml``: 8,192 and 16,384 tokens,
 where the matmuls and not the weights' read set the time; H100, H200, B200; four expert shapes; FP8 with
-block scales and BF16) fix three constants, each for what it stands for:
+block scales and BF16) fix four constants, each for what it stands for:
 
 * ``moe_gemm_tile_depth`` (K0): every output tile of a matmul pays a fixed cost -- loading its first
   operands, applying scales, writing it back -- worth K0 steps of its reduction. A matmul reducing over
@@ -86,7 +86,7 @@ class KernelRow:
 
 @dataclass(frozen=True)
 class MoeGemmFit:
-    """The three constants and how well they reproduce the rows.
+    """The four constants and how well they reproduce the rows.
 
     ``ep_rate`` maps each engine (and ``default``) to its expert-parallel rate; ``n`` counts the rows
     behind each constant (``tile``: the rows without EP; an engine name: its EP rows; ``deepep``: the
