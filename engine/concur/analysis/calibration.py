@@ -322,14 +322,16 @@ _TERMS = (
 )
 
 
+# The terms are the physics alone: efficiency 1, no fixed cost, efficiency_prefill 1. kv_fit and
+# context_fit ignore: the measured run did hold this batch and these lengths, whatever memory settings
+# and context window its engine used.
+_TERM_SETTINGS = {"efficiency": 1, "t_fixed": 0, "efficiency_prefill": 1, "kv_fit": "ignore", "context_fit": "ignore"}
+
+
 def _terms(given: dict[str, Any]) -> dict[str, Any]:
-    """The pack's terms for one configuration, in seconds (efficiency 1, no fixed cost, efficiency_prefill 1)."""
-    # kv_fit, context_fit ignore: the measured run did hold this batch and these lengths, whatever memory
-    # settings and context window its engine used
+    """The pack's terms for one configuration, in seconds (:data:`_TERM_SETTINGS`)."""
     sol = solve_model(
-        build_model(["llm_throughput"]),
-        tuple(t for t in _TERMS if t not in given),
-        {**given, "efficiency": 1, "t_fixed": 0, "efficiency_prefill": 1, "kv_fit": "ignore", "context_fit": "ignore"},
+        build_model(["llm_throughput"]), tuple(t for t in _TERMS if t not in given), {**given, **_TERM_SETTINGS}
     )
     var = sol.model.variable("family")
     family = var.choices[int(sol.values["family"])] if "family" in sol.values else "other"
@@ -372,14 +374,7 @@ def load_terms(given: Mapping[str, Any], loads: Sequence[tuple[float, float, flo
     first = _terms(
         {**given, "concurrency": distinct[0][0], "input_tokens": distinct[0][1], "output_tokens": distinct[0][2]}
     )
-    base = {
-        **given,
-        "efficiency": 1,
-        "t_fixed": 0,
-        "efficiency_prefill": 1,
-        "kv_fit": "ignore",
-        "context_fit": "ignore",
-    }
+    base = {**given, **_TERM_SETTINGS}
     names = [t for t in _TERMS if t not in given]
     model = build_model(["llm_throughput"])
     over = {k: np.asarray([load[i] for load in distinct]) for i, k in enumerate(_LOAD_NAMES)}

@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -206,12 +206,4 @@ def fit_moe_gemm(path: str | Path, efficiency_prefill: float) -> MoeGemmFit:
         k, g, e, c = _fit_constants([r for r in rows if r.model != model])
         fold = MoeGemmFit(k, g, e, fit.deepep_rate, c, 0.0, 0.0)
         held_out += [abs(math.log(predicted_rate(r, fold) / r.rate)) for r in rows if r.model == model]
-    return MoeGemmFit(
-        fit.tile_depth,
-        fit.fp8_rate,
-        fit.ep_rate,
-        fit.deepep_rate,
-        counts,
-        _median_error(every, fit),
-        statistics.median(held_out),
-    )
+    return replace(fit, error=_median_error(every, fit), loso_error=statistics.median(held_out))

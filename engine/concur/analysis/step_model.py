@@ -346,7 +346,8 @@ def solve_engine(given: Mapping[str, Any], **override: Any) -> tuple[StepModel, 
     givens = resolve_givens(model, question)
     targets = tuple(t for t in _TARGETS if t in model.variables and t not in givens.values)
     # an engine setting no preset gave (token_budget without engine=) takes the pack's default, as a solve does
-    defaults = {t: d for t in targets if (d := pack_defaults(model).get(t)) is not None}
+    table = pack_defaults(model)
+    defaults = {t: table[t] for t in targets if t in table}
     targets = tuple(t for t in targets if t not in defaults)
     if "spec_tokens_per_step" in givens.values and "acceptance_rate" not in givens.values:
         targets += ("acceptance_rate",)  # a measured mean acceptance length: the pack finds the rate
