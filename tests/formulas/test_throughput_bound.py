@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from concur.analysis.attention_kernels import fit_mla_prefill
 from concur.analysis.calibration import Point, evaluate, gpu_entry, load_points, median, point_from
 from concur.analysis.engine_catalog import SCHEDULER_FACTS, engine_versions, engines_catalog
 from concur.analysis.engine_fits import cross_validate, fit_prefill, fit_set
@@ -331,7 +332,8 @@ def test_engines_catalog_is_the_current_fit(calibration: Any) -> None:
     prefill = fit_prefill(ROOT / "tests" / "data" / "prefill_points.yaml")
     versions = engine_versions(ROOT / "tests" / "data" / "throughput_points.yaml", FIT_POINTS)
     moe = fit_moe_gemm(ROOT / "tests" / "data" / "moe_kernels.yaml", prefill.value)
-    fresh = engines_catalog(fs, cv, FIT_POINTS, prefill=prefill, versions=versions, moe=moe)
+    mla = fit_mla_prefill(ROOT / "tests" / "data" / "attention_kernels.yaml", prefill.value)
+    fresh = engines_catalog(fs, cv, FIT_POINTS, prefill=prefill, versions=versions, moe=moe, mla=mla)
     assert set(shipped["entries"]) == set(fresh["entries"]) == {"default", "sglang", "trtllm", "vllm"}
     for name, entry in fresh["entries"].items():
         assert set(shipped["entries"][name]) == set(entry)
@@ -346,6 +348,8 @@ def test_engines_catalog_is_the_current_fit(calibration: Any) -> None:
                 assert "concurrency 1" in item["source"] and "prefill_points" in item["source"], name
             elif field.startswith("moe_gemm_"):  # measured on the engines' MoE kernels only
                 assert "silicon measurements" in item["source"] and "moe_kernels" in item["source"], name
+            elif field.startswith("mla_prefill_rate_"):  # measured on the engines' attention kernels only
+                assert "silicon measurements" in item["source"] and "attention_kernels" in item["source"], name
             elif field not in SCHEDULER_FACTS:
                 assert "leave-one-source-out" in item["source"], (name, field)
 

@@ -20,6 +20,7 @@ from typing import Any
 from ..lang.versions import release, release_key
 from ..lang.yamlsafe import load_yaml
 from ..writefile import output_path, write_output
+from .attention_kernels import ATTENTION_KERNELS_LABEL, MLA_FAMILIES, MlaPrefillFit, fit_mla_prefill
 from .calibration import Point, load_points, median
 from .engine_fits import (
     ENGINES,
@@ -250,6 +251,36 @@ def _moe_gemm_entries(engine: str, moe: MoeGemmFit) -> dict[str, Any]:
     }
 
 
+def _mla_prefill_entries(engine: str, mla: MlaPrefillFit) -> dict[str, Any]:
+    """The engine's MLA prefill attention rate per GPU family (concur.analysis.attention_kernels) with
+    the measurements behind each."""
+    errors = (
+        f"the rates reproduce every row within x{math.exp(mla.error):.2f} (median), each GPU's rows "
+        f"predicted from its family's other GPUs within x{math.exp(mla.held_out):.2f}"
+    )
+    out: dict[str, Any] = {}
+    for fam in MLA_FAMILIES:
+        whose = engine if (engine, fam) in mla.rates else "default"
+        key = (whose, fam)
+        if key not in mla.rates:
+            out[f"mla_prefill_rate_{fam}"] = {
+                "value": 1.0,
+                "source": f"no measured MLA prefill kernel on {fam} GPUs in {ATTENTION_KERNELS_LABEL}: the BF16 peak",
+            }
+            continue
+        who = f"{engine}'s" if whose == engine else "every engine's"
+        out[f"mla_prefill_rate_{fam}"] = {
+            "value": mla.rates[key],
+            "source": (
+                f"median over {mla.n[key]} silicon measurements of {who} MLA prefill attention kernel "
+                f"({', '.join(mla.kernels[key])}) on {fam} GPUs in {ATTENTION_KERNELS_LABEL} (DeepSeek-V3, 16 heads a "
+                "GPU, one prompt of 4,096 to 16,384 tokens) of the measured rate over the pack's (BF16 peak x "
+                f"flops_fraction x efficiency_prefill); {errors} (concur.analysis.attention_kernels)"
+            ),
+        }
+    return out
+
+
 def _catalog_fields() -> dict[str, Any]:
     """The engines catalog's field declarations: units and what each constant or setting means."""
     fields: dict[str, Any] = {}
@@ -270,6 +301,10 @@ def _catalog_fields() -> dict[str, Any]:
     fields["moe_gemm_deepep_rate"] = {
         "doc": "rate of DeepEP-fed DeepGEMM grouped GEMMs over a dense prefill's at the shape (one value for every engine)"
     }
+    for fam in MLA_FAMILIES:
+        fields[f"mla_prefill_rate_{fam}"] = {
+            "doc": f"rate of the engine's MLA prefill attention kernel on {fam} GPUs over the BF16 peak x flops_fraction x efficiency_prefill"
+        }
     fields["prefill_overlap"] = {"doc": "1 when the engine runs prefill chunks inside decode steps, else 0"}
     fields["token_budget"] = {"unit": "token", "doc": "tokens one engine step may carry (decodes and prefill chunk)"}
     fields["prefix_caching"] = {
@@ -299,6 +334,7 @@ def engines_catalog(
     prefill: PrefillFit | None = None,
     versions: dict[str, list[str]] | None = None,
     moe: MoeGemmFit | None = None,
+    mla: MlaPrefillFit | None = None,
 ) -> dict[str, Any]:
     """The engines catalog document (plain data) for a calibration and its cross-validation."""
     fields = _catalog_fields()
@@ -336,6 +372,8 @@ def engines_catalog(
         entry["moe_layer_factor"] = {"value": fs.moe_factor, "source": moe_src}
         if moe is not None:
             entry.update(_moe_gemm_entries(engine, moe))
+        if mla is not None:
+            entry.update(_mla_prefill_entries(engine, mla))
         entry.update(_scheduler_facts(engine))
         entries[engine] = entry
     return {
@@ -552,7 +590,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout.write("\n".join(report(fs, cv, points, per_point=per_point)) + "\n")
     if len(args) > 1:
         moe = fit_moe_gemm(MOE_KERNELS_LABEL, prefill.value)
-        write_catalog(engines_catalog(fs, cv, points, prefill=prefill, versions=versions, moe=moe), args[1])
+        mla = fit_mla_prefill(ATTENTION_KERNELS_LABEL, prefill.value)
+        doc = engines_catalog(fs, cv, points, prefill=prefill, versions=versions, moe=moe, mla=mla)
+        write_catalog(doc, args[1])
         sys.stdout.write(f"wrote {args[1]}\n")
     if plot:
         plot_fit(fs, cv, points, plot)

@@ -60,6 +60,7 @@ __all__ = [
     "KernelRow",
     "MoeGemmFit",
     "fit_moe_gemm",
+    "gpu_value",
     "kernel_rows",
     "moe_gemm_shape",
     "predicted_rate",
@@ -103,7 +104,7 @@ class MoeGemmFit:
     loso_error: float
 
 
-def _gpu_value(gpu: Any, name: str, default: float | None = None) -> float:
+def gpu_value(gpu: Any, name: str, default: float | None = None) -> float:
     """A gpus catalog value in base units (flop/s for peaks); ``default`` where the entry has none."""
     if name not in gpu.values:
         if default is None:
@@ -120,8 +121,8 @@ def kernel_rows(path: str | Path, efficiency_prefill: float) -> list[KernelRow]:
         shape = data["shapes"][row["shape"]]
         fp8 = str(row["dtype"]).startswith("fp8")
         gpu = get_catalog("gpus").entries[row["gpu"]]
-        peak = _gpu_value(gpu, "peak_flops_fp8" if fp8 else "peak_flops_bf16")
-        dense = peak * _gpu_value(gpu, "flops_fraction", 1.0) * efficiency_prefill
+        peak = gpu_value(gpu, "peak_flops_fp8" if fp8 else "peak_flops_bf16")
+        dense = peak * gpu_value(gpu, "flops_fraction", 1.0) * efficiency_prefill
         per_token = 2 * shape["topk"] * 3 * shape["hidden"] * shape["moe_intermediate"]  # gate, up, down
         flops = row["tokens"] * per_token / (row["tp"] * row["ep"])
         out.append(

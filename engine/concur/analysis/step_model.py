@@ -16,7 +16,8 @@ into per-token and per-context-token coefficients, so a step of any composition 
   pairs)``: a decode token at context ``L`` attends to ``L`` keys, a prefill chunk of ``c`` tokens
   starting at position ``p`` to ``c x p + c(c+1)/2`` (causal). A prompt token's matmuls cost
   ``prefill_token_time`` (the routed experts' grouped GEMMs at the engine's moe_gemm_efficiency)
-  and its attention pairs run at the BF16 peak, as the pack's prefill_token_time says;
+  and its attention pairs run at the BF16 peak times the engine's prefill_attention_rate (its MLA
+  kernel's measured rate for an MLA model), as the pack's prefill_token_time says;
 * ``t = max(memory, decode compute + prefill compute x efficiency / efficiency_prefill) /
   efficiency + t_comm(n) + t_fixed``: the pack's decode step, with the prefill tokens' FLOPs at
   the engine's prefill efficiency; ``t_comm(n)`` the all-reduces of ``n`` tokens.
@@ -185,6 +186,7 @@ _FALLBACK = {
     "token_budget": 8192.0,
     "kv_reserve": 0.0,
     "prefix_caching": 0.0,
+    "prefill_attention_rate": 1.0,
 }
 _REQUIRED = (
     "weights_per_gpu",
@@ -252,7 +254,9 @@ def engine_from_values(values: Mapping[str, float], **override: Any) -> tuple[St
         spec=_speculation(values, get),
         expert_read_time=values["expert_read_scale"] / bw if "expert_read_scale" in values else None,
         prefill_attn_time=_prefill_pair_time(
-            values, layers, values.get("peak_flops_bf16", 0.0) * values["flops_fraction"]
+            values,
+            layers,
+            values.get("peak_flops_bf16", 0.0) * values["flops_fraction"] * get("prefill_attention_rate"),
         ),
         prefill_token_time=2 * values["prefill_gemm_params_per_gpu"] / flops
         if "prefill_gemm_params_per_gpu" in values
