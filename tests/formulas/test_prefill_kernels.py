@@ -308,3 +308,39 @@ def test_slicing_experts_thinner_never_speeds_their_kernels(model: str) -> None:
         {"model": model, "gpu": "h200-sxm-141gb", "tp": 8, "ep": 8, "weight_dtype": "fp8", "kv_dtype": "fp8"},
     ).values
     assert ep["expert_slice"] == pytest.approx(ep["expert_width"])
+
+
+@pytest.mark.parametrize("weight_dtype", ["bf16", "fp8"])
+def test_a_disaggregated_prefill_pool_slices_its_experts_at_its_own_tp(weight_dtype: str) -> None:
+    """A TP4 prefill worker feeding TP8 decode workers multiplies experts sliced over four, not eight: its
+    grouped GEMMs run at llm_throughput's rate for TP4 (Qwen3-235B: a quarter of each expert is 384 wide,
+    an eighth 192), and its prompt's FLOPs cost what a TP4 replica's do. Under expert parallelism both
+    pools share the decode layout."""
+    disagg = build_model(["llm_disagg"])
+    given = {
+        "model": "qwen3-235b-a22b",
+        "gpu": "h200-sxm-141gb",
+        "engine": "vllm",
+        "weight_dtype": weight_dtype,
+        "kv_dtype": "fp8",
+        "tp": 8,
+        "arrival_rate": "20 request/s",
+        "input_tokens": "1000 token/request",
+        "output_tokens": "400 token/request",
+        "kv_link": "ib-ndr-400g",
+    }
+
+    def throughput_rate(tp: int) -> float:
+        q = {k: given[k] for k in ("model", "gpu", "engine", "weight_dtype", "kv_dtype")}
+        return float(
+            solve_model(_throughput(), ("moe_gemm_efficiency",), {**q, "tp": tp}).values["moe_gemm_efficiency"]
+        )
+
+    for prefill_tp in (4, 8):
+        v = solve_model(disagg, ("prefill_moe_gemm_efficiency",), {**given, "prefill_tp": prefill_tp}).values
+        assert v["prefill_moe_gemm_efficiency"] == pytest.approx(throughput_rate(prefill_tp))
+    assert throughput_rate(4) > 1.2 * throughput_rate(8)
+    ep = solve_model(
+        disagg, ("prefill_moe_gemm_efficiency", "moe_gemm_efficiency"), {**given, "prefill_tp": 8, "ep": 8}
+    ).values
+    assert ep["prefill_moe_gemm_efficiency"] == ep["moe_gemm_efficiency"]
