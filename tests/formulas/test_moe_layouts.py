@@ -32,6 +32,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from concur.analysis.disagg_plan import disagg_model, link_values, prefill_options
+from concur.errors import InfeasibleError
 from concur.lang.library import get_catalog
 from concur.lang.model import Model, build_model
 from concur.solver.givens import resolve_givens
@@ -86,8 +87,9 @@ def test_a_long_prompt_reads_every_expert_a_decode_step_few() -> None:
 @pytest.mark.parametrize("batch", [1, 4, 32, 256])
 def test_experts_touched_follow_uniform_routing(batch: int) -> None:
     """The routed bytes a decode step reads are E x (1 - (1 - k/E)^n) experts' worth of each layer, n the
-    batch (Qwen3-235B-A22B: 128 experts, 8 per token, every layer MoE; no shared part is routed)."""
-    q = {**DSV3_H200, "model": "qwen3-235b-a22b", "concurrency": f"{batch} request"}
+    batch (Qwen3-235B-A22B: 128 experts, 8 per token, every layer MoE; no shared part is routed; in BF16,
+    as its FP8 checkpoint's 128-wide scale blocks cannot be sliced over eight)."""
+    q = {**DSV3_H200, "model": "qwen3-235b-a22b", "weight_dtype": "bf16", "concurrency": f"{batch} request"}
     v = _solve(q, "weights_read", "weights_per_gpu", "routed_weights_per_gpu")
     entry = get_catalog("models").entries["qwen3-235b-a22b"].values
     experts, k = entry["experts"][0], entry["experts_per_token"][0]
@@ -333,6 +335,28 @@ def _plan(model: str, *extra: str) -> dict[str, Any]:
     return out
 
 
+def test_block_scaled_fp8_experts_are_sliced_only_on_block_edges() -> None:
+    """Qwen3-235B-A22B-FP8 scales each 128 x 128 block of a weight; TP8 would leave 1,536 / 8 = 192 of
+    each expert on a GPU, which vLLM refuses to load. A solve says so and names the remedy; the plan
+    rejects the tensor-parallel TP8 and TP16 rows and keeps TP8 with expert parallelism (whole experts)
+    and TP4 (384 = 3 blocks); a disaggregated row asked for TP8 prefill workers with TP4 tensor-parallel
+    decode gets no prefill pool, for that reason. BF16 weights, and DeepSeek-V3's 2,048-wide experts at
+    TP8 (256), slice freely."""
+    base = {**DSV3_H200, "model": "qwen3-235b-a22b", "concurrency": "8 request"}
+    with pytest.raises(InfeasibleError, match="block-scaled FP8 experts") as err:
+        _solve(base, "itl")
+    assert "expert_slice=192" in str(err.value) and "expert parallelism" in str(err.value)
+    for fine in ({"tp": 4}, {"ep": 8}, {"weight_dtype": "bf16"}, {"model": "deepseek-v3"}):
+        assert _solve({**base, **fine}, "itl")["itl"] > 0
+    plan = _plan("qwen3-235b-a22b", "--modes", "agg,disagg", "--set", "prefill_tp=8")
+    rows = plan["candidates"]
+    sliced = [r for r in rows if r["ep"] == 1 and r["tp"] in (8, 16) and r["mode"] == "agg"]
+    assert sliced and all(not r["feasible"] and "block-scaled FP8 experts" in r["reason"] for r in sliced)
+    assert any(r["feasible"] and r["tp"] == 8 and r["ep"] == 8 for r in rows)
+    tp4 = [r for r in rows if r["mode"] == "disagg" and r["tp"] == 4 and r["ep"] == 1]
+    assert tp4 and all(not r["feasible"] and "scale blocks' edges" in r["reason"] for r in tp4)
+
+
 def test_plan_offers_moe_layouts_and_reports_them() -> None:
     """Qwen3-235B-A22B on H200: tp, ep and ep+dp layouts per TP, TP16 over two nodes; every row says its
     ep, dp_attention and nodes; the feasible ones stay within the GPUs' peak FLOP/s and bandwidth."""
@@ -347,11 +371,17 @@ def test_plan_offers_moe_layouts_and_reports_them() -> None:
     assert all(r["compute_utilization"] <= 1 and r["bandwidth_utilization"] <= 1 for r in feasible)
 
 
-@pytest.mark.parametrize(("ep", "dp_attention", "tps"), [(8, 1, [8]), (8, 8, [8]), (1, 1, [2, 4, 8])])
-def test_plan_prefill_pools_run_their_fleets_layout(ep: int, dp_attention: int, tps: list[int]) -> None:
+@pytest.mark.parametrize(
+    ("ep", "dp_attention", "weight_dtype", "tps"),
+    [(8, 1, "fp8", [8]), (8, 8, "fp8", [8]), (1, 1, "bf16", [4, 8]), (1, 1, "fp8", [2, 4, 8])],
+)
+def test_plan_prefill_pools_run_their_fleets_layout(
+    ep: int, dp_attention: int, weight_dtype: str, tps: list[int]
+) -> None:
     """concur plan's prefill options for a TP8 configuration of Qwen3-235B: under EP or DP attention only
     the decode TP (llm_disagg's one layout, whose collectives are both pools'); tensor-parallel experts
-    pair any prefill TP that holds the weights."""
+    pair any prefill TP that holds the weights (BF16: not TP2; whether FP8 experts may be sliced so is
+    the next test's)."""
     given = {
         "model": "qwen3-235b-a22b",
         "gpu": "h200-sxm-141gb",
@@ -359,7 +389,7 @@ def test_plan_prefill_pools_run_their_fleets_layout(ep: int, dp_attention: int, 
         "tp": 8,
         "ep": ep,
         "dp_attention": dp_attention,
-        "weight_dtype": "fp8",
+        "weight_dtype": weight_dtype,
         "kv_dtype": "fp8",
         "input_tokens": "1000 token/request",
         "output_tokens": "400 token/request",

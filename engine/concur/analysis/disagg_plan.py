@@ -50,12 +50,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConcurError, UnknownNameError, UsageError
+from ..errors import ConcurError, InfeasibleError, UnknownNameError, UsageError
 from ..lang.fallback import fallback_pairs, fallback_values
 from ..lang.model import Model, build_model
 from ..maths.erlang import md_c_wait
 from ..solver.givens import resolve_givens
 from ..solver.plan import plan_key
+from ..solver.run import run_question
 from ..sweep import sweep
 
 __all__ = [
@@ -117,6 +118,7 @@ class Prefill:
     hbm_bandwidth: float = math.nan  # B/s of one prefill GPU (nan: the configuration's GPU's)
     batched: float = math.nan  # s per prompt in full passes (llm_disagg's prefill_batched_service; nan: service)
     pass_prompts: float = 1.0  # prompts one full pass carries
+    sliceable: bool = True  # false: this TP cuts the block-scaled experts off their scale blocks' edges
 
     @property
     def capacity_service(self) -> float:
@@ -255,9 +257,24 @@ def prefill_options(
                     points[i][2].get("prefill_hbm_bandwidth", math.nan),
                     float(series["prefill_batched_service"][j]),
                     float(series["prefill_pass_prompts"][j]),
+                    math.isfinite(float(series["prefill_service"][j])) or _sliceable(model, points[i][2]),
                 )
             )
     return out
+
+
+def _sliceable(model: Model, known: Mapping[str, float]) -> bool:
+    """Whether the prefill worker may slice the experts as ``known`` (one option's givens) asks. A point
+    the sweep left NaN may have failed llm_disagg's check that block-scaled FP8 experts are sliced on
+    their blocks' edges (the sweep says how many points failed a constraint, not which): one scalar
+    run of that option names the constraint it fails, if any."""
+    try:
+        run_question(model, dict(known), ("prefill_expert_slice",), {}, trace=False)
+    except InfeasibleError as exc:
+        return "prefill_expert_slice" not in (exc.constraint or "")
+    except ConcurError:
+        return True  # another reason; the option's NaN figures say it does not serve
+    return True
 
 
 def _prefill_known(model: Model, values: Mapping[str, float], gpu: Mapping[str, float] | None) -> dict[str, float]:
@@ -342,8 +359,17 @@ def pick_prefill(
     TTFT. ``first_step``: the decode worker's first step after the transfer (:func:`decode_first_step`
     of the sized decode pool), part of every row's TTFT. ``refused``: the reason when llm_disagg's input
     checks took no prefill TP (:func:`prefill_tps`), said instead of a memory fit when ``options`` is empty."""
-    fits = [o for o in options if o.room * o.tp >= o.kv_bytes and math.isfinite(o.service) and o.service > 0]
+    cut = sorted(o.tp for o in options if not o.sliceable)
+    fits = [
+        o for o in options if o.sliceable and o.room * o.tp >= o.kv_bytes and math.isfinite(o.service) and o.service > 0
+    ]
     if not fits:
+        if cut and not refused:
+            refused = (
+                f"prefill pool: prefill TP {', '.join(map(str, cut))} would slice the block-scaled FP8 experts off "
+                "their scale blocks' edges (each GPU's share of an expert must be a multiple of the block); give a "
+                "prefill_tp that leaves one, expert parallelism or bf16 weights"
+            )
         return PrefillPick(
             None,
             reason=refused
