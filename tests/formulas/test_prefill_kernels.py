@@ -76,6 +76,8 @@ def _pack_routed(row: dict[str, Any]) -> tuple[float, float]:
         "output_tokens": "100 token/request",
         "kv_fit": "ignore",
         "moe_dispatch": "deepep" if row.get("path") == "deepep" else "engine",
+        # a kernel measurement quantizes each GPU's slice itself: no checkpoint's scale blocks to keep whole
+        "weight_scale_block": 1,
     }
     v = solve_model(_throughput(), names, given)
     efficiency = v.value("moe_gemm_efficiency", "")
@@ -293,10 +295,13 @@ def _efficiency_prefill() -> float:
 @pytest.mark.parametrize("model", ["deepseek-v3", "qwen3-235b-a22b", "mixtral-8x7b", "gpt-oss-120b"])
 def test_slicing_experts_thinner_never_speeds_their_kernels(model: str) -> None:
     """More tensor parallelism slices every expert thinner, so its grouped GEMMs never run faster; expert
-    parallelism keeps experts whole, at the width tp 1 has. Every rate stays in (0, 1]."""
+    parallelism keeps experts whole, at the width tp 1 has. Every rate stays in (0, 1]. (The kernels' rate
+    at any slice: weight_scale_block 1, as a kernel measurement quantizes each slice itself; which slices a
+    block-scaled checkpoint allows is test_moe_layouts'.)"""
     rates = []
     for tp in (1, 2, 4, 8):
         given = {"model": model, "gpu": "h200-sxm-141gb", "tp": tp, "weight_dtype": "fp8", "kv_dtype": "fp8"}
+        given["weight_scale_block"] = 1
         v = solve_model(_throughput(), ("moe_gemm_efficiency", "expert_slice", "expert_width"), given).values
         assert v["expert_slice"] == pytest.approx(v["expert_width"] / tp)
         assert 0 < v["moe_gemm_efficiency"] <= 1
@@ -310,12 +315,13 @@ def test_slicing_experts_thinner_never_speeds_their_kernels(model: str) -> None:
     assert ep["expert_slice"] == pytest.approx(ep["expert_width"])
 
 
-@pytest.mark.parametrize("weight_dtype", ["bf16", "fp8"])
-def test_a_disaggregated_prefill_pool_slices_its_experts_at_its_own_tp(weight_dtype: str) -> None:
-    """A TP4 prefill worker feeding TP8 decode workers multiplies experts sliced over four, not eight: its
-    grouped GEMMs run at llm_throughput's rate for TP4 (Qwen3-235B: a quarter of each expert is 384 wide,
-    an eighth 192), and its prompt's FLOPs cost what a TP4 replica's do. Under expert parallelism both
-    pools share the decode layout."""
+@pytest.mark.parametrize(("weight_dtype", "tp", "narrow"), [("bf16", 8, 4), ("fp8", 4, 2)])
+def test_a_disaggregated_prefill_pool_slices_its_experts_at_its_own_tp(weight_dtype: str, tp: int, narrow: int) -> None:
+    """A prefill worker of half its decode workers' TP multiplies experts sliced half as thin: its grouped
+    GEMMs run at llm_throughput's rate for its own TP (Qwen3-235B's 1,536-wide experts: 384 or 192 wide at
+    TP4 and TP8 in BF16; in FP8, whose 128-wide scale blocks allow no TP8 slice, 768 and 384 at TP2 and
+    TP4), and its prompt's FLOPs cost what a replica of its TP's do. Under expert parallelism both pools
+    share the decode layout."""
     disagg = build_model(["llm_disagg"])
     given = {
         "model": "qwen3-235b-a22b",
@@ -323,24 +329,24 @@ def test_a_disaggregated_prefill_pool_slices_its_experts_at_its_own_tp(weight_dt
         "engine": "vllm",
         "weight_dtype": weight_dtype,
         "kv_dtype": "fp8",
-        "tp": 8,
+        "tp": tp,
         "arrival_rate": "20 request/s",
         "input_tokens": "1000 token/request",
         "output_tokens": "400 token/request",
         "kv_link": "ib-ndr-400g",
     }
 
-    def throughput_rate(tp: int) -> float:
+    def throughput_rate(at: int) -> float:
         q = {k: given[k] for k in ("model", "gpu", "engine", "weight_dtype", "kv_dtype")}
         return float(
-            solve_model(_throughput(), ("moe_gemm_efficiency",), {**q, "tp": tp}).values["moe_gemm_efficiency"]
+            solve_model(_throughput(), ("moe_gemm_efficiency",), {**q, "tp": at}).values["moe_gemm_efficiency"]
         )
 
-    for prefill_tp in (4, 8):
+    for prefill_tp in (narrow, tp):
         v = solve_model(disagg, ("prefill_moe_gemm_efficiency",), {**given, "prefill_tp": prefill_tp}).values
         assert v["prefill_moe_gemm_efficiency"] == pytest.approx(throughput_rate(prefill_tp))
-    assert throughput_rate(4) > 1.2 * throughput_rate(8)
+    assert throughput_rate(narrow) > 1.2 * throughput_rate(tp)
     ep = solve_model(
-        disagg, ("prefill_moe_gemm_efficiency", "moe_gemm_efficiency"), {**given, "prefill_tp": 8, "ep": 8}
+        disagg, ("prefill_moe_gemm_efficiency", "moe_gemm_efficiency"), {**given, "prefill_tp": tp, "ep": tp}
     ).values
     assert ep["prefill_moe_gemm_efficiency"] == ep["moe_gemm_efficiency"]
