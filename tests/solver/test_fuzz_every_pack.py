@@ -253,16 +253,22 @@ def solved_back(pack: str, given_values: dict, target: str, value: float, invert
 
 
 def _jumps_at(pack: str, forward: dict, target: str, invert: str, ivar, found: float) -> bool:
-    """Whether the forward answer jumps (by more than a 1e-4 relative step) within a millionth of
-    ``found`` on either side: ``found`` is a discontinuity of ``target`` as a function of ``invert``."""
-    sides = []
-    for factor in (1 - 1e-6, 1 + 1e-6):
-        at = {**forward, invert: f"{found * factor / ivar.display.factor!r} {ivar.display.text}".strip()}
-        try:
+    """Whether ``found`` is a discontinuity of ``target`` as a function of ``invert``: the forward answer's
+    change across ``found`` does not shrink with the step (across a millionth and a ten-millionth of it,
+    on either side), as a continuous answer's would, tenfold."""
+
+    def across(step: float) -> float:
+        sides = []
+        for factor in (1 - step, 1 + step):
+            at = {**forward, invert: f"{found * factor / ivar.display.factor!r} {ivar.display.text}".strip()}
             sides.append(concur.solve(find=[target], given=at, packs=[pack]).values[target])
-        except ConcurError:
-            return True
-    return abs(sides[0] - sides[1]) > 1e-4 * max(abs(sides[0]), abs(sides[1]), 1e-300)
+        return abs(sides[0] - sides[1])
+
+    try:
+        wide, narrow = across(1e-6), across(1e-7)
+    except ConcurError:
+        return True
+    return wide > 0 and narrow > 0.5 * wide
 
 
 SPLIT = {"llm_fleet": 3}
