@@ -378,8 +378,8 @@ def test_one_moe_prefill_worker_batches_its_prompts_as_the_pack_says(rate: float
     the 8,192-token budget) and carries 20 and 25 request/s stably. A shared pass reads the weights once
     but each prompt still pays its routed experts' grouped GEMMs at SGLang's expert-parallel MoE rate for
     DeepSeek-V3's expert shape and its attention at SGLang's MLA kernel rate on Hopper, so llm_disagg sizes
-    the pool on a prompt's share of a full pass of 35.1 ms (one worker, 70 % and 88 % busy) and its TTFT is
-    within 15 % of the simulated mean (153.7 ms against 180.1 ms, 255.1 ms against 277.0 ms). One pass per
+    the pool on a prompt's share of a full pass of 32.0 ms (one worker, 64 % and 80 % busy) and its TTFT is
+    within 15 % of the simulated mean (141.8 ms against 164.4 ms, 189.9 ms against 220.0 ms). One pass per
     prompt would find one worker at 25 request/s 1.06 times overloaded."""
     given = {**MOE_POOL, "input_tokens": 1000, "output_tokens": 400, "utilization": 1}
     sol = _solve_1p1d(

@@ -34,7 +34,7 @@ from .engine_fits import (
     fit_prefill,
     fit_set,
 )
-from .moe_kernels import MOE_KERNELS_LABEL, MoeGemmFit, fit_moe_gemm
+from .moe_kernels import FP8_FAMILIES, MOE_KERNELS_LABEL, MoeGemmFit, fit_moe_gemm
 
 __all__ = [
     "DATA_LABEL",
@@ -226,9 +226,16 @@ def _moe_gemm_entries(engine: str, moe: MoeGemmFit) -> dict[str, Any]:
             "value": moe.tile_depth,
             "source": f"{every}: the depth that best reproduces them with a BF16 grouped GEMM of a given shape at a dense prefill's rate; {errors} (concur.analysis.moe_kernels)",
         },
-        "moe_gemm_fp8_rate": {
-            "value": moe.fp8_rate,
-            "source": f"{every}: the FP8 rows' median rate over their shape's; {errors} (concur.analysis.moe_kernels)",
+        **{
+            f"moe_gemm_fp8_rate_{fam}": {
+                "value": moe.fp8_rate[fam],
+                "source": (
+                    f"{every}: the median rate over their shape's of the FP8 rows "
+                    + (f"on {fam} GPUs" if fam != "other" else "on every GPU (no family of its own measured)")
+                    + f"; {errors} (concur.analysis.moe_kernels)"
+                ),
+            }
+            for fam in (*FP8_FAMILIES, "other")
         },
         "moe_gemm_deepep_rate": {
             "value": moe.deepep_rate,
@@ -292,9 +299,10 @@ def _catalog_fields() -> dict[str, Any]:
     fields["moe_gemm_tile_depth"] = {
         "doc": "fixed cost of a grouped GEMM's output tile in steps of its reduction (one value for every engine)"
     }
-    fields["moe_gemm_fp8_rate"] = {
-        "doc": "rate of block-scaled FP8 grouped GEMMs over BF16 ones of the same shape (one value for every engine)"
-    }
+    for fam in (*FP8_FAMILIES, "other"):
+        fields[f"moe_gemm_fp8_rate_{fam}"] = {
+            "doc": f"rate of block-scaled FP8 grouped GEMMs over BF16 ones of the same shape on {fam} GPUs (one value for every engine)"
+        }
     fields["moe_gemm_ep_rate"] = {
         "doc": "rate of the engine's default expert-parallel MoE op over its op with the experts on every GPU"
     }
