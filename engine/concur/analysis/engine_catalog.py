@@ -271,13 +271,13 @@ def _mla_prefill_entries(engine: str, mla: MlaPrefillFit) -> dict[str, Any]:
         key = (whose, fam)
         if key not in mla.rates:
             out[f"mla_prefill_rate_{fam}"] = {
-                "value": 1.0,
+                "value": mla.rate(engine, fam),
                 "source": f"no measured MLA prefill kernel on {fam} GPUs in {ATTENTION_KERNELS_LABEL}: the BF16 peak",
             }
             continue
         who = f"{engine}'s" if whose == engine else "every engine's"
         out[f"mla_prefill_rate_{fam}"] = {
-            "value": mla.rates[key],
+            "value": mla.rate(engine, fam),
             "source": (
                 f"median over {mla.n[key]} silicon measurements of {who} MLA prefill attention kernel "
                 f"({', '.join(mla.kernels[key])}) on {fam} GPUs in {ATTENTION_KERNELS_LABEL} (DeepSeek-V3, 16 heads a "
