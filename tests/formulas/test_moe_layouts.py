@@ -343,15 +343,15 @@ def test_block_scaled_fp8_experts_are_sliced_only_on_block_edges() -> None:
     decode gets no prefill pool, for that reason. BF16 weights, and DeepSeek-V3's 2,048-wide experts at
     TP8 (256), slice freely."""
     base = {**DSV3_H200, "model": "qwen3-235b-a22b", "concurrency": "8 request"}
-    with pytest.raises(InfeasibleError, match="block-scaled FP8 experts") as err:
+    with pytest.raises(InfeasibleError, match="tp 8 leaves 192 of each routed expert") as err:
         _solve(base, "itl")
-    assert "expert_slice=192" in str(err.value) and "expert parallelism" in str(err.value)
+    assert "128-wide blocks" in str(err.value) and "expert parallelism" in str(err.value)
     for fine in ({"tp": 4}, {"ep": 8}, {"weight_dtype": "bf16"}, {"model": "deepseek-v3"}):
         assert _solve({**base, **fine}, "itl")["itl"] > 0
     plan = _plan("qwen3-235b-a22b", "--modes", "agg,disagg", "--set", "prefill_tp=8")
     rows = plan["candidates"]
     sliced = [r for r in rows if r["ep"] == 1 and r["tp"] in (8, 16) and r["mode"] == "agg"]
-    assert sliced and all(not r["feasible"] and "block-scaled FP8 experts" in r["reason"] for r in sliced)
+    assert sliced and all(not r["feasible"] and "128-wide blocks" in r["reason"] for r in sliced)
     assert any(r["feasible"] and r["tp"] == 8 and r["ep"] == 8 for r in rows)
     tp4 = [r for r in rows if r["mode"] == "disagg" and r["tp"] == 4 and r["ep"] == 1]
     assert tp4 and all(not r["feasible"] and "scale blocks' edges" in r["reason"] for r in tp4)

@@ -270,6 +270,19 @@ def test_check_refuses_a_constraint_that_is_not_a_condition(tmp_path):
     assert concur("check", str(write(tmp_path, "base.yaml", ok))).returncode == 0
 
 
+def test_a_constraints_violation_message_names_only_the_checks_variables(tmp_path):
+    """A constraint's own failure message fills {name} from the values its failure holds, so it may name
+    only variables the check names; a solve that breaks it prints the message, not the check's text."""
+    bad = BASE + "constraints:\n  - {check: 'b <= [1 s]', violation: 'b {b} exceeds {c}', doc: x}\n"
+    out = concur("check", str(write(tmp_path, "base.yaml", bad)))
+    assert out.returncode == 1 and "the violation message names c, which the check does not" in one_line_error(out)
+    good = BASE + "constraints:\n  - {check: 'b <= [1 s]', violation: 'b is {b}, more than a second', doc: x}\n"
+    pack = write(tmp_path, "base.yaml", good)
+    assert concur("check", str(pack)).returncode == 0
+    out = concur("solve", str(pack), "--set", "a=2", "--find", "b")
+    assert out.returncode == 3 and "b is 4 s, more than a second" in one_line_error(out), out.stderr
+
+
 def test_check_refuses_catalog_ids_that_break_a_dropdown(tmp_path):
     cat = "catalog: gear\nfields:\n  mass: {{unit: kg}}\nentries:\n  {id}:\n    mass: {{value: 1, source: scale}}\n"
     write(tmp_path / "catalogs", "gear.yaml", cat.format(id='"a,b"'))

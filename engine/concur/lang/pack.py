@@ -32,6 +32,7 @@ file that is not a pack at all (no ``pack: NAME`` mapping, invalid YAML) stops a
 from __future__ import annotations
 
 import hashlib
+import re
 import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -126,6 +127,7 @@ class Constraint:
     where: Location
     pack: str
     input: bool = False
+    violation: str | None = None  # the failure's message; its {name}s are variables the check names
 
 
 @record
@@ -637,7 +639,19 @@ def _constraint(item: Any, loc: Location, pack: str) -> Constraint:
     )
     flag = item.get("input", False)
     _require(isinstance(flag, bool), "a constraint's input is true or false", item.where("check"))
-    return Constraint(item["check"], node, str(item.get("doc", "") or ""), item.where("check"), pack, flag)
+    violation = item.get("violation")
+    if violation is not None:
+        where = item.where("violation")
+        _require(isinstance(violation, str) and violation.strip(), "a constraint's violation is a message", where)
+        unknown = sorted(set(re.findall(r"\{([A-Za-z][A-Za-z0-9_]*)\}", violation)) - names_in(node))
+        _require(
+            not unknown,
+            f"the violation message names {', '.join(unknown)}, which the check does not",
+            where,
+            "name in {braces} only variables of the check: they are the values its failure holds",
+        )
+    doc = str(item.get("doc", "") or "")
+    return Constraint(item["check"], node, doc, item.where("check"), pack, flag, violation)
 
 
 def _preset(key: str, spec: Any, loc: Location) -> Preset:

@@ -16,7 +16,7 @@ from ..errors import ContradictionError, InfeasibleError, UsageError
 from ..lang.expr import Call, Var, compile_node, names_in
 from ..lang.model import Model
 from ..lang.pack import Constraint
-from .blocks import run_plan
+from .blocks import render_template, run_plan
 from .plan import Plan, Step, make_plan
 from .problem import SpecialisedEq, evaluate
 from .roots import close
@@ -91,11 +91,14 @@ def check_constraints(model: Model, env: Mapping[str, float], inputs_only: bool 
             ok = False
         if not ok:
             detail = ", ".join(f"{n}={show_value(model, n, env[n])}" for n in sorted(names))
-            if con.input:
-                raise UsageError(f"'{con.text}' does not hold ({detail}): {con.doc}", where=con.where)
-            raise InfeasibleError(
-                f"'{con.text}' does not hold ({detail}): {con.doc}", where=con.where, constraint=con.text
+            message = (
+                render_template(con.violation, model, dict(env))
+                if con.violation
+                else f"'{con.text}' does not hold ({detail}): {con.doc}"
             )
+            if con.input:
+                raise UsageError(message, where=con.where)
+            raise InfeasibleError(message, where=con.where, constraint=con.text)
 
 
 def _requirement_met(e: SpecialisedEq, env: dict[str, float]) -> bool:
