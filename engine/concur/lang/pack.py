@@ -642,7 +642,7 @@ def _constraint(item: Any, loc: Location, pack: str) -> Constraint:
     violation = item.get("violation")
     if violation is not None:
         where = item.where("violation")
-        _require(isinstance(violation, str) and violation.strip(), "a constraint's violation is a message", where)
+        _require(isinstance(violation, str) and bool(violation.strip()), "a constraint's violation is a message", where)
         unknown = sorted(set(re.findall(r"\{([A-Za-z][A-Za-z0-9_]*)\}", violation)) - names_in(node))
         _require(
             not unknown,
