@@ -741,7 +741,8 @@ def _holds_everywhere(
 
 
 def render_template(text: str, model: Model, env: dict[str, float]) -> str:
-    """Fill ``{name}`` with the value in its display unit."""
+    """Fill ``{name}`` with the value in its display unit: four significant digits, whole numbers with
+    thousands separators from 10,000 up (200,000 tokens, not 2e+05)."""
 
     def sub(m: re.Match[str]) -> str:
         name = m.group(1)
@@ -754,6 +755,8 @@ def render_template(text: str, model: Model, env: dict[str, float]) -> str:
 
         if var.choices:
             return var.choices[int(value)]
-        return f"{value / var.display.factor:.4g} {var.display.text}".strip()
+        shown = value / var.display.factor
+        number = f"{shown:,.0f}" if math.isfinite(shown) and abs(shown) >= 1e4 else f"{shown:.4g}"
+        return f"{number} {var.display.text}".strip()
 
     return " ".join(re.sub(r"\{([A-Za-z][A-Za-z0-9_]*)\}", sub, text).split())
