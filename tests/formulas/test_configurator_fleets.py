@@ -12,13 +12,12 @@ with what is known of why (strict: a row that comes within x1.5 must leave the l
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import concur_child
 from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,9 +56,7 @@ def _plan(row_id: str) -> dict[str, Any]:
     sets = [x for k, v in question.items() for x in ("--set", f"{k}={v}")]
     axes = ["--gpus", row["gpu"], "--engines", row["engine"], "--weight-dtypes", row["weight_dtype"]]
     axes += ["--kv-dtypes", row["kv_dtype"], "--modes", "agg,disagg"]
-    res = subprocess.run(
-        [sys.executable, "-m", "concur", "plan", *sets, *axes, "--json"], capture_output=True, text=True, timeout=600
-    )
+    res = concur_child("plan", *sets, *axes, "--json")
     assert res.returncode == 0, res.stderr
     out: dict[str, Any] = json.loads(res.stdout)
     return out

@@ -159,9 +159,7 @@ def test_deepep_fed_kernels_pay_what_they_measure() -> None:
 
 def test_the_packs_moe_gemm_efficiency_is_the_fits() -> None:
     """One formula: the pack's equation and the fit's predicted_rate agree on every measured row."""
-    from concur.lang.library import get_catalog
-
-    prefill = float(get_catalog("engines").entries["default"].values["efficiency_prefill"][0])
+    prefill = _efficiency_prefill()
     fit = fit_moe_gemm(ROOT / "tests" / "data" / "moe_kernels.yaml", prefill)
     rows = kernel_rows(ROOT / "tests" / "data" / "moe_kernels.yaml", prefill)
     for row, (_, efficiency) in zip(rows, _pack_rows(), strict=True):

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ..lang.library import get_catalog
 from ..lang.yamlsafe import load_yaml
-from .moe_kernels import gpu_value
+from .moe_kernels import gpu_value, log_median
 
 __all__ = [
     "ATTENTION_KERNELS_LABEL",
@@ -109,10 +109,6 @@ def attention_rows(path: str | Path, efficiency_prefill: float) -> list[Attentio
     return out
 
 
-def _log_median(values: Sequence[float]) -> float:
-    return math.exp(statistics.median(math.log(v) for v in values))
-
-
 def _groups(rows: Sequence[AttentionRow]) -> dict[tuple[str, str], list[AttentionRow]]:
     out: dict[tuple[str, str], list[AttentionRow]] = {}
     for r in rows:
@@ -126,13 +122,13 @@ def fit_mla_prefill(path: str | Path, efficiency_prefill: float) -> MlaPrefillFi
     in-sample and leave-one-GPU-out median errors."""
     rows = attention_rows(path, efficiency_prefill)
     groups = _groups(rows)
-    rates = {key: round(_log_median([r.rate for r in rs]), 3) for key, rs in groups.items()}
+    rates = {key: round(log_median([r.rate for r in rs]), 3) for key, rs in groups.items()}
     error = statistics.median(abs(math.log(rates[(r.engine, r.family)] / r.rate)) for r in rows)
     held: list[float] = []
     for r in rows:
         others = [o.rate for o in groups[(r.engine, r.family)] if o.gpu != r.gpu]
         if others:
-            held.append(abs(math.log(_log_median(others) / r.rate)))
+            held.append(abs(math.log(log_median(others) / r.rate)))
     return MlaPrefillFit(
         rates=rates,
         n={key: len(rs) for key, rs in groups.items()},

@@ -267,24 +267,17 @@ def _mla_prefill_entries(engine: str, mla: MlaPrefillFit) -> dict[str, Any]:
     )
     out: dict[str, Any] = {}
     for fam in MLA_FAMILIES:
-        whose = engine if (engine, fam) in mla.rates else "default"
-        key = (whose, fam)
-        if key not in mla.rates:
-            out[f"mla_prefill_rate_{fam}"] = {
-                "value": mla.rate(engine, fam),
-                "source": f"no measured MLA prefill kernel on {fam} GPUs in {ATTENTION_KERNELS_LABEL}: the BF16 peak",
-            }
-            continue
-        who = f"{engine}'s" if whose == engine else "every engine's"
-        out[f"mla_prefill_rate_{fam}"] = {
-            "value": mla.rate(engine, fam),
-            "source": (
-                f"median over {mla.n[key]} silicon measurements of {who} MLA prefill attention kernel "
-                f"({', '.join(mla.kernels[key])}) on {fam} GPUs in {ATTENTION_KERNELS_LABEL} (DeepSeek-V3, 16 heads a "
-                "GPU, one prompt of 4,096 to 16,384 tokens) of the measured rate over the pack's (BF16 peak x "
-                f"flops_fraction x efficiency_prefill); {errors} (concur.analysis.attention_kernels)"
-            ),
-        }
+        key = (engine if (engine, fam) in mla.rates else "default", fam)
+        who = f"{engine}'s" if key[0] == engine else "every engine's"
+        source = (
+            f"median over {mla.n[key]} silicon measurements of {who} MLA prefill attention kernel "
+            f"({', '.join(mla.kernels[key])}) on {fam} GPUs in {ATTENTION_KERNELS_LABEL} (DeepSeek-V3, 16 heads a "
+            "GPU, one prompt of 4,096 to 16,384 tokens) of the measured rate over the pack's (BF16 peak x "
+            f"flops_fraction x efficiency_prefill); {errors} (concur.analysis.attention_kernels)"
+            if key in mla.rates
+            else f"no measured MLA prefill kernel on {fam} GPUs in {ATTENTION_KERNELS_LABEL}: the BF16 peak"
+        )
+        out[f"mla_prefill_rate_{fam}"] = {"value": mla.rate(engine, fam), "source": source}
     return out
 
 

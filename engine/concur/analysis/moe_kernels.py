@@ -66,6 +66,7 @@ __all__ = [
     "fit_moe_gemm",
     "gpu_value",
     "kernel_rows",
+    "log_median",
     "moe_gemm_shape",
     "predicted_rate",
 ]
@@ -170,7 +171,8 @@ def fp8_rate(rates: dict[str, float], family: str) -> float:
     return rates.get(family, rates["other"])
 
 
-def _log_median(values: Sequence[float]) -> float:
+def log_median(values: Sequence[float]) -> float:
+    """The geometric median: exp of the median of the logs (every value positive)."""
     return math.exp(statistics.median(math.log(v) for v in values))
 
 
@@ -184,7 +186,7 @@ def _fit_constants(rows: Sequence[KernelRow]) -> tuple[float, dict[str, float], 
             ratios = [
                 r.rate / moe_gemm_shape(r.hidden, r.slice, k0) for r in whole if r.fp8 and family in (None, r.family)
             ]
-            return _log_median(ratios)
+            return log_median(ratios)
 
         rates = {fam: rate(fam) for fam in FP8_FAMILIES if any(r.fp8 and r.family == fam for r in whole)}
         return {**rates, "other": rate(None)}
@@ -208,7 +210,7 @@ def _fit_constants(rows: Sequence[KernelRow]) -> tuple[float, dict[str, float], 
             ratio = r.rate / (moe_gemm_shape(r.hidden, r.slice, k0) * (fp8_rate(f, r.family) if r.fp8 else 1.0))
             per.setdefault(r.engine, []).append(ratio)
             per.setdefault("default", []).append(ratio)
-    ep = {engine: _log_median(ratios) for engine, ratios in per.items()}
+    ep = {engine: log_median(ratios) for engine, ratios in per.items()}
     counts = {"tile": len(whole), **{engine: len(ratios) for engine, ratios in per.items()}}
     return float(k0), f, ep, counts
 
@@ -224,7 +226,7 @@ def fit_moe_gemm(path: str | Path, efficiency_prefill: float) -> MoeGemmFit:
     rows = [r for r in every if not r.deepep]
     k0, f, ep, counts = _fit_constants(rows)
     deepep = [r for r in every if r.deepep]
-    wide = _log_median([r.rate / moe_gemm_shape(r.hidden, r.slice, k0) for r in deepep]) if deepep else 1.0
+    wide = log_median([r.rate / moe_gemm_shape(r.hidden, r.slice, k0) for r in deepep]) if deepep else 1.0
     counts["deepep"] = len(deepep)
     fit = MoeGemmFit(
         round(k0),

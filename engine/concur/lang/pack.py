@@ -57,6 +57,7 @@ from .values import convert_value
 from .yamlsafe import YList, YMap, load_yaml, read_source
 
 __all__ = [
+    "TEMPLATE_FIELD",
     "Catalog",
     "CatalogEntry",
     "CatalogField",
@@ -72,6 +73,10 @@ __all__ = [
     "load_catalog",
     "load_pack",
 ]
+
+
+TEMPLATE_FIELD = re.compile(r"\{([A-Za-z][A-Za-z0-9_]*)\}")
+"""A ``{name}`` in a ``violation:`` message: the value of variable ``name``, filled when it is shown."""
 
 
 @record
@@ -643,7 +648,7 @@ def _constraint(item: Any, loc: Location, pack: str) -> Constraint:
     if violation is not None:
         where = item.where("violation")
         _require(isinstance(violation, str) and bool(violation.strip()), "a constraint's violation is a message", where)
-        unknown = sorted(set(re.findall(r"\{([A-Za-z][A-Za-z0-9_]*)\}", violation)) - names_in(node))
+        unknown = sorted(set(TEMPLATE_FIELD.findall(violation)) - names_in(node))
         _require(
             not unknown,
             f"the violation message names {', '.join(unknown)}, which the check does not",

@@ -31,7 +31,7 @@ from ..compiled import closure, compiled
 from ..errors import BudgetError, ConcurError, InfeasibleError, SolveError, UsageError
 from ..lang.expr import Bin, Call, Neg, Node, Var, compile_node, names_in, to_text
 from ..lang.model import Model
-from ..lang.pack import Variable
+from ..lang.pack import TEMPLATE_FIELD, Variable
 from . import integers, loopmemo
 from .budget import Interrupted, interruptible, spend, timed_out
 from .closed_forms import symbolic_size_ok
@@ -759,4 +759,4 @@ def render_template(text: str, model: Model, env: dict[str, float]) -> str:
         number = f"{shown:,.0f}" if math.isfinite(shown) and abs(shown) >= 1e4 else f"{shown:.4g}"
         return f"{number} {var.display.text}".strip()
 
-    return " ".join(re.sub(r"\{([A-Za-z][A-Za-z0-9_]*)\}", sub, text).split())
+    return " ".join(TEMPLATE_FIELD.sub(sub, text).split())
